@@ -1,0 +1,150 @@
+//! Command-line flags of every subcommand; `main.rs` dispatches on them.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Cache-trust tooling for Rust GPU CI",
+    version
+)]
+pub struct Xtask {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the content key of the GPU archives: a hash of every compile input.
+    CiKey(CiKey),
+    /// Check the workflows against the cache-trust contracts.
+    CheckContracts(CheckContracts),
+    /// Build the GPU nextest archives, or reuse a trusted cache entry or artifact.
+    GpuArchive(GpuArchive),
+    /// After a build, check that every file the compiler read is a key input.
+    VerifyKey(VerifyKey),
+    /// Benchmark `ci-key` against `hashFiles()` and the raw hashing floor.
+    BenchKey(BenchKey),
+    /// Benchmark the artifact reuse path against curl + unzip.
+    BenchReuse(BenchReuse),
+}
+
+/// The flags every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// The repository to work on (default: the repository this xtask lives in).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// The CI trust policy (default: ROOT/.github/ci-trust.toml, or the defaults when absent).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+impl Common {
+    /// The repository root, made absolute so that no later step depends on the working directory.
+    pub fn root(&self) -> anyhow::Result<PathBuf> {
+        let root = match &self.root {
+            Some(root) => root.clone(),
+            None => Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("the xtask crate lives inside the repository")
+                .to_path_buf(),
+        };
+        std::fs::canonicalize(&root).map_err(|err| {
+            anyhow::anyhow!(
+                "--root {}: {err}; pass an existing repository directory",
+                root.display()
+            )
+        })
+    }
+
+    pub fn load_policy(&self, root: &Path) -> anyhow::Result<crate::policy::Policy> {
+        crate::policy::Policy::load(root, self.policy.as_deref())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CiKey {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print every input and component, and why it is there, on stderr.
+    #[arg(long)]
+    pub explain: bool,
+    /// Write a JSON manifest of the key, its components and its inputs.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Compare with an earlier `--json` manifest and say what changed.
+    #[arg(long, value_name = "OLD.json")]
+    pub diff: Option<PathBuf>,
+    /// Also append `key=` and `artifact_name=` to `$GITHUB_OUTPUT`.
+    #[arg(long)]
+    pub github_output: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Github,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckContracts {
+    #[command(flatten)]
+    pub common: Common,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct GpuArchive {
+    #[command(flatten)]
+    pub common: Common,
+    /// Where the archives are written.
+    #[arg(long, value_name = "DIR", default_value = "target/gpu-archive")]
+    pub out: PathBuf,
+    /// Look for a trusted artifact named by the key before building.
+    #[arg(long)]
+    pub reuse: bool,
+    /// The workflow restored the archives from the cache into `--out`.
+    #[arg(long)]
+    pub cache_hit: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyKey {
+    #[command(flatten)]
+    pub common: Common,
+    /// The target directory of the build to check (default: the workspace's).
+    #[arg(long, value_name = "DIR")]
+    pub target_dir: Option<PathBuf>,
+    /// The profile directory under the target directory.
+    #[arg(long, default_value = "debug")]
+    pub profile: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchKey {
+    /// Where to generate the benchmark workspace (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Runs of each contender; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Approximate size of the generated workspace in MB.
+    #[arg(long, default_value_t = 100)]
+    pub megabytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchReuse {
+    /// Size of the served artifact in MB.
+    #[arg(long, default_value_t = 200)]
+    pub megabytes: u64,
+    /// Runs of each contender; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+}

@@ -1,0 +1,175 @@
+//! The GitHub Actions environment: step outputs, annotations and the step summary.
+//!
+//! Every command talks to the runner through this module only, so the
+//! escaping rules of the workflow-command protocol live in one place. Outside
+//! Actions (no `GITHUB_ACTIONS=true`) annotations become plain `warning:` /
+//! `error:` lines on stderr and outputs are skipped unless a file is named.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+/// True when running inside a GitHub Actions job.
+pub fn in_actions() -> bool {
+    std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
+}
+
+/// The environment variables through which the runner hands a step its
+/// outputs, its token and its cache service. Built code must never see them.
+pub const RUNNER_CONTROL_VARS: &[&str] = &[
+    "GITHUB_OUTPUT",
+    "GITHUB_ENV",
+    "GITHUB_PATH",
+    "GITHUB_STATE",
+    "GITHUB_STEP_SUMMARY",
+    "GITHUB_TOKEN",
+];
+
+/// True for a variable that must be removed from a build's environment:
+/// the runner's control files, the token and every `ACTIONS_*` credential.
+pub fn is_runner_control_var(name: &str) -> bool {
+    RUNNER_CONTROL_VARS.contains(&name) || name.starts_with("ACTIONS_")
+}
+
+/// Appends `name=value` to the file named by `$GITHUB_OUTPUT`.
+///
+/// Errors when the variable is unset: a caller that asked for outputs and gets
+/// none would make the workflow continue with an empty key.
+pub fn set_outputs(pairs: &[(&str, &str)]) -> Result<()> {
+    let path = env_file("GITHUB_OUTPUT")?;
+    append_lines(&path, pairs)
+}
+
+/// Like [`set_outputs`], but a no-op outside Actions.
+pub fn set_outputs_if_in_actions(pairs: &[(&str, &str)]) -> Result<()> {
+    if std::env::var_os("GITHUB_OUTPUT").is_none() {
+        return Ok(());
+    }
+    set_outputs(pairs)
+}
+
+fn env_file(var: &str) -> Result<PathBuf> {
+    match std::env::var_os(var) {
+        Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+        _ => bail!("${var} is not set; this flag only works inside a GitHub Actions step"),
+    }
+}
+
+fn append_lines(path: &PathBuf, pairs: &[(&str, &str)]) -> Result<()> {
+    let mut text = String::new();
+    for (name, value) in pairs {
+        if name.contains(['=', '\n', '\r']) || value.contains(['\n', '\r']) {
+            bail!("refusing to write a multi-line or malformed output {name:?}");
+        }
+        text.push_str(&format!("{name}={value}\n"));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} for appending", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot append to {}", path.display()))
+}
+
+/// Appends Markdown to `$GITHUB_STEP_SUMMARY`; a no-op outside Actions.
+pub fn append_step_summary(markdown: &str) -> Result<()> {
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .with_context(|| {
+            format!(
+                "cannot open step summary {}",
+                PathBuf::from(&path).display()
+            )
+        })?;
+    file.write_all(markdown.as_bytes())
+        .context("cannot append to the step summary")
+}
+
+/// Where an annotation points.
+#[derive(Debug, Clone, Default)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Prints a warning: a `::warning::` workflow command in Actions, a
+/// `warning:` line elsewhere. Always on stderr, so stdout stays machine-readable.
+pub fn warning(message: &str) {
+    if in_actions() {
+        eprintln!("::warning::{}", escape_data(message));
+    } else {
+        eprintln!("warning: {message}");
+    }
+}
+
+/// Formats an `::error …::` or `::warning …::` command for a location.
+pub fn annotation(level: &str, location: &Location, title: &str, message: &str) -> String {
+    format!(
+        "::{level} file={},line={},col={},title={}::{}",
+        escape_property(&location.file),
+        location.line,
+        location.column,
+        escape_property(title),
+        escape_data(message)
+    )
+}
+
+/// Escapes a workflow-command message, as the runner's toolkit does.
+pub fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow-command property value, as the runner's toolkit does.
+pub fn escape_property(text: &str) -> String {
+    escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotation_escapes_what_would_break_the_protocol() {
+        let location = Location {
+            file: "a,b:c.yml".into(),
+            line: 3,
+            column: 7,
+        };
+        let text = annotation("error", &location, "rule", "50% done\nnext");
+        assert_eq!(
+            text,
+            "::error file=a%2Cb%3Ac.yml,line=3,col=7,title=rule::50%25 done%0Anext"
+        );
+    }
+
+    #[test]
+    fn outputs_are_appended_and_multiline_values_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        append_lines(&path, &[("key", "a"), ("artifact_name", "b")]).unwrap();
+        append_lines(&path, &[("source", "build")]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "key=a\nartifact_name=b\nsource=build\n"
+        );
+        assert!(append_lines(&path, &[("key", "a\nkey=evil")]).is_err());
+    }
+
+    #[test]
+    fn runner_control_vars_include_every_actions_credential() {
+        assert!(is_runner_control_var("ACTIONS_RUNTIME_TOKEN"));
+        assert!(is_runner_control_var("ACTIONS_CACHE_URL"));
+        assert!(is_runner_control_var("GITHUB_TOKEN"));
+        assert!(!is_runner_control_var("GITHUB_SHA"));
+    }
+}

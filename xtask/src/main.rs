@@ -1,0 +1,39 @@
+//! `cargo xtask`: cache-trust tooling for a Rust repository whose GPU tests
+//! run on paid, self-hosted pods.
+//!
+//! This file only parses flags and dispatches; each task lives in its own
+//! module, and `gha` is the shared layer for the GitHub Actions environment.
+
+mod archive;
+mod bench;
+mod contracts;
+mod flags;
+mod gha;
+mod key;
+mod policy;
+mod verify;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let flags = flags::Xtask::parse();
+    let result = match flags.command {
+        flags::Command::CiKey(cmd) => cmd.run(),
+        flags::Command::CheckContracts(cmd) => cmd.run(),
+        flags::Command::GpuArchive(cmd) => cmd.run(),
+        flags::Command::VerifyKey(cmd) => cmd.run(),
+        flags::Command::BenchKey(cmd) => cmd.run(),
+        flags::Command::BenchReuse(cmd) => cmd.run(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // Exit 2 means "could not do the job" (usage or input error), as
+            // distinct from 1, "did the job and found problems".
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

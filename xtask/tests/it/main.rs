@@ -1,0 +1,4 @@
+//! Integration tests: real fixture workspaces in temporary directories, driven
+//! through the real `xtask` binary.
+
+mod support;
