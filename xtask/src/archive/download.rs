@@ -1,0 +1,280 @@
+//! Downloading an accepted artifact and installing its archives into `--out`.
+//!
+//! The zip streams to a temporary file beside `--out` (never whole in
+//! memory, never past `artifacts.max-download-bytes`, never silent for long),
+//! its SHA-256 is checked against the artifact's `digest`, only the expected
+//! archive names are extracted into a staging directory, each is verified as
+//! a zstd tar, and only then are they renamed into `--out`. Any failure drops
+//! the staging directory, so `--out` never holds a partial or unverified file.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use http_body_util::BodyExt;
+use sha2::{Digest, Sha256};
+
+use super::finder::{Artifact, Github, describe_octocrab_error};
+use super::verify;
+use crate::policy::ArchiveSpec;
+
+/// How often a running download reports its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Downloads `artifact`, checks it, and installs `specs`' archives into `out`.
+/// Returns the installed paths.
+pub async fn install(
+    github: &Github,
+    artifact: &Artifact,
+    specs: &[ArchiveSpec],
+    out: &Path,
+    max_bytes: u64,
+) -> Result<Vec<PathBuf>> {
+    let staging = staging_dir(out)?;
+    let zip_path = staging.path().join("artifact.zip");
+    download(github, artifact, &zip_path, max_bytes).await?;
+    let extracted = staging.path().join("extracted");
+    std::fs::create_dir(&extracted)
+        .with_context(|| format!("cannot create {}", extracted.display()))?;
+    extract(&zip_path, specs, &extracted, max_bytes)?;
+    for spec in specs {
+        verify::check_archive(&extracted.join(&spec.file), spec)?;
+    }
+    move_into_place(&extracted, specs, out)
+}
+
+/// A fresh directory beside `out`, on the same filesystem so that the final
+/// renames are atomic; removed when dropped.
+pub fn staging_dir(out: &Path) -> Result<tempfile::TempDir> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(".gpu-archive-staging-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot create a staging directory in {}", parent.display()))
+}
+
+/// Renames each verified archive from `staging` into `out`, replacing what
+/// was there. If one rename fails, the ones already done are removed again.
+pub fn move_into_place(staging: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut done = Vec::new();
+    for spec in specs {
+        let target = out.join(&spec.file);
+        if let Err(err) = std::fs::rename(staging.join(&spec.file), &target) {
+            for path in &done {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(err)
+                .with_context(|| format!("cannot move an archive to {}", target.display()));
+        }
+        done.push(target);
+    }
+    Ok(done)
+}
+
+/// Streams the artifact's zip to `dest`, checking size and digest.
+async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: u64) -> Result<()> {
+    let route = github.repo_route(&format!("/actions/artifacts/{}/zip", artifact.id));
+    // The API answers with a redirect to blob storage. That hop is taken by
+    // hand, with the credential-free client: the token stays on the API host.
+    let response = tokio::time::timeout(github.timeout, github.api._get(route.as_str()))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "GET {route}: no answer within {} s",
+                github.timeout.as_secs()
+            )
+        })?
+        .map_err(|err| anyhow!("GET {route}: {}", describe_octocrab_error(&err)))?;
+    let status = response.status();
+    let response = if status.is_redirection() {
+        let location = response
+            .headers()
+            .get(http::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| anyhow!("GET {route}: HTTP {status} without a Location"))?
+            .to_owned();
+        let uri: http::Uri = location
+            .parse()
+            .with_context(|| format!("GET {route}: the redirect target is not a URL"))?;
+        if !matches!(uri.scheme_str(), Some("https" | "http")) || uri.authority().is_none() {
+            bail!("GET {route}: the redirect target is not an absolute http(s) URL");
+        }
+        let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        tokio::time::timeout(github.timeout, github.blob._get(uri))
+            .await
+            .map_err(|_| {
+                anyhow!(
+                    "download from {host}: no answer within {} s",
+                    github.timeout.as_secs()
+                )
+            })?
+            .map_err(|err| anyhow!("download from {host}: {}", describe_octocrab_error(&err)))?
+    } else {
+        response
+    };
+    let status = response.status();
+    if !status.is_success() {
+        bail!("the artifact download answered HTTP {status}");
+    }
+    let announced = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = announced
+        && length > max_bytes
+    {
+        bail!("the artifact is {length} bytes, over artifacts.max-download-bytes = {max_bytes}");
+    }
+    let expected_total = announced.unwrap_or(artifact.size_in_bytes);
+
+    let file =
+        File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let mut writer = BufWriter::with_capacity(1 << 20, file);
+    let mut hasher = Sha256::new();
+    let mut received: u64 = 0;
+    let started = Instant::now();
+    let mut last_report = started;
+    let mut body = response.into_body();
+    loop {
+        let frame = tokio::time::timeout(github.timeout, body.frame())
+            .await
+            .map_err(|_| {
+                anyhow!(
+                    "the download stalled: no data for {} s after {received} bytes",
+                    github.timeout.as_secs()
+                )
+            })?;
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|err| {
+            anyhow!(
+                "the download broke off after {received} bytes: {}",
+                describe_octocrab_error(&err)
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        received += data.len() as u64;
+        if received > max_bytes {
+            bail!("the download passed artifacts.max-download-bytes = {max_bytes}");
+        }
+        hasher.update(&data);
+        writer
+            .write_all(&data)
+            .with_context(|| format!("cannot write {}", dest.display()))?;
+        if last_report.elapsed() >= PROGRESS_EVERY {
+            last_report = Instant::now();
+            eprintln!(
+                "downloading artifact {}: {} of {} ({:.0} MiB/s)",
+                artifact.id,
+                mib(received),
+                mib(expected_total),
+                received as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    writer
+        .into_inner()
+        .map_err(|err| err.into_error())
+        .and_then(|file| file.sync_all())
+        .with_context(|| format!("cannot write {}", dest.display()))?;
+    if received != expected_total {
+        bail!("the download is truncated: {received} of {expected_total} bytes");
+    }
+    let actual = hex(&hasher.finalize());
+    if let Some(digest) = &artifact.digest {
+        let Some(expected) = digest.strip_prefix("sha256:") else {
+            bail!("the artifact digest {digest:?} is not a sha256 digest; cannot verify it");
+        };
+        if !expected.eq_ignore_ascii_case(&actual) {
+            bail!("the download's SHA-256 {actual} does not match the artifact digest {expected}");
+        }
+    }
+    eprintln!(
+        "downloaded artifact {}: {} in {:.1} s, sha256 {actual}{}",
+        artifact.id,
+        mib(received),
+        started.elapsed().as_secs_f64(),
+        if artifact.digest.is_some() {
+            " (matches the artifact digest)"
+        } else {
+            " (the API gave no digest to compare with)"
+        }
+    );
+    Ok(())
+}
+
+/// Extracts exactly the archives named by `specs` from the zip at `zip_path`
+/// into the empty directory `dest`.
+///
+/// Every entry is checked before anything is written: an entry that is not
+/// one of the expected plain file names (an absolute path, `..`, a
+/// directory, a nested path, anything else), a symlink, a duplicate, or a
+/// missing archive rejects the whole artifact.
+pub fn extract(zip_path: &Path, specs: &[ArchiveSpec], dest: &Path, max_bytes: u64) -> Result<()> {
+    let file =
+        File::open(zip_path).with_context(|| format!("cannot open {}", zip_path.display()))?;
+    let mut archive = zip::ZipArchive::new(file).context("the artifact is not a readable zip")?;
+    let expected: BTreeSet<&str> = specs.iter().map(|s| s.file.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    for index in 0..archive.len() {
+        let entry = archive
+            .by_index_raw(index)
+            .with_context(|| format!("zip entry {index} is unreadable"))?;
+        let name = String::from_utf8_lossy(entry.name_raw()).into_owned();
+        if !expected.contains(name.as_str()) {
+            bail!("the artifact holds an unexpected entry {name:?}; expected only {expected:?}");
+        }
+        if entry.is_symlink() || !entry.is_file() {
+            bail!("the artifact entry {name:?} is not a regular file");
+        }
+        if !seen.insert(name.clone()) {
+            bail!("the artifact holds {name:?} twice");
+        }
+    }
+    if let Some(missing) = expected.iter().find(|name| !seen.contains(**name)) {
+        bail!("the artifact lacks the archive {missing:?}");
+    }
+    let mut budget = max_bytes;
+    for spec in specs {
+        let mut entry = archive
+            .by_name(&spec.file)
+            .with_context(|| format!("cannot open {:?} in the artifact", spec.file))?;
+        let target = dest.join(&spec.file);
+        let mut out = BufWriter::with_capacity(
+            1 << 20,
+            File::create_new(&target)
+                .with_context(|| format!("cannot create {}", target.display()))?,
+        );
+        // The zip reader checks each entry's CRC-32 when it reaches the end.
+        let written = io::copy(&mut (&mut entry).take(budget + 1), &mut out)
+            .with_context(|| format!("cannot extract {:?} from the artifact", spec.file))?;
+        if written > budget {
+            bail!("the artifact's archives expand past artifacts.max-download-bytes = {max_bytes}");
+        }
+        budget -= written;
+        out.into_inner()
+            .map_err(|err| err.into_error())
+            .and_then(|file| file.sync_all())
+            .with_context(|| format!("cannot write {}", target.display()))?;
+    }
+    Ok(())
+}
+
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
