@@ -225,6 +225,11 @@ pub fn extract(zip_path: &Path, specs: &[ArchiveSpec], dest: &Path, max_bytes: u
     let file =
         File::open(zip_path).with_context(|| format!("cannot open {}", zip_path.display()))?;
     let mut archive = zip::ZipArchive::new(file).context("the artifact is not a readable zip")?;
+    // The zip reader keeps one entry per name; which of two same-named
+    // entries a tool extracts differs between tools, so refuse them all.
+    if archive.has_duplicate_names() {
+        bail!("the artifact holds two entries with the same name");
+    }
     let expected: BTreeSet<&str> = specs.iter().map(|s| s.file.as_str()).collect();
     let mut seen = BTreeSet::new();
     for index in 0..archive.len() {

@@ -16,6 +16,9 @@ mod download;
 mod finder;
 mod verify;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,0 +1,972 @@
+//! Tests of the reuse path against a real HTTP mock of the GitHub API on
+//! 127.0.0.1, through the real octocrab client, and of the checks on their own.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::finder::{self, GithubEnv, Run, RunRepository, TrustContext};
+use super::{Reused, build, download, reuse_artifact, verify};
+use crate::policy::{ArchiveSpec, Policy};
+
+const NAME: &str = "gpu-archive-v1-0123abcd";
+const REPO_ID: u64 = 42;
+const CURRENT_RUN: u64 = 999;
+const TOKEN: &str = "secret-token-value";
+
+fn policy() -> Policy {
+    Policy::parse(
+        r#"
+[artifacts]
+timeout-secs = 1
+max-download-bytes = 10_000_000
+[[archive]]
+file = "cuda-tests.tar.zst"
+nextest = ["-p", "gpu-crate", "--features", "cuda"]
+[[archive]]
+file = "cuda-tutorial.tar.zst"
+build = ["--bin", "cuda_tutorial"]
+binaries = ["cuda_tutorial"]
+"#,
+    )
+    .unwrap()
+}
+
+/// A zstd tar holding `members` (name, content), as the packer writes it.
+fn zstd_tar(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = Vec::new();
+    for (index, (name, content)) in members.iter().enumerate() {
+        let file = dir.path().join(format!("m{index}"));
+        std::fs::write(&file, content).unwrap();
+        list.push((name.to_string(), file));
+    }
+    let dest = dir.path().join("out.tar.zst");
+    build::pack_zstd_tar(&list, &dest, dir.path()).unwrap();
+    std::fs::read(dest).unwrap()
+}
+
+fn nextest_archive() -> Vec<u8> {
+    zstd_tar(&[
+        (verify::NEXTEST_METADATA_MEMBER, b"{\"binaries\":{}}"),
+        ("target/debug/deps/gpu_crate-0123", &[7u8; 5000]),
+    ])
+}
+
+fn tutorial_archive() -> Vec<u8> {
+    zstd_tar(&[("cuda_tutorial", b"\x7fELF pretend binary")])
+}
+
+/// A deflate zip, as `actions/upload-artifact` writes them.
+fn zip_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, content) in entries {
+        writer.start_file(*name, options).unwrap();
+        writer.write_all(content).unwrap();
+    }
+    writer.finish().unwrap().into_inner()
+}
+
+fn good_zip() -> Vec<u8> {
+    zip_of(&[
+        ("cuda-tests.tar.zst", nextest_archive()),
+        ("cuda-tutorial.tar.zst", tutorial_archive()),
+    ])
+}
+
+/// A stored zip written byte by byte, so that tests can hold what a zip
+/// library refuses to write: duplicates, `..`, absolute names, symlinks.
+fn raw_zip(entries: &[(&str, &[u8], bool)]) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &byte in data {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data, symlink) in entries {
+        let offset = out.len() as u32;
+        let crc = crc32(data);
+        let header = |sig: u32, central: bool| {
+            let mut h = Vec::new();
+            h.extend(sig.to_le_bytes());
+            if central {
+                h.extend(0x031Eu16.to_le_bytes()); // made by: unix, 3.0
+            }
+            h.extend(20u16.to_le_bytes()); // version needed
+            h.extend(0u16.to_le_bytes()); // flags
+            h.extend(0u16.to_le_bytes()); // stored
+            h.extend(0u32.to_le_bytes()); // time, date
+            h.extend(crc.to_le_bytes());
+            h.extend((data.len() as u32).to_le_bytes());
+            h.extend((data.len() as u32).to_le_bytes());
+            h.extend((name.len() as u16).to_le_bytes());
+            h.extend(0u16.to_le_bytes()); // extra
+            if central {
+                h.extend(0u16.to_le_bytes()); // comment
+                h.extend(0u16.to_le_bytes()); // disk
+                h.extend(0u16.to_le_bytes()); // internal attributes
+                let mode: u32 = if *symlink { 0o120777 } else { 0o100644 };
+                h.extend((mode << 16).to_le_bytes());
+                h.extend(offset.to_le_bytes());
+            }
+            h.extend(name.as_bytes());
+            h
+        };
+        out.extend(header(0x0403_4b50, false));
+        out.extend(*data);
+        central.extend(header(0x0201_4b50, true));
+    }
+    let central_offset = out.len() as u32;
+    out.extend(&central);
+    out.extend(0x0605_4b50u32.to_le_bytes());
+    out.extend([0u8; 4]);
+    out.extend((entries.len() as u16).to_le_bytes());
+    out.extend((entries.len() as u16).to_le_bytes());
+    out.extend((central.len() as u32).to_le_bytes());
+    out.extend(central_offset.to_le_bytes());
+    out.extend(0u16.to_le_bytes());
+    out
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    download::hex(&Sha256::digest(bytes))
+}
+
+/// An artifact listing entry for `zip`.
+fn artifact(id: u64, run_id: u64, zip: &[u8]) -> Value {
+    json!({
+        "id": id,
+        "name": NAME,
+        "size_in_bytes": zip.len(),
+        "expired": false,
+        "created_at": "2026-11-29T10:00:00Z",
+        "expires_at": "2026-12-06T10:00:00Z",
+        "digest": format!("sha256:{}", sha256(zip)),
+        "workflow_run": {"id": run_id, "repository_id": REPO_ID, "head_repository_id": REPO_ID,
+                         "head_branch": "main", "head_sha": "abc"}
+    })
+}
+
+/// A producing run that passes every rule; tests break one thing at a time.
+fn good_run(id: u64) -> Value {
+    json!({
+        "id": id,
+        "name": "publish",
+        "path": ".github/workflows/ci-cache-publish.yml",
+        "event": "push",
+        "head_branch": "main",
+        "created_at": "2026-11-29T09:58:00Z",
+        "repository": {"id": REPO_ID, "full_name": "o/r"},
+        "head_repository": {"id": REPO_ID, "full_name": "o/r"}
+    })
+}
+
+/// A GitHub API mock and a separate blob-storage mock (another port, so
+/// another authority, as in production).
+struct Api {
+    rt: tokio::runtime::Runtime,
+    api: MockServer,
+    blob: MockServer,
+}
+
+impl Api {
+    fn new() -> Api {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (api, blob) =
+            rt.block_on(async { (MockServer::start().await, MockServer::start().await) });
+        let mock = Api { rt, api, blob };
+        mock.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r"))
+                .respond_with(
+                    ResponseTemplate::new(200)
+                        .set_body_json(json!({"id": REPO_ID, "full_name": "o/r", "name": "r"})),
+                ),
+        );
+        mock
+    }
+
+    fn env(&self) -> GithubEnv {
+        GithubEnv {
+            api_url: self.api.uri(),
+            owner: "o".into(),
+            repo: "r".into(),
+            run_id: CURRENT_RUN,
+            token: TOKEN.into(),
+        }
+    }
+
+    fn mount(&self, mock: Mock) {
+        self.rt.block_on(mock.mount(&self.api));
+    }
+
+    fn listing(&self, artifacts: Vec<Value>) {
+        self.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r/actions/artifacts"))
+                .and(query_param("name", NAME))
+                .respond_with(ResponseTemplate::new(200).set_body_json(
+                    json!({"total_count": artifacts.len(), "artifacts": artifacts}),
+                )),
+        );
+    }
+
+    fn run(&self, run: Value) {
+        let id = run["id"].as_u64().unwrap();
+        self.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/actions/runs/{id}")))
+                .respond_with(ResponseTemplate::new(200).set_body_json(run)),
+        );
+    }
+
+    /// The download of artifact `id`: a 302 from the API to the blob server.
+    fn zip(&self, id: u64, bytes: Vec<u8>) {
+        let location = format!("{}/blob/{id}.zip?sig=abc", self.blob.uri());
+        self.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/actions/artifacts/{id}/zip")))
+                .respond_with(ResponseTemplate::new(302).insert_header("location", location)),
+        );
+        self.rt.block_on(
+            Mock::given(method("GET"))
+                .and(path(format!("/blob/{id}.zip")))
+                .respond_with(ResponseTemplate::new(200).set_body_bytes(bytes))
+                .mount(&self.blob),
+        );
+    }
+
+    /// One trusted artifact `id` from run `run_id` serving `zip`.
+    fn trusted(&self, id: u64, run_id: u64, zip: Vec<u8>) {
+        self.listing(vec![artifact(id, run_id, &zip)]);
+        self.run(good_run(run_id));
+        self.zip(id, zip);
+    }
+
+    fn reuse(&self, out: &Path) -> anyhow::Result<Result<Reused, String>> {
+        reuse_artifact(self.env(), NAME, out, &policy())
+    }
+
+    fn blob_requests(&self) -> Vec<wiremock::Request> {
+        self.rt
+            .block_on(self.blob.received_requests())
+            .unwrap_or_default()
+    }
+
+    fn api_requests(&self) -> Vec<wiremock::Request> {
+        self.rt
+            .block_on(self.api.received_requests())
+            .unwrap_or_default()
+    }
+}
+
+/// A scratch directory and the `--out` inside it.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// Nothing was left behind: no file in `--out`, no staging directory.
+    fn assert_clean(&self) {
+        let leftovers: Vec<_> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name != "out")
+            .collect();
+        assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+        if self.out().exists() {
+            let files: Vec<_> = std::fs::read_dir(self.out()).unwrap().collect();
+            assert!(files.is_empty(), "--out holds {files:?}");
+        }
+    }
+
+    fn assert_installed(&self) {
+        for spec in &policy().archive {
+            verify::check_archive(&self.out().join(&spec.file), spec).unwrap();
+        }
+        let entries = std::fs::read_dir(self.dir.path()).unwrap().count();
+        assert_eq!(entries, 1, "only --out remains beside the staging area");
+    }
+}
+
+#[test]
+fn trusted_artifact_is_installed_and_the_token_stays_on_the_api_host() {
+    let api = Api::new();
+    api.trusted(7, 100, good_zip());
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!(
+        reused,
+        Reused {
+            artifact_id: 7,
+            run_id: 100,
+            event: "push".into(),
+            workflow: ".github/workflows/ci-cache-publish.yml".into(),
+            created_at: "2026-11-29T09:58:00Z".into(),
+        }
+    );
+    scratch.assert_installed();
+
+    let blob = api.blob_requests();
+    assert_eq!(blob.len(), 1, "the zip is fetched once from blob storage");
+    assert!(
+        blob.iter()
+            .all(|r| !r.headers.contains_key("authorization")),
+        "the token followed the redirect"
+    );
+    let api_requests = api.api_requests();
+    assert!(
+        api_requests.iter().all(|r| r
+            .headers
+            .get("authorization")
+            .is_some_and(|v| v.to_str().unwrap() == format!("Bearer {TOKEN}"))),
+        "every API request carries the token"
+    );
+}
+
+#[test]
+fn every_untrusted_candidate_is_skipped_and_the_good_one_on_page_two_is_taken() {
+    let api = Api::new();
+    let zip = good_zip();
+    // Page 1: one candidate per rule, each of which must be passed over.
+    let mut bad = Vec::new();
+    let mut runs = Vec::new();
+    let mut case = |id: u64, artifact_edit: &dyn Fn(&mut Value), run_edit: &dyn Fn(&mut Value)| {
+        let mut a = artifact(id, id + 1000, &zip);
+        artifact_edit(&mut a);
+        bad.push(a);
+        let mut r = good_run(id + 1000);
+        run_edit(&mut r);
+        runs.push(r);
+    };
+    let none = |_: &mut Value| {};
+    case(1, &|a| a["workflow_run"]["id"] = json!(CURRENT_RUN), &none);
+    // A fork that calls its branch `main`, with the same repository name.
+    case(
+        3,
+        &|a| a["workflow_run"]["head_repository_id"] = json!(4242),
+        &none,
+    );
+    case(4, &none, &|r| {
+        r["head_repository"] = json!({"id": 4242, "full_name": "o/r"});
+        r["head_branch"] = json!("main");
+    });
+    case(5, &none, &|r| r["path"] = json!(".github/workflows/ci.yml"));
+    case(6, &none, &|r| {
+        r["path"] = json!(".github/workflows/evil/ci-cache-publish.yml")
+    });
+    case(7, &none, &|r| r["event"] = json!("pull_request"));
+    case(8, &none, &|r| r["event"] = json!("pull_request_target"));
+    case(9, &none, &|r| {
+        r["event"] = json!("workflow_dispatch");
+        r["head_branch"] = json!("feature");
+    });
+    case(10, &none, &|r| r["head_branch"] = json!(null));
+    case(11, &|a| a["expired"] = json!(true), &none);
+    case(12, &|a| a["name"] = json!(format!("{NAME}-other")), &none);
+    case(13, &|a| a["size_in_bytes"] = json!(20_000_000), &none);
+    case(14, &none, &|r| {
+        r["repository"] = json!({"id": 4242, "full_name": "evil/r"})
+    });
+    case(15, &|a| a["workflow_run"] = json!(null), &none);
+    // The run of candidate 16 is missing (404): skipped, not fatal.
+    bad.push(artifact(16, 1016, &zip));
+    for run in runs {
+        api.run(run);
+    }
+    let next = format!(
+        "<{}/repos/o/r/actions/artifacts?name={NAME}&per_page=100&page=2>; rel=\"next\", <{}/repos/o/r/actions/artifacts?name={NAME}&per_page=100&page=2>; rel=\"last\"",
+        api.api.uri(),
+        api.api.uri()
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .and(query_param("page", "2"))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"total_count": 18, "artifacts": [artifact(50, 1050, &zip)]}),
+                ),
+            )
+            .with_priority(1),
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .and(query_param("per_page", "100"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("link", next.as_str())
+                    .set_body_json(json!({"total_count": 18, "artifacts": bad})),
+            ),
+    );
+    // A trusted `workflow_run` run: its head branch is the PR's and that is fine;
+    // its path carries an `@ref`, which is normalised away.
+    let mut run = good_run(1050);
+    run["event"] = json!("workflow_run");
+    run["head_branch"] = json!("contributor-branch");
+    run["path"] = json!(".github/workflows/runpod-gpu-test.yml@refs/heads/main");
+    api.run(run);
+    api.zip(50, zip);
+
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (50, 1050));
+    assert_eq!(reused.event, "workflow_run");
+    scratch.assert_installed();
+    // Only the accepted candidate was downloaded.
+    let blob = api.blob_requests();
+    assert_eq!(blob.len(), 1);
+    assert_eq!(blob[0].url.path(), "/blob/50.zip");
+}
+
+/// Runs the reuse path against a listing of one candidate and expects the
+/// search to end without a trusted one, naming `needle`.
+fn expect_skipped(edit_artifact: impl Fn(&mut Value), edit_run: impl Fn(&mut Value), needle: &str) {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    edit_artifact(&mut a);
+    let mut r = good_run(a["workflow_run"]["id"].as_u64().unwrap_or(100));
+    edit_run(&mut r);
+    api.listing(vec![a]);
+    api.run(r);
+    api.zip(7, zip);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
+    assert!(
+        api.blob_requests().is_empty(),
+        "an untrusted artifact was downloaded"
+    );
+    scratch.assert_clean();
+}
+
+#[test]
+fn each_rejection_names_its_reason() {
+    let none = |_: &mut Value| {};
+    expect_skipped(
+        |a| a["workflow_run"]["id"] = json!(CURRENT_RUN),
+        none,
+        "produced by the current run",
+    );
+    expect_skipped(
+        none,
+        |r| r["head_repository"] = json!({"id": 4242, "full_name": "o/r"}),
+        "head repository is o/r (id 4242)",
+    );
+    expect_skipped(
+        none,
+        |r| r["path"] = json!(".github/workflows/ci.yml"),
+        "is not one of artifacts.trusted-workflows",
+    );
+    expect_skipped(
+        none,
+        |r| r["event"] = json!("pull_request"),
+        "event \"pull_request\"",
+    );
+    expect_skipped(
+        none,
+        |r| {
+            r["event"] = json!("workflow_dispatch");
+            r["head_branch"] = json!("release");
+        },
+        "on branch \"release\", not the default branch",
+    );
+    expect_skipped(
+        none,
+        |r| r["head_branch"] = json!(null),
+        "has no head branch",
+    );
+    expect_skipped(|a| a["expired"] = json!(true), none, "expired");
+    expect_skipped(|a| a["name"] = json!("other"), none, "is not");
+    expect_skipped(
+        |a| a["workflow_run"]["id"] = json!(555),
+        |r| r["id"] = json!(556),
+        "run 555 cannot be read",
+    );
+}
+
+#[test]
+fn empty_listing_is_a_miss() {
+    let api = Api::new();
+    api.listing(vec![]);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert_eq!(reason, format!("no artifact named {NAME}"));
+    scratch.assert_clean();
+}
+
+/// Runs the reuse path and expects it to fail (so the caller falls back to a
+/// build) with `needle` in the error, leaving nothing behind.
+fn expect_failure(api: &Api, needle: &str) {
+    let scratch = Scratch::new();
+    let err = match api.reuse(&scratch.out()) {
+        Err(err) => format!("{err:#}"),
+        Ok(other) => panic!("expected a failure naming {needle:?}, got {other:?}"),
+    };
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    scratch.assert_clean();
+}
+
+#[test]
+fn server_error_fails_over() {
+    let api = Api::new();
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(ResponseTemplate::new(500).set_body_json(json!({"message": "boom"}))),
+    );
+    expect_failure(&api, "HTTP 500 Internal Server Error: boom");
+}
+
+#[test]
+fn rate_limit_fails_over() {
+    let api = Api::new();
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(
+                ResponseTemplate::new(403)
+                    .insert_header("x-ratelimit-remaining", "0")
+                    .set_body_json(json!({"message": "API rate limit exceeded"})),
+            ),
+    );
+    expect_failure(&api, "rate limited by the GitHub API (HTTP 403 Forbidden)");
+}
+
+#[test]
+fn stalled_api_fails_over_after_the_timeout() {
+    let api = Api::new();
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_delay(Duration::from_secs(5))
+                    .set_body_json(json!({"artifacts": []})),
+            ),
+    );
+    let started = std::time::Instant::now();
+    expect_failure(&api, "no answer within 1 s");
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn connection_refused_fails_over() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let env = GithubEnv {
+        api_url: format!("http://127.0.0.1:{port}"),
+        ..Api::new().env()
+    };
+    let scratch = Scratch::new();
+    let err = format!(
+        "{:#}",
+        reuse_artifact(env, NAME, &scratch.out(), &policy()).unwrap_err()
+    );
+    assert!(err.contains("cannot read this repository's id"), "{err}");
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+    scratch.assert_clean();
+}
+
+#[test]
+fn next_link_to_another_host_is_not_followed() {
+    let api = Api::new();
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("link", "<https://evil.example/steal?page=2>; rel=\"next\"")
+                    .set_body_json(json!({"artifacts": []})),
+            ),
+    );
+    expect_failure(&api, "refusing to send the token there");
+}
+
+/// A blob server for one request: it announces all of `body`, sends half of
+/// it, then either closes the connection or goes quiet for longer than the
+/// timeout. Returns its URL.
+fn half_blob_server(body: Vec<u8>, stall: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/zip\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body[..body.len() / 2]);
+            let _ = stream.flush();
+            if stall {
+                std::thread::sleep(Duration::from_secs(5));
+            }
+        }
+    });
+    format!("http://127.0.0.1:{port}/blob")
+}
+
+/// Serves artifact 7 of run 100 whose download redirects to `location`.
+fn trusted_redirecting_to(api: &Api, zip: &[u8], location: &str) {
+    api.listing(vec![artifact(7, 100, zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(ResponseTemplate::new(302).insert_header("location", location)),
+    );
+}
+
+#[test]
+fn connection_closed_mid_download_fails_over() {
+    let api = Api::new();
+    let zip = good_zip();
+    trusted_redirecting_to(&api, &zip, &half_blob_server(zip.clone(), false));
+    expect_failure(&api, "the download broke off");
+}
+
+#[test]
+fn short_body_fails_over_on_its_digest() {
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.zip(7, zip[..zip.len() / 2].to_vec());
+    expect_failure(&api, "does not match the artifact digest");
+}
+
+#[test]
+fn truncated_zip_without_a_digest_fails_over() {
+    let api = Api::new();
+    let zip = good_zip();
+    let cut = zip[..zip.len() - 30].to_vec();
+    let mut a = artifact(7, 100, &cut);
+    a["digest"] = json!(null);
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.zip(7, cut);
+    expect_failure(&api, "not a readable zip");
+}
+
+#[test]
+fn wrong_digest_fails_over() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["digest"] = json!(format!("sha256:{}", sha256(b"something else")));
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.zip(7, zip);
+    expect_failure(&api, "does not match the artifact digest");
+}
+
+#[test]
+fn download_error_status_fails_over() {
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(ResponseTemplate::new(410)),
+    );
+    expect_failure(&api, "HTTP 410 Gone");
+}
+
+/// Serves one artifact whose zip is `zip` and expects the install to fail.
+fn expect_bad_zip(zip: Vec<u8>, needle: &str) {
+    let api = Api::new();
+    api.trusted(7, 100, zip);
+    expect_failure(&api, needle);
+}
+
+#[test]
+fn hostile_or_incomplete_zips_fail_over() {
+    let tests = nextest_archive();
+    let tutorial = tutorial_archive();
+    let good = [
+        ("cuda-tests.tar.zst", tests.as_slice(), false),
+        ("cuda-tutorial.tar.zst", tutorial.as_slice(), false),
+    ];
+    let with = |extra: (&'static str, &'static [u8], bool)| {
+        let mut entries = good.to_vec();
+        entries.insert(0, extra);
+        raw_zip(&entries)
+    };
+    // The hand-written zip itself is valid: the good entries alone install.
+    {
+        let api = Api::new();
+        api.trusted(7, 100, raw_zip(&good));
+        let scratch = Scratch::new();
+        api.reuse(&scratch.out()).unwrap().unwrap();
+        scratch.assert_installed();
+    }
+    expect_bad_zip(
+        with(("../cuda-tests.tar.zst", b"x", false)),
+        "unexpected entry \"../cuda-tests.tar.zst\"",
+    );
+    expect_bad_zip(
+        with(("/etc/cuda-tests.tar.zst", b"x", false)),
+        "unexpected entry \"/etc/cuda-tests.tar.zst\"",
+    );
+    expect_bad_zip(with(("nested/x", b"x", false)), "unexpected entry");
+    expect_bad_zip(
+        with(("notes.txt", b"x", false)),
+        "unexpected entry \"notes.txt\"",
+    );
+    expect_bad_zip(
+        raw_zip(&[
+            ("cuda-tests.tar.zst", b"/etc/passwd", true),
+            ("cuda-tutorial.tar.zst", tutorial.as_slice(), false),
+        ]),
+        "not a regular file",
+    );
+    expect_bad_zip(
+        raw_zip(&[
+            ("cuda-tests.tar.zst", tests.as_slice(), false),
+            ("cuda-tests.tar.zst", tests.as_slice(), false),
+            ("cuda-tutorial.tar.zst", tutorial.as_slice(), false),
+        ]),
+        "two entries with the same name",
+    );
+    expect_bad_zip(
+        zip_of(&[("cuda-tests.tar.zst", tests.clone())]),
+        "lacks the archive \"cuda-tutorial.tar.zst\"",
+    );
+    expect_bad_zip(
+        zip_of(&[
+            ("cuda-tests.tar.zst", b"not zstd at all".to_vec()),
+            ("cuda-tutorial.tar.zst", tutorial.clone()),
+        ]),
+        "not a readable zstd tar",
+    );
+    expect_bad_zip(
+        zip_of(&[
+            ("cuda-tests.tar.zst", tutorial.clone()),
+            ("cuda-tutorial.tar.zst", tutorial.clone()),
+        ]),
+        "lacks the member \"target/nextest/binaries-metadata.json\"",
+    );
+}
+
+#[test]
+fn stalled_blob_download_fails_over() {
+    let api = Api::new();
+    let zip = good_zip();
+    trusted_redirecting_to(&api, &zip, &half_blob_server(zip.clone(), true));
+    expect_failure(&api, "the download stalled");
+}
+
+#[test]
+fn oversized_download_is_cut_off() {
+    let api = Api::new();
+    let zip = good_zip();
+    // The listing understates the size; the announced length gives it away.
+    let mut a = artifact(7, 100, &zip);
+    a["size_in_bytes"] = json!(100);
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    let big = vec![0u8; 10_000_001];
+    api.zip(7, big);
+    expect_failure(&api, "over artifacts.max-download-bytes");
+}
+
+#[test]
+fn rules_on_their_own() {
+    let policy = policy();
+    let ctx = TrustContext {
+        repository_id: REPO_ID,
+        full_name: "o/r".into(),
+        current_run_id: CURRENT_RUN,
+        default_branch: "main",
+        policy: &policy.artifacts,
+    };
+    let repo = || {
+        Some(RunRepository {
+            id: REPO_ID,
+            full_name: "o/r".into(),
+        })
+    };
+    let run = |event: &str, branch: Option<&str>, path: &str| Run {
+        id: 1,
+        path: Some(path.into()),
+        event: event.into(),
+        head_branch: branch.map(str::to_owned),
+        created_at: None,
+        repository: repo(),
+        head_repository: repo(),
+    };
+    let publish = ".github/workflows/ci-cache-publish.yml";
+    for event in ["push", "schedule", "workflow_dispatch"] {
+        assert!(finder::judge_run(&run(event, Some("main"), publish), &ctx).is_ok());
+        assert!(finder::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
+        assert!(finder::judge_run(&run(event, None, publish), &ctx).is_err());
+    }
+    assert!(finder::judge_run(&run("workflow_run", None, publish), &ctx).is_ok());
+    assert!(finder::judge_run(&run("issue_comment", Some("main"), publish), &ctx).is_err());
+    assert!(finder::judge_run(&run("push", Some("main"), "ci-cache-publish.yml"), &ctx).is_err());
+    assert!(
+        finder::judge_run(
+            &run("push", Some("main"), &format!("{publish}@refs/heads/main")),
+            &ctx
+        )
+        .is_ok()
+    );
+    let mut renamed = run("push", Some("main"), publish);
+    renamed.head_repository = Some(RunRepository {
+        id: REPO_ID,
+        full_name: "other/r".into(),
+    });
+    assert!(finder::judge_run(&renamed, &ctx).is_err());
+    let mut current = run("push", Some("main"), publish);
+    current.id = CURRENT_RUN;
+    assert!(finder::judge_run(&current, &ctx).is_err());
+    let mut deleted_fork = run("push", Some("main"), publish);
+    deleted_fork.head_repository = None;
+    assert!(finder::judge_run(&deleted_fork, &ctx).is_err());
+}
+
+#[test]
+fn link_header_and_environment_parsing() {
+    assert_eq!(
+        finder::next_link("<https://a/x?page=2>; rel=\"next\", <https://a/x?page=9>; rel=\"last\""),
+        Some("https://a/x?page=2".to_owned())
+    );
+    assert_eq!(
+        finder::next_link("<https://a/x?page=1>; rel=\"prev\""),
+        None
+    );
+
+    let env = |pairs: &[(&str, &str)]| {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        GithubEnv::from_lookup(move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+    };
+    let err = env(&[]).unwrap_err();
+    for needle in [
+        "GITHUB_API_URL",
+        "GITHUB_REPOSITORY",
+        "GITHUB_RUN_ID",
+        "GITHUB_TOKEN",
+    ] {
+        assert!(err.contains(needle), "{err}");
+    }
+    let err = env(&[
+        ("GITHUB_API_URL", "https://api.github.com"),
+        ("GITHUB_REPOSITORY", "o/../../x"),
+        ("GITHUB_RUN_ID", "12"),
+        ("GITHUB_TOKEN", "t"),
+    ])
+    .unwrap_err();
+    assert!(err.contains("is not `owner/name`"), "{err}");
+    let ok = env(&[
+        ("GITHUB_API_URL", "https://ghe.example/api/v3/"),
+        ("GITHUB_REPOSITORY", "o/r"),
+        ("GITHUB_RUN_ID", "12"),
+        ("GITHUB_TOKEN", "t"),
+    ])
+    .unwrap();
+    assert_eq!(ok.api_url, "https://ghe.example/api/v3");
+    assert_eq!(ok.run_id, 12);
+}
+
+#[test]
+fn verification_rejects_damaged_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec: ArchiveSpec = policy().archive[0].clone();
+    let good = dir.path().join("good.tar.zst");
+    std::fs::write(&good, nextest_archive()).unwrap();
+    let summary = verify::check_archive(&good, &spec).unwrap();
+    assert_eq!(summary.members, 2);
+
+    let bytes = nextest_archive();
+    for (name, content, needle) in [
+        ("empty", Vec::new(), "is empty"),
+        (
+            "truncated",
+            bytes[..bytes.len() - 40].to_vec(),
+            "not a readable zstd tar",
+        ),
+        (
+            "garbage",
+            b"\x28\xb5\x2f\xfd garbage".to_vec(),
+            "not a readable zstd tar",
+        ),
+        (
+            "trailing",
+            [bytes.clone(), b"junk".to_vec()].concat(),
+            "not a readable zstd tar",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let err = format!("{:#}", verify::check_archive(&path, &spec).unwrap_err());
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+    // Two frames back to back decode as one stream, as with the zstd tool.
+    let split = dir.path().join("split");
+    let tar = {
+        let mut decoded = Vec::new();
+        verify::ZstdFrames::new(std::io::BufReader::new(bytes.as_slice()))
+            .read_to_end(&mut decoded)
+            .unwrap();
+        decoded
+    };
+    let (a, b) = tar.split_at(tar.len() / 2);
+    let mut two = Vec::new();
+    for half in [a, b] {
+        ruzstd::encoding::compress(half, &mut two, ruzstd::encoding::CompressionLevel::Fastest);
+    }
+    std::fs::write(&split, two).unwrap();
+    verify::check_archive(&split, &spec).unwrap();
+
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let err = format!("{:#}", verify::check_archive(&link, &spec).unwrap_err());
+    assert!(err.contains("not a regular file"), "{err}");
+}
