@@ -228,6 +228,7 @@ impl InputSet {
         Ok(count)
     }
 
+    #[cfg(test)]
     pub fn contains(&self, rel: &str) -> bool {
         self.entries.contains_key(rel)
     }

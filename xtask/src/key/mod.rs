@@ -97,11 +97,15 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         warnings.push("Cargo.lock is absent: dependency versions may change under an unchanged key; commit the lockfile".into());
     }
     for manifest in &workspace.manifests {
-        inputs.add(manifest, "manifest")?;
+        inputs.add(manifest, "workspace manifest")?;
     }
 
     let mut roots = Vec::new();
     for package in &workspace.packages {
+        inputs.add(
+            &package.manifest,
+            &format!("manifest of {} ({})", package.name, package.origin),
+        )?;
         for dir in ["src", "tests", "examples", "benches"] {
             inputs.add_dir(
                 &package.dir.join(dir),
@@ -110,10 +114,10 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             )?;
         }
         for target in &package.targets {
-            let label = format!(
-                "{} target `{}` of package {}",
-                target.kind, target.name, package.name
-            );
+            let label = match target.kind.as_str() {
+                "custom-build" => format!("build script of {}", package.name),
+                kind => format!("{kind} `{}` of {}", target.name, package.name),
+            };
             inputs.add(&target.src_path, &format!("crate root of the {label}"))?;
             roots.push(sources::Root {
                 file: target.src_path.clone(),
@@ -156,7 +160,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             }
             BuildScriptInputs::WholePackage(why) => {
                 let reason = format!(
-                    "package directory watched by the {}: {why}",
+                    "package directory watched by the {} ({why})",
                     root_info.label
                 );
                 inputs.add_dir(&root_info.package_dir, &reason, true)?;

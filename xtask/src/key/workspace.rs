@@ -99,7 +99,6 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
                 pending.push_back(load_path_package(neutral_dir.path(), dep_manifest, origin)?);
             }
         }
-        workspace.manifests.insert(package.manifest.clone());
         workspace.packages.push(package);
     }
     for package in &workspace.packages {
