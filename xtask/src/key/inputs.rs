@@ -228,10 +228,6 @@ impl InputSet {
         Ok(count)
     }
 
-    #[cfg(test)]
-    pub fn contains(&self, rel: &str) -> bool {
-        self.entries.contains_key(rel)
-    }
 
     /// Hashes every input in parallel, reusing digests of files already read
     /// (the module-tree files were read once, to be parsed).
