@@ -228,7 +228,6 @@ impl InputSet {
         Ok(count)
     }
 
-
     /// Hashes every input in parallel, reusing digests of files already read
     /// (the module-tree files were read once, to be parsed).
     pub fn hash(self, known: &HashMap<PathBuf, Hashed>) -> Result<Vec<(Input, Hashed)>> {

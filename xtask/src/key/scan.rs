@@ -79,14 +79,14 @@ pub fn may_reference_files(text: &[u8]) -> bool {
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// Looks for `mod <ident> ;` (with any white space), the only form that loads a file.
 fn has_file_module_decl(text: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut start = 0;
-    while let Some(pos) = text[start..].windows(3).position(|w| w == b"mod") {
+    while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
         let at = start + pos;
         start = at + 3;
         if at > 0 && is_ident(text[at - 1]) {
