@@ -540,13 +540,13 @@ pub async fn find(
                     continue;
                 }
             };
-            if !runs.contains_key(&run_id) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = runs.entry(run_id) {
                 let run = github
                     .get_json::<Run>(&github.repo_route(&format!("/actions/runs/{run_id}")))
                     .await
                     .map(|(run, _)| run)
                     .map_err(|err| format!("its run {run_id} cannot be read: {err:#}"));
-                runs.insert(run_id, run);
+                slot.insert(run);
             }
             let verdict = match &runs[&run_id] {
                 Ok(run) if run.id != run_id => Err(format!(

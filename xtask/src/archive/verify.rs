@@ -140,7 +140,9 @@ impl<R: BufRead> ZstdFrames<R> {
                         ));
                     }
                 }
-                Err(err) => return Err(io::Error::new(io::ErrorKind::InvalidData, err)),
+                Err(err) => {
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, err.to_string()));
+                }
             }
         }
     }
@@ -161,7 +163,7 @@ impl<R: BufRead> Read for ZstdFrames<R> {
             while self.frame.can_collect() == 0 && !self.frame.is_finished() {
                 self.frame
                     .decode_blocks(&mut self.source, BlockDecodingStrategy::UptoBlocks(1))
-                    .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
+                    .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err.to_string()))?;
             }
             let n = self.frame.read(buf)?;
             if n > 0 {

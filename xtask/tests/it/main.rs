@@ -1,5 +1,6 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+mod archive;
 mod key;
 mod support;
