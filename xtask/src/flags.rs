@@ -147,4 +147,11 @@ pub struct BenchReuse {
     /// Runs of each contender; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Internal: run the reuse path once, into this directory, as the
+    /// measured child process.
+    #[arg(long, hide = true, value_name = "DIR", requires = "child_api")]
+    pub child_out: Option<PathBuf>,
+    /// Internal: the benchmark server the child talks to.
+    #[arg(long, hide = true, value_name = "URL")]
+    pub child_api: Option<String>,
 }

@@ -1,15 +1,4 @@
 //! Benchmarks that print figures side by side with the tools we are judged against.
 
 mod key;
-
-use std::process::ExitCode;
-
-use anyhow::{Result, bail};
-
-use crate::flags;
-
-impl flags::BenchReuse {
-    pub fn run(&self) -> Result<ExitCode> {
-        bail!("not implemented yet")
-    }
-}
+mod reuse;

@@ -1,0 +1,442 @@
+//! `cargo xtask bench-reuse`: the artifact reuse path of `gpu-archive` end to
+//! end (lookup, download, digest, extraction, zstd tar verification) against
+//! `curl` + `unzip` of the same file, on a local server.
+//!
+//! The server is a small in-process HTTP/1.1 server that answers the GitHub
+//! API calls the finder makes and redirects the download to a blob URL, as
+//! GitHub does. The artifact holds one archive of `--megabytes` MB: a zstd tar
+//! of mixed compressible and incompressible data, zipped with deflate like
+//! `actions/upload-artifact`. Each contender runs as a child process, so its
+//! peak RSS is its own (`wait4`'s `ru_maxrss`); medians over `--runs` are
+//! reported after one warm-up run each.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+
+use crate::archive::{GithubEnv, reuse_artifact};
+use crate::flags;
+use crate::policy::Policy;
+
+const ARTIFACT_ID: u64 = 5;
+const RUN_ID: u64 = 10;
+const NAME: &str = "gpu-archive-v1-bench";
+const ARCHIVE: &str = "cuda-tests.tar.zst";
+
+/// The policy both the parent and the measured child use.
+fn bench_policy() -> Policy {
+    Policy::parse(&format!(
+        "[artifacts]\ntimeout-secs = 30\n[[archive]]\nfile = \"{ARCHIVE}\"\nnextest = [\"--workspace\"]\n"
+    ))
+    .expect("the benchmark policy is valid")
+}
+
+impl flags::BenchReuse {
+    pub fn run(&self) -> Result<ExitCode> {
+        if let Some(out) = &self.child_out {
+            return run_child(self, out);
+        }
+        if self.runs == 0 {
+            bail!("--runs must be at least 1");
+        }
+        let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+        let zip_path = scratch.path().join("artifact.zip");
+        let started = Instant::now();
+        let zip_bytes = generate_artifact(&zip_path, self.megabytes, scratch.path())?;
+        let digest = sha256_file(&zip_path)?;
+        eprintln!(
+            "artifact: {:.1} MB zip generated in {:.1} s",
+            zip_bytes as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+        let server = Server::start(zip_path.clone(), zip_bytes, digest)?;
+        let exe = std::env::current_exe().context("cannot find the running xtask binary")?;
+
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for run in 0..=self.runs {
+            let out = scratch.path().join(format!("ours-{run}"));
+            let measured = measure_child(
+                Command::new(&exe)
+                    .arg("bench-reuse")
+                    .arg("--child-out")
+                    .arg(&out)
+                    .arg("--child-api")
+                    .arg(&server.url),
+                &scratch.path().join("ours.log"),
+            )
+            .context("the reuse path failed")?;
+            if !out.join(ARCHIVE).is_file() {
+                bail!("the reuse path did not install {ARCHIVE}");
+            }
+            std::fs::remove_dir_all(&out).ok();
+
+            let zip = scratch.path().join(format!("curl-{run}.zip"));
+            let dir = scratch.path().join(format!("unzip-{run}"));
+            let curl = measure_child(
+                Command::new("curl")
+                    .args(["-sSfL", "-H", "Authorization: Bearer bench", "-o"])
+                    .arg(&zip)
+                    .arg(format!(
+                        "{}/repos/o/r/actions/artifacts/{ARTIFACT_ID}/zip",
+                        server.url
+                    )),
+                &scratch.path().join("curl.log"),
+            )
+            .context("curl failed (is it installed? `apt-get install curl`)")?;
+            let unzip = measure_child(
+                Command::new("unzip")
+                    .arg("-qo")
+                    .arg(&zip)
+                    .arg("-d")
+                    .arg(&dir),
+                &scratch.path().join("unzip.log"),
+            )
+            .context("unzip failed (is it installed? `apt-get install unzip`)")?;
+            std::fs::remove_file(&zip).ok();
+            std::fs::remove_dir_all(&dir).ok();
+            // Run 0 warms the page cache and the binaries; it is not counted.
+            if run > 0 {
+                eprintln!(
+                    "run {run}: gpu-archive reuse {:.2} s, curl + unzip {:.2} s",
+                    measured.wall.as_secs_f64(),
+                    (curl.wall + unzip.wall).as_secs_f64()
+                );
+                ours.push(measured);
+                theirs.push(Measured {
+                    wall: curl.wall + unzip.wall,
+                    peak_rss_kib: curl.peak_rss_kib.max(unzip.peak_rss_kib),
+                });
+            }
+        }
+
+        let ours = median(ours);
+        let theirs = median(theirs);
+        let mb = zip_bytes as f64 / 1e6;
+        println!(
+            "artifact: {mb:.1} MB zip holding a zstd tar of {} MB of content; medians of {} runs",
+            self.megabytes * 2,
+            self.runs
+        );
+        println!("| contender | does | wall | throughput | peak RSS |\n|---|---|---|---|---|");
+        for (name, does, m) in [
+            (
+                "gpu-archive --reuse path",
+                "lookup + download + SHA-256 + extract + zstd tar verify",
+                &ours,
+            ),
+            ("curl + unzip", "download + extract, no checks", &theirs),
+        ] {
+            println!(
+                "| {name} | {does} | {:.2} s | {:.0} MB/s | {:.1} MB |",
+                m.wall.as_secs_f64(),
+                mb / m.wall.as_secs_f64(),
+                m.peak_rss_kib as f64 / 1024.0
+            );
+        }
+        println!(
+            "ratio: {:.2}x curl + unzip (target: within 2x); peak RSS {:.1} MB (target: under 64 MB)",
+            ours.wall.as_secs_f64() / theirs.wall.as_secs_f64(),
+            ours.peak_rss_kib as f64 / 1024.0
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The measured child: one reuse from the benchmark server into `out`.
+fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
+    let api_url = flags
+        .child_api
+        .clone()
+        .context("--child-out goes with --child-api")?;
+    let env = GithubEnv {
+        api_url,
+        owner: "o".into(),
+        repo: "r".into(),
+        run_id: RUN_ID + 1,
+        token: "bench".into(),
+    };
+    match reuse_artifact(env, NAME, out, &bench_policy())? {
+        Ok(reused) => {
+            eprintln!("reused artifact {}", reused.artifact_id);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(reason) => bail!("the benchmark artifact was not reused: {reason}"),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    wall: Duration,
+    peak_rss_kib: u64,
+}
+
+fn median(mut runs: Vec<Measured>) -> Measured {
+    runs.sort_by_key(|m| m.wall);
+    let wall = runs[runs.len() / 2].wall;
+    let peak_rss_kib = runs.iter().map(|m| m.peak_rss_kib).max().unwrap_or(0);
+    Measured { wall, peak_rss_kib }
+}
+
+/// Runs `command` to completion and returns its wall time and peak RSS, read
+/// from `wait4` so that it is the child's own. Output goes to `log`.
+fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
+    let log_file = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let started = Instant::now();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .with_context(|| format!("cannot start {:?}", command.get_program()))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: zeroed `rusage` is a valid value; the pointers are valid for the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    if rc != pid {
+        bail!("wait4 failed: {}", io::Error::last_os_error());
+    }
+    // `child` was reaped by wait4 above; dropping it does not wait again.
+    drop(child);
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        bail!(
+            "{:?} failed (wait status {status}):\n{}",
+            command.get_program(),
+            text.lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    Ok(Measured {
+        wall,
+        // Linux reports kilobytes.
+        peak_rss_kib: usage.ru_maxrss as u64,
+    })
+}
+
+/// Writes the artifact zip to `zip_path` and returns its size.
+///
+/// The tar holds the nextest metadata member and `2 * megabytes` MB of
+/// payload, alternating incompressible and repetitive 64 KiB blocks, as compiled
+/// binaries with debug info roughly are. It is compressed with ruzstd and
+/// zipped with deflate, streaming through files only.
+fn generate_artifact(zip_path: &Path, megabytes: u64, scratch: &Path) -> Result<u64> {
+    let tar_path = scratch.join("payload.tar");
+    {
+        let mut builder = tar::Builder::new(BufWriter::new(File::create(&tar_path)?));
+        let metadata = b"{\"rust-build-meta\":{}}";
+        let mut header = tar::Header::new_gnu();
+        header.set_size(metadata.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(
+            &mut header,
+            "target/nextest/binaries-metadata.json",
+            &metadata[..],
+        )?;
+        // Half of the payload compresses to almost nothing, so twice the
+        // requested size gives a zip of about the requested size.
+        let size = megabytes * 2_000_000;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o755);
+        header.set_cksum();
+        builder.append_data(
+            &mut header,
+            "target/debug/deps/gpu_tests-0123456789abcdef",
+            Payload::new(size),
+        )?;
+        builder.into_inner()?.flush()?;
+    }
+    let zst_path = scratch.join("payload.tar.zst");
+    {
+        let source = BufReader::new(File::open(&tar_path)?);
+        let mut target = BufWriter::new(File::create(&zst_path)?);
+        ruzstd::encoding::compress(
+            source,
+            &mut target,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        target.flush()?;
+    }
+    std::fs::remove_file(&tar_path)?;
+    let mut writer = zip::ZipWriter::new(BufWriter::new(File::create(zip_path)?));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(true);
+    writer.start_file(ARCHIVE, options)?;
+    io::copy(&mut BufReader::new(File::open(&zst_path)?), &mut writer)?;
+    writer.finish()?.flush()?;
+    std::fs::remove_file(&zst_path)?;
+    Ok(std::fs::metadata(zip_path)?.len())
+}
+
+const TEXT: &[u8] = b"fn kernel_launch(grid: Dim3, block: Dim3) -> Result<()>;\n";
+
+/// Deterministic pseudo-binary content: xorshift noise and repeated text in
+/// alternating 64 KiB blocks.
+struct Payload {
+    remaining: u64,
+    state: u64,
+    offset: u64,
+}
+
+impl Payload {
+    fn new(size: u64) -> Payload {
+        Payload {
+            remaining: size,
+            state: 0x9E37_79B9_7F4A_7C15,
+            offset: 0,
+        }
+    }
+}
+
+impl Read for Payload {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (buf.len() as u64).min(self.remaining) as usize;
+        for byte in &mut buf[..n] {
+            let noisy = (self.offset >> 16) % 2 == 0;
+            *byte = if noisy {
+                self.state ^= self.state << 13;
+                self.state ^= self.state >> 7;
+                self.state ^= self.state << 17;
+                self.state as u8
+            } else {
+                TEXT[(self.offset % TEXT.len() as u64) as usize]
+            };
+            self.offset += 1;
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The benchmark's GitHub: API answers and a blob download behind a redirect.
+struct Server {
+    url: String,
+}
+
+struct Served {
+    zip_path: PathBuf,
+    zip_bytes: u64,
+    digest: String,
+    url: String,
+}
+
+impl Server {
+    fn start(zip_path: PathBuf, zip_bytes: u64, digest: String) -> Result<Server> {
+        let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a local port")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let served = Arc::new(Served {
+            zip_path,
+            zip_bytes,
+            digest,
+            url: url.clone(),
+        });
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let served = Arc::clone(&served);
+                std::thread::spawn(move || {
+                    // A failed connection only fails the contender using it.
+                    let _ = serve_connection(stream, &served);
+                });
+            }
+        });
+        Ok(Server { url })
+    }
+}
+
+/// Answers requests on one keep-alive connection until the client closes it.
+fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = BufWriter::with_capacity(1 << 16, stream);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header)? == 0 || header == "\r\n" || header == "\n" {
+                break;
+            }
+        }
+        let target = request_line.split_whitespace().nth(1).unwrap_or("/");
+        let path = target.split('?').next().unwrap_or("/");
+        let json = |body: String| (200, "application/json", body);
+        let (status, content_type, body) = match path {
+            "/repos/o/r" => json(r#"{"id": 1, "full_name": "o/r"}"#.to_owned()),
+            "/repos/o/r/actions/artifacts" => json(format!(
+                r#"{{"total_count": 1, "artifacts": [{{"id": {ARTIFACT_ID}, "name": "{NAME}", "size_in_bytes": {}, "expired": false, "digest": "sha256:{}", "created_at": "2026-11-30T00:00:00Z", "workflow_run": {{"id": {RUN_ID}, "repository_id": 1, "head_repository_id": 1}}}}]}}"#,
+                served.zip_bytes, served.digest
+            )),
+            p if p == format!("/repos/o/r/actions/runs/{RUN_ID}") => json(format!(
+                r#"{{"id": {RUN_ID}, "event": "push", "head_branch": "main", "path": ".github/workflows/ci-cache-publish.yml", "created_at": "2026-11-30T00:00:00Z", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
+            )),
+            p if p == format!("/repos/o/r/actions/artifacts/{ARTIFACT_ID}/zip") => {
+                write!(
+                    writer,
+                    "HTTP/1.1 302 Found\r\nlocation: {}/blob/artifact.zip?sig=x\r\ncontent-length: 0\r\n\r\n",
+                    served.url
+                )?;
+                writer.flush()?;
+                continue;
+            }
+            "/blob/artifact.zip" => {
+                write!(
+                    writer,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/zip\r\ncontent-length: {}\r\n\r\n",
+                    served.zip_bytes
+                )?;
+                io::copy(&mut File::open(&served.zip_path)?, &mut writer)?;
+                writer.flush()?;
+                continue;
+            }
+            _ => (
+                404,
+                "application/json",
+                r#"{"message": "Not Found"}"#.to_owned(),
+            ),
+        };
+        write!(
+            writer,
+            "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            if status == 200 { "OK" } else { "Not Found" },
+            body.len()
+        )?;
+        writer.flush()?;
+    }
+}
