@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use bytes_body::collect_limited;
+use http_body_util::{BodyExt, Limited};
 use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -279,22 +279,17 @@ pub fn describe_octocrab_error(err: &octocrab::Error) -> String {
     text
 }
 
-/// Collecting a response body with a size bound, shared with the download.
-pub mod bytes_body {
-    use anyhow::{Result, anyhow};
-    use http_body_util::{BodyExt, Limited};
-
-    pub async fn collect_limited<B>(body: B, limit: usize) -> Result<Vec<u8>>
-    where
-        B: http_body::Body,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let collected = Limited::new(body, limit)
-            .collect()
-            .await
-            .map_err(|err| anyhow!("cannot read the response body: {err}"))?;
-        Ok(collected.to_bytes().to_vec())
-    }
+/// Collects a response body, refusing one larger than `limit` bytes.
+async fn collect_limited<B>(body: B, limit: usize) -> Result<Vec<u8>>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let collected = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|err| anyhow!("cannot read the response body: {err}"))?;
+    Ok(collected.to_bytes().to_vec())
 }
 
 #[derive(Debug, Clone, Deserialize)]

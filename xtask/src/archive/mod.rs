@@ -191,10 +191,15 @@ async fn reuse_artifact_async(
         let reason = if search.skipped.is_empty() {
             format!("no artifact named {name}")
         } else {
+            // The log has every skip; the reason names the first few.
+            const SHOWN: usize = 5;
+            let mut shown = search.skipped[..search.skipped.len().min(SHOWN)].join("; ");
+            if search.skipped.len() > SHOWN {
+                shown.push_str(&format!("; and {} more", search.skipped.len() - SHOWN));
+            }
             format!(
-                "no trusted artifact named {name} ({} skipped: {})",
-                search.skipped.len(),
-                search.skipped.join("; ")
+                "no trusted artifact named {name} ({} skipped: {shown})",
+                search.skipped.len()
             )
         };
         return Ok(Err(reason));

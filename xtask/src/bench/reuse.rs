@@ -105,9 +105,13 @@ impl flags::BenchReuse {
             // Run 0 warms the page cache and the binaries; it is not counted.
             if run > 0 {
                 eprintln!(
-                    "run {run}: gpu-archive reuse {:.2} s, curl + unzip {:.2} s",
+                    "run {run}: gpu-archive reuse {:.2} s, {} KiB peak; curl {:.2} s, {} KiB; unzip {:.2} s, {} KiB",
                     measured.wall.as_secs_f64(),
-                    (curl.wall + unzip.wall).as_secs_f64()
+                    measured.peak_rss_kib,
+                    curl.wall.as_secs_f64(),
+                    curl.peak_rss_kib,
+                    unzip.wall.as_secs_f64(),
+                    unzip.peak_rss_kib
                 );
                 ours.push(measured);
                 theirs.push(Measured {
