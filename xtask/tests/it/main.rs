@@ -2,4 +2,5 @@
 //! through the real `xtask` binary.
 
 mod contracts;
+mod key;
 mod support;
