@@ -1276,12 +1276,16 @@ fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
 }
 
 /// The checkout path the hashFiles patterns are written against: the
-/// checkout (other than the root) whose path prefixes most patterns.
+/// checkout (other than the root) whose path prefixes most patterns, else the
+/// root checkout, else the last checkout (which unprefixed patterns then miss).
 fn checkout_prefix(job: &Job, index: usize, patterns: &[String]) -> String {
-    checkouts_before(job, index)
+    let checkouts: Vec<String> = checkouts_before(job, index)
         .into_iter()
         .map(|(path, _)| path)
-        .filter(|p| p != ".")
+        .collect();
+    let prefixed = checkouts
+        .iter()
+        .filter(|p| *p != ".")
         .map(|p| {
             let count = patterns
                 .iter()
@@ -1290,8 +1294,12 @@ fn checkout_prefix(job: &Job, index: usize, patterns: &[String]) -> String {
             (count, p)
         })
         .filter(|(count, _)| *count > 0)
-        .max()
-        .map_or_else(|| ".".to_owned(), |(_, p)| p)
+        .max();
+    match prefixed {
+        Some((_, path)) => path.clone(),
+        None if checkouts.iter().any(|p| p == ".") => ".".to_owned(),
+        None => checkouts.last().cloned().unwrap_or_else(|| ".".to_owned()),
+    }
 }
 
 /// `hashFiles` patterns as repository-relative matchers, last match wins

@@ -746,3 +746,65 @@ fn hash_files_keys_must_not_hash_workflows() {
             .contains("workflow files must not be key inputs")
     }));
 }
+
+/// The realistic set plus a small Cargo workspace at the root, with its
+/// archive key switched to `hashFiles(PATTERNS)` on both sides.
+fn with_workspace_and_hash_files(patterns: &str) -> Fixture {
+    let fixture = good();
+    fixture
+        .file(
+            "Cargo.toml",
+            "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        )
+        .file("Cargo.lock", "version = 4\n")
+        .file("build.rs", "fn main() {}\n")
+        .file(
+            "src/lib.rs",
+            "pub const GUIDE: &str = include_str!(\"../docs/guide.md\");\n",
+        )
+        .file("docs/guide.md", "# Guide\n")
+        .file("scripts/ci/install.sh", "echo install\n");
+    for file in [TEST, PUBLISH] {
+        edit(
+            &fixture,
+            &workflow(file),
+            "run: cargo xtask ci-key --root ../pr --github-output",
+            &format!(
+                "run: echo \"key=gpu-${{{{ hashFiles({patterns}) }}}}\" >> \"$GITHUB_OUTPUT\""
+            ),
+        );
+    }
+    fixture
+}
+
+#[test]
+fn hash_files_keys_must_cover_every_ci_key_input() {
+    // Everything ci-key hashes, written relative to the `pr` checkout.
+    let complete = "'pr/Cargo.lock', 'pr/**/Cargo.toml', 'pr/build.rs', 'pr/src/**', 'pr/docs/guide.md', 'pr/scripts/ci/**', 'pr/.github/ci-trust.toml'";
+    let (code, findings) = check(&with_workspace_and_hash_files(complete));
+    assert_eq!(code, 0, "{findings:#?}");
+    assert!(findings.is_empty(), "{findings:#?}");
+
+    // The embedded guide and the CI script are missed: both sides are told.
+    let partial = "'pr/Cargo.lock', 'pr/**/Cargo.toml', 'pr/build.rs', 'pr/src/**'";
+    let (code, findings) = check(&with_workspace_and_hash_files(partial));
+    assert_eq!(code, 1);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["key-coverage".to_owned()])
+    );
+    assert_eq!(findings.len(), 2, "{findings:#?}");
+    for f in &findings {
+        let message = f["message"].as_str().unwrap();
+        assert!(message.contains("docs/guide.md"), "{message}");
+        assert!(message.contains("scripts/ci/install.sh"), "{message}");
+    }
+
+    // Patterns written against the workspace root, not the checkout path, cover nothing.
+    let unprefixed =
+        "'Cargo.lock', '**/Cargo.toml', 'build.rs', 'src/**', 'docs/guide.md', 'scripts/ci/**'";
+    let (code, findings) = check(&with_workspace_and_hash_files(unprefixed));
+    assert_eq!(code, 1, "{findings:#?}");
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(message.contains("miss 7 input(s)"), "{message}");
+}
