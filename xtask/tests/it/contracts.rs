@@ -24,8 +24,13 @@ fn good() -> Fixture {
     fixture
 }
 
+/// The repository-relative path of a workflow file name, or of the policy.
 fn workflow(name: &str) -> String {
-    format!(".github/workflows/{name}")
+    if name.ends_with(".toml") {
+        format!(".github/{name}")
+    } else {
+        format!(".github/workflows/{name}")
+    }
 }
 
 /// Replaces `from` (which must occur exactly once) by `to` in `file`.
@@ -92,6 +97,7 @@ const EXECUTE: &str = "runpod-gpu-execute.yml";
 const PUBLISH: &str = "ci-cache-publish.yml";
 const CI: &str = "ci.yml";
 const REAPER: &str = "runpod-reaper.yml";
+const POLICY: &str = "ci-trust.toml";
 
 const REGRESSIONS: &[Regression] = &[
     Regression {
@@ -179,6 +185,12 @@ const REGRESSIONS: &[Regression] = &[
             "      actions: read\n",
             "      actions: read\n      packages: read\n",
         )],
+        rules: &["untrusted-write-permissions"],
+    },
+    Regression {
+        what: "the policy no longer grants the archive job actions: read",
+        file: POLICY,
+        edits: &[("read-scopes = [\"actions\"]", "read-scopes = []")],
         rules: &["untrusted-write-permissions"],
     },
     Regression {
@@ -807,4 +819,60 @@ fn hash_files_keys_must_cover_every_ci_key_input() {
     assert_eq!(code, 1, "{findings:#?}");
     let message = findings[0]["message"].as_str().unwrap();
     assert!(message.contains("miss 7 input(s)"), "{message}");
+}
+
+#[test]
+fn policy_grants_let_reviewed_secrets_and_scopes_through() {
+    let fixture = good();
+    edit(
+        &fixture,
+        &workflow(EXECUTE),
+        "      - run: cargo nextest run",
+        "      - env:\n          HF_TOKEN: ${{ secrets.HF_TOKEN }}\n        run: cargo nextest run",
+    );
+    edit(
+        &fixture,
+        &workflow(EXECUTE),
+        "    timeout-minutes: 60\n",
+        "    timeout-minutes: 60\n    permissions:\n      contents: read\n      packages: read\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-secrets".to_owned(), "untrusted-write-permissions".to_owned()])
+    );
+    assert_eq!(code, 1);
+    let policy = std::fs::read_to_string(fixture.join(".github/ci-trust.toml")).unwrap();
+    fixture.file(
+        ".github/ci-trust.toml",
+        &format!("{policy}\n[[contracts.job]]\nworkflow = \"runpod-gpu-execute.yml\"\njob = \"run-gpu-tests\"\nread-scopes = [\"packages\"]\nsecrets = [\"HF_TOKEN\"]\n"),
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 0, "{findings:#?}");
+    // A grant never turns a write into a read.
+    edit(&fixture, &workflow(EXECUTE), "      packages: read\n", "      packages: write\n");
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-write-permissions".to_owned()])
+    );
+}
+
+#[test]
+fn a_directory_with_only_github_and_the_default_policy() {
+    // No policy file: the defaults name ci-cache-publish.yml and runpod-gpu-test.yml.
+    let fixture = Fixture::new();
+    for name in [TEST, EXECUTE, PUBLISH, CI, REAPER] {
+        let text = std::fs::read_to_string(format!("{GOOD}/.github/workflows/{name}")).unwrap();
+        fixture.file(&workflow(name), &text);
+    }
+    let (code, findings) = check(&fixture);
+    // Without the policy's grant, the archive job's `actions: read` is a finding.
+    assert_eq!(code, 1);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-write-permissions".to_owned()])
+    );
+    assert!(findings[0]["message"].as_str().unwrap().contains("actions: read"));
 }
