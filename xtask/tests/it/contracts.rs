@@ -3,6 +3,7 @@
 //! regression of it must be caught by the right rule (and only that rule).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -462,14 +463,39 @@ const REGRESSIONS: &[Regression] = &[
     },
 ];
 
+/// With `CHECK_CONTRACTS_EXPORT=DIR`, each regressed tree is also copied to
+/// `DIR/NN/` (with `what.txt` and `rules.txt`) so that other checkers can be
+/// run on exactly the same files; docs/contracts.md records zizmor's results.
+fn export(index: usize, regression: &Regression, fixture: &Fixture) {
+    let Some(dir) = std::env::var_os("CHECK_CONTRACTS_EXPORT") else {
+        return;
+    };
+    let out = Path::new(&dir).join(format!("{:02}", index + 1));
+    for entry in walkdir::WalkDir::new(fixture.path()) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(fixture.path()).unwrap();
+        if entry.file_type().is_file() {
+            std::fs::create_dir_all(out.join(rel).parent().unwrap()).unwrap();
+            std::fs::copy(entry.path(), out.join(rel)).unwrap();
+        }
+    }
+    std::fs::write(
+        out.join("what.txt"),
+        format!("{} ({})\n", regression.what, regression.file),
+    )
+    .unwrap();
+    std::fs::write(out.join("rules.txt"), regression.rules.join(",") + "\n").unwrap();
+}
+
 #[test]
 fn every_single_edit_regression_is_caught_by_its_rule() {
     let mut failures = Vec::new();
-    for regression in REGRESSIONS {
+    for (index, regression) in REGRESSIONS.iter().enumerate() {
         let fixture = good();
         for (from, to) in regression.edits {
             edit(&fixture, &workflow(regression.file), from, to);
         }
+        export(index, regression, &fixture);
         let (code, findings) = check(&fixture);
         let got = failing_rules(&findings);
         let want: BTreeSet<String> = regression.rules.iter().map(|r| r.to_string()).collect();
@@ -839,7 +865,10 @@ fn policy_grants_let_reviewed_secrets_and_scopes_through() {
     let (code, findings) = check(&fixture);
     assert_eq!(
         failing_rules(&findings),
-        BTreeSet::from(["untrusted-secrets".to_owned(), "untrusted-write-permissions".to_owned()])
+        BTreeSet::from([
+            "untrusted-secrets".to_owned(),
+            "untrusted-write-permissions".to_owned()
+        ])
     );
     assert_eq!(code, 1);
     let policy = std::fs::read_to_string(fixture.join(".github/ci-trust.toml")).unwrap();
@@ -850,7 +879,12 @@ fn policy_grants_let_reviewed_secrets_and_scopes_through() {
     let (code, findings) = check(&fixture);
     assert_eq!(code, 0, "{findings:#?}");
     // A grant never turns a write into a read.
-    edit(&fixture, &workflow(EXECUTE), "      packages: read\n", "      packages: write\n");
+    edit(
+        &fixture,
+        &workflow(EXECUTE),
+        "      packages: read\n",
+        "      packages: write\n",
+    );
     let (code, findings) = check(&fixture);
     assert_eq!(code, 1);
     assert_eq!(
@@ -874,5 +908,10 @@ fn a_directory_with_only_github_and_the_default_policy() {
         failing_rules(&findings),
         BTreeSet::from(["untrusted-write-permissions".to_owned()])
     );
-    assert!(findings[0]["message"].as_str().unwrap().contains("actions: read"));
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("actions: read")
+    );
 }
