@@ -34,6 +34,8 @@ impl flags::CheckContracts {
             text.lines().nth(line.checked_sub(1)?).map(str::to_owned)
         };
         print!("{}", report::render(self.format, &findings, &read_line));
+        // Inside Actions the job page gets a table too; elsewhere this is a no-op.
+        crate::gha::append_step_summary(&report::markdown_summary(&findings))?;
         Ok(if report::count_errors(&findings) == 0 {
             ExitCode::SUCCESS
         } else {

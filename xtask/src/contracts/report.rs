@@ -88,6 +88,32 @@ fn human(findings: &[Finding], line_of: &dyn Fn(&str, usize) -> Option<String>) 
     out
 }
 
+/// A Markdown summary for the Actions job page: the failing findings as a table.
+pub fn markdown_summary(findings: &[Finding]) -> String {
+    let errors = count_errors(findings);
+    let mut out = format!("### check-contracts: {errors} finding(s)\n\n");
+    if errors == 0 {
+        out.push_str("The workflows satisfy the cache-trust contracts.\n");
+        return out;
+    }
+    out.push_str("| rule | location | message |\n|---|---|---|\n");
+    for f in findings
+        .iter()
+        .filter(|f| f.suppressed.is_none() && f.severity == Severity::Error)
+    {
+        out.push_str(&format!(
+            "| [`{}`]({}) | `{}:{}:{}` | {} |\n",
+            f.rule,
+            docs_anchor(f.rule),
+            f.file,
+            f.pos.line,
+            f.pos.column,
+            f.message.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
 /// The findings that fail the check.
 pub fn count_errors(findings: &[Finding]) -> usize {
     findings

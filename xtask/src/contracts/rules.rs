@@ -1236,10 +1236,14 @@ fn normalize_dir(dir: &str) -> String {
             dir = rest;
         }
     }
-    let parts: Vec<&str> = dir
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
+    let mut parts: Vec<&str> = Vec::new();
+    for part in dir.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if part == ".." && parts.last().is_some_and(|p| *p != "..") {
+            parts.pop();
+        } else {
+            parts.push(part);
+        }
+    }
     if parts.is_empty() {
         ".".to_owned()
     } else {
@@ -1382,6 +1386,87 @@ mod tests {
         let star = HashGlobs::new(&["*.toml".into()], ".").unwrap();
         assert!(!star.matches("a/b.toml"), "`*` does not cross `/`");
         assert!(star.matches(".cargo.toml"), "dotfiles match");
+    }
+
+    fn steps(yaml_steps: &str) -> Workflow {
+        Workflow::parse(
+            "x.yml",
+            &format!("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n{yaml_steps}"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_cache_action_table_decides_who_saves() {
+        let wf = steps(
+            "      - uses: actions/cache/restore@v4
+      - uses: actions/cache@v4
+      - uses: Swatinem/rust-cache@v2
+        with: { save-if: false }
+      - uses: Swatinem/rust-cache@v2
+        with: { save-if: \"${{ false }}\" }
+      - uses: actions/setup-go@v5
+      - uses: actions/setup-go@v5
+        with: { cache: false }
+      - uses: actions/setup-node@v4
+      - uses: actions/setup-node@v5
+      - uses: actions/setup-node@v4
+        with: { cache: npm }
+      - uses: actions/setup-python@v5
+        with: { cache: pip }
+      - uses: docker/build-push-action@v6
+        with: { cache-to: \"type=gha,mode=max\" }
+      - uses: astral-sh/setup-uv@v6
+        with: { enable-cache: false }
+      - run: echo no action
+",
+        );
+        let saves: Vec<bool> = wf.jobs[0]
+            .steps
+            .iter()
+            .map(|s| cache_save(s).is_some())
+            .collect();
+        assert_eq!(
+            saves,
+            [
+                false, true, false, true, true, false, false, true, true, true, true, false, false
+            ]
+        );
+        let why = cache_save(&wf.jobs[0].steps[3]).unwrap().1;
+        assert!(why.contains("is an expression"), "{why}");
+    }
+
+    #[test]
+    fn key_signatures_ignore_trailing_space_but_not_directories() {
+        let wf = steps(
+            "      - id: k
+        working-directory: ./trusted/
+        run: |
+          cargo   xtask ci-key --root ../pr   \n
+      - id: k
+        run: cargo xtask ci-key --root ../pr
+      - id: k
+        working-directory: trusted
+        run: cargo xtask ci-key --manifest-path ../tools/Cargo.toml
+",
+        );
+        let job = &wf.jobs[0];
+        let sigs: Vec<KeySignature> = job
+            .steps
+            .iter()
+            .map(|s| key_signature(&wf, job, s))
+            .collect();
+        assert_eq!(
+            sigs[0].ci_key.as_deref(),
+            Some("cargo xtask ci-key --root ../pr")
+        );
+        assert_eq!(sigs[0].working_directory, "trusted");
+        assert_eq!(sigs[0].ci_key, sigs[1].ci_key);
+        assert_ne!(
+            sigs[0], sigs[1],
+            "the working directory is part of the key computation"
+        );
+        assert_eq!(sigs[2].xtask_dir(), "tools");
     }
 
     #[test]

@@ -610,6 +610,34 @@ fn github_and_sarif_formats() {
 }
 
 #[test]
+fn the_actions_step_summary_gets_a_table() {
+    let fixture = good();
+    edit(
+        &fixture,
+        &workflow(REAPER),
+        "persist-credentials: false",
+        "persist-credentials: true",
+    );
+    let summary = fixture.join("summary.md");
+    let output = crate::support::xtask_cmd(&["check-contracts", "--format", "github"])
+        .arg("--root")
+        .arg(fixture.path())
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        text.starts_with("### check-contracts: 1 finding(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| [`lifecycle-job`](docs/contracts.md#lifecycle-job) | `.github/workflows/runpod-reaper.yml:23:32` |"),
+        "{text}"
+    );
+}
+
+#[test]
 fn reviewed_exceptions_are_listed_as_suppressed() {
     // An [[allow]] entry in the policy.
     let fixture = good();
