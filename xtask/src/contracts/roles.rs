@@ -431,6 +431,29 @@ mod tests {
     }
 
     #[test]
+    fn hosted_labels_from_the_policy_are_not_pods() {
+        let wf = Workflow::parse(
+            ".github/workflows/a.yml",
+            "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
+        )
+        .unwrap();
+        let policy =
+            Policy::parse("[contracts]\nhosted-labels = [\"big-linux-16core\"]\n").unwrap();
+        let m = Model::new(vec![wf], &policy).unwrap();
+        assert!(m.jobs[0].pod.is_none());
+        let wf = Workflow::parse(
+            ".github/workflows/a.yml",
+            "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
+        )
+        .unwrap();
+        let m = Model::new(vec![wf], &Policy::default()).unwrap();
+        assert!(
+            m.jobs[0].pod.is_some(),
+            "an unknown label is a self-hosted pod"
+        );
+    }
+
+    #[test]
     fn missing_callee_is_an_input_error() {
         let wf = Workflow::parse(
             ".github/workflows/a.yml",

@@ -258,7 +258,8 @@ impl<'a> Checker<'a> {
                 ),
                 Some(Permissions::Shorthand(level)) => {
                     if level.value != "{}" && !level.value.is_empty() {
-                        let pos = if file == at.workflow { level.pos } else { job.id.pos };
+                        // The shorthand is written in `file`, which may be the caller's.
+                        let pos = level.pos;
                         self.push(
                             "untrusted-write-permissions",
                             at,

@@ -742,6 +742,21 @@ fn input_errors_exit_2_with_a_location() {
         ),
         (
             ".github/ci-trust.toml",
+            "[artifacts]\ntrusted-workflows = [\"ci-cache-publish.yml\", \"gpu.yml\"]\n",
+            "ci-trust.toml:2: artifacts.trusted-workflows names \"gpu.yml\"",
+        ),
+        (
+            ".github/ci-trust.toml",
+            "[[allow]]\nrule = \"key-shape\"\nworkflow = \"old.yml\"\nreason = \"r\"\n",
+            "[[allow]] names the workflow \"old.yml\"",
+        ),
+        (
+            ".github/workflows/ci.yml",
+            "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
+            "ci.yml:4:11: job `a` calls ./.github/workflows/gone.yml",
+        ),
+        (
+            ".github/ci-trust.toml",
             "[artifacts]\ntrusted-events = [\"push\", \"pull_request_target\"]\n",
             "pull request controls",
         ),
