@@ -348,14 +348,17 @@ fn effective_permissions(
     if let Some(p) = &job.permissions {
         return vec![EffectivePermissions {
             permissions: Some(p.clone()),
-            origin: format!("job `{}`", job.id.value),
+            origin: format!("set on job `{}` in {}", job.id.value, wf.name),
             workflow: at.workflow,
         }];
     }
     if let Some(p) = &wf.permissions {
         return vec![EffectivePermissions {
             permissions: Some(p.clone()),
-            origin: format!("inherited from the workflow {}", wf.name),
+            origin: format!(
+                "inherited from the workflow-level permissions of {}",
+                wf.name
+            ),
             workflow: at.workflow,
         }];
     }
@@ -369,7 +372,7 @@ fn effective_permissions(
             .iter()
             .flat_map(|caller| effective_permissions(workflows, callers, *caller, depth + 1))
             .map(|mut p| {
-                p.origin = format!("{} (through the caller)", p.origin);
+                p.origin = format!("{}, which calls {}", p.origin, wf.name);
                 p
             })
             .collect();

@@ -204,7 +204,12 @@ impl<'a> Checker<'a> {
 
     fn label(&self, at: JobRef) -> String {
         let info = self.model.info(at);
-        format!("{} `{}`", info.role(), self.model.job(at).id.value)
+        format!(
+            "{} `{}` of {}",
+            info.role(),
+            self.model.job(at).id.value,
+            self.model.workflow(at).name
+        )
     }
 
     /// Rule 1: untrusted-code jobs never save.
