@@ -3,3 +3,4 @@
 
 mod key;
 mod support;
+mod verify;
