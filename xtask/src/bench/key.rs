@@ -29,10 +29,7 @@ pub(super) struct Shape {
 impl flags::BenchKey {
     pub fn run(&self) -> Result<ExitCode> {
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
-        let workspace = match &self.workdir {
-            Some(dir) => dir.clone(),
-            None => scratch.path().join("workspace"),
-        };
+        let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
         let shape = Shape {
             packages: 50,
             modules_per_package: 80,
@@ -111,6 +108,12 @@ impl flags::BenchKey {
         );
         Ok(ExitCode::SUCCESS)
     }
+}
+
+#[derive(Clone, Copy)]
+/// `--workdir` when given, else a directory inside `scratch`.
+pub(super) fn workspace_dir(workdir: Option<&Path>, scratch: &Path) -> PathBuf {
+    workdir.map_or_else(|| scratch.join("workspace"), Path::to_path_buf)
 }
 
 #[derive(Clone, Copy)]

@@ -10,16 +10,13 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use xshell::{Shell, cmd};
 
-use super::key::{Shape, generate, measure};
+use super::key::{Shape, generate, measure, workspace_dir};
 use crate::flags;
 
 impl flags::BenchVerify {
     pub fn run(&self) -> Result<ExitCode> {
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
-        let workspace = match &self.workdir {
-            Some(dir) => dir.clone(),
-            None => scratch.path().join("workspace"),
-        };
+        let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
         let shape = Shape {
             packages: 20,
             modules_per_package: 75,
