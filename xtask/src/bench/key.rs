@@ -110,7 +110,6 @@ impl flags::BenchKey {
     }
 }
 
-#[derive(Clone, Copy)]
 /// `--workdir` when given, else a directory inside `scratch`.
 pub(super) fn workspace_dir(workdir: Option<&Path>, scratch: &Path) -> PathBuf {
     workdir.map_or_else(|| scratch.join("workspace"), Path::to_path_buf)
