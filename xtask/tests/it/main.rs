@@ -4,3 +4,4 @@
 mod contracts;
 mod key;
 mod support;
+mod verify;
