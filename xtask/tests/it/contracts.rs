@@ -958,3 +958,42 @@ fn a_directory_with_only_github_and_the_default_policy() {
             .contains("actions: read")
     );
 }
+
+#[test]
+fn truncated_or_reindented_workflows_never_crash_the_checker() {
+    // Every prefix of every workflow (cut at a line boundary), and every
+    // workflow with one line's indentation removed: each run must end in
+    // 0, 1 or 2 with a message, never in a panic.
+    let fixture = good();
+    for name in [TEST, EXECUTE, PUBLISH, CI, REAPER] {
+        let path = workflow(name);
+        let original = std::fs::read_to_string(fixture.join(&path)).unwrap();
+        let lines: Vec<&str> = original.lines().collect();
+        let mut variants = Vec::new();
+        for cut in 0..lines.len() {
+            variants.push(lines[..cut].join("\n") + "\n");
+            let mut dedented = lines.clone();
+            dedented[cut] = dedented[cut].trim_start();
+            variants.push(dedented.join("\n") + "\n");
+        }
+        for variant in variants {
+            fixture.file(&path, &variant);
+            let output = fixture.xtask(&["check-contracts", "--format", "json"]);
+            let code = output.status.code();
+            assert!(
+                matches!(code, Some(0..=2)),
+                "{name} variant ended with {code:?}:\n{variant}\n{}",
+                stderr(&output)
+            );
+            assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+            if code == Some(2) {
+                assert!(
+                    stderr(&output).starts_with("error: "),
+                    "{}",
+                    stderr(&output)
+                );
+            }
+        }
+        fixture.file(&path, &original);
+    }
+}
