@@ -2,3 +2,4 @@
 
 mod key;
 mod reuse;
+mod verify;

@@ -60,6 +60,16 @@ pub struct Workspace {
     pub manifests: BTreeSet<PathBuf>,
 }
 
+impl Workspace {
+    /// Package name to package directory, for every package built from the repository.
+    pub fn package_dirs(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        self.packages
+            .iter()
+            .map(|p| (p.name.clone(), p.dir.clone()))
+            .collect()
+    }
+}
+
 /// Reads the workspace at `repo_root` (absolute).
 pub fn load(repo_root: &Path) -> Result<Workspace> {
     let root_manifest = repo_root.join("Cargo.toml");

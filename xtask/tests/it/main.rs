@@ -2,5 +2,7 @@
 //! through the real `xtask` binary.
 
 mod archive;
+mod contracts;
 mod key;
 mod support;
+mod verify;
