@@ -184,6 +184,12 @@ impl Github {
                 .and_then(|v| v.to_str().ok())
                 .and_then(next_link);
             let rate_limited = is_rate_limited(&response);
+            let reset = response
+                .headers()
+                .get("x-ratelimit-reset")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| format!(" (the limit resets at Unix time {v})"))
+                .unwrap_or_default();
             let body = collect_limited(response.into_body(), MAX_JSON_BYTES).await?;
             if !status.is_success() {
                 let message = serde_json::from_slice::<serde_json::Value>(&body)
@@ -191,7 +197,7 @@ impl Github {
                     .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
                     .unwrap_or_default();
                 if rate_limited {
-                    bail!("rate limited by the GitHub API (HTTP {status}): {message}");
+                    bail!("rate limited by the GitHub API (HTTP {status}): {message}{reset}");
                 }
                 bail!("HTTP {status}: {message}");
             }

@@ -560,10 +560,14 @@ fn rate_limit_fails_over() {
             .respond_with(
                 ResponseTemplate::new(403)
                     .insert_header("x-ratelimit-remaining", "0")
+                    .insert_header("x-ratelimit-reset", "1796000000")
                     .set_body_json(json!({"message": "API rate limit exceeded"})),
             ),
     );
-    expect_failure(&api, "rate limited by the GitHub API (HTTP 403 Forbidden)");
+    expect_failure(
+        &api,
+        "rate limited by the GitHub API (HTTP 403 Forbidden): API rate limit exceeded (the limit resets at Unix time 1796000000)",
+    );
 }
 
 #[test]
