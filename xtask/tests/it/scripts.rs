@@ -568,3 +568,235 @@ fn toolkit_reuses_a_restored_tree_that_compiles_without_downloading() {
     assert_success(&output);
     assert!(stderr(&output).contains("compiled the PTX probe; using it"));
 }
+
+// RunPod reaper
+
+/// A RunPod and GitHub API stand-in on 127.0.0.1 that records every request.
+struct MockApis {
+    url: String,
+    state: std::sync::Arc<std::sync::Mutex<ApiState>>,
+}
+
+#[derive(Default)]
+struct ApiState {
+    /// Pod id, name, and whether a DELETE fails and leaves the pod in place.
+    pods: Vec<(String, String, bool)>,
+    /// Run id, status and `run_started_at`.
+    runs: Vec<(u64, String, String)>,
+    /// `METHOD path auth` of every request, in order.
+    log: Vec<String>,
+}
+
+impl MockApis {
+    fn start(state: ApiState) -> MockApis {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = std::sync::Arc::new(std::sync::Mutex::new(state));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let mut stream = stream.unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                reader.read_line(&mut request_line).unwrap();
+                let mut auth = String::new();
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    let (name, value) = line.split_once(':').unwrap_or((line, ""));
+                    match name.to_ascii_lowercase().as_str() {
+                        "authorization" => auth = value.trim().to_owned(),
+                        "content-length" => length = value.trim().parse().unwrap(),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let mut parts = request_line.split_whitespace();
+                let method = parts.next().unwrap_or("").to_owned();
+                let path = parts.next().unwrap_or("").to_owned();
+                let (status, response) = shared.lock().unwrap().handle(&method, &path, &auth);
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{response}",
+                    response.len()
+                );
+                stream.write_all(reply.as_bytes()).unwrap();
+            }
+        });
+        MockApis { url, state }
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.state.lock().unwrap().log.clone()
+    }
+}
+
+impl ApiState {
+    fn handle(&mut self, method: &str, path: &str, auth: &str) -> (u16, String) {
+        self.log.push(format!("{method} {path} {auth}"));
+        let runs_prefix = "/repos/owner/repo/actions/runs/";
+        if let Some(rest) = path.strip_prefix("/v1/pods") {
+            if auth != "Bearer runpod-key" {
+                return (401, "{}".into());
+            }
+            let id = rest.trim_start_matches('/');
+            if id.is_empty() && method == "GET" {
+                let pods: Vec<String> = self
+                    .pods
+                    .iter()
+                    .map(|(id, name, _)| format!(r#"{{"id":"{id}","name":"{name}"}}"#))
+                    .collect();
+                return (200, format!("[{}]", pods.join(",")));
+            }
+            let Some(index) = self.pods.iter().position(|(pod, _, _)| pod == id) else {
+                return (404, "{}".into());
+            };
+            return match method {
+                "GET" => (200, "{}".into()),
+                "DELETE" if self.pods[index].2 => (500, "{}".into()),
+                "DELETE" => {
+                    self.pods.remove(index);
+                    (204, String::new())
+                }
+                _ => (405, "{}".into()),
+            };
+        }
+        if let Some(rest) = path.strip_prefix(runs_prefix) {
+            if auth != "Bearer github-token" {
+                return (401, "{}".into());
+            }
+            let (id, cancel) = match rest.strip_suffix("/cancel") {
+                Some(id) => (id, true),
+                None => (rest, false),
+            };
+            let id: u64 = id.parse().unwrap();
+            let Some((_, status, started)) = self.runs.iter().find(|(run, _, _)| *run == id) else {
+                return (404, "{}".into());
+            };
+            return match (method, cancel) {
+                ("GET", false) => (
+                    200,
+                    format!(r#"{{"id":{id},"status":"{status}","run_started_at":"{started}"}}"#),
+                ),
+                ("POST", true) => (202, "{}".into()),
+                _ => (405, "{}".into()),
+            };
+        }
+        (404, "{}".into())
+    }
+}
+
+/// `minutes` ago as an RFC 3339 UTC time, as GitHub writes `run_started_at`.
+fn minutes_ago(minutes: u64) -> String {
+    let output = Command::new("date")
+        .args(["-u", "-d", &format!("{minutes} minutes ago"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn run_reaper(apis: &MockApis) -> Output {
+    Command::new("bash")
+        .arg(repo_root().join("scripts/ci/runpod_reap.sh"))
+        .env("RUNPOD_API_KEY", "runpod-key")
+        .env("RUNPOD_API_URL", format!("{}/v1", apis.url))
+        .env("GITHUB_TOKEN", "github-token")
+        .env("GITHUB_API_URL", &apis.url)
+        .env("GITHUB_REPOSITORY", "owner/repo")
+        .env("REPO_ID", "42")
+        .env("MAX_POD_MINUTES", "180")
+        .env("CONFIRM_ATTEMPTS", "3")
+        .env("CONFIRM_INTERVAL", "0")
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run bash")
+}
+
+fn pod(id: &str, name: &str) -> (String, String, bool) {
+    (id.to_owned(), name.to_owned(), false)
+}
+
+#[test]
+fn reaper_deletes_orphans_and_cancels_expired_runs_after_deletion() {
+    let apis = MockApis::start(ApiState {
+        pods: vec![
+            pod("finished", "gha-42-101-1"),
+            pod("expired", "gha-42-102-1"),
+            pod("young", "gha-42-103-1"),
+            pod("vanished", "gha-42-104-2"),
+            pod("other-repo", "gha-7-105-1"),
+            pod("not-ours", "my-notebook"),
+        ],
+        runs: vec![
+            (101, "completed".into(), minutes_ago(30)),
+            (102, "in_progress".into(), minutes_ago(300)),
+            (103, "in_progress".into(), minutes_ago(10)),
+            (105, "completed".into(), minutes_ago(30)),
+        ],
+        ..ApiState::default()
+    });
+    let output = run_reaper(&apis);
+    assert_success(&output);
+    let log = apis.log();
+    let deleted: Vec<&String> = log.iter().filter(|l| l.starts_with("DELETE")).collect();
+    assert_eq!(
+        deleted,
+        [
+            "DELETE /v1/pods/finished Bearer runpod-key",
+            "DELETE /v1/pods/expired Bearer runpod-key",
+            "DELETE /v1/pods/vanished Bearer runpod-key",
+        ]
+    );
+    let cancels: Vec<usize> = (0..log.len()).filter(|&i| log[i].contains("/cancel")).collect();
+    assert_eq!(cancels.len(), 1, "{log:#?}");
+    assert!(log[cancels[0]].starts_with("POST /repos/owner/repo/actions/runs/102/cancel"));
+    // The cancellation follows RunPod's 404 for the deleted pod.
+    assert_eq!(
+        log[cancels[0] - 1],
+        "GET /v1/pods/expired Bearer runpod-key",
+        "{log:#?}"
+    );
+    // Each API saw only its own credential.
+    assert!(log.iter().all(|l| !l.contains(" Bearer runpod-key") || l.contains(" /v1/")));
+    assert!(stderr(&output).contains("run 103 is 10 minutes old; keeping it"));
+}
+
+#[test]
+fn reaper_never_cancels_a_run_whose_pod_survives_deletion() {
+    let apis = MockApis::start(ApiState {
+        pods: vec![("stuck".into(), "gha-42-201-1".into(), true)],
+        runs: vec![(201, "in_progress".into(), minutes_ago(400))],
+        ..ApiState::default()
+    });
+    let output = run_reaper(&apis);
+    assert_failure(&output, "still exists after deletion; not cancelling run 201");
+    assert!(apis.log().iter().all(|l| !l.contains("/cancel")));
+}
+
+#[test]
+fn reaper_fails_closed_on_an_unreadable_pod_list_or_missing_credentials() {
+    let apis = MockApis::start(ApiState::default());
+    let output = Command::new("bash")
+        .arg(repo_root().join("scripts/ci/runpod_reap.sh"))
+        .env("RUNPOD_API_KEY", "wrong-key")
+        .env("RUNPOD_API_URL", format!("{}/v1", apis.url))
+        .env("GITHUB_TOKEN", "github-token")
+        .env("GITHUB_REPOSITORY", "owner/repo")
+        .env("REPO_ID", "42")
+        .output()
+        .unwrap();
+    assert_failure(&output, "cannot list RunPod pods");
+    let output = Command::new("bash")
+        .arg(repo_root().join("scripts/ci/runpod_reap.sh"))
+        .env_remove("RUNPOD_API_KEY")
+        .env("GITHUB_TOKEN", "github-token")
+        .output()
+        .unwrap();
+    assert_failure(&output, "set RUNPOD_API_KEY");
+}
