@@ -3,3 +3,4 @@
 
 mod scripts;
 mod support;
+mod workflows;

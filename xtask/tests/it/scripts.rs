@@ -695,7 +695,12 @@ impl ApiState {
 /// `minutes` ago as an RFC 3339 UTC time, as GitHub writes `run_started_at`.
 fn minutes_ago(minutes: u64) -> String {
     let output = Command::new("date")
-        .args(["-u", "-d", &format!("{minutes} minutes ago"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .args([
+            "-u",
+            "-d",
+            &format!("{minutes} minutes ago"),
+            "+%Y-%m-%dT%H:%M:%SZ",
+        ])
         .output()
         .unwrap();
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
@@ -753,7 +758,9 @@ fn reaper_deletes_orphans_and_cancels_expired_runs_after_deletion() {
             "DELETE /v1/pods/vanished Bearer runpod-key",
         ]
     );
-    let cancels: Vec<usize> = (0..log.len()).filter(|&i| log[i].contains("/cancel")).collect();
+    let cancels: Vec<usize> = (0..log.len())
+        .filter(|&i| log[i].contains("/cancel"))
+        .collect();
     assert_eq!(cancels.len(), 1, "{log:#?}");
     assert!(log[cancels[0]].starts_with("POST /repos/owner/repo/actions/runs/102/cancel"));
     // The cancellation follows RunPod's 404 for the deleted pod.
@@ -763,7 +770,10 @@ fn reaper_deletes_orphans_and_cancels_expired_runs_after_deletion() {
         "{log:#?}"
     );
     // Each API saw only its own credential.
-    assert!(log.iter().all(|l| !l.contains(" Bearer runpod-key") || l.contains(" /v1/")));
+    assert!(
+        log.iter()
+            .all(|l| !l.contains(" Bearer runpod-key") || l.contains(" /v1/"))
+    );
     assert!(stderr(&output).contains("run 103 is 10 minutes old; keeping it"));
 }
 
@@ -775,7 +785,10 @@ fn reaper_never_cancels_a_run_whose_pod_survives_deletion() {
         ..ApiState::default()
     });
     let output = run_reaper(&apis);
-    assert_failure(&output, "still exists after deletion; not cancelling run 201");
+    assert_failure(
+        &output,
+        "still exists after deletion; not cancelling run 201",
+    );
     assert!(apis.log().iter().all(|l| !l.contains("/cancel")));
 }
 
