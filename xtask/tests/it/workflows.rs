@@ -1021,14 +1021,14 @@ fn credential_and_permission_breaches_are_caught() {
     );
     assert_caught(
         CONSUMER,
-        "      contents: read\n      actions: read\n",
-        "      contents: read\n      actions: write\n",
+        "      actions: read # the artifact finder",
+        "      actions: write # the artifact finder",
         "only the reaper may write",
     );
     assert_caught(
         CONSUMER,
-        "      contents: read\n      actions: read\n",
-        "      contents: read\n      actions: read\n      packages: read\n",
+        "      contents: read\n      actions: read #",
+        "      contents: read\n      packages: read\n      actions: read #",
         "`cuda-archive` gets `contents: read` and `actions: read`",
     );
     assert_caught(
@@ -1259,8 +1259,8 @@ fn lifecycle_and_reaper_breaches_are_caught() {
     );
     assert_caught(
         REAP,
-        "      actions: write\n",
-        "      actions: write\n      packages: write\n",
+        "      actions: write #",
+        "      packages: write\n      actions: write #",
         "only the reaper may write (actions)",
     );
     assert_caught(
