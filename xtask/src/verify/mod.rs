@@ -1,13 +1,425 @@
-//! Placeholder: this command is being built (see the open issue).
+//! `cargo xtask verify-key`: proves, after a real build, that the content key
+//! covers every file of the repository the compiler and the build scripts read.
+//!
+//! `ci-key` derives its inputs statically and never runs code; a proc macro
+//! or a build script can still read a file no static reading sees. Cargo
+//! knows the truth after a build: rustc's dep-info files (`*.d`) list every
+//! source file a compilation read, and each build script's `output` file holds
+//! the `rerun-if-changed` paths it printed. Every such path inside the
+//! repository must be a key input; files outside it (registry sources, the
+//! toolchain) are covered by the lockfile and the rustc version instead.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-use crate::flags;
+use crate::key::{self, KeyManifest};
+use crate::{flags, gha};
 
 impl flags::VerifyKey {
     pub fn run(&self) -> Result<ExitCode> {
-        bail!("not implemented yet")
+        let root = self.common.root()?;
+        let policy = self.common.load_policy(&root)?;
+        let manifest = key::compute(&root, &policy)?;
+        let workspace = key::workspace::load(&root)?;
+        let target_dir = match &self.target_dir {
+            Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,
+            None => workspace.target_dir.clone(),
+        };
+        let package_dirs = workspace.package_dirs();
+        let report = check(
+            &root,
+            &manifest,
+            &package_dirs,
+            &target_dir.join(profile_dir(&self.profile)),
+        )?;
+        eprint!("{}", report.render());
+        if report.misses.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        for miss in &report.misses {
+            gha::warning(&format!(
+                "{} is read by the build but is not a key input ({}): {}",
+                miss.path, miss.read_by, miss.fix
+            ));
+        }
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
+pub fn profile_dir(profile: &str) -> &str {
+    match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    }
+}
+
+/// A file the build read that the key does not cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Miss {
+    /// Repository-relative, `/`-separated.
+    pub path: String,
+    /// The compilation or build script that read it.
+    pub read_by: String,
+    pub fix: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub dep_info_files: usize,
+    pub build_outputs: usize,
+    /// Distinct repository files the build read, all checked.
+    pub repository_files: usize,
+    /// Distinct files outside the repository (registry sources, toolchain).
+    pub external_files: usize,
+    /// Distinct generated files under the target directory.
+    pub generated_files: usize,
+    /// Listed paths that no longer exist (stale dep-info from an older build).
+    pub vanished_files: usize,
+    pub misses: Vec<Miss>,
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "verify-key: read {} dep-info files and {} build-script outputs",
+            self.dep_info_files, self.build_outputs
+        );
+        let _ = writeln!(
+            out,
+            "  {} repository files read by the build, {} of them key inputs",
+            self.repository_files,
+            self.repository_files - self.misses.len()
+        );
+        let _ = writeln!(
+            out,
+            "  {} files outside the repository (registry sources, toolchain): covered by Cargo.lock and the rustc version, not hashed",
+            self.external_files
+        );
+        let _ = writeln!(
+            out,
+            "  {} generated files under the target directory: covered by their build scripts' inputs",
+            self.generated_files
+        );
+        if self.vanished_files > 0 {
+            let _ = writeln!(
+                out,
+                "  {} listed files no longer exist (dep-info of an older build)",
+                self.vanished_files
+            );
+        }
+        if self.misses.is_empty() {
+            let _ = writeln!(out, "every file the build read is covered by the key");
+        } else {
+            let _ = writeln!(
+                out,
+                "{} files the build read are NOT covered by the key:",
+                self.misses.len()
+            );
+            for miss in &self.misses {
+                let _ = writeln!(
+                    out,
+                    "  {}  (read by {})\n    fix: {}",
+                    miss.path, miss.read_by, miss.fix
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Checks the build in `profile_dir` (such as `target/debug`) against
+/// `manifest`; `package_dirs` maps the repository's package names to their directories.
+pub fn check(
+    root: &Path,
+    manifest: &KeyManifest,
+    package_dirs: &BTreeMap<String, PathBuf>,
+    profile_dir: &Path,
+) -> Result<Report> {
+    if !profile_dir.is_dir() {
+        bail!(
+            "{} does not exist: build first (cargo build / cargo nextest archive), then point --target-dir and --profile at that build",
+            profile_dir.display()
+        );
+    }
+    let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+    let target_dir = profile_dir.parent().unwrap_or(profile_dir);
+    let mut report = Report::default();
+    // path -> who read it; a BTreeMap keeps the report sorted and deduplicated.
+    let mut read: BTreeMap<PathBuf, (String, Source)> = BTreeMap::new();
+
+    for dep_info in dep_info_files(profile_dir)? {
+        report.dep_info_files += 1;
+        let text = std::fs::read_to_string(&dep_info)
+            .with_context(|| format!("cannot read {}", dep_info.display()))?;
+        let reader = compilation_name(&dep_info);
+        for path in parse_dep_info(&text) {
+            let path = if path.is_absolute() {
+                path
+            } else {
+                root.join(path)
+            };
+            for file in expand_dir(&key::workspace::normalize(&path)) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::Compiler));
+            }
+        }
+    }
+    for (output, package_dir_name) in build_outputs(profile_dir)? {
+        report.build_outputs += 1;
+        let text = std::fs::read_to_string(&output)
+            .with_context(|| format!("cannot read {}", output.display()))?;
+        // Build scripts run in their package's directory; packages from the
+        // registry are outside the repository and need no check.
+        let Some(package_dir) = package_dirs.get(&package_dir_name) else {
+            continue;
+        };
+        let reader = format!("build script of {package_dir_name}");
+        for declared in rerun_paths(&text) {
+            let path = key::workspace::normalize(&package_dir.join(&declared));
+            for file in expand_dir(&path) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::BuildScript));
+            }
+        }
+    }
+
+    for (path, (reader, source)) in read {
+        if path.starts_with(target_dir) {
+            report.generated_files += 1;
+            continue;
+        }
+        let Ok(rel) = path.strip_prefix(root) else {
+            report.external_files += 1;
+            continue;
+        };
+        if std::fs::symlink_metadata(&path).is_err() {
+            report.vanished_files += 1;
+            continue;
+        }
+        report.repository_files += 1;
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if inputs.contains(rel.as_str()) {
+            continue;
+        }
+        let fix = match source {
+            Source::Compiler => format!(
+                "a macro (a proc macro, or a macro_rules! include used from another file) made rustc read it; add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or teach ci-key's discovery this form"
+            ),
+            Source::BuildScript => format!(
+                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
+            ),
+        };
+        report.misses.push(Miss {
+            path: rel,
+            read_by: reader,
+            fix,
+        });
+    }
+    Ok(report)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Compiler,
+    BuildScript,
+}
+
+/// Every rustc dep-info file of a profile directory.
+fn dep_info_files(profile_dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    // Cargo's own `<profile>/*.d` files repeat these for final artifacts,
+    // with build-script directories folded in; rustc's files are the source.
+    for dir in ["deps", "examples", "build"] {
+        let dir = profile_dir.join(dir);
+        let depth = if dir.ends_with("build") { 2 } else { 1 };
+        if !dir.is_dir() {
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(&dir).max_depth(depth) {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            if entry.file_type().is_file() && entry.path().extension().is_some_and(|e| e == "d") {
+                files.push(entry.into_path());
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Each build script run's `output` file, with the `<package>-<hash>` directory name.
+fn build_outputs(profile_dir: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let build = profile_dir.join("build");
+    let mut outputs = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&build) else {
+        return Ok(outputs);
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", build.display()))?;
+        let output = entry.path().join("output");
+        if output.is_file() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let package = name
+                .rsplit_once('-')
+                .map_or(name.clone(), |(p, _)| p.to_owned());
+            outputs.push((output, package));
+        }
+    }
+    outputs.sort();
+    Ok(outputs)
+}
+
+/// A readable name for the compilation a dep-info file belongs to.
+fn compilation_name(dep_info: &Path) -> String {
+    let stem = dep_info
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let crate_name = stem
+        .rsplit_once('-')
+        .map_or(stem.clone(), |(c, _)| c.to_owned());
+    if crate_name == "build_script_build" {
+        let package = dep_info
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let package = package
+            .rsplit_once('-')
+            .map_or(package.clone(), |(p, _)| p.to_owned());
+        format!("compilation of the build script of {package}")
+    } else {
+        format!("compilation of crate `{crate_name}`")
+    }
+}
+
+/// The prerequisites of a Makefile-style dep-info file (`target: dep dep …`),
+/// with `\ ` unescaped; `# env-dep:` comment lines are skipped.
+pub fn parse_dep_info(text: &str) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let mut seen = BTreeSet::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let Some(colon) = find_rule_colon(line) else {
+            continue;
+        };
+        for word in split_escaped(&line[colon + 1..]) {
+            if seen.insert(word.clone()) {
+                paths.push(PathBuf::from(word));
+            }
+        }
+    }
+    paths
+}
+
+/// The colon separating a rule's target from its prerequisites: the first
+/// `:` followed by a space or the end of the line and not escaped.
+fn find_rule_colon(line: &str) -> Option<usize> {
+    let bytes = line.as_bytes();
+    (0..bytes.len()).find(|&i| {
+        bytes[i] == b':'
+            && (i + 1 == bytes.len() || bytes[i + 1] == b' ')
+            && (i == 0 || bytes[i - 1] != b'\\')
+    })
+}
+
+fn split_escaped(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                word.push(' ');
+                chars.next();
+            }
+            ' ' | '\t' => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=` lines.
+fn rerun_paths(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("cargo::rerun-if-changed=")
+                .or_else(|| line.strip_prefix("cargo:rerun-if-changed="))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A declared directory means every file below it, as cargo watches it.
+fn expand_dir(path: &Path) -> Vec<PathBuf> {
+    if !path.is_dir() {
+        return vec![path.to_path_buf()];
+    }
+    walkdir::WalkDir::new(path)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| e.into_path())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dep_info_prerequisites_are_parsed_with_escapes() {
+        let text = "/t/debug/deps/app-1.rmeta: src/lib.rs /r/my\\ dir/x.txt src/a.rs\n\nsrc/lib.rs:\n/r/my\\ dir/x.txt:\n\n# env-dep:CARGO_MANIFEST_DIR=/r\n";
+        assert_eq!(
+            parse_dep_info(text),
+            vec![
+                PathBuf::from("src/lib.rs"),
+                PathBuf::from("/r/my dir/x.txt"),
+                PathBuf::from("src/a.rs")
+            ]
+        );
+    }
+
+    #[test]
+    fn rerun_lines_of_both_syntaxes_are_read() {
+        let output = "cargo:rustc-cfg=x\ncargo:rerun-if-changed=/r/kernels\ncargo::rerun-if-changed=build.rs\ncargo:rerun-if-env-changed=CUDA\n";
+        assert_eq!(
+            rerun_paths(output),
+            vec!["/r/kernels".to_owned(), "build.rs".to_owned()]
+        );
+    }
+
+    #[test]
+    fn compilation_names_say_what_was_compiled() {
+        assert_eq!(
+            compilation_name(Path::new("/t/debug/deps/gpu_kernels-0a1b.d")),
+            "compilation of crate `gpu_kernels`"
+        );
+        assert_eq!(
+            compilation_name(Path::new(
+                "/t/debug/build/gpu-kernels-77/build_script_build-77.d"
+            )),
+            "compilation of the build script of gpu-kernels"
+        );
     }
 }

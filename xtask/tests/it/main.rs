@@ -1,6 +1,8 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+mod key;
 mod scripts;
 mod support;
+mod verify;
 mod workflows;

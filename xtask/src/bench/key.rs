@@ -1,0 +1,220 @@
+//! `cargo xtask bench-key`: `ci-key` against GitHub's `hashFiles()` and the
+//! raw hashing floor, on a generated workspace of realistic shape.
+//!
+//! The workspace has many packages whose `lib.rs` declares file modules,
+//! some modules embedding data with `include_str!`, and large binary test
+//! data: at the default size over 5,000 files and 100 MB. Every contender
+//! runs once to warm the page cache, then `--runs` times; medians are
+//! compared. `hashFiles()` is the `@actions/glob` implementation from
+//! `../shared/bench`, installed with npm into a scratch directory.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+use crate::flags;
+
+const PACKAGES: usize = 50;
+const MODULES_PER_PACKAGE: usize = 80;
+const DATA_FILES_PER_PACKAGE: usize = 20;
+
+impl flags::BenchKey {
+    pub fn run(&self) -> Result<ExitCode> {
+        let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+        let workspace = match &self.workdir {
+            Some(dir) => dir.clone(),
+            None => scratch.path().join("workspace"),
+        };
+        let (files, bytes) = generate(&workspace, self.megabytes)?;
+        eprintln!(
+            "workspace: {} ({files} files, {:.1} MB)",
+            workspace.display(),
+            bytes as f64 / 1e6
+        );
+        let exe = std::env::current_exe().context("cannot find the running xtask binary")?;
+        let sh = Shell::new()?;
+
+        let mut rows = Vec::new();
+        let ci_key = measure(self.runs, || {
+            cmd!(sh, "{exe} ci-key --root {workspace}")
+                .quiet()
+                .ignore_stderr()
+                .read()
+                .map(drop)
+        })?;
+        rows.push(("cargo xtask ci-key", Some(ci_key)));
+
+        let hash_files = match install_hash_files(&sh, scratch.path()) {
+            Ok(script) => Some(measure(self.runs, || {
+                cmd!(sh, "node {script} {workspace}")
+                    .quiet()
+                    .ignore_stderr()
+                    .read()
+                    .map(drop)
+            })?),
+            Err(err) => {
+                eprintln!("hashFiles() anchor unavailable: {err:#}");
+                None
+            }
+        };
+        rows.push(("hashFiles() (@actions/glob)", hash_files));
+
+        // The floor: read and hash the same bytes with coreutils. The script
+        // is fixed text; the directory is passed as an argument, not spliced.
+        let floor_script = "find \"$1\" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum";
+        let floor = measure(self.runs, || {
+            cmd!(sh, "bash -c {floor_script} floor {workspace}")
+                .quiet()
+                .read()
+                .map(drop)
+        })?;
+        rows.push(("find | sha256sum (floor)", Some(floor)));
+
+        println!(
+            "{:<30} {:>10} {:>10} {:>14}",
+            "contender", "median s", "min s", "vs ci-key"
+        );
+        for (name, timing) in &rows {
+            match timing {
+                Some(t) => println!(
+                    "{name:<30} {:>10.3} {:>10.3} {:>13.2}x",
+                    t.median.as_secs_f64(),
+                    t.min.as_secs_f64(),
+                    t.median.as_secs_f64() / ci_key.median.as_secs_f64()
+                ),
+                None => println!("{name:<30} {:>10} {:>10} {:>14}", "-", "-", "-"),
+            }
+        }
+        if let Some(h) = hash_files {
+            println!(
+                "ci-key is {:.1}x faster than hashFiles() (target: at least 5x)",
+                h.median.as_secs_f64() / ci_key.median.as_secs_f64()
+            );
+        }
+        println!(
+            "ci-key takes {:.2}x the raw floor (target: at most 2x)",
+            ci_key.median.as_secs_f64() / floor.median.as_secs_f64()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Timing {
+    median: Duration,
+    min: Duration,
+}
+
+fn measure(runs: usize, mut f: impl FnMut() -> xshell::Result<()>) -> Result<Timing> {
+    f().context("warm-up run failed")?;
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        f().context("benchmark run failed")?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(Timing {
+        median: times[times.len() / 2],
+        min: times[0],
+    })
+}
+
+/// Copies `../shared/bench` into the scratch directory and installs its one npm dependency.
+fn install_hash_files(sh: &Shell, scratch: &Path) -> Result<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the xtask lives in the repository");
+    let source = repo.join("../shared/bench");
+    if !source.join("hashfiles.mjs").is_file() {
+        bail!("{} not found", source.join("hashfiles.mjs").display());
+    }
+    let dir = scratch.join("hashfiles");
+    std::fs::create_dir_all(&dir)?;
+    for file in ["hashfiles.mjs", "package.json"] {
+        std::fs::copy(source.join(file), dir.join(file))
+            .with_context(|| format!("cannot copy {file}"))?;
+    }
+    let _cwd = sh.push_dir(&dir);
+    cmd!(sh, "npm install --no-audit --no-fund --silent")
+        .quiet()
+        .run()
+        .context("npm install @actions/glob failed")?;
+    Ok(dir.join("hashfiles.mjs"))
+}
+
+/// Writes the benchmark workspace; returns its file count and size.
+fn generate(root: &Path, megabytes: u64) -> Result<(usize, u64)> {
+    if root.exists() {
+        std::fs::remove_dir_all(root)
+            .with_context(|| format!("cannot clear {}", root.display()))?;
+    }
+    let mut files = 0;
+    let mut bytes = 0u64;
+    let mut write = |path: PathBuf, contents: &[u8]| -> Result<()> {
+        std::fs::create_dir_all(path.parent().expect("generated paths have parents"))?;
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        files += 1;
+        bytes += contents.len() as u64;
+        Ok(())
+    };
+    write(
+        root.join("Cargo.toml"),
+        b"[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n",
+    )?;
+    write(root.join("Cargo.lock"), b"version = 4\n")?;
+    // About a third of the bytes are Rust sources, the rest binary test data.
+    let data_size = (megabytes * 1_000_000 * 2 / 3) as usize / (PACKAGES * DATA_FILES_PER_PACKAGE);
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    for p in 0..PACKAGES {
+        let dir = root.join(format!("crates/c{p:03}"));
+        write(
+            dir.join("Cargo.toml"),
+            format!("[package]\nname = \"c{p:03}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+                .as_bytes(),
+        )?;
+        let mut lib = String::from("//! Generated benchmark crate.\n");
+        for m in 0..MODULES_PER_PACKAGE {
+            lib.push_str(&format!("pub mod m{m:02};\n"));
+            write(
+                dir.join(format!("src/m{m:02}.rs")),
+                module_source(p, m, megabytes).as_bytes(),
+            )?;
+        }
+        write(dir.join("src/lib.rs"), lib.as_bytes())?;
+        for d in 0..DATA_FILES_PER_PACKAGE {
+            let mut data = vec![0u8; data_size];
+            for chunk in data.chunks_mut(8) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                chunk.copy_from_slice(&rng.to_le_bytes()[..chunk.len()]);
+            }
+            write(dir.join(format!("tests/data/d{d:02}.bin")), &data)?;
+        }
+        write(dir.join("data/embedded.txt"), b"embedded text\n")?;
+    }
+    Ok((files, bytes))
+}
+
+/// A module of plausible Rust, sized so sources make up a third of the total.
+fn module_source(package: usize, module: usize, megabytes: u64) -> String {
+    let target = (megabytes * 1_000_000 / 3) as usize / (PACKAGES * MODULES_PER_PACKAGE);
+    let mut text =
+        format!("//! Module {module} of package {package}.\n\nuse std::collections::HashMap;\n\n");
+    if module % 10 == 0 {
+        text.push_str("pub const EMBEDDED: &str = include_str!(\"../data/embedded.txt\");\n\n");
+    }
+    let mut n = 0;
+    while text.len() < target {
+        text.push_str(&format!(
+            "/// Computes value {n}.\npub fn value_{n}(input: &HashMap<String, u64>) -> u64 {{\n    let mut total = {n}u64;\n    for (key, value) in input {{\n        total = total.wrapping_mul(31).wrapping_add(key.len() as u64 ^ value);\n    }}\n    total\n}}\n\n"
+        ));
+        n += 1;
+    }
+    text
+}

@@ -1,0 +1,131 @@
+//! What a build script makes cargo watch: the paths of its
+//! `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=` lines, or cargo's
+//! own fallback, the whole package directory.
+//!
+//! Only literal text counts. A path assembled at run time (`format!`, a
+//! variable), or one that does not exist, cannot be known statically, so the
+//! key then covers the whole package directory: failing closed costs a
+//! spurious rebuild now and then, never a stale archive.
+
+use std::path::{Path, PathBuf};
+
+/// The files a build script's reruns depend on, beyond its own module tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildScriptInputs {
+    /// Declared paths (absolute; a directory means every file below it).
+    Declared(Vec<PathBuf>),
+    /// The whole package directory, for the reason given.
+    WholePackage(String),
+}
+
+/// Reads the `rerun-if-changed` literals found in a build script's module
+/// tree: `(literal value, file, line)`.
+pub fn analyse(
+    literals: &[(String, PathBuf, usize)],
+    package_dir: &Path,
+    root: &Path,
+) -> BuildScriptInputs {
+    const DIRECTIVE: &str = "rerun-if-changed";
+    let mut declared = Vec::new();
+    for (value, file, line) in literals {
+        let site = format!(
+            "{}:{line}",
+            file.strip_prefix(root).unwrap_or(file).display()
+        );
+        let mut rest = value.as_str();
+        while let Some(pos) = rest.find(DIRECTIVE) {
+            let after = &rest[pos + DIRECTIVE.len()..];
+            let Some(path_text) = after.strip_prefix('=') else {
+                return BuildScriptInputs::WholePackage(format!(
+                    "{site} assembles a rerun-if-changed line at run time"
+                ));
+            };
+            let path_text = path_text.split(['\n', '\r']).next().unwrap_or("");
+            if path_text.is_empty() || path_text.contains(['{', '}']) {
+                return BuildScriptInputs::WholePackage(format!(
+                    "{site} builds a rerun-if-changed path at run time"
+                ));
+            }
+            let path = package_dir.join(path_text);
+            if std::fs::symlink_metadata(&path).is_err() {
+                return BuildScriptInputs::WholePackage(format!(
+                    "{site} names {path_text}, which does not exist, so cargo reruns the script on every build"
+                ));
+            }
+            declared.push(path);
+            rest = &after[1 + path_text.len()..];
+        }
+    }
+    if declared.is_empty() {
+        BuildScriptInputs::WholePackage(
+            "the build script declares no rerun-if-changed, so cargo watches the whole package"
+                .to_owned(),
+        )
+    } else {
+        declared.sort();
+        declared.dedup();
+        BuildScriptInputs::Declared(declared)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(value: &str) -> (String, PathBuf, usize) {
+        (value.to_owned(), PathBuf::from("/r/p/build.rs"), 3)
+    }
+
+    #[test]
+    fn literal_paths_are_declared_and_everything_else_means_the_whole_package() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("kernels")).unwrap();
+        std::fs::write(dir.path().join("build.rs"), "").unwrap();
+        let pkg = dir.path();
+        let declared = analyse(
+            &[
+                lit("cargo:rerun-if-changed=kernels"),
+                lit("cargo::rerun-if-changed=build.rs"),
+            ],
+            pkg,
+            Path::new("/r"),
+        );
+        assert_eq!(
+            declared,
+            BuildScriptInputs::Declared(vec![pkg.join("build.rs"), pkg.join("kernels")])
+        );
+        for (literals, needle) in [
+            (vec![], "declares no rerun-if-changed"),
+            (vec![lit("cargo:rerun-if-changed={}")], "at run time"),
+            (vec![lit("cargo:rerun-if-changed=")], "at run time"),
+            (vec![lit("rerun-if-changed")], "assembles"),
+            (
+                vec![lit("cargo:rerun-if-changed=missing.txt")],
+                "does not exist",
+            ),
+        ] {
+            match analyse(&literals, pkg, Path::new("/r")) {
+                BuildScriptInputs::WholePackage(reason) => {
+                    assert!(reason.contains(needle), "{reason}")
+                }
+                other => panic!("{literals:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn several_lines_in_one_literal_are_all_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "").unwrap();
+        std::fs::write(dir.path().join("b"), "").unwrap();
+        let got = analyse(
+            &[lit("cargo:rerun-if-changed=a\ncargo:rerun-if-changed=b\n")],
+            dir.path(),
+            Path::new("/"),
+        );
+        assert_eq!(
+            got,
+            BuildScriptInputs::Declared(vec![dir.path().join("a"), dir.path().join("b")])
+        );
+    }
+}

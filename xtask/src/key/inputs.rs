@@ -1,0 +1,432 @@
+//! The set of files the key hashes, and the hashing itself.
+//!
+//! Paths are stored repository-relative with `/`, so the key does not depend
+//! on where the repository is checked out. Symlinks are hashed as their
+//! target text and never followed; a file the compiler reads through a
+//! symlink is added separately by whoever resolved it. `.git/`, target
+//! directories and `.github/workflows/` are never inputs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::{Component, Input};
+
+/// How a path was hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Executable,
+    Symlink,
+    Absent,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Executable => "executable",
+            Kind::Symlink => "symlink",
+            Kind::Absent => "absent",
+        }
+    }
+
+    /// The byte the encoding uses for the kind.
+    fn tag(self) -> u8 {
+        match self {
+            Kind::File => b'f',
+            Kind::Executable => b'x',
+            Kind::Symlink => b'l',
+            Kind::Absent => b'a',
+        }
+    }
+}
+
+/// A hashed path.
+#[derive(Debug, Clone)]
+pub struct Hashed {
+    pub kind: Kind,
+    pub sha256: [u8; 32],
+    pub size: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    abs: PathBuf,
+    reasons: BTreeSet<String>,
+    may_be_absent: bool,
+}
+
+/// The files of the key, collected from every discovery rule.
+pub struct InputSet {
+    root: PathBuf,
+    skipped_dirs: Vec<PathBuf>,
+    entries: BTreeMap<String, Entry>,
+}
+
+/// Why a path may never be an input, or `None`.
+fn excluded_reason(rel: &str) -> Option<&'static str> {
+    if rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/") {
+        Some("git metadata is never hashed")
+    } else if rel.starts_with(".github/workflows/") {
+        Some(
+            "workflow files are excluded from the key by design: runs always use the default branch's definitions",
+        )
+    } else {
+        None
+    }
+}
+
+impl InputSet {
+    /// `skipped_dirs` are absolute directories never walked (target directories).
+    pub fn new(root: &Path, skipped_dirs: Vec<PathBuf>) -> InputSet {
+        InputSet {
+            root: root.to_path_buf(),
+            skipped_dirs,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The repository-relative, `/`-separated form of `abs`, refusing paths
+    /// that leave the repository or fall in an excluded area.
+    pub fn relative(&self, abs: &Path) -> Result<String> {
+        let normal = super::workspace::normalize(abs);
+        let Ok(rel) = normal.strip_prefix(&self.root) else {
+            bail!(
+                "{} is outside the repository root {}",
+                normal.display(),
+                self.root.display()
+            );
+        };
+        let Some(rel) = rel.to_str() else {
+            bail!("{} is not valid UTF-8; rename it", normal.display());
+        };
+        if let Some(why) = excluded_reason(rel) {
+            bail!("{rel} cannot be a key input: {why}");
+        }
+        if self.skipped_dirs.iter().any(|dir| normal.starts_with(dir)) {
+            bail!("{rel} is inside a target directory, which is build output and never hashed");
+        }
+        Ok(rel.to_owned())
+    }
+
+    /// Adds a file that must exist when hashed.
+    pub fn add(&mut self, abs: &Path, reason: &str) -> Result<()> {
+        self.insert(abs, reason, false)
+    }
+
+    /// Adds a path whose absence is itself hashed (a missing lockfile, a
+    /// module candidate, a `cfg`-gated embed of a file not there).
+    pub fn add_maybe_absent(&mut self, abs: &Path, reason: &str) -> Result<()> {
+        self.insert(abs, reason, true)
+    }
+
+    fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
+        let rel = self.relative(abs)?;
+        let entry = self.entries.entry(rel).or_insert_with(|| Entry {
+            abs: super::workspace::normalize(abs),
+            reasons: BTreeSet::new(),
+            may_be_absent,
+        });
+        entry.may_be_absent &= may_be_absent;
+        entry.reasons.insert(reason.to_owned());
+        Ok(())
+    }
+
+    /// Adds every file below `dir` (nothing when it does not exist).
+    /// `stop_at_packages` skips subdirectories that are packages of their
+    /// own, as cargo does when it watches a package directory.
+    pub fn add_dir(&mut self, dir: &Path, reason: &str, stop_at_packages: bool) -> Result<()> {
+        if !dir.is_dir() {
+            return Ok(());
+        }
+        let root = self.root.clone();
+        let walker = walkdir::WalkDir::new(dir)
+            .follow_links(false)
+            .sort_by_file_name()
+            .into_iter();
+        let skipped = &self.skipped_dirs;
+        let walker = walker.filter_entry(|entry| {
+            let path = entry.path();
+            if entry.depth() == 0 {
+                return true;
+            }
+            if entry.file_type().is_dir() {
+                let rel = path
+                    .strip_prefix(&root)
+                    .ok()
+                    .and_then(|r| r.to_str())
+                    .unwrap_or("");
+                let excluded = excluded_reason(&format!("{rel}/")).is_some()
+                    || skipped.iter().any(|s| path == s)
+                    || (stop_at_packages && path.join("Cargo.toml").is_file());
+                return !excluded;
+            }
+            true
+        });
+        let mut found = Vec::new();
+        for entry in walker {
+            let entry = entry.with_context(|| format!("cannot walk {}", dir.display()))?;
+            if entry.file_type().is_dir() {
+                continue;
+            }
+            let rel = entry
+                .path()
+                .strip_prefix(&self.root)
+                .ok()
+                .and_then(|r| r.to_str());
+            if rel.is_some_and(|rel| excluded_reason(rel).is_some()) {
+                continue;
+            }
+            found.push(entry.into_path());
+        }
+        for path in found {
+            self.add(&path, reason)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the files matching a repository-relative glob; returns how many matched.
+    pub fn add_glob(&mut self, pattern: &str, reason: &str) -> Result<usize> {
+        let matcher = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .with_context(|| format!("invalid glob {pattern:?}"))?
+            .compile_matcher();
+        // Walk only below the glob's literal prefix: a glob for `docs/*.md`
+        // must not cost a walk of the whole repository.
+        let prefix: PathBuf = pattern
+            .split('/')
+            .take_while(|part| !part.contains(['*', '?', '[', '{']))
+            .collect();
+        let start = self.root.join(&prefix);
+        if start.is_file() || start.is_symlink() {
+            let hit = matcher.is_match(pattern);
+            if hit {
+                self.add(&start, reason)?;
+            }
+            return Ok(usize::from(hit));
+        }
+        let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
+        scratch.add_dir(&start, reason, false)?;
+        let mut count = 0;
+        for (rel, entry) in scratch.entries {
+            if matcher.is_match(&rel) {
+                self.add(&entry.abs, reason)?;
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Hashes every input in parallel, reusing digests of files already read
+    /// (the module-tree files were read once, to be parsed).
+    pub fn hash(self, known: &HashMap<PathBuf, Hashed>) -> Result<Vec<(Input, Hashed)>> {
+        let entries: Vec<(String, Entry)> = self.entries.into_iter().collect();
+        entries
+            .into_par_iter()
+            .map(|(rel, entry)| {
+                let hashed = match known.get(&entry.abs) {
+                    Some(hashed) => hashed.clone(),
+                    None => hash_path(&entry.abs)?,
+                };
+                if hashed.kind == Kind::Absent && !entry.may_be_absent {
+                    bail!(
+                        "{rel} ({}) does not exist",
+                        entry
+                            .reasons
+                            .iter()
+                            .next()
+                            .map(String::as_str)
+                            .unwrap_or("input")
+                    );
+                }
+                let input = Input {
+                    path: rel,
+                    sha256: if hashed.kind == Kind::Absent {
+                        String::new()
+                    } else {
+                        hex(&hashed.sha256)
+                    },
+                    size: hashed.size,
+                    kind: hashed.kind.name().to_owned(),
+                    reason: entry.reasons.into_iter().collect::<Vec<_>>().join("; "),
+                };
+                Ok((input, hashed))
+            })
+            .collect()
+    }
+}
+
+/// Hashes one path without following a symlink.
+pub fn hash_path(path: &Path) -> Result<Hashed> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Hashed {
+                kind: Kind::Absent,
+                sha256: [0; 32],
+                size: 0,
+            });
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot stat {}", path.display())),
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path)
+            .with_context(|| format!("cannot read link {}", path.display()))?;
+        let text = target.as_os_str().as_encoded_bytes();
+        return Ok(Hashed {
+            kind: Kind::Symlink,
+            sha256: Sha256::digest(text).into(),
+            size: text.len() as u64,
+        });
+    }
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file (a directory, FIFO, socket or device); the key can only hash files, so remove it or list a file instead",
+            path.display()
+        );
+    }
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0; 256 * 1024];
+    let mut size = 0;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        hasher.update(&buffer[..n]);
+    }
+    Ok(Hashed {
+        kind: kind_of(&meta),
+        sha256: hasher.finalize().into(),
+        size,
+    })
+}
+
+/// Hashes bytes already read from `meta`'s file.
+pub fn hash_bytes(bytes: &[u8], meta: &std::fs::Metadata) -> Hashed {
+    Hashed {
+        kind: kind_of(meta),
+        sha256: Sha256::digest(bytes).into(),
+        size: bytes.len() as u64,
+    }
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> Kind {
+    if meta.permissions().mode() & 0o111 != 0 {
+        Kind::Executable
+    } else {
+        Kind::File
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The documented encoding (README, "How the key is computed"):
+///
+/// ```text
+/// "ci-key/1\n"
+/// per component, in order:            b'c' len(name) name len(value) value
+/// per input, sorted by path bytes:    b'i' len(path) path kind sha256
+/// ```
+///
+/// `len` is a big-endian u64, `kind` one byte (`f` file, `x` executable,
+/// `l` symlink, `a` absent), `sha256` the 32 raw bytes of the content's (or
+/// link text's) digest, zeros when absent. Length prefixes make the encoding
+/// unambiguous; sorting makes it independent of directory listing order.
+pub fn key_digest(components: &[Component], inputs: &[(Input, Hashed)]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(b"ci-key/1\n");
+    for component in components {
+        hasher.update(b"c");
+        update_with_len(&mut hasher, component.name.as_bytes());
+        update_with_len(&mut hasher, component.value.as_bytes());
+    }
+    let mut sorted: Vec<&(Input, Hashed)> = inputs.iter().collect();
+    sorted.sort_by(|a, b| a.0.path.as_bytes().cmp(b.0.path.as_bytes()));
+    for (input, hashed) in sorted {
+        hasher.update(b"i");
+        update_with_len(&mut hasher, input.path.as_bytes());
+        hasher.update([hashed.kind.tag()]);
+        hasher.update(hashed.sha256);
+    }
+    hex(&hasher.finalize())
+}
+
+fn update_with_len(hasher: &mut Sha256, bytes: &[u8]) {
+    hasher.update((bytes.len() as u64).to_be_bytes());
+    hasher.update(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(path: &str, byte: u8) -> (Input, Hashed) {
+        (
+            Input {
+                path: path.into(),
+                sha256: String::new(),
+                size: 0,
+                kind: "file".into(),
+                reason: String::new(),
+            },
+            Hashed {
+                kind: Kind::File,
+                sha256: [byte; 32],
+                size: 0,
+            },
+        )
+    }
+
+    #[test]
+    fn digest_is_order_independent_and_unambiguous() {
+        let c = vec![Component {
+            name: "a".into(),
+            value: "bc".into(),
+        }];
+        let one = key_digest(&c, &[input("x", 1), input("y", 2)]);
+        assert_eq!(one, key_digest(&c, &[input("y", 2), input("x", 1)]));
+        // Moving a byte between name and value must change the digest.
+        let shifted = vec![Component {
+            name: "ab".into(),
+            value: "c".into(),
+        }];
+        assert_ne!(one, key_digest(&shifted, &[input("x", 1), input("y", 2)]));
+        // Swapping contents between two paths must change it too.
+        assert_ne!(one, key_digest(&c, &[input("x", 2), input("y", 1)]));
+    }
+
+    #[test]
+    fn excluded_areas_are_refused() {
+        let set = InputSet::new(Path::new("/r"), vec![PathBuf::from("/r/target")]);
+        assert!(
+            set.relative(Path::new("/r/.github/workflows/ci.yml"))
+                .is_err()
+        );
+        assert!(set.relative(Path::new("/r/.git/config")).is_err());
+        assert!(set.relative(Path::new("/r/target/debug/x")).is_err());
+        assert!(set.relative(Path::new("/r/src/../../etc/passwd")).is_err());
+        assert_eq!(
+            set.relative(Path::new("/r/a/./b/../c.rs")).unwrap(),
+            "a/c.rs"
+        );
+    }
+}

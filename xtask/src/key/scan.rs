@@ -1,0 +1,754 @@
+//! Reading one Rust source file for what makes the compiler read other files:
+//! file modules (`mod x;`, `#[path]`) and embeds (`include_str!`,
+//! `include_bytes!`, `include!`), plus string literals that a build script
+//! prints as `cargo:rerun-if-changed=`.
+//!
+//! `syn` parses the file; macro bodies stay token trees, so embeds inside
+//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies)
+//! are found by walking tokens. A file `syn` cannot parse (newer syntax) is
+//! walked as tokens only, which still sees every embed and module. Text in
+//! string literals and comments is never mistaken for a macro call, because
+//! the lexer has already made it a literal or dropped it.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use syn::visit::Visit;
+
+/// Where a construct stands: the file and its 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+/// A `mod x;` that loads a file: the candidate files in the order rustc tries
+/// them, each with the directory its own child modules live in.
+#[derive(Debug, Clone)]
+pub struct ModuleDecl {
+    pub name: String,
+    pub candidates: Vec<(PathBuf, PathBuf)>,
+    pub site: Site,
+}
+
+/// What an include macro names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmbedTarget {
+    /// An absolute path (lexically normalised later).
+    File(PathBuf),
+    /// A path with `macro_rules!` metavariables, as a glob with `*` for each.
+    Pattern(PathBuf),
+    /// A path under `OUT_DIR`: build output, covered by its build script's inputs.
+    OutDir,
+    /// A path this reading cannot compute; the text says what it was.
+    Unresolved(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Embed {
+    pub macro_name: String,
+    pub target: EmbedTarget,
+    pub site: Site,
+}
+
+/// Everything one file contributes.
+#[derive(Debug, Default)]
+pub struct FileScan {
+    pub modules: Vec<ModuleDecl>,
+    pub embeds: Vec<Embed>,
+    /// String literals that contain `rerun-if-changed`, with their lines.
+    pub rerun_literals: Vec<(String, usize)>,
+    /// Set when `syn` could not parse the file and the token walk was used.
+    pub parse_error: Option<String>,
+}
+
+/// The context a file is read in.
+pub struct FileContext<'a> {
+    pub file: &'a Path,
+    /// The directory where this file's `mod x;` children live.
+    pub module_dir: &'a Path,
+    /// `CARGO_MANIFEST_DIR` of the package that compiles the file.
+    pub package_dir: &'a Path,
+}
+
+/// A cheap test, before any parsing, of whether a file can hold anything
+/// this module looks for. Most files of a large workspace hold none.
+pub fn may_reference_files(text: &[u8]) -> bool {
+    contains(text, b"include") || contains(text, b"rerun-if-changed") || has_file_module_decl(text)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
+}
+
+/// Looks for `mod <ident> ;` (with any white space), the only form that loads a file.
+fn has_file_module_decl(text: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut start = 0;
+    while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
+        let at = start + pos;
+        start = at + 3;
+        if at > 0 && is_ident(text[at - 1]) {
+            continue;
+        }
+        let mut i = at + 3;
+        let ws_start = i;
+        while i < text.len() && text[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == ws_start {
+            continue;
+        }
+        let ident_start = i;
+        while i < text.len() && (is_ident(text[i]) || text[i] == b'#') {
+            i += 1;
+        }
+        if i == ident_start {
+            continue;
+        }
+        while i < text.len() && text[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i < text.len() && text[i] == b';' {
+            return true;
+        }
+    }
+    false
+}
+
+/// Reads one file. Never fails: a file that cannot even be tokenised is
+/// reported through `parse_error` with no findings, and the caller refuses it.
+pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
+    let mut scan = FileScan::default();
+    match syn::parse_file(text) {
+        Ok(file) => {
+            let mut visitor = SynVisitor {
+                ctx,
+                scopes: vec![ctx.module_dir.to_path_buf()],
+                scan: &mut scan,
+            };
+            visitor.visit_file(&file);
+        }
+        Err(err) => {
+            let line = err.span().start().line;
+            scan.parse_error = Some(format!("line {line}: {err}"));
+            match TokenStream::from_str(text) {
+                Ok(tokens) => {
+                    let mut walker = TokenWalker {
+                        ctx,
+                        scan: &mut scan,
+                    };
+                    walker.walk_items(tokens, ctx.module_dir, 0);
+                }
+                Err(lex) => {
+                    scan.parse_error = Some(format!("cannot tokenise it either: {lex}"));
+                    scan.modules.clear();
+                    scan.embeds.push(Embed {
+                        macro_name: "(file)".into(),
+                        target: EmbedTarget::Unresolved("a file that cannot be tokenised".into()),
+                        site: Site {
+                            file: ctx.file.to_path_buf(),
+                            line: 1,
+                        },
+                    });
+                }
+            }
+        }
+    }
+    scan
+}
+
+struct SynVisitor<'a, 'b> {
+    ctx: &'a FileContext<'a>,
+    /// The module directory of each enclosing inline module; the first is the file's.
+    scopes: Vec<PathBuf>,
+    scan: &'b mut FileScan,
+}
+
+impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        for attr in &item.attrs {
+            self.visit_attribute(attr);
+        }
+        let path_attr = item.attrs.iter().find_map(path_attribute);
+        let name = item.ident.to_string();
+        let line = item.ident.span().start().line;
+        let inline_depth = self.scopes.len() - 1;
+        let scope = self
+            .scopes
+            .last()
+            .expect("the file scope is never popped")
+            .clone();
+        match &item.content {
+            Some((_, items)) => {
+                self.scopes
+                    .push(scope.join(path_attr.as_deref().unwrap_or(&name)));
+                for item in items {
+                    self.visit_item(item);
+                }
+                self.scopes.pop();
+            }
+            None => {
+                let decl = module_decl(self.ctx, &scope, inline_depth, name, path_attr, line);
+                self.scan.modules.push(decl);
+            }
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        let line = mac
+            .path
+            .segments
+            .last()
+            .map_or(1, |s| s.ident.span().start().line);
+        let mut walker = TokenWalker {
+            ctx: self.ctx,
+            scan: self.scan,
+        };
+        if is_include_macro(&name) {
+            walker.record_embed(&name, mac.tokens.clone(), line);
+        } else {
+            walker.walk_for_embeds(mac.tokens.clone());
+        }
+    }
+
+    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
+        match &attr.meta {
+            // `#[cfg_attr(…, doc = include_str!(…))]` keeps its arguments as tokens.
+            syn::Meta::List(list) => {
+                let mut walker = TokenWalker {
+                    ctx: self.ctx,
+                    scan: self.scan,
+                };
+                walker.walk_for_embeds(list.tokens.clone());
+            }
+            _ => syn::visit::visit_attribute(self, attr),
+        }
+    }
+
+    fn visit_lit_str(&mut self, lit: &'ast syn::LitStr) {
+        let value = lit.value();
+        if value.contains("rerun-if-changed") {
+            self.scan
+                .rerun_literals
+                .push((value, lit.span().start().line));
+        }
+    }
+}
+
+fn is_include_macro(name: &str) -> bool {
+    matches!(name, "include_str" | "include_bytes" | "include")
+}
+
+/// The value of `#[path = "…"]`.
+fn path_attribute(attr: &syn::Attribute) -> Option<String> {
+    let syn::Meta::NameValue(nv) = &attr.meta else {
+        return None;
+    };
+    if !nv.path.is_ident("path") {
+        return None;
+    }
+    match &nv.value {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s.value()),
+        _ => None,
+    }
+}
+
+/// Applies rustc's rules for where `mod name;` is loaded from.
+///
+/// Without `#[path]`, `name.rs` then `name/mod.rs` in the scope's module
+/// directory. With `#[path]`, outside inline modules the path is relative to
+/// the directory of the file itself; inside inline modules it is relative to
+/// the scope's module directory. A file loaded through `#[path]` owns its own
+/// directory, like a `mod.rs`.
+fn module_decl(
+    ctx: &FileContext<'_>,
+    scope: &Path,
+    inline_depth: usize,
+    name: String,
+    path_attr: Option<String>,
+    line: usize,
+) -> ModuleDecl {
+    let candidates = match path_attr {
+        Some(path) => {
+            let base = if inline_depth == 0 {
+                ctx.file.parent().unwrap_or(Path::new("/")).to_path_buf()
+            } else {
+                scope.to_path_buf()
+            };
+            let file = base.join(path);
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            vec![(file, dir)]
+        }
+        None => vec![
+            (scope.join(format!("{name}.rs")), scope.join(&name)),
+            (scope.join(&name).join("mod.rs"), scope.join(&name)),
+        ],
+    };
+    ModuleDecl {
+        name,
+        candidates,
+        site: Site {
+            file: ctx.file.to_path_buf(),
+            line,
+        },
+    }
+}
+
+struct TokenWalker<'a, 'b> {
+    ctx: &'a FileContext<'a>,
+    scan: &'b mut FileScan,
+}
+
+impl TokenWalker<'_, '_> {
+    /// Finds `include_*!(…)` anywhere in a token stream, including nested groups.
+    fn walk_for_embeds(&mut self, tokens: TokenStream) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            if let Some((name, args, line)) = macro_call_at(&tokens, i) {
+                if is_include_macro(&name) {
+                    self.record_embed(&name, args, line);
+                    i += 3;
+                    continue;
+                }
+            }
+            match &tokens[i] {
+                TokenTree::Group(group) => self.walk_for_embeds(group.stream()),
+                TokenTree::Literal(lit) => self.record_literal(lit),
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+
+    /// The token-only reading of a whole file or inline module body: embeds
+    /// and literals everywhere, plus `[#[path = "…"]] [pub…] mod name ;|{…}`.
+    fn walk_items(&mut self, tokens: TokenStream, scope: &Path, inline_depth: usize) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut path_attr: Option<String> = None;
+        let mut i = 0;
+        while i < tokens.len() {
+            if let Some((name, args, line)) = macro_call_at(&tokens, i) {
+                if is_include_macro(&name) {
+                    self.record_embed(&name, args, line);
+                    i += 3;
+                    continue;
+                }
+            }
+            match &tokens[i] {
+                TokenTree::Punct(p) if p.as_char() == '#' => {
+                    if let Some(TokenTree::Group(g)) = tokens.get(i + 1) {
+                        if g.delimiter() == Delimiter::Bracket {
+                            if let Some(path) = lexical_path_attribute(g.stream()) {
+                                path_attr = Some(path);
+                            } else {
+                                self.walk_for_embeds(g.stream());
+                            }
+                            i += 2;
+                            continue;
+                        }
+                    }
+                }
+                TokenTree::Ident(ident) if ident == "mod" => {
+                    if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
+                        let line = name.span().start().line;
+                        let name = name.to_string();
+                        match tokens.get(i + 2) {
+                            Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
+                                let decl = module_decl(
+                                    self.ctx,
+                                    scope,
+                                    inline_depth,
+                                    name,
+                                    path_attr.take(),
+                                    line,
+                                );
+                                self.scan.modules.push(decl);
+                                i += 3;
+                                continue;
+                            }
+                            Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
+                                let inner = scope.join(path_attr.take().unwrap_or(name));
+                                self.walk_items(g.stream(), &inner, inline_depth + 1);
+                                i += 3;
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                // Visibility and `unsafe` may stand between an attribute and `mod`.
+                TokenTree::Ident(ident) if ident == "pub" || ident == "unsafe" => {
+                    i += 1;
+                    continue;
+                }
+                TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => {
+                    self.walk_for_embeds(g.stream());
+                    i += 1;
+                    continue;
+                }
+                TokenTree::Group(g) => self.walk_items(g.stream(), scope, inline_depth),
+                TokenTree::Literal(lit) => self.record_literal(lit),
+                _ => {}
+            }
+            path_attr = None;
+            i += 1;
+        }
+    }
+
+    fn record_literal(&mut self, lit: &proc_macro2::Literal) {
+        if let Some(value) = literal_str(lit) {
+            if value.contains("rerun-if-changed") {
+                self.scan
+                    .rerun_literals
+                    .push((value, lit.span().start().line));
+            }
+        }
+    }
+
+    fn record_embed(&mut self, macro_name: &str, args: TokenStream, line: usize) {
+        let target = evaluate_path(args, self.ctx);
+        self.scan.embeds.push(Embed {
+            macro_name: format!("{macro_name}!"),
+            target,
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line,
+            },
+        });
+    }
+}
+
+/// `name ! (args)` at `tokens[i]`, with the line of `name`.
+fn macro_call_at(tokens: &[TokenTree], i: usize) -> Option<(String, TokenStream, usize)> {
+    let TokenTree::Ident(name) = tokens.get(i)? else {
+        return None;
+    };
+    let TokenTree::Punct(bang) = tokens.get(i + 1)? else {
+        return None;
+    };
+    if bang.as_char() != '!' {
+        return None;
+    }
+    let TokenTree::Group(group) = tokens.get(i + 2)? else {
+        return None;
+    };
+    Some((name.to_string(), group.stream(), name.span().start().line))
+}
+
+fn lexical_path_attribute(tokens: TokenStream) -> Option<String> {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    match tokens.as_slice() {
+        [
+            TokenTree::Ident(name),
+            TokenTree::Punct(eq),
+            TokenTree::Literal(lit),
+        ] if name == "path" && eq.as_char() == '=' => literal_str(lit),
+        _ => None,
+    }
+}
+
+/// The value of a string literal token (plain or raw), or `None` for any other literal.
+fn literal_str(lit: &proc_macro2::Literal) -> Option<String> {
+    let text = lit.to_string();
+    if !(text.starts_with('"') || text.starts_with("r\"") || text.starts_with("r#")) {
+        return None;
+    }
+    syn::parse_str::<syn::LitStr>(&text).ok().map(|s| s.value())
+}
+
+/// One piece of a path expression.
+enum Piece {
+    Text(String),
+    ManifestDir,
+    OutDir,
+    MetaVariable,
+    Unknown(String),
+}
+
+/// Computes the path an include macro's argument names, as far as it can be
+/// known without expanding anything but `concat!` and `env!` of
+/// `CARGO_MANIFEST_DIR` / `OUT_DIR`.
+fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
+    let mut pieces = Vec::new();
+    evaluate_into(args, &mut pieces);
+    let mut text = String::new();
+    let mut starts_at_manifest_dir = false;
+    let mut has_metavariable = false;
+    for (index, piece) in pieces.iter().enumerate() {
+        match piece {
+            Piece::OutDir => return EmbedTarget::OutDir,
+            Piece::Unknown(what) => return EmbedTarget::Unresolved(what.clone()),
+            Piece::ManifestDir if index == 0 => starts_at_manifest_dir = true,
+            Piece::ManifestDir => {
+                return EmbedTarget::Unresolved(
+                    "`env!(\"CARGO_MANIFEST_DIR\")` after the start of the path".into(),
+                );
+            }
+            Piece::MetaVariable => {
+                has_metavariable = true;
+                text.push('*');
+            }
+            Piece::Text(t) => text.push_str(t),
+        }
+    }
+    if pieces.is_empty() {
+        return EmbedTarget::Unresolved("an empty argument".into());
+    }
+    let path = if starts_at_manifest_dir {
+        ctx.package_dir.join(text.trim_start_matches('/'))
+    } else {
+        ctx.file.parent().unwrap_or(Path::new("/")).join(&text)
+    };
+    if has_metavariable {
+        if text.contains(['[', ']', '{', '}', '?']) {
+            return EmbedTarget::Unresolved(format!("a pattern {text:?} with glob characters"));
+        }
+        EmbedTarget::Pattern(path)
+    } else {
+        EmbedTarget::File(path)
+    }
+}
+
+fn evaluate_into(args: TokenStream, pieces: &mut Vec<Piece>) {
+    let mut tokens: Vec<TokenTree> = args.into_iter().collect();
+    // A trailing comma is allowed in macro arguments.
+    if matches!(tokens.last(), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+        tokens.pop();
+    }
+    // `std::concat!`, `::core::env!` and friends name the same macros.
+    let mut start = 0;
+    while start + 2 < tokens.len() {
+        match (&tokens[start], &tokens[start + 1]) {
+            (TokenTree::Ident(i), TokenTree::Punct(p))
+                if (i == "std" || i == "core") && p.as_char() == ':' =>
+            {
+                start += 3;
+            }
+            (TokenTree::Punct(p), TokenTree::Punct(q))
+                if p.as_char() == ':' && q.as_char() == ':' =>
+            {
+                start += 2;
+            }
+            _ => break,
+        }
+    }
+    let tokens = &tokens[start..];
+    match tokens {
+        [TokenTree::Literal(lit)] => match literal_str(lit) {
+            Some(text) => pieces.push(Piece::Text(text)),
+            None => pieces.push(Piece::Unknown(format!("the literal {lit}"))),
+        },
+        [TokenTree::Punct(dollar), TokenTree::Ident(_)] if dollar.as_char() == '$' => {
+            pieces.push(Piece::MetaVariable);
+        }
+        [
+            TokenTree::Ident(name),
+            TokenTree::Punct(bang),
+            TokenTree::Group(group),
+        ] if bang.as_char() == '!' && name == "concat" => {
+            for part in split_commas(group.stream()) {
+                evaluate_into(part, pieces);
+            }
+        }
+        [
+            TokenTree::Ident(name),
+            TokenTree::Punct(bang),
+            TokenTree::Group(group),
+        ] if bang.as_char() == '!' && name == "env" => {
+            let var: Vec<TokenTree> = group.stream().into_iter().collect();
+            match var.as_slice() {
+                [TokenTree::Literal(lit)] | [TokenTree::Literal(lit), TokenTree::Punct(_)] => {
+                    match literal_str(lit).as_deref() {
+                        Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
+                        Some("OUT_DIR") => pieces.push(Piece::OutDir),
+                        _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
+                    }
+                }
+                _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
+            }
+        }
+        other => {
+            let text: TokenStream = other.iter().cloned().collect();
+            pieces.push(Piece::Unknown(format!("`{text}`")));
+        }
+    }
+}
+
+fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
+    let mut parts = vec![TokenStream::new()];
+    for token in tokens {
+        match &token {
+            TokenTree::Punct(p) if p.as_char() == ',' => parts.push(TokenStream::new()),
+            _ => parts.last_mut().expect("never empty").extend([token]),
+        }
+    }
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(text: &str, file: &str) -> FileScan {
+        let file = Path::new(file);
+        let module_dir = file.parent().unwrap();
+        let ctx = FileContext {
+            file,
+            module_dir,
+            package_dir: Path::new("/ws/pkg"),
+        };
+        scan_file(text, &ctx)
+    }
+
+    fn targets(scan: &FileScan) -> Vec<EmbedTarget> {
+        scan.embeds.iter().map(|e| e.target.clone()).collect()
+    }
+
+    #[test]
+    fn finds_embeds_in_every_position_but_not_in_literals_or_comments() {
+        let text = r##"
+//! Crate docs.
+#![doc = include_str!("../README.md")]
+// include_str!("commented.txt")
+const A: &str = include_str!("a.txt");
+const B: &str = "include_str!(\"in_literal.txt\")";
+/* include_bytes!("block_comment.bin") */
+static C: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/c.bin"));
+fn f() { println!("{}", include_str!(r#"nested/d.md"#)); }
+include!(concat!(env!("OUT_DIR"), "/gen.rs"));
+#[cfg_attr(feature = "docs", doc = include_str!("e.md"))]
+struct S;
+"##;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        assert_eq!(
+            targets(&scan),
+            vec![
+                EmbedTarget::File("/ws/pkg/src/../README.md".into()),
+                EmbedTarget::File("/ws/pkg/src/a.txt".into()),
+                EmbedTarget::File("/ws/pkg/data/c.bin".into()),
+                EmbedTarget::File("/ws/pkg/src/nested/d.md".into()),
+                EmbedTarget::OutDir,
+                EmbedTarget::File("/ws/pkg/src/e.md".into()),
+            ]
+        );
+        assert_eq!(scan.embeds[1].site.line, 5);
+        assert!(scan.parse_error.is_none());
+    }
+
+    #[test]
+    fn macro_rules_metavariables_become_patterns_and_other_arguments_are_unresolved() {
+        let text = r#"
+macro_rules! kernel { ($name:literal) => { include_bytes!(concat!("../kernels/", $name, ".ptx")) }; }
+const P: &str = include_str!(PATH);
+const Q: &str = include_str!(concat!(env!("HOME"), "/x"));
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        let got = targets(&scan);
+        assert_eq!(
+            got[0],
+            EmbedTarget::Pattern("/ws/pkg/src/../kernels/*.ptx".into())
+        );
+        assert!(
+            matches!(&got[1], EmbedTarget::Unresolved(t) if t.contains("PATH")),
+            "{got:?}"
+        );
+        assert!(
+            matches!(&got[2], EmbedTarget::Unresolved(t) if t.contains("HOME")),
+            "{got:?}"
+        );
+        assert_eq!(scan.embeds[1].site.line, 3);
+    }
+
+    #[test]
+    fn module_declarations_follow_rustc_path_rules() {
+        let text = r#"
+mod plain;
+#[path = "elsewhere/x.rs"] mod moved;
+#[cfg(feature = "cuda")] pub mod cuda;
+mod inline { mod child; #[path = "p.rs"] mod pathed; }
+mod tests { #[test] fn t() {} }
+"#;
+        let scan = scan(text, "/ws/pkg/src/foo.rs");
+        let got: Vec<_> = scan
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.candidates.clone()))
+            .collect();
+        let p = PathBuf::from;
+        // The scope directory of a non-mod-rs file `src/foo.rs` is `src/foo/`;
+        // the test passes the file's parent to keep the expectations short.
+        assert_eq!(
+            got[0].1,
+            vec![
+                (p("/ws/pkg/src/plain.rs"), p("/ws/pkg/src/plain")),
+                (p("/ws/pkg/src/plain/mod.rs"), p("/ws/pkg/src/plain"))
+            ]
+        );
+        assert_eq!(
+            got[1].1,
+            vec![(p("/ws/pkg/src/elsewhere/x.rs"), p("/ws/pkg/src/elsewhere"))]
+        );
+        assert_eq!(got[2].0, "cuda");
+        assert_eq!(got[3].1[0].0, p("/ws/pkg/src/inline/child.rs"));
+        assert_eq!(got[4].1[0].0, p("/ws/pkg/src/inline/p.rs"));
+        assert_eq!(got.len(), 5);
+    }
+
+    #[test]
+    fn unparsable_file_is_read_as_tokens() {
+        // Not valid Rust for syn (a missing comma stands in for syntax newer
+        // than syn), but it tokenises.
+        let text = r#"
+struct Future { a: u8 b: u8 }
+mod kept;
+const A: &str = include_str!("still_found.txt");
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        assert!(scan.parse_error.is_some());
+        assert_eq!(scan.modules.len(), 1);
+        assert_eq!(
+            targets(&scan),
+            vec![EmbedTarget::File("/ws/pkg/src/still_found.txt".into())]
+        );
+    }
+
+    #[test]
+    fn rerun_literals_are_collected() {
+        let text = r#"fn main() {
+    println!("cargo:rerun-if-changed=kernels");
+    println!("cargo::rerun-if-changed={}", dir);
+}"#;
+        let scan = scan(text, "/ws/pkg/build.rs");
+        assert_eq!(
+            scan.rerun_literals,
+            vec![
+                ("cargo:rerun-if-changed=kernels".to_owned(), 2),
+                ("cargo::rerun-if-changed={}".to_owned(), 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn prefilter_sees_file_modules_and_includes_only() {
+        assert!(may_reference_files(b"mod x;"));
+        assert!(may_reference_files(b"pub(crate) mod\n  x\n ;"));
+        assert!(may_reference_files(b"let s = include_str!(\"a\");"));
+        assert!(!may_reference_files(
+            b"mod tests { fn t() {} }\nfn model() {}"
+        ));
+        assert!(!may_reference_files(b"fn main() {}"));
+    }
+}

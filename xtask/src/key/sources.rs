@@ -1,0 +1,359 @@
+//! Walking the module tree of every compiled target and resolving what it embeds.
+//!
+//! Starting from each target's crate root (and each build script), every
+//! `mod x;` is followed to its file with rustc's rules and every include
+//! macro is resolved to the file it reads. Files are read once, hashed from
+//! the same bytes, and parsed only when a cheap byte search says they may
+//! declare a file module or an include. Levels of the tree are processed in
+//! parallel. Test-data `.rs` files that no module declares are never parsed.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::inputs::{self, Hashed, InputSet};
+use super::scan::{self, EmbedTarget, FileContext, FileScan};
+use crate::policy::KeyPolicy;
+
+/// A crate root to start from.
+pub struct Root {
+    pub file: PathBuf,
+    pub package_dir: PathBuf,
+    /// Says which target of which package this is, for `--explain`.
+    pub label: String,
+    pub build_script: bool,
+}
+
+/// What the walk found besides the inputs it added.
+#[derive(Default)]
+pub struct Discovery {
+    /// Digests of the files read for parsing, so they are not read again.
+    pub known: HashMap<PathBuf, Hashed>,
+    pub warnings: Vec<String>,
+    /// Problems that make the key unprovable; each names file:line and the fix.
+    pub errors: Vec<String>,
+    /// Per root index: the `rerun-if-changed` literals of its tree, with file and line.
+    pub rerun_literals: HashMap<usize, Vec<(String, PathBuf, usize)>>,
+    /// How many `OUT_DIR` embeds were left to their build script's inputs.
+    pub out_dir_embeds: usize,
+    pub parsed_files: usize,
+}
+
+struct Job {
+    file: PathBuf,
+    module_dir: PathBuf,
+    root: usize,
+}
+
+enum Outcome {
+    Missing,
+    Read {
+        hashed: Hashed,
+        symlink_target: Option<(PathBuf, Hashed)>,
+        scan: Option<FileScan>,
+    },
+    Failed(String),
+}
+
+/// Walks every root's module tree, adding module files and embedded files to `inputs`.
+pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
+    let mut discovery = Discovery::default();
+    let mut visited: HashSet<(PathBuf, bool)> = HashSet::new();
+    let mut used_dynamic: HashSet<String> = HashSet::new();
+    let mut frontier: Vec<Job> = Vec::new();
+    for (index, root) in roots.iter().enumerate() {
+        if visited.insert((root.file.clone(), root.build_script)) {
+            let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            frontier.push(Job {
+                file: root.file.clone(),
+                module_dir,
+                root: index,
+            });
+        }
+    }
+    while !frontier.is_empty() {
+        let outcomes: Vec<(Job, Outcome)> = frontier
+            .into_par_iter()
+            .map(|job| {
+                let outcome = read_and_scan(&job, &roots[job.root]);
+                (job, outcome)
+            })
+            .collect();
+        let mut next = Vec::new();
+        for (job, outcome) in outcomes {
+            let root = &roots[job.root];
+            let rel = display(inputs.root(), &job.file);
+            let reason = format!("module of {}", root.label);
+            let scan = match outcome {
+                Outcome::Missing => {
+                    discovery.errors.push(format!(
+                        "{rel}: the crate root of {} does not exist",
+                        root.label
+                    ));
+                    continue;
+                }
+                Outcome::Failed(message) => {
+                    discovery.errors.push(message);
+                    continue;
+                }
+                Outcome::Read {
+                    hashed,
+                    symlink_target,
+                    scan,
+                } => {
+                    if let Err(err) = inputs.add(&job.file, &reason) {
+                        discovery.errors.push(format!("{rel}: {err:#}"));
+                        continue;
+                    }
+                    discovery
+                        .known
+                        .insert(super::workspace::normalize(&job.file), hashed);
+                    if let Some((target, target_hash)) = symlink_target {
+                        let why = format!("target of symlink {rel}, a module of {}", root.label);
+                        if let Err(err) = inputs.add(&target, &why) {
+                            discovery.errors.push(format!(
+                                "{rel} is a symlink whose target cannot be hashed: {err:#}"
+                            ));
+                        }
+                        discovery.known.insert(target, target_hash);
+                    }
+                    match scan {
+                        Some(scan) => scan,
+                        None => continue,
+                    }
+                }
+            };
+            discovery.parsed_files += 1;
+            if let Some(error) = &scan.parse_error {
+                discovery.warnings.push(format!(
+                    "{rel}: syn cannot parse it ({error}); read it as tokens instead, so its modules and embeds still count"
+                ));
+            }
+            for module in &scan.modules {
+                let site = format!(
+                    "{}:{}",
+                    display(inputs.root(), &module.site.file),
+                    module.site.line
+                );
+                match module
+                    .candidates
+                    .iter()
+                    .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                {
+                    Some((file, dir)) => {
+                        if inputs.relative(file).is_err() {
+                            discovery.errors.push(format!(
+                                "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                                module.name,
+                                file.display()
+                            ));
+                        } else if visited.insert((file.clone(), root.build_script)) {
+                            next.push(Job {
+                                file: file.clone(),
+                                module_dir: dir.clone(),
+                                root: job.root,
+                            });
+                        }
+                    }
+                    None => {
+                        // A `cfg`-gated module whose file is absent compiles;
+                        // hashing the absence makes its arrival change the key.
+                        let tried: Vec<String> = module
+                            .candidates
+                            .iter()
+                            .map(|(f, _)| display(inputs.root(), f))
+                            .collect();
+                        discovery.warnings.push(format!(
+                            "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                            module.name,
+                            tried.join(", ")
+                        ));
+                        for (file, _) in &module.candidates {
+                            if let Err(err) = inputs.add_maybe_absent(
+                                file,
+                                &format!("missing module `{}` declared at {site}", module.name),
+                            ) {
+                                discovery.errors.push(format!("{site}: {err:#}"));
+                            }
+                        }
+                    }
+                }
+            }
+            for embed in &scan.embeds {
+                let site = format!(
+                    "{}:{}",
+                    display(inputs.root(), &embed.site.file),
+                    embed.site.line
+                );
+                let why = format!("embedded by {} at {site}", embed.macro_name);
+                match &embed.target {
+                    EmbedTarget::File(path) => {
+                        let path = super::workspace::normalize(path);
+                        if path.is_dir() {
+                            discovery.errors.push(format!(
+                                "{site}: {} names a directory, {}",
+                                embed.macro_name,
+                                path.display()
+                            ));
+                        } else if let Err(err) = inputs.add_maybe_absent(&path, &why) {
+                            discovery.errors.push(format!(
+                                "{site}: {} cannot be a key input: {err:#}",
+                                embed.macro_name
+                            ));
+                        } else if std::fs::symlink_metadata(&path).is_err() {
+                            discovery.warnings.push(format!(
+                                "{site}: {} names {}, which does not exist; its absence is hashed",
+                                embed.macro_name,
+                                display(inputs.root(), &path)
+                            ));
+                        }
+                    }
+                    EmbedTarget::Pattern(pattern) => {
+                        let pattern = super::workspace::normalize(pattern);
+                        let result = pattern
+                            .strip_prefix(inputs.root())
+                            .ok()
+                            .and_then(|p| p.to_str())
+                            .map(str::to_owned)
+                            .ok_or_else(|| {
+                                anyhow::anyhow!("{} leaves the repository", pattern.display())
+                            })
+                            .and_then(|rel| inputs.add_glob(&rel, &why));
+                        if let Err(err) = result {
+                            discovery
+                                .errors
+                                .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                        }
+                    }
+                    EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+                    EmbedTarget::Unresolved(what) => {
+                        let file_rel = display(inputs.root(), &embed.site.file);
+                        let declared: Vec<_> = policy
+                            .dynamic_include
+                            .iter()
+                            .filter(|d| d.site == file_rel)
+                            .collect();
+                        if declared.is_empty() {
+                            discovery.errors.push(format!(
+                                "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
+                                 [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+                                embed.macro_name
+                            ));
+                        }
+                        for dynamic in declared {
+                            used_dynamic.insert(dynamic.site.clone());
+                            for glob in &dynamic.files {
+                                let reason = format!("declared in key.dynamic-include for {site}");
+                                match inputs.add_glob(glob, &reason) {
+                                    Ok(0) => discovery.warnings.push(format!(
+                                        "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
+                                    )),
+                                    Ok(_) => {}
+                                    Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if root.build_script {
+                let literals = discovery.rerun_literals.entry(job.root).or_default();
+                for (value, line) in scan.rerun_literals {
+                    literals.push((value, job.file.clone(), line));
+                }
+            }
+        }
+        frontier = next;
+    }
+    for dynamic in &policy.dynamic_include {
+        if !used_dynamic.contains(&dynamic.site) {
+            discovery.warnings.push(format!(
+                "key.dynamic-include for {} matches no unresolvable include there; remove the stale entry",
+                dynamic.site
+            ));
+        }
+    }
+    discovery
+}
+
+fn display(root: &Path, path: &Path) -> String {
+    let normal = super::workspace::normalize(path);
+    normal
+        .strip_prefix(root)
+        .unwrap_or(&normal)
+        .display()
+        .to_string()
+}
+
+/// Reads one module file (once) and scans it when it may reference files.
+fn read_and_scan(job: &Job, root: &Root) -> Outcome {
+    let path = &job.file;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Outcome::Missing,
+        Err(err) => return Outcome::Failed(format!("{}: cannot stat: {err}", path.display())),
+    };
+    let (link_hash, content_path) = if meta.file_type().is_symlink() {
+        let link = match inputs::hash_path(path) {
+            Ok(link) => link,
+            Err(err) => return Outcome::Failed(format!("{err:#}")),
+        };
+        match std::fs::canonicalize(path) {
+            Ok(target) => (Some(link), target),
+            Err(err) => {
+                return Outcome::Failed(format!(
+                    "{}: a module symlink that does not resolve: {err}",
+                    path.display()
+                ));
+            }
+        }
+    } else if meta.is_file() {
+        (None, path.clone())
+    } else {
+        return Outcome::Failed(format!(
+            "{}: a module that is not a regular file",
+            path.display()
+        ));
+    };
+    let bytes = match std::fs::read(&content_path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            return Outcome::Failed(format!("{}: cannot read: {err}", content_path.display()));
+        }
+    };
+    let content_meta = match std::fs::metadata(&content_path) {
+        Ok(meta) => meta,
+        Err(err) => {
+            return Outcome::Failed(format!("{}: cannot stat: {err}", content_path.display()));
+        }
+    };
+    let content_hash = inputs::hash_bytes(&bytes, &content_meta);
+    let (hashed, symlink_target) = match link_hash {
+        Some(link) => (link, Some((content_path, content_hash))),
+        None => (content_hash, None),
+    };
+    if !scan::may_reference_files(&bytes) {
+        return Outcome::Read {
+            hashed,
+            symlink_target,
+            scan: None,
+        };
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Outcome::Failed(format!(
+            "{}: not UTF-8, so rustc would refuse it too",
+            path.display()
+        ));
+    };
+    let ctx = FileContext {
+        file: path,
+        module_dir: &job.module_dir,
+        package_dir: &root.package_dir,
+    };
+    Outcome::Read {
+        hashed,
+        symlink_target,
+        scan: Some(scan::scan_file(text, &ctx)),
+    }
+}

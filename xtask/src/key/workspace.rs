@@ -1,0 +1,294 @@
+//! The packages whose sources the build compiles, read without running any
+//! code from the checkout.
+//!
+//! `cargo metadata --no-deps --offline` runs from a directory outside the
+//! checkout, so that the checkout's `.cargo/config.toml` (wrappers, `[env]`,
+//! aliases) and its `rust-toolchain.toml` are never consulted; with
+//! `--no-deps` cargo compiles and executes nothing. Local path dependencies
+//! that are not workspace members (an excluded kernels crate, a `[patch]`) are
+//! followed transitively the same way.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+/// One package the build compiles from the repository.
+#[derive(Debug, Clone)]
+pub struct Package {
+    pub name: String,
+    /// Absolute path of its `Cargo.toml`.
+    pub manifest: PathBuf,
+    /// Absolute directory of the package.
+    pub dir: PathBuf,
+    pub targets: Vec<Target>,
+    /// Why the package is compiled: a member, or how it was reached.
+    pub origin: String,
+    /// Dependencies declared by `path`: (dependency name, its manifest).
+    pub path_dependencies: Vec<(String, PathBuf)>,
+    /// Dependency declarations: (dependency name, features it enables).
+    pub dependency_features: Vec<(String, Vec<String>)>,
+    /// The values of the package's `[features]` table, flattened.
+    pub feature_values: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub name: String,
+    /// `lib`, `bin`, `test`, `example`, `bench`, `custom-build`, `proc-macro`, …
+    pub kind: String,
+    /// Absolute path of the crate root.
+    pub src_path: PathBuf,
+}
+
+impl Target {
+    pub fn is_build_script(&self) -> bool {
+        self.kind == "custom-build"
+    }
+}
+
+/// What the key needs to know about the workspace.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The workspace root: where `Cargo.lock` lives.
+    pub root: PathBuf,
+    /// The workspace's target directory, never hashed.
+    pub target_dir: PathBuf,
+    pub packages: Vec<Package>,
+    /// Every `Cargo.toml` that shapes the build (the root manifest of a virtual workspace too).
+    pub manifests: BTreeSet<PathBuf>,
+}
+
+impl Workspace {
+    /// Package name to package directory, for every package built from the repository.
+    pub fn package_dirs(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        self.packages
+            .iter()
+            .map(|p| (p.name.clone(), p.dir.clone()))
+            .collect()
+    }
+}
+
+/// Reads the workspace at `repo_root` (absolute).
+pub fn load(repo_root: &Path) -> Result<Workspace> {
+    let root_manifest = repo_root.join("Cargo.toml");
+    if !root_manifest.is_file() {
+        bail!(
+            "{} has no Cargo.toml: not a Cargo workspace; pass --root with the repository's top directory",
+            repo_root.display()
+        );
+    }
+    let neutral_dir = tempfile::tempdir().context("cannot create a neutral working directory")?;
+    let metadata = cargo_metadata_no_deps(neutral_dir.path(), &root_manifest)?;
+    let workspace_root = PathBuf::from(metadata.workspace_root.as_std_path());
+    let mut workspace = Workspace {
+        root: workspace_root.clone(),
+        target_dir: PathBuf::from(metadata.target_directory.as_std_path()),
+        packages: Vec::new(),
+        manifests: BTreeSet::from([root_manifest.clone(), workspace_root.join("Cargo.toml")]),
+    };
+    let members: BTreeSet<_> = metadata.workspace_members.iter().collect();
+    let mut seen = BTreeSet::new();
+    let mut pending = VecDeque::new();
+    for package in &metadata.packages {
+        if members.contains(&package.id) {
+            seen.insert(PathBuf::from(package.manifest_path.as_std_path()));
+            pending.push_back(convert(package, "workspace member".to_owned()));
+        }
+    }
+    for (manifest, origin) in patched_paths(&workspace_root, repo_root)? {
+        if seen.insert(manifest.clone()) {
+            pending.push_back(load_path_package(neutral_dir.path(), &manifest, origin)?);
+        }
+    }
+    while let Some(package) = pending.pop_front() {
+        for (dep_name, dep_manifest) in &package.path_dependencies {
+            if seen.insert(dep_manifest.clone()) {
+                let origin = format!("path dependency `{dep_name}` of {}", package.name);
+                pending.push_back(load_path_package(neutral_dir.path(), dep_manifest, origin)?);
+            }
+        }
+        workspace.packages.push(package);
+    }
+    for package in &workspace.packages {
+        if !package.dir.starts_with(repo_root) {
+            bail!(
+                "package `{}` ({}) lives outside the repository root {}; the key can only hash files inside it, so move the crate into the repository",
+                package.name,
+                package.origin,
+                repo_root.display()
+            );
+        }
+    }
+    Ok(workspace)
+}
+
+fn load_path_package(neutral_dir: &Path, manifest: &Path, origin: String) -> Result<Package> {
+    if !manifest.is_file() {
+        bail!(
+            "{origin} points to {}, which does not exist",
+            manifest.display()
+        );
+    }
+    let metadata = cargo_metadata_no_deps(neutral_dir, manifest)?;
+    let package = metadata
+        .packages
+        .iter()
+        .find(|p| p.manifest_path.as_std_path() == manifest)
+        .with_context(|| {
+            format!(
+                "cargo metadata did not report the package of {}",
+                manifest.display()
+            )
+        })?;
+    Ok(convert(package, origin))
+}
+
+fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
+    let manifest = PathBuf::from(package.manifest_path.as_std_path());
+    let dir = manifest
+        .parent()
+        .expect("a manifest has a directory")
+        .to_path_buf();
+    let deps: Vec<(String, PathBuf)> = package
+        .dependencies
+        .iter()
+        .filter_map(|dep| {
+            let path = dep.path.as_ref()?;
+            Some((
+                dep.name.clone(),
+                PathBuf::from(path.as_std_path()).join("Cargo.toml"),
+            ))
+        })
+        .collect();
+    Package {
+        name: package.name.to_string(),
+        dir,
+        targets: package
+            .targets
+            .iter()
+            .map(|target| Target {
+                name: target.name.clone(),
+                kind: target
+                    .kind
+                    .first()
+                    .map(|k| k.to_string())
+                    .unwrap_or_default(),
+                src_path: PathBuf::from(target.src_path.as_std_path()),
+            })
+            .collect(),
+        origin,
+        path_dependencies: deps,
+        dependency_features: package
+            .dependencies
+            .iter()
+            .map(|dep| (dep.name.clone(), dep.features.clone()))
+            .collect(),
+        feature_values: package.features.values().flatten().cloned().collect(),
+        manifest,
+    }
+}
+
+/// Runs `cargo metadata --no-deps --offline` for `manifest` from `neutral_dir`.
+fn cargo_metadata_no_deps(neutral_dir: &Path, manifest: &Path) -> Result<cargo_metadata::Metadata> {
+    let sh = Shell::new()?;
+    sh.change_dir(neutral_dir);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = cmd!(
+        sh,
+        "{cargo} metadata --format-version 1 --no-deps --offline --manifest-path {manifest}"
+    )
+    // Wrappers from the environment are not the checkout's, but metadata
+    // needs none, so the key's derivation does not depend on them.
+    .env_remove("RUSTC_WRAPPER")
+    .env_remove("RUSTC_WORKSPACE_WRAPPER")
+    .env_remove("CARGO_BUILD_RUSTC_WRAPPER")
+    .quiet()
+    .ignore_status()
+    .output()
+    .context("cannot run `cargo metadata`; is cargo installed?")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo metadata` failed for {}; fix the manifest:\n{}",
+            manifest.display(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+    }
+    cargo_metadata::MetadataCommand::parse(String::from_utf8_lossy(&output.stdout).as_ref())
+        .context("cannot parse the output of `cargo metadata`")
+}
+
+/// Manifests of `[patch]` and `paths` overrides that point into the checkout,
+/// from the root manifest and from the checkout's `.cargo/config.toml`, which
+/// the build will read even though this command does not.
+fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let mut found = Vec::new();
+    let sources = [
+        (
+            workspace_root.join("Cargo.toml"),
+            workspace_root.to_path_buf(),
+        ),
+        (
+            repo_root.join(".cargo/config.toml"),
+            repo_root.to_path_buf(),
+        ),
+        (repo_root.join(".cargo/config"), repo_root.to_path_buf()),
+    ];
+    for (file, base) in sources {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
+        let label = file
+            .strip_prefix(repo_root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        if let Some(toml::Value::Table(patch)) = table.get("patch") {
+            for (registry, crates) in patch {
+                let Some(crates) = crates.as_table() else {
+                    continue;
+                };
+                for (name, spec) in crates {
+                    if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                        // Paths in a cargo config are relative to the directory
+                        // holding `.cargo`, paths in a manifest to the manifest.
+                        let dir = normalize(&base.join(path));
+                        found.push((
+                            dir.join("Cargo.toml"),
+                            format!("[patch.{registry}] `{name}` in {label}"),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(toml::Value::Array(paths)) = table.get("paths") {
+            for path in paths.iter().filter_map(|p| p.as_str()) {
+                let dir = normalize(&base.join(path));
+                found.push((
+                    dir.join("Cargo.toml"),
+                    format!("`paths` override in {label}"),
+                ));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Removes `.` and `..` components without touching the filesystem, so a
+/// symlink cannot change what the path means.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

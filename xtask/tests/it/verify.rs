@@ -1,0 +1,146 @@
+//! `cargo xtask verify-key` after a real `cargo build` of fixture workspaces
+//! whose inputs static discovery alone cannot see.
+
+use std::process::Command;
+
+use crate::support::{Fixture, stderr, xtask_cmd};
+
+/// A workspace with a proc macro that embeds a data file, a build script that
+/// reads kernels outside its package through a run-time path, and a
+/// `macro_rules!` include used from another file; plus the forms static
+/// discovery does cover (a literal rerun-if-changed, a same-file macro).
+fn tricky_workspace() -> Fixture {
+    let f = Fixture::new();
+    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\", \"gpu\", \"gpu2\", \"ptx\"]\nresolver = \"2\"\n")
+        .file("mac/Cargo.toml", "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n")
+        .file(
+            "mac/src/lib.rs",
+            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed_data(_: TokenStream) -> TokenStream {\n    \"include_str!(concat!(env!(\\\"CARGO_MANIFEST_DIR\\\"), \\\"/data/x.txt\\\"))\".parse().unwrap()\n}\n",
+        )
+        .file(
+            "user/Cargo.toml",
+            "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nmac = { path = \"../mac\" }\n",
+        )
+        .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n")
+        .file("user/data/x.txt", "data read through a proc macro\n")
+        .file("gpu/Cargo.toml", "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+        .file("gpu/src/lib.rs", "")
+        .file(
+            "gpu/build.rs",
+            "fn main() {\n    for e in std::fs::read_dir(\"kernels\").unwrap() { let _ = std::fs::read(e.unwrap().path()); }\n    println!(\"cargo:rerun-if-changed=kernels\");\n}\n",
+        )
+        .file("gpu/kernels/inside.cu", "__global__ void inside() {}\n")
+        .file("gpu2/Cargo.toml", "[package]\nname = \"gpu2\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+        .file("gpu2/src/lib.rs", "")
+        .file(
+            "gpu2/build.rs",
+            "fn main() {\n    let dir = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"../kernels\");\n    for e in std::fs::read_dir(&dir).unwrap() { let _ = std::fs::read(e.unwrap().path()); }\n    println!(\"cargo:rerun-if-changed={}\", dir.display());\n}\n",
+        )
+        .file("kernels/shared.cu", "__global__ void shared() {}\n")
+        .file("ptx/Cargo.toml", "[package]\nname = \"ptx\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+        .file(
+            "ptx/src/lib.rs",
+            "#[macro_use]\nmod gpu;\nmacro_rules! local_ptx { ($n:literal) => { include_bytes!(concat!(\"../kernels/\", $n, \".ptx\")) }; }\npub static LOCAL: &[u8] = local_ptx!(\"local\");\npub static CROSS: &[u8] = cross_ptx!(\"cross\");\n",
+        )
+        // Written relative to the invoking file, as rustc resolves it.
+        .file(
+            "ptx/src/gpu/mod.rs",
+            "macro_rules! cross_ptx { ($n:literal) => { include_bytes!(concat!(\"../cuda/\", $n, \".ptx\")) }; }\n",
+        )
+        .file("ptx/kernels/local.ptx", ".version 8.0\n")
+        .file("ptx/cuda/cross.ptx", ".version 8.0\n");
+    f
+}
+
+#[test]
+fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
+    let f = tricky_workspace();
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--workspace",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "fixture build failed:\n{}",
+        stderr(&build)
+    );
+
+    let verify = |f: &Fixture| {
+        xtask_cmd(&["verify-key", "--profile", "dev", "--target-dir"])
+            .arg(target.path())
+            .arg("--root")
+            .arg(f.path())
+            .output()
+            .unwrap()
+    };
+    let before = verify(&f);
+    let text = stderr(&before);
+    assert_eq!(
+        before.status.code(),
+        Some(1),
+        "misses must fail verify-key:\n{text}"
+    );
+    for needle in [
+        "user/data/x.txt  (read by compilation of crate `user`)",
+        "kernels/shared.cu  (read by build script of gpu2)",
+        "ptx/cuda/cross.ptx  (read by compilation of crate `ptx`)",
+        "3 files the build read are NOT covered",
+        "files outside the repository",
+    ] {
+        assert!(
+            text.contains(needle),
+            "verify-key output lacks {needle:?}:\n{text}"
+        );
+    }
+    // What static discovery does know is not reported.
+    for covered in ["gpu/kernels/inside.cu", "ptx/kernels/local.ptx"] {
+        assert!(
+            !text.contains(covered),
+            "{covered} is a key input and must not be reported:\n{text}"
+        );
+    }
+
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/*.cu\", \"ptx/cuda/*.ptx\"]\n",
+    );
+    let after = verify(&f);
+    assert!(
+        after.status.success(),
+        "the documented fix must satisfy verify-key:\n{}",
+        stderr(&after)
+    );
+    assert!(stderr(&after).contains("every file the build read is covered by the key"));
+}
+
+#[test]
+fn verify_key_without_a_build_says_what_to_do() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("src/lib.rs", "");
+    let target = Fixture::new();
+    let output = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("build first"),
+        "{}",
+        stderr(&output)
+    );
+}
