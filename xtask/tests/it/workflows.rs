@@ -925,6 +925,14 @@ fn check_reaper(v: &mut Validator, wf: &Workflow) {
         return;
     };
     let line = map_line(reap);
+    let guard = scalar(reap, "if").unwrap_or("");
+    if !guard.starts_with("github.ref == 'refs/heads/main'") || guard.contains("||") {
+        v.fail(
+            wf,
+            line,
+            "the reaper runs main's definition only: `if: github.ref == 'refs/heads/main' …`",
+        );
+    }
     if permissions(reap) != Some(pairs(&[("contents", "read"), ("actions", "write")])) {
         v.fail(wf, line, "the reaper gets `contents: read` and `actions: write` (to cancel expired runs), nothing more");
     }
@@ -1239,6 +1247,12 @@ fn publisher_breaches_are_caught() {
 
 #[test]
 fn lifecycle_and_reaper_breaches_are_caught() {
+    assert_caught(
+        REAP,
+        "    if: github.ref == 'refs/heads/main' && vars.RUNPOD_IMAGE != ''\n",
+        "    if: vars.RUNPOD_IMAGE != ''\n",
+        "runs main's definition only",
+    );
     assert_caught(
         EXECUTE,
         "    if: always()\n",
