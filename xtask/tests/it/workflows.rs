@@ -503,7 +503,7 @@ fn check_publisher(v: &mut Validator, wf: &Workflow) {
         v.fail(wf, 1, "no `gpu-archive` job");
         return;
     };
-    check_layout(v, wf, "gpu-archive", archive, "${{ github.sha }}");
+    check_layout(v, wf, "gpu-archive", archive, None);
     let key_id = key_step_id();
     let key_output = format!("${{{{ steps.{key_id}.outputs.key }}}}");
     let name_output = format!("${{{{ steps.{key_id}.outputs.artifact_name }}}}");
@@ -590,19 +590,27 @@ fn check_layout(
     wf: &Workflow,
     name: &str,
     job: &MarkedMappingNode,
-    pr_ref: &str,
+    pr_ref: Option<&str>,
 ) {
     let checkouts = steps_using(job, "actions/checkout");
     let layout: Vec<(Option<&str>, Option<&str>)> = checkouts
         .iter()
         .map(|s| (with(s, "path"), with(s, "ref")))
         .collect();
-    let expected = [
-        (Some("trusted"), Some("${{ github.workflow_sha }}")),
-        (Some("pr"), Some(pr_ref)),
-    ];
+    // The consumer pins trusted/ to the workflow's own commit and pr/ to the
+    // authorized head; the publisher overrides neither: both are its own commit.
+    let trusted_ref = pr_ref.map(|_| "${{ github.workflow_sha }}");
+    let expected = [(Some("trusted"), trusted_ref), (Some("pr"), pr_ref)];
     if layout != expected {
-        v.fail(wf, map_line(job), format!("job `{name}` must check out trusted/ at the workflow's SHA and pr/ at {pr_ref}, in that order; found {layout:?}"));
+        v.fail(
+            wf,
+            map_line(job),
+            format!(
+                "job `{name}` must check out trusted/ ({}) and pr/ ({}), in that order; found {layout:?}",
+                trusted_ref.unwrap_or("no ref override"),
+                pr_ref.unwrap_or("no ref override"),
+            ),
+        );
     }
     let key_id = key_step_id();
     match step_with_id(job, &key_id) {
@@ -723,7 +731,7 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
         wf,
         "cuda-archive",
         archive,
-        "${{ needs.authorize.outputs.head_sha }}",
+        Some("${{ needs.authorize.outputs.head_sha }}"),
     );
     let key_id = key_step_id();
     let key_output = format!("${{{{ steps.{key_id}.outputs.key }}}}");
@@ -1189,6 +1197,12 @@ fn trust_layout_breaches_are_caught() {
 
 #[test]
 fn publisher_breaches_are_caught() {
+    assert_caught(
+        PUBLISH,
+        "          path: pr\n",
+        "          path: pr\n          ref: ${{ github.event.inputs.ref }}\n",
+        "must check out trusted/ (no ref override) and pr/ (no ref override)",
+    );
     assert_caught(
         PUBLISH,
         "    if: github.ref == 'refs/heads/main' && vars.CI_PUBLISH_CUDA == 'true'\n",
