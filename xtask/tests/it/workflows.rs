@@ -21,12 +21,30 @@ const EXECUTE: &str = "runpod-gpu-execute.yml";
 const REAP: &str = "runpod-reap.yml";
 const WORKFLOWS: [&str; 5] = [CI, PUBLISH, CONSUMER, EXECUTE, REAP];
 
-/// The step id of the key step, from this repository's policy.
-fn key_step_id() -> String {
+fn policy() -> toml::Table {
     let text = std::fs::read_to_string(repo_root().join(".github/ci-trust.toml"))
         .expect("read .github/ci-trust.toml");
-    let policy: toml::Table = toml::from_str(&text).expect("parse .github/ci-trust.toml");
-    policy
+    toml::from_str(&text).expect("parse .github/ci-trust.toml")
+}
+
+/// The nextest archives of this repository's policy: what the pod must run.
+fn policy_nextest_archives() -> Vec<String> {
+    policy()
+        .get("archive")
+        .and_then(|a| a.as_array())
+        .map(|entries| {
+            entries
+                .iter()
+                .filter(|entry| entry.get("nextest").is_some())
+                .filter_map(|entry| entry.get("file")?.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The step id of the key step, from this repository's policy.
+fn key_step_id() -> String {
+    policy()
         .get("key")
         .and_then(|key| key.get("step-id"))
         .and_then(|id| id.as_str())
@@ -799,6 +817,21 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
                     "`gpu-tests` must call ./.github/workflows/runpod-gpu-execute.yml",
                 );
             }
+            let archives: Vec<&str> = tests
+                .get_mapping("with")
+                .and_then(|w| scalar(w, "archives"))
+                .map(|a| a.split_whitespace().collect())
+                .unwrap_or_default();
+            if archives != policy_nextest_archives() {
+                v.fail(
+                    wf,
+                    map_line(tests),
+                    format!(
+                        "`gpu-tests` runs archives {archives:?}, but the policy's nextest [[archive]] files are {:?}",
+                        policy_nextest_archives()
+                    ),
+                );
+            }
             if tests.get_node("secrets").is_some() {
                 v.fail(
                     wf,
@@ -1139,6 +1172,12 @@ fn cache_write_breaches_are_caught() {
 
 #[test]
 fn trust_layout_breaches_are_caught() {
+    assert_caught(
+        CONSUMER,
+        "      archives: xtask-tests.tar.zst\n",
+        "      archives: xtask-tests.tar.zst gpu-tests.tar.zst\n",
+        "the policy's nextest [[archive]] files",
+    );
     assert_caught(
         CONSUMER,
         "          ref: ${{ github.workflow_sha }}\n",
