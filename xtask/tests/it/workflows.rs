@@ -218,6 +218,7 @@ fn validate(files: &BTreeMap<&'static str, String>) -> Vec<String> {
     check_ci(&mut v, &parsed[CI], &parsed[CONSUMER]);
     check_publisher(&mut v, &parsed[PUBLISH]);
     check_consumer(&mut v, &parsed[CONSUMER], &parsed[PUBLISH]);
+    check_runtime_staging(&mut v, &parsed[CONSUMER], &parsed[PUBLISH]);
     check_execute(&mut v, &parsed[EXECUTE]);
     check_reaper(&mut v, &parsed[REAP]);
     v.problems
@@ -850,6 +851,89 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
     }
 }
 
+/// The consumer's `gpu-runtime` restores what the publisher saved: the same
+/// cache keys (the publisher's matrix values in place of the consumer's env),
+/// versions the publisher publishes, and trusted scripts only.
+fn check_runtime_staging(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
+    let Some(stage) = job(wf, "gpu-runtime") else {
+        v.fail(wf, 1, "no `gpu-runtime` job");
+        return;
+    };
+    let line = map_line(stage);
+    let checkouts = steps_using(stage, "actions/checkout");
+    let trusted_only = checkouts.iter().all(|s| {
+        with(s, "path") == Some("trusted") && with(s, "ref") == Some("${{ github.workflow_sha }}")
+    });
+    if !trusted_only {
+        v.fail(
+            wf,
+            line,
+            "`gpu-runtime` never checks out the pull request: trusted/ at the workflow's SHA only",
+        );
+    }
+    let env = |name: &str| {
+        stage
+            .get_mapping("env")
+            .and_then(|e| scalar(e, name))
+            .unwrap_or("")
+            .to_owned()
+    };
+    for (publisher_job, matrix_key, env_name, placeholders) in [
+        (
+            "cuda-runtime",
+            "cuda",
+            "CUDA_VERSION",
+            &[("${{ env.CUDA_VERSION }}", "${{ matrix.cuda }}")][..],
+        ),
+        (
+            "cutensor",
+            "cutensor",
+            "CUTENSOR_VERSION",
+            &[
+                ("${{ env.CUTENSOR_VERSION }}", "${{ matrix.cutensor }}"),
+                ("${{ env.CUTENSOR_CUDA_MAJOR }}", "${{ matrix.cuda-major }}"),
+            ][..],
+        ),
+    ] {
+        let Some(theirs) = job(publisher, publisher_job) else {
+            continue;
+        };
+        let published: Vec<&str> = theirs
+            .get_mapping("strategy")
+            .and_then(|s| s.get_mapping("matrix"))
+            .map(|m| sequence_strings(m.get_sequence(matrix_key)))
+            .unwrap_or_default();
+        let version = env(env_name);
+        if !published.contains(&version.as_str()) {
+            v.fail(wf, line, format!("`gpu-runtime` stages {env_name}={version}, which {PUBLISH} `{publisher_job}` does not publish ({published:?})"));
+        }
+        let their_keys: Vec<&str> = steps_using(theirs, "actions/cache/restore")
+            .iter()
+            .filter_map(|s| with(s, "key"))
+            .collect();
+        let stem = their_keys
+            .first()
+            .and_then(|k| k.split("-${{").next())
+            .unwrap_or("");
+        let ours = steps_using(stage, "actions/cache/restore")
+            .into_iter()
+            .filter_map(|s| with(s, "key"))
+            .find(|k| !stem.is_empty() && k.starts_with(&format!("{stem}-")));
+        let translated = ours.map(|k| {
+            placeholders
+                .iter()
+                .fold(k.to_owned(), |key, (from, to)| key.replace(from, to))
+        });
+        if translated.is_none() || their_keys.first().map(|k| k.to_string()) != translated {
+            v.fail(wf, line, format!("`gpu-runtime` must restore `{publisher_job}` under the publisher's key {their_keys:?}, found {ours:?}"));
+        }
+    }
+    let saves = !steps_using(stage, "actions/cache/save").is_empty();
+    if saves {
+        v.fail(wf, line, "`gpu-runtime` restores only");
+    }
+}
+
 fn check_execute(v: &mut Validator, wf: &Workflow) {
     let on = wf.root.get_mapping("on");
     let triggers: Vec<&str> = on
@@ -943,6 +1027,13 @@ fn check_execute(v: &mut Validator, wf: &Workflow) {
             line,
             "the pod job falls back to the calling run's artifact on a cache miss",
         );
+    }
+    let checks_runtime = steps(pod).iter().any(|s| {
+        scalar(s, "if") == Some("inputs.runtime_artifact != ''")
+            && scalar(s, "run").is_some_and(|r| r.contains(" cufft ") && r.contains("cutensor"))
+    });
+    if !checks_runtime {
+        v.fail(wf, line, "the pod job must require the staged runtime's libraries (cuFFT, cuTENSOR, …) before the tests");
     }
     for step in steps(pod) {
         if let Some(run) = scalar(step, "run") {
@@ -1235,6 +1326,34 @@ fn trust_layout_breaches_are_caught() {
 }
 
 #[test]
+fn runtime_staging_breaches_are_caught() {
+    assert_caught(
+        CONSUMER,
+        "          key: cuda-runtime-${{ runner.os }}-${{ runner.arch }}-${{ env.CUDA_VERSION }}-minimal-v1\n",
+        "          key: cuda-runtime-${{ runner.os }}-${{ runner.arch }}-${{ env.CUDA_VERSION }}-minimal-v2\n",
+        "under the publisher's key",
+    );
+    assert_caught(
+        CONSUMER,
+        "-cuda${{ env.CUTENSOR_CUDA_MAJOR }}-runtime-v1\n",
+        "-cuda11-runtime-v1\n",
+        "must restore `cutensor` under the publisher's key",
+    );
+    assert_caught(
+        CONSUMER,
+        "      CUDA_VERSION: \"12.8.1\"\n",
+        "      CUDA_VERSION: \"12.9.0\"\n",
+        "does not publish",
+    );
+    assert_caught(
+        CONSUMER,
+        "          path: trusted\n          persist-credentials: false\n      - name: Prepare the tree root\n",
+        "          path: trusted\n          persist-credentials: false\n      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          ref: ${{ needs.authorize.outputs.head_sha }}\n          path: pr\n          persist-credentials: false\n      - name: Prepare the tree root\n",
+        "never checks out the pull request",
+    );
+}
+
+#[test]
 fn publisher_breaches_are_caught() {
     assert_caught(
         PUBLISH,
@@ -1300,6 +1419,12 @@ fn publisher_breaches_are_caught() {
 
 #[test]
 fn lifecycle_and_reaper_breaches_are_caught() {
+    assert_caught(
+        EXECUTE,
+        "cudart cublas cublasLt cufft cusolver",
+        "cudart cublas cublasLt cusolver",
+        "require the staged runtime's libraries",
+    );
     assert_caught(
         REAP,
         "    if: github.ref == 'refs/heads/main' && vars.RUNPOD_IMAGE != ''\n",
