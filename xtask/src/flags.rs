@@ -29,6 +29,8 @@ pub enum Command {
     BenchKey(BenchKey),
     /// Benchmark the artifact reuse path against curl + unzip.
     BenchReuse(BenchReuse),
+    /// Benchmark `verify-key` after a real build of a rust-analyzer-sized workspace.
+    BenchVerify(BenchVerify),
 }
 
 /// The flags every command takes.
@@ -137,6 +139,16 @@ pub struct BenchKey {
     /// Approximate size of the generated workspace in MB.
     #[arg(long, default_value_t = 100)]
     pub megabytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchVerify {
+    /// Where to generate and build the benchmark workspace (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Runs of each measurement; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
 }
 
 #[derive(Debug, Args)]

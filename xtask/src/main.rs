@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         flags::Command::VerifyKey(cmd) => cmd.run(),
         flags::Command::BenchKey(cmd) => cmd.run(),
         flags::Command::BenchReuse(cmd) => cmd.run(),
+        flags::Command::BenchVerify(cmd) => cmd.run(),
     };
     match result {
         Ok(code) => code,

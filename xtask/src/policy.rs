@@ -134,6 +134,10 @@ pub struct ContractsPolicy {
     /// Per-job grants that the rules would otherwise refuse.
     #[serde(default)]
     pub job: Vec<JobGrant>,
+    /// Runner labels of GitHub-hosted (larger) runners besides `ubuntu-*`,
+    /// `windows-*` and `macos-*`; any other label is treated as a self-hosted pod.
+    #[serde(default)]
+    pub hosted_labels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -17,18 +17,26 @@ use xshell::{Shell, cmd};
 
 use crate::flags;
 
-const PACKAGES: usize = 50;
-const MODULES_PER_PACKAGE: usize = 80;
-const DATA_FILES_PER_PACKAGE: usize = 20;
+/// The shape of a generated workspace.
+pub(super) struct Shape {
+    pub packages: usize,
+    pub modules_per_package: usize,
+    pub data_files_per_package: usize,
+    /// Approximate total size; a third of it Rust sources, the rest test data.
+    pub megabytes: u64,
+}
 
 impl flags::BenchKey {
     pub fn run(&self) -> Result<ExitCode> {
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
-        let workspace = match &self.workdir {
-            Some(dir) => dir.clone(),
-            None => scratch.path().join("workspace"),
+        let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
+        let shape = Shape {
+            packages: 50,
+            modules_per_package: 80,
+            data_files_per_package: 20,
+            megabytes: self.megabytes,
         };
-        let (files, bytes) = generate(&workspace, self.megabytes)?;
+        let (files, bytes) = generate(&workspace, &shape)?;
         eprintln!(
             "workspace: {} ({files} files, {:.1} MB)",
             workspace.display(),
@@ -102,13 +110,18 @@ impl flags::BenchKey {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Timing {
-    median: Duration,
-    min: Duration,
+/// `--workdir` when given, else a directory inside `scratch`.
+pub(super) fn workspace_dir(workdir: Option<&Path>, scratch: &Path) -> PathBuf {
+    workdir.map_or_else(|| scratch.join("workspace"), Path::to_path_buf)
 }
 
-fn measure(runs: usize, mut f: impl FnMut() -> xshell::Result<()>) -> Result<Timing> {
+#[derive(Clone, Copy)]
+pub(super) struct Timing {
+    pub median: Duration,
+    pub min: Duration,
+}
+
+pub(super) fn measure(runs: usize, mut f: impl FnMut() -> xshell::Result<()>) -> Result<Timing> {
     f().context("warm-up run failed")?;
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
@@ -147,7 +160,7 @@ fn install_hash_files(sh: &Shell, scratch: &Path) -> Result<PathBuf> {
 }
 
 /// Writes the benchmark workspace; returns its file count and size.
-fn generate(root: &Path, megabytes: u64) -> Result<(usize, u64)> {
+pub(super) fn generate(root: &Path, shape: &Shape) -> Result<(usize, u64)> {
     if root.exists() {
         std::fs::remove_dir_all(root)
             .with_context(|| format!("cannot clear {}", root.display()))?;
@@ -168,9 +181,10 @@ fn generate(root: &Path, megabytes: u64) -> Result<(usize, u64)> {
     )?;
     write(root.join("Cargo.lock"), b"version = 4\n")?;
     // About a third of the bytes are Rust sources, the rest binary test data.
-    let data_size = (megabytes * 1_000_000 * 2 / 3) as usize / (PACKAGES * DATA_FILES_PER_PACKAGE);
+    let data_files = (shape.packages * shape.data_files_per_package).max(1);
+    let data_size = (shape.megabytes * 1_000_000 * 2 / 3) as usize / data_files;
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-    for p in 0..PACKAGES {
+    for p in 0..shape.packages {
         let dir = root.join(format!("crates/c{p:03}"));
         write(
             dir.join("Cargo.toml"),
@@ -178,15 +192,15 @@ fn generate(root: &Path, megabytes: u64) -> Result<(usize, u64)> {
                 .as_bytes(),
         )?;
         let mut lib = String::from("//! Generated benchmark crate.\n");
-        for m in 0..MODULES_PER_PACKAGE {
+        for m in 0..shape.modules_per_package {
             lib.push_str(&format!("pub mod m{m:02};\n"));
             write(
                 dir.join(format!("src/m{m:02}.rs")),
-                module_source(p, m, megabytes).as_bytes(),
+                module_source(p, m, shape).as_bytes(),
             )?;
         }
         write(dir.join("src/lib.rs"), lib.as_bytes())?;
-        for d in 0..DATA_FILES_PER_PACKAGE {
+        for d in 0..shape.data_files_per_package {
             let mut data = vec![0u8; data_size];
             for chunk in data.chunks_mut(8) {
                 rng ^= rng << 13;
@@ -202,8 +216,9 @@ fn generate(root: &Path, megabytes: u64) -> Result<(usize, u64)> {
 }
 
 /// A module of plausible Rust, sized so sources make up a third of the total.
-fn module_source(package: usize, module: usize, megabytes: u64) -> String {
-    let target = (megabytes * 1_000_000 / 3) as usize / (PACKAGES * MODULES_PER_PACKAGE);
+fn module_source(package: usize, module: usize, shape: &Shape) -> String {
+    let target =
+        (shape.megabytes * 1_000_000 / 3) as usize / (shape.packages * shape.modules_per_package);
     let mut text =
         format!("//! Module {module} of package {package}.\n\nuse std::collections::HashMap;\n\n");
     if module % 10 == 0 {

@@ -1,6 +1,7 @@
 //! Benchmarks that print figures side by side with the tools we are judged against.
 
 mod key;
+mod verify;
 
 use std::process::ExitCode;
 

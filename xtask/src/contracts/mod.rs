@@ -1,13 +1,304 @@
-//! Placeholder: this command is being built (see the open issue).
+//! `cargo xtask check-contracts`: checks the workflows under
+//! `.github/workflows` against the cache-trust contracts.
+//!
+//! The command parses every workflow with a real YAML parser
+//! ([`workflow`]), infers what every job is ([`roles`]), applies the rules
+//! ([`rules`]), drops reviewed exceptions (`[[allow]]` entries in the policy
+//! and inline `# ci-trust: allow[rule] reason` comments) and reports
+//! ([`report`]). Exit 0: clean; 1: findings; 2: the input could not be
+//! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
+mod expr;
+mod report;
+mod roles;
+mod rules;
+mod workflow;
+
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::flags;
+use crate::policy::Policy;
+use rules::{Finding, Severity};
+use workflow::{Pos, Workflow};
 
 impl flags::CheckContracts {
     pub fn run(&self) -> Result<ExitCode> {
-        bail!("not implemented yet")
+        let root = self.common.root()?;
+        let policy = self.common.load_policy(&root)?;
+        let findings = check(&root, &policy)?;
+        let read_line = |file: &str, line: usize| -> Option<String> {
+            let text = std::fs::read_to_string(root.join(file)).ok()?;
+            text.lines().nth(line.checked_sub(1)?).map(str::to_owned)
+        };
+        print!("{}", report::render(self.format, &findings, &read_line));
+        // Inside Actions the job page gets a table too; elsewhere this is a no-op.
+        crate::gha::append_step_summary(&report::markdown_summary(&findings))?;
+        Ok(if report::count_errors(&findings) == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+/// Checks the workflows of `root` and returns every finding, suppressed ones
+/// included (marked), sorted by file and position.
+pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
+    let workflows = load_workflows(root)?;
+    validate_policy_names(policy, &workflows)?;
+    let model = roles::Model::new(workflows, policy)?;
+    let mut checker = rules::Checker::new(&model, policy, root);
+    checker.run_all()?;
+    let mut findings = checker.findings;
+    findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
+    findings.dedup_by(|a, b| {
+        a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message
+    });
+    apply_allows(&mut findings, &model.workflows, policy);
+    Ok(findings)
+}
+
+/// Every `*.yml`/`*.yaml` directly under `.github/workflows` (GitHub reads no
+/// subdirectories), sorted by name.
+fn load_workflows(root: &Path) -> Result<Vec<Workflow>> {
+    let dir = root.join(".github/workflows");
+    if !dir.is_dir() {
+        bail!(
+            "{} does not exist; run check-contracts on a repository root (--root) that has workflows",
+            dir.display()
+        );
+    }
+    let mut paths = Vec::new();
+    for entry in
+        std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?
+    {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        let is_yaml = path.extension().is_some_and(|e| e == "yml" || e == "yaml");
+        if is_yaml && path.is_file() {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            Workflow::load(path, &format!(".github/workflows/{name}"))
+        })
+        .collect()
+}
+
+/// A policy that names a workflow, job or rule that does not exist is an
+/// input error: the reviewer meant something that is not being checked.
+fn validate_policy_names(policy: &Policy, workflows: &[Workflow]) -> Result<()> {
+    let text = policy
+        .source
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let source = policy.describe_source();
+    let at = |needle: &str| -> String {
+        let quoted = format!("\"{needle}\"");
+        match text.lines().position(|l| l.contains(&quoted)) {
+            Some(i) => format!("{source}:{}", i + 1),
+            None => source.clone(),
+        }
+    };
+    let workflow = |name: &str| workflows.iter().find(|w| w.name == name);
+    let mut named: Vec<(&str, &str)> = Vec::new();
+    named.extend(
+        policy
+            .publisher
+            .workflows
+            .iter()
+            .map(|w| ("publisher.workflows", w.as_str())),
+    );
+    named.extend(
+        policy
+            .artifacts
+            .trusted_workflows
+            .iter()
+            .map(|w| ("artifacts.trusted-workflows", w.as_str())),
+    );
+    for (key, name) in named {
+        if workflow(name).is_none() {
+            bail!(
+                "{}: {key} names {name:?}, which is not a workflow in .github/workflows; fix the name or add the workflow",
+                at(name)
+            );
+        }
+    }
+    let jobs = policy
+        .contracts
+        .job
+        .iter()
+        .map(|g| ("[contracts] job", g.workflow.as_str(), Some(g.job.as_str())))
+        .chain(
+            policy
+                .allow
+                .iter()
+                .map(|a| ("[[allow]]", a.workflow.as_str(), a.job.as_deref())),
+        );
+    for (what, name, job) in jobs {
+        let Some(wf) = workflow(name) else {
+            bail!(
+                "{}: {what} names the workflow {name:?}, which is not in .github/workflows",
+                at(name)
+            );
+        };
+        if let Some(job) = job {
+            if wf.job(job).is_none() {
+                bail!(
+                    "{}: {what} names the job {job:?}, which {name} does not have",
+                    at(job)
+                );
+            }
+        }
+    }
+    for allow in &policy.allow {
+        if rules::rule(&allow.rule).is_none() {
+            let ids: Vec<&str> = rules::RULES.iter().map(|r| r.id).collect();
+            bail!(
+                "{}: [[allow]] names the rule {:?}, which does not exist; rules are: {}",
+                at(&allow.rule),
+                allow.rule,
+                ids.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Marks the findings a reviewed exception covers, and notes unused `[[allow]]` entries.
+fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Policy) {
+    let mut used = vec![false; policy.allow.len()];
+    for finding in findings.iter_mut() {
+        if finding.severity != Severity::Error {
+            continue;
+        }
+        let entry = policy.allow.iter().position(|a| {
+            a.rule == finding.rule
+                && a.workflow == finding.workflow
+                && a.job
+                    .as_ref()
+                    .is_none_or(|job| Some(job) == finding.job.as_ref())
+        });
+        if let Some(i) = entry {
+            used[i] = true;
+            finding.suppressed = Some(format!(
+                "[[allow]] in {}: {}",
+                policy.describe_source(),
+                policy.allow[i].reason.trim()
+            ));
+            continue;
+        }
+        let Some(wf) = workflows.iter().find(|w| w.path == finding.file) else {
+            continue;
+        };
+        match inline_allow(wf, finding.pos, finding.rule) {
+            Some(InlineAllow::Reason(reason)) => {
+                finding.suppressed = Some(format!("inline allow: {reason}"));
+            }
+            Some(InlineAllow::NoReason(line)) => finding.message.push_str(&format!(
+                " (the `ci-trust: allow` comment on line {line} has no reason, so it does not count)"
+            )),
+            None => {}
+        }
+    }
+    for (i, allow) in policy.allow.iter().enumerate().filter(|(i, _)| !used[*i]) {
+        findings.push(Finding {
+            rule: rules::rule(&allow.rule).map_or("allow", |r| r.id),
+            severity: Severity::Note,
+            file: policy.describe_source(),
+            pos: Pos { line: 1, column: 1 },
+            workflow: allow.workflow.clone(),
+            job: allow.job.clone(),
+            message: format!(
+                "[[allow]] entry {} for {}{} matches no finding; remove it",
+                i + 1,
+                allow.workflow,
+                allow
+                    .job
+                    .as_ref()
+                    .map(|j| format!(" job {j}"))
+                    .unwrap_or_default()
+            ),
+            suppressed: None,
+        });
+    }
+}
+
+enum InlineAllow {
+    Reason(String),
+    NoReason(usize),
+}
+
+/// An inline `# ci-trust: allow[rule, …] reason` comment for `rule`, on the
+/// finding's line or in the comment lines right above it.
+fn inline_allow(wf: &Workflow, pos: Pos, rule: &str) -> Option<InlineAllow> {
+    let mut line = pos.line;
+    let mut first = true;
+    while line >= 1 {
+        let text = wf.line(line);
+        let comment_only = text.trim_start().starts_with('#');
+        if !first && !comment_only {
+            break;
+        }
+        if let Some(allow) = parse_allow(text, rule, line) {
+            return Some(allow);
+        }
+        first = false;
+        line -= 1;
+    }
+    None
+}
+
+fn parse_allow(text: &str, rule: &str, line: usize) -> Option<InlineAllow> {
+    let at = text.find("ci-trust: allow[")?;
+    if !text[..at].trim_end().ends_with('#') {
+        return None;
+    }
+    let rest = &text[at + "ci-trust: allow[".len()..];
+    let (rules, reason) = rest.split_once(']')?;
+    if !rules.split(',').any(|r| r.trim() == rule) {
+        return None;
+    }
+    let reason = reason.trim();
+    Some(if reason.is_empty() {
+        InlineAllow::NoReason(line)
+    } else {
+        InlineAllow::Reason(reason.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_allows_need_the_rule_and_a_reason() {
+        let wf = Workflow::parse(
+            "x.yml",
+            "on: push\n# ci-trust: allow[unpinned-action, key-shape] vendored, reviewed 2026-11\n# another comment\njobs: {}\nx: 1 # ci-trust: allow[restore-keys]\n",
+        )
+        .unwrap();
+        let at = |line| Pos { line, column: 1 };
+        assert!(
+            matches!(inline_allow(&wf, at(4), "key-shape"), Some(InlineAllow::Reason(r)) if r == "vendored, reviewed 2026-11")
+        );
+        assert!(inline_allow(&wf, at(4), "restore-keys").is_none());
+        assert!(matches!(
+            inline_allow(&wf, at(5), "restore-keys"),
+            Some(InlineAllow::NoReason(5))
+        ));
+        assert!(
+            inline_allow(&wf, at(1), "key-shape").is_none(),
+            "a comment below does not count"
+        );
     }
 }

@@ -316,12 +316,9 @@ impl TokenWalker<'_, '_> {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
         while i < tokens.len() {
-            if let Some((name, args, line)) = macro_call_at(&tokens, i) {
-                if is_include_macro(&name) {
-                    self.record_embed(&name, args, line);
-                    i += 3;
-                    continue;
-                }
+            if self.record_embed_at(&tokens, i) {
+                i += 3;
+                continue;
             }
             match &tokens[i] {
                 TokenTree::Group(group) => self.walk_for_embeds(group.stream()),
@@ -339,12 +336,9 @@ impl TokenWalker<'_, '_> {
         let mut path_attr: Option<String> = None;
         let mut i = 0;
         while i < tokens.len() {
-            if let Some((name, args, line)) = macro_call_at(&tokens, i) {
-                if is_include_macro(&name) {
-                    self.record_embed(&name, args, line);
-                    i += 3;
-                    continue;
-                }
+            if self.record_embed_at(&tokens, i) {
+                i += 3;
+                continue;
             }
             match &tokens[i] {
                 TokenTree::Punct(p) if p.as_char() == '#' => {
@@ -404,6 +398,17 @@ impl TokenWalker<'_, '_> {
             }
             path_attr = None;
             i += 1;
+        }
+    }
+
+    /// Records `include_*!(…)` starting at `tokens[i]`; says whether there was one.
+    fn record_embed_at(&mut self, tokens: &[TokenTree], i: usize) -> bool {
+        match macro_call_at(tokens, i) {
+            Some((name, args, line)) if is_include_macro(&name) => {
+                self.record_embed(&name, args, line);
+                true
+            }
+            _ => false,
         }
     }
 

@@ -386,10 +386,6 @@ fn macro_rules_pattern_embeds_are_globbed() {
 
 #[test]
 fn paths_leaving_the_repository_are_refused() {
-    let outer = Fixture::new();
-    outer.file("outside.txt", "secret");
-    let f_dir = outer.join("repo");
-    std::fs::create_dir(&f_dir).unwrap();
     let f = Fixture::new();
     minimal(
         &f,
@@ -398,11 +394,18 @@ fn paths_leaving_the_repository_are_refused() {
     fails_with(&f, &["src/lib.rs:1", "outside the repository"]);
     let g = Fixture::new();
     minimal(&g, "");
+    // A sibling of the fixture directory, unique to this fixture.
+    let sibling_name = format!(
+        "{}-sibling",
+        g.path().file_name().unwrap().to_string_lossy()
+    );
     g.file(
         "Cargo.toml",
-        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsib = { path = \"../sibling\" }\n",
+        &format!(
+            "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsib = {{ path = \"../{sibling_name}\" }}\n"
+        ),
     );
-    let sibling = g.path().parent().unwrap().join("sibling");
+    let sibling = g.path().parent().unwrap().join(&sibling_name);
     std::fs::create_dir_all(sibling.join("src")).unwrap();
     std::fs::write(
         sibling.join("Cargo.toml"),

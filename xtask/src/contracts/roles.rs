@@ -1,0 +1,469 @@
+//! What every job is: publisher, untrusted-code job, pod job, lifecycle job
+//! or isolated writer, inferred from the workflows themselves.
+//!
+//! A job's role depends on more than its own file: a job that calls a
+//! reusable workflow (`uses: ./.github/workflows/x.yml`) carries its
+//! caller's triggers, token permissions and publisher status into the
+//! callee's jobs, so roles are computed over the whole workflow set.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Result, bail};
+
+use super::expr;
+use super::workflow::{Job, Permissions, Pos, Workflow};
+use crate::policy::Policy;
+
+/// Events whose runs execute with the default branch's privileges (its
+/// cache scope, its secrets) while a pull request may control what they check out.
+pub const PRIVILEGED_EVENTS: &[&str] = &[
+    "workflow_run",
+    "pull_request_target",
+    "issue_comment",
+    "workflow_dispatch",
+    "repository_dispatch",
+];
+
+/// A job, by workflow and job index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct JobRef {
+    pub workflow: usize,
+    pub job: usize,
+}
+
+/// Why a job has a role: where, and in words.
+#[derive(Debug, Clone)]
+pub struct Why {
+    pub pos: Pos,
+    pub text: String,
+}
+
+/// The token permissions a job runs with, and where they come from.
+#[derive(Debug, Clone)]
+pub struct EffectivePermissions {
+    /// `None`: nothing sets them, so the repository default applies (counted as write).
+    pub permissions: Option<Permissions>,
+    pub origin: String,
+    /// The workflow (index) whose file sets them.
+    pub workflow: usize,
+}
+
+impl EffectivePermissions {
+    /// True when the token may write `scope` (explicitly or via `write-all`).
+    pub fn writes(&self, scope: &str) -> bool {
+        match &self.permissions {
+            None => false,
+            Some(Permissions::Shorthand(s)) => s.value == "write-all",
+            Some(Permissions::Map { scopes, .. }) => scopes
+                .iter()
+                .any(|(name, level)| name.value == scope && level.value == "write"),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct JobInfo {
+    pub at: JobRef,
+    /// The events that can start this job, through callers for reusable workflows.
+    pub triggers: BTreeSet<String>,
+    pub publisher: bool,
+    /// Why this job runs code not from the default branch in a privileged
+    /// scope; empty when it does not.
+    pub untrusted: Vec<Why>,
+    /// Set when the job runs on a self-hosted (pod) runner.
+    pub pod: Option<Why>,
+    pub lifecycle: bool,
+    /// One entry per way the job can be started (several callers may differ).
+    pub permissions: Vec<EffectivePermissions>,
+    /// For a job that calls a local reusable workflow: the callee's index.
+    pub callee: Option<usize>,
+}
+
+impl JobInfo {
+    pub fn is_untrusted(&self) -> bool {
+        !self.untrusted.is_empty()
+    }
+
+    /// The role in words, for messages.
+    pub fn role(&self) -> &'static str {
+        if self.publisher {
+            "publisher job"
+        } else if self.pod.is_some() {
+            "pod job"
+        } else if self.is_untrusted() {
+            "untrusted-code job"
+        } else if self.lifecycle {
+            "lifecycle job"
+        } else if self.triggers.iter().all(|t| t == "pull_request") {
+            "isolated writer"
+        } else {
+            "job"
+        }
+    }
+}
+
+/// The workflow set with every job's inferred role.
+pub struct Model {
+    pub workflows: Vec<Workflow>,
+    pub jobs: Vec<JobInfo>,
+    index: BTreeMap<JobRef, usize>,
+}
+
+impl Model {
+    pub fn new(workflows: Vec<Workflow>, policy: &Policy) -> Result<Model> {
+        let by_name: BTreeMap<&str, usize> = workflows
+            .iter()
+            .enumerate()
+            .map(|(i, wf)| (wf.name.as_str(), i))
+            .collect();
+
+        // Who calls whom.
+        let mut callers: BTreeMap<usize, Vec<JobRef>> = BTreeMap::new();
+        let mut callees: BTreeMap<JobRef, usize> = BTreeMap::new();
+        for (w, wf) in workflows.iter().enumerate() {
+            for (j, job) in wf.jobs.iter().enumerate() {
+                let Some(uses) = &job.uses else { continue };
+                let Some(local) = uses.value.trim().strip_prefix("./") else {
+                    continue;
+                };
+                let name = local.rsplit('/').next().unwrap_or(local);
+                let Some(&callee) = by_name.get(name) else {
+                    bail!(
+                        "{}:{}:{}: job `{}` calls {}, which is not in .github/workflows",
+                        wf.path,
+                        uses.pos.line,
+                        uses.pos.column,
+                        job.id.value,
+                        uses.value
+                    );
+                };
+                let at = JobRef {
+                    workflow: w,
+                    job: j,
+                };
+                callers.entry(callee).or_default().push(at);
+                callees.insert(at, callee);
+            }
+        }
+
+        let triggers: Vec<BTreeSet<String>> = (0..workflows.len())
+            .map(|w| effective_triggers(&workflows, &callers, w, &mut BTreeSet::new()))
+            .collect();
+        let publisher_wf: Vec<bool> = (0..workflows.len())
+            .map(|w| is_publisher(&workflows, &callers, policy, w, &mut BTreeSet::new()))
+            .collect();
+
+        let mut jobs = Vec::new();
+        let mut index = BTreeMap::new();
+        for (w, wf) in workflows.iter().enumerate() {
+            for (j, job) in wf.jobs.iter().enumerate() {
+                let at = JobRef {
+                    workflow: w,
+                    job: j,
+                };
+                let pod = runs_on_pod(job, policy);
+                let mut untrusted = Vec::new();
+                if let Some(why) = &pod {
+                    untrusted.push(why.clone());
+                }
+                let privileged: Vec<&String> = triggers[w]
+                    .iter()
+                    .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
+                    .collect();
+                if !privileged.is_empty() {
+                    untrusted.extend(other_code(job, policy, &privileged));
+                }
+                let permissions = effective_permissions(&workflows, &callers, at, 0);
+                let publisher = publisher_wf[w];
+                let lifecycle = !publisher
+                    && untrusted.is_empty()
+                    && permissions.iter().any(|p| p.writes("actions"));
+                index.insert(at, jobs.len());
+                jobs.push(JobInfo {
+                    at,
+                    triggers: triggers[w].clone(),
+                    publisher,
+                    untrusted,
+                    pod,
+                    lifecycle,
+                    permissions,
+                    callee: callees.get(&at).copied(),
+                });
+            }
+        }
+        Ok(Model {
+            workflows,
+            jobs,
+            index,
+        })
+    }
+
+    pub fn workflow(&self, at: JobRef) -> &Workflow {
+        &self.workflows[at.workflow]
+    }
+
+    pub fn job(&self, at: JobRef) -> &Job {
+        &self.workflows[at.workflow].jobs[at.job]
+    }
+
+    pub fn info(&self, at: JobRef) -> &JobInfo {
+        &self.jobs[self.index[&at]]
+    }
+
+    /// The jobs of a callee workflow.
+    pub fn jobs_of(&self, workflow: usize) -> impl Iterator<Item = &JobInfo> {
+        self.jobs.iter().filter(move |j| j.at.workflow == workflow)
+    }
+}
+
+fn effective_triggers(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    w: usize,
+    seen: &mut BTreeSet<usize>,
+) -> BTreeSet<String> {
+    let mut set: BTreeSet<String> = workflows[w]
+        .events()
+        .filter(|e| *e != "workflow_call")
+        .map(str::to_owned)
+        .collect();
+    if !seen.insert(w) {
+        return set;
+    }
+    for caller in callers.get(&w).into_iter().flatten() {
+        set.extend(effective_triggers(
+            workflows,
+            callers,
+            caller.workflow,
+            seen,
+        ));
+    }
+    set
+}
+
+fn is_publisher(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    policy: &Policy,
+    w: usize,
+    seen: &mut BTreeSet<usize>,
+) -> bool {
+    if policy.publisher.workflows.contains(&workflows[w].name) {
+        return true;
+    }
+    if !seen.insert(w) {
+        return false;
+    }
+    // A reusable workflow called only by publisher jobs is part of the publisher.
+    let list = callers.get(&w).map(Vec::as_slice).unwrap_or_default();
+    !list.is_empty()
+        && list
+            .iter()
+            .all(|c| is_publisher(workflows, callers, policy, c.workflow, seen))
+}
+
+/// GitHub-hosted runner labels; everything else (self-hosted, custom
+/// labels, unresolved expressions, runner groups) is treated as a pod.
+fn is_hosted_label(label: &str, policy: &Policy) -> bool {
+    ["ubuntu-", "windows-", "macos-"]
+        .iter()
+        .any(|prefix| label.starts_with(prefix))
+        || policy.contracts.hosted_labels.iter().any(|l| l == label)
+}
+
+fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
+    if let Some(unresolved) = &job.runs_on_unresolved {
+        return Some(Why {
+            pos: unresolved.pos,
+            text: format!(
+                "runs on `{}`, which may be a self-hosted runner",
+                unresolved.value
+            ),
+        });
+    }
+    job.runs_on
+        .iter()
+        .find(|label| !is_hosted_label(&label.value, policy))
+        .map(|label| Why {
+            pos: label.pos,
+            text: format!("runs on the self-hosted runner label `{}`", label.value),
+        })
+}
+
+/// Why a job in a privileged workflow runs code that is not the default branch's.
+fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
+    let events = privileged
+        .iter()
+        .map(|e| format!("`{e}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut whys = Vec::new();
+    for step in &job.steps {
+        if step.uses_action("actions/checkout") {
+            if let Some(reference) = step
+                .input("ref")
+                .filter(|r| !expr::is_trusted_ref(&r.value, &policy.default_branch))
+            {
+                whys.push(Why {
+                    pos: reference.pos,
+                    text: format!(
+                        "checks out `{}` in a workflow started by {events}",
+                        reference.value
+                    ),
+                });
+            }
+            if let Some(repository) = step
+                .input("repository")
+                .filter(|r| expr::sole_expression(&r.value) != Some("github.repository"))
+            {
+                whys.push(Why {
+                    pos: repository.pos,
+                    text: format!(
+                        "checks out repository `{}` in a workflow started by {events}",
+                        repository.value
+                    ),
+                });
+            }
+        }
+        if let Some(run) = &step.run {
+            if let Some(line) = expr::fetches_other_code(&run.value) {
+                whys.push(Why {
+                    pos: run.pos,
+                    text: format!("runs `{}` in a workflow started by {events}", line.trim()),
+                });
+            }
+        }
+    }
+    whys
+}
+
+fn effective_permissions(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    at: JobRef,
+    depth: usize,
+) -> Vec<EffectivePermissions> {
+    let wf = &workflows[at.workflow];
+    let job = &wf.jobs[at.job];
+    if let Some(p) = &job.permissions {
+        return vec![EffectivePermissions {
+            permissions: Some(p.clone()),
+            origin: format!("set on job `{}` in {}", job.id.value, wf.name),
+            workflow: at.workflow,
+        }];
+    }
+    if let Some(p) = &wf.permissions {
+        return vec![EffectivePermissions {
+            permissions: Some(p.clone()),
+            origin: format!(
+                "inherited from the workflow-level permissions of {}",
+                wf.name
+            ),
+            workflow: at.workflow,
+        }];
+    }
+    // A reusable workflow without permissions runs with its caller's token.
+    let list = callers
+        .get(&at.workflow)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if !list.is_empty() && depth < 8 {
+        return list
+            .iter()
+            .flat_map(|caller| effective_permissions(workflows, callers, *caller, depth + 1))
+            .map(|mut p| {
+                p.origin = format!("{}, which calls {}", p.origin, wf.name);
+                p
+            })
+            .collect();
+    }
+    vec![EffectivePermissions {
+        permissions: None,
+        origin: "the repository default (no `permissions:` anywhere)".to_owned(),
+        workflow: at.workflow,
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(files: &[(&str, &str)]) -> Model {
+        let workflows = files
+            .iter()
+            .map(|(name, text)| {
+                Workflow::parse(&format!(".github/workflows/{name}"), text).unwrap()
+            })
+            .collect();
+        Model::new(workflows, &Policy::default()).unwrap()
+    }
+
+    #[test]
+    fn roles_are_inferred_through_reusable_workflows() {
+        let m = model(&[
+            (
+                "consumer.yml",
+                "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n  call:\n    permissions:\n      actions: write\n    uses: ./.github/workflows/pod.yml\n",
+            ),
+            (
+                "pod.yml",
+                "on: workflow_call\njobs:\n  gpu:\n    runs-on: [self-hosted]\n    steps: []\n  watch:\n    runs-on: ubuntu-latest\n    steps: []\n",
+            ),
+            (
+                "ci.yml",
+                "on: pull_request\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: git checkout x\n",
+            ),
+        ]);
+        let info = |w, j| {
+            m.info(JobRef {
+                workflow: w,
+                job: j,
+            })
+        };
+        assert!(info(0, 0).is_untrusted());
+        assert_eq!(info(0, 0).untrusted[0].pos.line, 8);
+        assert!(info(0, 1).lifecycle);
+        assert!(info(1, 0).pod.is_some());
+        assert!(info(1, 0).triggers.contains("workflow_run"));
+        assert!(
+            info(1, 1).lifecycle,
+            "the callee inherits the caller's actions: write"
+        );
+        assert!(!info(2, 0).is_untrusted(), "pull_request runs are isolated");
+        assert_eq!(info(2, 0).role(), "isolated writer");
+    }
+
+    #[test]
+    fn hosted_labels_from_the_policy_are_not_pods() {
+        let wf = Workflow::parse(
+            ".github/workflows/a.yml",
+            "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
+        )
+        .unwrap();
+        let policy =
+            Policy::parse("[contracts]\nhosted-labels = [\"big-linux-16core\"]\n").unwrap();
+        let m = Model::new(vec![wf], &policy).unwrap();
+        assert!(m.jobs[0].pod.is_none());
+        let wf = Workflow::parse(
+            ".github/workflows/a.yml",
+            "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
+        )
+        .unwrap();
+        let m = Model::new(vec![wf], &Policy::default()).unwrap();
+        assert!(
+            m.jobs[0].pod.is_some(),
+            "an unknown label is a self-hosted pod"
+        );
+    }
+
+    #[test]
+    fn missing_callee_is_an_input_error() {
+        let wf = Workflow::parse(
+            ".github/workflows/a.yml",
+            "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
+        )
+        .unwrap();
+        let err = Model::new(vec![wf], &Policy::default()).err().unwrap();
+        assert!(format!("{err}").contains("a.yml:4:11"), "{err}");
+    }
+}

@@ -1,0 +1,1486 @@
+//! The contracts: one function per rule, each turning the role model into
+//! findings with a stable rule id and a message that says what to do.
+//!
+//! Every rule id has an anchor in `docs/contracts.md`; the ids are an
+//! interface (allow entries and code-scanning alerts name them), so never
+//! rename one.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use globset::GlobMatcher;
+
+use super::expr;
+use super::roles::{JobInfo, JobRef, Model};
+use super::workflow::{Job, Permissions, Pos, Scalar, Step, Workflow};
+use crate::policy::Policy;
+
+/// A rule: its stable id, what it protects, and the usual fix.
+pub struct Rule {
+    pub id: &'static str,
+    pub summary: &'static str,
+    pub hint: &'static str,
+}
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "untrusted-cache-save",
+        summary: "A job that runs untrusted code saves to the shared cache.",
+        hint: "use actions/cache/restore, `save-if: false` on rust-cache, turn the action's cache saving off, or `cache-mode: read`; only the publisher saves",
+    },
+    Rule {
+        id: "untrusted-write-permissions",
+        summary: "A job that runs untrusted code holds a token that can write, or read scopes the policy does not grant.",
+        hint: "give the job `permissions: { contents: read }` and list reviewed extra read scopes under [contracts] job in .github/ci-trust.toml",
+    },
+    Rule {
+        id: "untrusted-secrets",
+        summary: "A job that runs untrusted code, or a pod job, receives a secret the policy does not list for it.",
+        hint: "move the secret to a trusted job, or list it under [contracts] job secrets if the job must have it",
+    },
+    Rule {
+        id: "publisher-trigger",
+        summary: "The publisher can be started by something other than a push to the default branch, a schedule or a dispatch.",
+        hint: "limit `on:` to `push: branches: [<default>]`, `schedule` and `workflow_dispatch`",
+    },
+    Rule {
+        id: "publisher-guard",
+        summary: "A publisher job does not refuse to run off the default branch.",
+        hint: "add `if: github.ref == 'refs/heads/<default>'` to the job (other conditions may be joined with &&)",
+    },
+    Rule {
+        id: "publisher-untrusted-ref",
+        summary: "The publisher checks out or fetches something other than the commit it runs for.",
+        hint: "remove the `ref:`/`repository:` override or the git command; the publisher builds default-branch content only",
+    },
+    Rule {
+        id: "key-mismatch",
+        summary: "A reader computes the archive key differently from the publisher.",
+        hint: "make the key step's `run` (and working directory) identical in the publisher and every reader",
+    },
+    Rule {
+        id: "key-coverage",
+        summary: "A `hashFiles` key misses an input `ci-key` would include, or hashes the workflow files.",
+        hint: "use `cargo xtask ci-key`, or add patterns for the missing inputs and drop patterns under .github/workflows",
+    },
+    Rule {
+        id: "key-xtask-checkout",
+        summary: "`cargo xtask ci-key` runs from a checkout that is not trusted.",
+        hint: "run the xtask from a checkout of `${{ github.workflow_sha }}` (for example `path: trusted`) and point `--root` at the code to key",
+    },
+    Rule {
+        id: "restore-keys",
+        summary: "A restore of a key the publisher saves falls back to other keys with `restore-keys`.",
+        hint: "remove `restore-keys`; a miss must rebuild, not reuse a near match",
+    },
+    Rule {
+        id: "key-shape",
+        summary: "A reader restores a cache key whose shape the publisher never saves.",
+        hint: "use the publisher's key (same literal parts, same `vN`), or make the publisher save this one",
+    },
+    Rule {
+        id: "artifact-key",
+        summary: "The GPU archive artifact is not named by the key step, or the key is computed after code was built.",
+        hint: "compute the key first and upload with `name: ${{ steps.<key.step-id>.outputs.artifact_name }}`",
+    },
+    Rule {
+        id: "lifecycle-job",
+        summary: "A job holding `actions: write` checks out untrusted code, keeps credentials, builds, or saves caches.",
+        hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",
+    },
+    Rule {
+        id: "unpinned-action",
+        summary: "A third-party action in a privileged job is not pinned to a full commit SHA.",
+        hint: "pin to the 40-hex commit SHA (keep the tag in a comment)",
+    },
+];
+
+pub fn rule(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Note,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Note => "note",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub severity: Severity,
+    /// The repository-relative file the position is in.
+    pub file: String,
+    pub pos: Pos,
+    /// The workflow file name and job the finding is about (for allow entries).
+    pub workflow: String,
+    pub job: Option<String>,
+    pub message: String,
+    /// Why the finding is accepted, and where that was said.
+    pub suppressed: Option<String>,
+}
+
+pub struct Checker<'a> {
+    pub model: &'a Model,
+    pub policy: &'a Policy,
+    pub root: &'a Path,
+    pub findings: Vec<Finding>,
+    /// The ci-key inputs of the workspace at the root, computed on first need.
+    inputs: Option<Option<Vec<String>>>,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(model: &'a Model, policy: &'a Policy, root: &'a Path) -> Checker<'a> {
+        Checker {
+            model,
+            policy,
+            root,
+            findings: Vec::new(),
+            inputs: None,
+        }
+    }
+
+    pub fn run_all(&mut self) -> Result<()> {
+        for info in &self.model.jobs {
+            let job = self.model.job(info.at);
+            if info.is_untrusted() {
+                self.untrusted_cache_save(info, job);
+                self.untrusted_write_permissions(info, job);
+            }
+            if info.is_untrusted() || info.pod.is_some() {
+                self.untrusted_secrets(info, job);
+            }
+            self.secrets_inherit(info, job);
+            if info.publisher {
+                self.publisher_untrusted_ref(info, job);
+            }
+            if info.lifecycle {
+                self.lifecycle_job(info, job);
+            }
+            if info.publisher || info.is_untrusted() || info.lifecycle {
+                self.unpinned_action(info, job);
+            }
+            self.artifact_key(info, job);
+        }
+        self.publisher_workflows();
+        self.key_pairing()?;
+        self.cache_keys();
+        Ok(())
+    }
+
+    fn push(&mut self, rule: &'static str, at: JobRef, file: usize, pos: Pos, message: String) {
+        let wf = &self.model.workflows[at.workflow];
+        self.findings.push(Finding {
+            rule,
+            severity: Severity::Error,
+            file: self.model.workflows[file].path.clone(),
+            pos,
+            workflow: wf.name.clone(),
+            job: Some(wf.jobs[at.job].id.value.clone()),
+            message,
+            suppressed: None,
+        });
+    }
+
+    fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        self.policy
+            .contracts
+            .job
+            .iter()
+            .find(|g| g.workflow == wf.name && g.job == job.id.value)
+    }
+
+    fn label(&self, at: JobRef) -> String {
+        let info = self.model.info(at);
+        format!(
+            "{} `{}` of {}",
+            info.role(),
+            self.model.job(at).id.value,
+            self.model.workflow(at).name
+        )
+    }
+
+    /// Rule 1: untrusted-code jobs never save.
+    fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let why = &info.untrusted[0];
+        let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
+        for step in &job.steps {
+            if let Some((pos, why)) = cache_save(step) {
+                self.push(
+                    "untrusted-cache-save",
+                    at,
+                    at.workflow,
+                    pos,
+                    format!("{who} saves to the cache: {why}"),
+                );
+            }
+        }
+        for (pos, why) in cache_env_saves(wf, job) {
+            self.push(
+                "untrusted-cache-save",
+                at,
+                at.workflow,
+                pos,
+                format!("{who} saves to the cache: {why}"),
+            );
+        }
+    }
+
+    /// Rule 2: untrusted-code jobs hold read-only tokens with granted scopes only.
+    fn untrusted_write_permissions(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let granted: Vec<String> = self
+            .grant(at)
+            .map(|g| g.read_scopes.clone())
+            .unwrap_or_default();
+        let who = self.label(at);
+        for effective in &info.permissions {
+            let file = effective.workflow;
+            match &effective.permissions {
+                None => self.push(
+                    "untrusted-write-permissions",
+                    at,
+                    at.workflow,
+                    job.id.pos,
+                    format!(
+                        "{who} runs untrusted code with {}, which may be write; add `permissions: {{ contents: read }}`",
+                        effective.origin
+                    ),
+                ),
+                Some(Permissions::Shorthand(level)) => {
+                    if level.value != "{}" && !level.value.is_empty() {
+                        // The shorthand is written in `file`, which may be the caller's.
+                        let pos = level.pos;
+                        self.push(
+                            "untrusted-write-permissions",
+                            at,
+                            file,
+                            pos,
+                            format!(
+                                "{who} runs untrusted code with `permissions: {}` ({}); list read scopes instead",
+                                level.value, effective.origin
+                            ),
+                        );
+                    }
+                }
+                Some(Permissions::Map { scopes, .. }) => {
+                    for (scope, level) in scopes {
+                        let allowed = match level.value.as_str() {
+                            "none" => true,
+                            "read" => {
+                                matches!(scope.value.as_str(), "contents" | "metadata")
+                                    || granted.contains(&scope.value)
+                            }
+                            _ => false,
+                        };
+                        if !allowed {
+                            let what = if level.value == "read" {
+                                format!(
+                                    "`{}: read`, which the policy does not grant to this job",
+                                    scope.value
+                                )
+                            } else {
+                                format!("`{}: {}`", scope.value, level.value)
+                            };
+                            self.push(
+                                "untrusted-write-permissions",
+                                at,
+                                file,
+                                scope.pos,
+                                format!(
+                                    "{who} runs untrusted code holding {what} ({})",
+                                    effective.origin
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rule 3: untrusted-code and pod jobs receive only the secrets the policy lists.
+    fn untrusted_secrets(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let granted: Vec<String> = self
+            .grant(at)
+            .map(|g| g.secrets.clone())
+            .unwrap_or_default();
+        let who = self.label(at);
+        let scalars = job
+            .scalars
+            .iter()
+            .chain(wf.env.iter().map(|(_, value)| value));
+        let mut found = Vec::new();
+        for scalar in scalars {
+            for reference in expr::secret_refs(&scalar.value) {
+                match &reference.name {
+                    Some(name) if name == "GITHUB_TOKEN" || granted.contains(name) => {}
+                    Some(name) => found.push((
+                        wf.locate(scalar.pos, &format!("secrets.{name}")),
+                        format!(
+                            "{who} receives the secret `{name}`, which the policy does not list for it"
+                        ),
+                    )),
+                    None => found.push((
+                        wf.locate(scalar.pos, "secrets"),
+                        format!("{who} can read every secret through a dynamic `secrets` access"),
+                    )),
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push("untrusted-secrets", at, at.workflow, pos, message);
+        }
+    }
+
+    /// Rule 3, at the call site: `secrets: inherit` hands every secret to the callee's jobs.
+    fn secrets_inherit(&mut self, info: &JobInfo, job: &Job) {
+        let (Some(inherit), Some(callee)) = (&job.secrets_inherit, info.callee) else {
+            return;
+        };
+        let risky: Vec<String> = self
+            .model
+            .jobs_of(callee)
+            .filter(|j| j.is_untrusted() || j.pod.is_some())
+            .map(|j| format!("`{}`", self.model.job(j.at).id.value))
+            .collect();
+        if !risky.is_empty() {
+            self.push(
+                "untrusted-secrets",
+                info.at,
+                info.at.workflow,
+                inherit.pos,
+                format!(
+                    "`secrets: inherit` hands every secret to {} in {}, which run untrusted code; pass only the secrets they need",
+                    risky.join(", "),
+                    self.model.workflows[callee].name
+                ),
+            );
+        }
+    }
+
+    /// Rule 4: the publisher's triggers and branch guards.
+    fn publisher_workflows(&mut self) {
+        let default = self.policy.default_branch.clone();
+        for (w, wf) in self.model.workflows.iter().enumerate() {
+            if !self.policy.publisher.workflows.contains(&wf.name) {
+                continue;
+            }
+            let first = JobRef {
+                workflow: w,
+                job: 0,
+            };
+            let mut pending = Vec::new();
+            for trigger in &wf.triggers {
+                let event = trigger.event.value.as_str();
+                match event {
+                    "schedule" | "workflow_dispatch" => {}
+                    "push" => {
+                        let branches = trigger.filter("branches");
+                        let exact = branches.is_some_and(|b| b.len() == 1 && b[0].value == default);
+                        if !exact {
+                            pending.push((
+                                branches.and_then(|b| b.first()).map_or(trigger.event.pos, |b| b.pos),
+                                format!(
+                                    "the publisher runs on pushes to branches other than `{default}`; use `branches: [{default}]`"
+                                ),
+                            ));
+                        }
+                        for (name, _) in &trigger.filters {
+                            if matches!(name.value.as_str(), "branches-ignore" | "tags" | "tags-ignore") {
+                                pending.push((
+                                    name.pos,
+                                    format!("the publisher's push trigger has `{}`; only `branches: [{default}]` (and path filters) are allowed", name.value),
+                                ));
+                            }
+                        }
+                    }
+                    other => pending.push((
+                        trigger.event.pos,
+                        format!(
+                            "the publisher is started by `{other}`; only a push to `{default}`, a schedule or a dispatch may start it"
+                        ),
+                    )),
+                }
+            }
+            if wf.jobs.is_empty() {
+                continue;
+            }
+            for (pos, message) in pending {
+                // A trigger belongs to the workflow, not to one job.
+                self.push("publisher-trigger", first, w, pos, message);
+                if let Some(finding) = self.findings.last_mut() {
+                    finding.job = None;
+                }
+            }
+            for (j, job) in wf.jobs.iter().enumerate() {
+                let guarded = job
+                    .if_cond
+                    .as_ref()
+                    .is_some_and(|c| expr::requires_ref(&c.value, &default));
+                if !guarded {
+                    let pos = job.if_cond.as_ref().map_or(job.id.pos, |c| c.pos);
+                    self.push(
+                        "publisher-guard",
+                        JobRef { workflow: w, job: j },
+                        w,
+                        pos,
+                        format!(
+                            "publisher job `{}` does not require `github.ref == 'refs/heads/{default}'` in its `if:`",
+                            job.id.value
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Rule 4: the publisher builds only the commit it runs for.
+    fn publisher_untrusted_ref(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            if step.uses_action("actions/checkout") {
+                for input in ["ref", "repository"] {
+                    if let Some(value) = step.input(input) {
+                        found.push((
+                            value.pos,
+                            format!(
+                                "publisher job `{}` checks out `{input}: {}`; the publisher must build the commit it runs for",
+                                job.id.value, value.value
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(run) = &step.run {
+                if let Some(line) = expr::fetches_other_code(&run.value) {
+                    found.push((
+                        wf.locate(run.pos, line),
+                        format!(
+                            "publisher job `{}` runs `{}`, which brings in other code",
+                            job.id.value,
+                            line.trim()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push("publisher-untrusted-ref", at, at.workflow, pos, message);
+        }
+    }
+
+    /// Rule 5: key steps agree, cover the inputs, and run trusted tooling.
+    fn key_pairing(&mut self) -> Result<()> {
+        let step_id = self.policy.key.step_id.clone();
+        let mut publisher = Vec::new();
+        let mut readers = Vec::new();
+        for info in &self.model.jobs {
+            let job = self.model.job(info.at);
+            for step in &job.steps {
+                if step.id.as_ref().is_some_and(|id| id.value == step_id) {
+                    let sig = key_signature(self.model.workflow(info.at), job, step);
+                    if info.publisher {
+                        publisher.push((info.at, step, sig));
+                    } else {
+                        readers.push((info.at, step, sig));
+                    }
+                }
+            }
+        }
+        let reference = publisher.first().map(|(at, step, sig)| {
+            let wf = self.model.workflow(*at);
+            (format!("{}:{}", wf.path, step.pos.line), sig.clone())
+        });
+        for (at, step, sig) in publisher.iter().skip(1).chain(readers.iter()) {
+            let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
+            let message = match &reference {
+                None => format!(
+                    "job `{}` computes the archive key, but no publisher job has a step with `id: {step_id}` to pair it with",
+                    self.model.job(*at).id.value
+                ),
+                Some((_, reference_sig)) if reference_sig == sig => continue,
+                Some((where_, reference_sig)) => format!(
+                    "job `{}` computes the archive key differently from the publisher ({where_}): {} vs {}",
+                    self.model.job(*at).id.value,
+                    sig.describe(),
+                    reference_sig.describe()
+                ),
+            };
+            self.push("key-mismatch", *at, at.workflow, pos, message);
+        }
+        for (at, step, sig) in publisher.iter().chain(readers.iter()) {
+            self.key_source(*at, step, sig)?;
+        }
+        Ok(())
+    }
+
+    /// Rule 5: what the key is computed from.
+    fn key_source(&mut self, at: JobRef, step: &Step, sig: &KeySignature) -> Result<()> {
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
+        if sig.ci_key.is_some() {
+            self.xtask_checkout(at, step, sig);
+            return Ok(());
+        }
+        let mut text = String::new();
+        for scalar in step
+            .run
+            .iter()
+            .chain(step.with.iter().map(|(_, v)| v))
+            .chain(step.env.iter().map(|(_, v)| v))
+        {
+            text.push_str(&scalar.value);
+            text.push('\n');
+        }
+        let Some(patterns) = expr::hash_files_patterns(&text) else {
+            self.push(
+                "key-coverage",
+                at,
+                at.workflow,
+                pos,
+                "the key's `hashFiles` takes a non-literal argument; its coverage cannot be checked".to_owned(),
+            );
+            return Ok(());
+        };
+        if patterns.is_empty() {
+            self.push(
+                "key-coverage",
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "the key step of job `{}` uses neither `cargo xtask ci-key` nor `hashFiles`; its coverage cannot be checked",
+                    job.id.value
+                ),
+            );
+            return Ok(());
+        }
+        let prefix = checkout_prefix(job, step.index, &patterns);
+        let globs = HashGlobs::new(&patterns, &prefix).with_context(|| {
+            format!(
+                "{}:{}: a hashFiles pattern is not a valid glob",
+                wf.path, pos.line
+            )
+        })?;
+        for other in &self.model.workflows {
+            if globs.matches(&other.path) {
+                self.push(
+                    "key-coverage",
+                    at,
+                    at.workflow,
+                    pos,
+                    format!(
+                        "the key hashes {}; workflow files must not be key inputs (runs always use the default branch's definitions)",
+                        other.path
+                    ),
+                );
+                break;
+            }
+        }
+        let Some(inputs) = self.key_inputs()? else {
+            self.findings.push(Finding {
+                rule: "key-coverage",
+                severity: Severity::Note,
+                file: wf.path.clone(),
+                pos,
+                workflow: wf.name.clone(),
+                job: Some(job.id.value.clone()),
+                message: format!(
+                    "coverage of the `hashFiles` key skipped: {} has no Cargo.toml to compute the inputs from",
+                    self.root.display()
+                ),
+                suppressed: None,
+            });
+            return Ok(());
+        };
+        let missing: Vec<&String> = inputs.iter().filter(|p| !globs.matches(p)).collect();
+        if !missing.is_empty() {
+            let shown: Vec<&str> = missing.iter().take(5).map(|s| s.as_str()).collect();
+            let more = if missing.len() > 5 {
+                format!(" and {} more", missing.len() - 5)
+            } else {
+                String::new()
+            };
+            self.push(
+                "key-coverage",
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "the key's hashFiles patterns (relative to checkout path `{}`) miss {} input(s) `ci-key` includes: {}{more}",
+                    prefix,
+                    missing.len(),
+                    shown.join(", ")
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The repository-relative paths `ci-key` hashes; `None` without a Cargo workspace.
+    fn key_inputs(&mut self) -> Result<Option<Vec<String>>> {
+        if self.inputs.is_none() {
+            let inputs = if self.root.join("Cargo.toml").is_file() {
+                let manifest = crate::key::compute(self.root, self.policy).with_context(|| {
+                    format!(
+                        "cannot compute the ci-key inputs of {} to check hashFiles coverage",
+                        self.root.display()
+                    )
+                })?;
+                Some(
+                    manifest
+                        .inputs
+                        .into_iter()
+                        .filter(|i| i.kind != "absent")
+                        .map(|i| i.path)
+                        .collect(),
+                )
+            } else {
+                None
+            };
+            self.inputs = Some(inputs);
+        }
+        Ok(self.inputs.clone().flatten())
+    }
+
+    /// Rule 5: `cargo xtask ci-key` must run the default branch's xtask.
+    fn xtask_checkout(&mut self, at: JobRef, step: &Step, sig: &KeySignature) {
+        let info = self.model.info(at);
+        let job = self.model.job(at);
+        let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
+        let dir = sig.xtask_dir();
+        let checkout = checkouts_before(job, step.index)
+            .into_iter()
+            .filter(|(path, _)| is_within(&dir, path))
+            .max_by_key(|(path, _)| path.len());
+        let Some((path, checkout)) = checkout else {
+            self.push(
+                "key-xtask-checkout",
+                at,
+                at.workflow,
+                pos,
+                format!("no checkout before the key step provides the xtask it runs in `{dir}`"),
+            );
+            return;
+        };
+        let default = &self.policy.default_branch;
+        let repository_ok = checkout
+            .input("repository")
+            .is_none_or(|r| expr::sole_expression(&r.value) == Some("github.repository"));
+        let ref_ok = match checkout.input("ref") {
+            None => info.publisher,
+            Some(r) if expr::is_workflow_sha(&r.value) => true,
+            Some(r) if !r.value.contains("${{") => expr::is_trusted_ref(&r.value, default),
+            Some(r) => info.publisher && expr::is_trusted_ref(&r.value, default),
+        };
+        if !(repository_ok && ref_ok) {
+            let what = checkout
+                .input("ref")
+                .map_or("the triggering ref".to_owned(), |r| {
+                    format!("`{}`", r.value)
+                });
+            self.push(
+                "key-xtask-checkout",
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "`cargo xtask ci-key` runs the xtask of the checkout at `{path}` ({what}), which is not the trusted `${{{{ github.workflow_sha }}}}`"
+                ),
+            );
+        }
+    }
+
+    /// Rule 6: exact restores and coherent rotation.
+    fn cache_keys(&mut self) {
+        let mut saved = BTreeSet::new();
+        for info in self.model.jobs.iter().filter(|i| i.publisher) {
+            let job = self.model.job(info.at);
+            for step in &job.steps {
+                if let Some(shape) = rust_cache_shape(job, step) {
+                    if !is_false(step.input("save-if")) {
+                        saved.insert(shape);
+                    }
+                } else if step.uses_action("actions/cache")
+                    || step.uses_action("actions/cache/save")
+                {
+                    if let Some(key) = step.input("key") {
+                        saved.insert(expr::key_shape(&key.value));
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for info in self.model.jobs.iter().filter(|i| !i.publisher) {
+            let job = self.model.job(info.at);
+            for step in &job.steps {
+                if let Some(shape) = rust_cache_shape(job, step) {
+                    if info.is_untrusted() && !saved.contains(&shape) {
+                        found.push((
+                            "key-shape",
+                            info.at,
+                            step.pos,
+                            format!(
+                                "job `{}` restores a rust-cache the publisher never saves (prefix-key/shared-key/key differ); align them with the publisher's rust-cache step",
+                                job.id.value
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                if !(step.uses_action("actions/cache") || step.uses_action("actions/cache/restore"))
+                {
+                    continue;
+                }
+                let Some(key) = step.input("key") else {
+                    continue;
+                };
+                let shape = expr::key_shape(&key.value);
+                if saved.contains(&shape) {
+                    if let Some(fallback) = step
+                        .input("restore-keys")
+                        .filter(|r| !r.value.trim().is_empty())
+                    {
+                        found.push((
+                            "restore-keys",
+                            info.at,
+                            fallback.pos,
+                            format!(
+                                "job `{}` restores the publisher's key `{}` with `restore-keys`, so a miss reuses a different build",
+                                job.id.value, key.value
+                            ),
+                        ));
+                    }
+                } else if info.is_untrusted() {
+                    found.push((
+                        "key-shape",
+                        info.at,
+                        key.pos,
+                        format!(
+                            "job `{}` restores `{}`, whose shape `{shape}` the publisher never saves; a `vN` bump on one side only?",
+                            job.id.value, key.value
+                        ),
+                    ));
+                }
+            }
+        }
+        for (rule, at, pos, message) in found {
+            self.push(rule, at, at.workflow, pos, message);
+        }
+    }
+
+    /// Rule 7: the archive artifact is named by a key computed before any build.
+    fn artifact_key(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let step_id = &self.policy.key.step_id;
+        let key_index = job
+            .steps
+            .iter()
+            .position(|s| s.id.as_ref().is_some_and(|id| &id.value == step_id));
+        let mut found = Vec::new();
+        if let Some(key_index) = key_index {
+            let wf = self.model.workflow(at);
+            for step in &job.steps[..key_index] {
+                let builds = step
+                    .run
+                    .as_ref()
+                    .and_then(|r| {
+                        expr::builds_code(&r.value).map(|line| (wf.locate(r.pos, line), line))
+                    })
+                    .or_else(|| {
+                        step.uses
+                            .as_ref()
+                            .filter(|u| u.value.starts_with("./"))
+                            .map(|u| (u.pos, u.value.as_str()))
+                    });
+                if let Some((pos, line)) = builds {
+                    found.push((
+                        pos,
+                        format!(
+                            "job `{}` runs `{}` before computing the key (step `{step_id}`); code that ran first could influence the key",
+                            job.id.value,
+                            line.trim()
+                        ),
+                    ));
+                }
+            }
+        }
+        let archive_files: Vec<&str> = self
+            .policy
+            .archive
+            .iter()
+            .map(|a| a.file.as_str())
+            .collect();
+        for step in &job.steps {
+            if !step.uses_action("actions/upload-artifact") {
+                continue;
+            }
+            let Some(path) = step.input("path") else {
+                continue;
+            };
+            let is_archive = path.value.contains("gpu-archive")
+                || archive_files.iter().any(|f| path.value.contains(f));
+            if !is_archive {
+                continue;
+            }
+            let wanted = format!("steps.{step_id}.outputs.");
+            let named = step.input("name").is_some_and(|n| {
+                expr::expressions(&n.value)
+                    .iter()
+                    .any(|(_, body)| body.starts_with(&wanted))
+            });
+            let before = key_index.is_some_and(|k| k < step.index);
+            if !named || !before {
+                let pos = step.input("name").map_or(step.pos, |n| n.pos);
+                found.push((
+                    pos,
+                    format!(
+                        "job `{}` uploads the GPU archive under a name that is not the output of an earlier step `{step_id}`",
+                        job.id.value
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push("artifact-key", at, at.workflow, pos, message);
+        }
+    }
+
+    /// Rule 8: lifecycle jobs stay on trusted code and write nothing but run state.
+    fn lifecycle_job(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let who = format!("lifecycle job `{}` (holds `actions: write`)", job.id.value);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            if step.uses_action("actions/checkout") {
+                match step.input("ref") {
+                    Some(r) if expr::is_workflow_sha(&r.value) => {}
+                    Some(r) => found.push((
+                        r.pos,
+                        format!(
+                            "{who} checks out `{}`; check out `${{{{ github.workflow_sha }}}}`",
+                            r.value
+                        ),
+                    )),
+                    None => found.push((
+                        step.pos,
+                        format!("{who} checks out without `ref: ${{{{ github.workflow_sha }}}}`"),
+                    )),
+                }
+                if let Some(r) = step.input("repository") {
+                    found.push((r.pos, format!("{who} checks out repository `{}`", r.value)));
+                }
+                if !is_false(step.input("persist-credentials")) {
+                    let pos = step
+                        .input("persist-credentials")
+                        .map_or(step.pos, |p| p.pos);
+                    found.push((
+                        pos,
+                        format!(
+                            "{who} keeps the token in .git/config; set `persist-credentials: false`"
+                        ),
+                    ));
+                }
+            }
+            if let Some(run) = &step.run {
+                if let Some(line) = expr::fetches_other_code(&run.value) {
+                    found.push((
+                        wf.locate(run.pos, line),
+                        format!("{who} runs `{}`", line.trim()),
+                    ));
+                }
+                if let Some(line) = expr::builds_code(&run.value) {
+                    found.push((
+                        wf.locate(run.pos, line),
+                        format!("{who} builds code: `{}`", line.trim()),
+                    ));
+                }
+            }
+            if let Some((pos, why)) = cache_save(step) {
+                found.push((pos, format!("{who} saves to the cache: {why}")));
+            }
+        }
+        for (pos, why) in cache_env_saves(wf, job) {
+            found.push((pos, format!("{who} saves to the cache: {why}")));
+        }
+        for (pos, message) in found {
+            self.push("lifecycle-job", at, at.workflow, pos, message);
+        }
+    }
+
+    /// Rule 9: third-party actions in privileged jobs are pinned to a commit.
+    fn unpinned_action(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let uses = job
+            .uses
+            .iter()
+            .chain(job.steps.iter().filter_map(|s| s.uses.as_ref()));
+        let mut found = Vec::new();
+        for uses in uses {
+            let value = uses.value.trim();
+            if value.starts_with("./") {
+                continue;
+            }
+            if let Some(image) = value.strip_prefix("docker://") {
+                if !image.contains("@sha256:") {
+                    found.push((
+                        uses.pos,
+                        format!(
+                            "{} uses the image `{value}` without a `@sha256:` digest",
+                            self.label(at)
+                        ),
+                    ));
+                }
+                continue;
+            }
+            let (name, reference) = super::workflow::split_uses(value);
+            let owner = name.split('/').next().unwrap_or("").to_ascii_lowercase();
+            if owner == "actions" || owner == "github" {
+                continue;
+            }
+            if !expr::is_full_sha(reference) {
+                found.push((
+                    uses.pos,
+                    format!(
+                        "{} uses `{value}`, which is not pinned to a full commit SHA",
+                        self.label(at)
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push("unpinned-action", at, at.workflow, pos, message);
+        }
+    }
+}
+
+fn is_false(value: Option<&Scalar>) -> bool {
+    value.is_some_and(|v| v.value.trim() == "false")
+}
+
+/// How a cache-aware action saves.
+enum Saves {
+    Always,
+    /// Saves unless every listed input is left on; any one literally `false` stops it.
+    UnlessFalse(&'static [&'static str]),
+    /// Saves when the input is set to something other than `false`/empty.
+    WhenSet(&'static str),
+    /// Saves when the input contains the text.
+    WhenContains(&'static str, &'static str),
+    Never,
+}
+
+/// The cache-aware actions and how each saves. An action not listed here is
+/// not known to save; add rows as actions grow caching.
+const CACHE_ACTIONS: &[(&str, Saves)] = &[
+    ("actions/cache", Saves::Always),
+    ("actions/cache/save", Saves::Always),
+    ("actions/cache/restore", Saves::Never),
+    ("Swatinem/rust-cache", Saves::UnlessFalse(&["save-if"])),
+    (
+        "actions-rust-lang/setup-rust-toolchain",
+        Saves::UnlessFalse(&["cache"]),
+    ),
+    ("actions/setup-go", Saves::UnlessFalse(&["cache"])),
+    ("actions/setup-python", Saves::WhenSet("cache")),
+    ("actions/setup-java", Saves::WhenSet("cache")),
+    ("actions/setup-dotnet", Saves::WhenSet("cache")),
+    ("hendrikmuhs/ccache-action", Saves::UnlessFalse(&["save"])),
+    (
+        "astral-sh/setup-uv",
+        Saves::UnlessFalse(&["enable-cache", "save-cache"]),
+    ),
+    (
+        "docker/build-push-action",
+        Saves::WhenContains("cache-to", "type=gha"),
+    ),
+    ("docker/bake-action", Saves::WhenContains("set", "type=gha")),
+    // It exports the runtime token and cache URL to every later step.
+    ("crazy-max/ghaction-github-runtime", Saves::Always),
+];
+
+/// Whether a step saves to the Actions cache, and why.
+fn cache_save(step: &Step) -> Option<(Pos, String)> {
+    let (name, reference) = step.action()?;
+    let uses = step.uses.as_ref()?;
+    if name.eq_ignore_ascii_case("actions/setup-node") {
+        // setup-node saves when `cache:` is set, and from v5 also by default
+        // for a package.json `packageManager` unless `package-manager-cache: false`.
+        if step
+            .input("cache")
+            .is_some_and(|c| !c.value.trim().is_empty() && c.value.trim() != "false")
+        {
+            return Some((
+                uses.pos,
+                "`actions/setup-node` with `cache:` saves in its post step".to_owned(),
+            ));
+        }
+        let old = ["v1", "v2", "v3", "v4"]
+            .iter()
+            .any(|v| reference == *v || reference.starts_with(&format!("{v}.")));
+        if !old && !is_false(step.input("package-manager-cache")) {
+            return Some((
+                uses.pos,
+                "`actions/setup-node` v5+ caches by default; set `package-manager-cache: false`"
+                    .to_owned(),
+            ));
+        }
+        return None;
+    }
+    let (_, saves) = CACHE_ACTIONS
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))?;
+    match saves {
+        Saves::Never => None,
+        Saves::Always => Some((uses.pos, format!("`{name}` saves"))),
+        Saves::UnlessFalse(inputs) => {
+            if inputs.iter().any(|i| is_false(step.input(i))) {
+                return None;
+            }
+            let set = inputs.iter().find_map(|i| step.input(i));
+            let pos = set.map_or(uses.pos, |s| s.pos);
+            let why = match set {
+                Some(value) if value.value.contains("${{") => format!(
+                    "`{}: {}` is an expression; only a literal `false` is known not to save",
+                    inputs[0], value.value
+                ),
+                _ => format!("`{name}` saves unless `{}: false`", inputs[0]),
+            };
+            Some((pos, why))
+        }
+        Saves::WhenSet(input) => step
+            .input(input)
+            .filter(|v| !v.value.trim().is_empty() && v.value.trim() != "false")
+            .map(|v| (v.pos, format!("`{name}` with `{input}: {}` saves", v.value))),
+        Saves::WhenContains(input, text) => step
+            .input(input)
+            .filter(|v| v.value.contains(text))
+            .map(|v| {
+                (
+                    v.pos,
+                    format!("`{name}` with `{input}` containing `{text}` saves"),
+                )
+            }),
+    }
+}
+
+/// Cache writes switched on by the environment or by `cache-mode:`.
+fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
+    let mut found = Vec::new();
+    for mode in job
+        .cache_mode
+        .iter()
+        .chain(wf.cache_mode.iter().filter(|_| job.cache_mode.is_none()))
+    {
+        if matches!(mode.value.trim(), "write" | "write-only") {
+            found.push((
+                mode.pos,
+                format!("`cache-mode: {}` lets it write the cache", mode.value),
+            ));
+        }
+    }
+    let envs = wf
+        .env
+        .iter()
+        .chain(job.env.iter())
+        .chain(job.steps.iter().flat_map(|s| s.env.iter()));
+    for (name, value) in envs {
+        if name.value == "SCCACHE_GHA_ENABLED"
+            && !matches!(value.value.trim(), "false" | "0" | "off" | "")
+        {
+            found.push((
+                name.pos,
+                "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache".to_owned(),
+            ));
+        }
+    }
+    for step in &job.steps {
+        if let Some(run) = &step.run {
+            if let Some(line) = run.value.lines().find(|l| {
+                l.contains("SCCACHE_GHA_ENABLED=") && !l.contains("SCCACHE_GHA_ENABLED=false")
+            }) {
+                found.push((
+                    wf.locate(run.pos, line),
+                    "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache".to_owned(),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The shape of a rust-cache step's key: the inputs that name it.
+fn rust_cache_shape(job: &Job, step: &Step) -> Option<String> {
+    if !step.uses_action("Swatinem/rust-cache") {
+        return None;
+    }
+    let get = |name: &str| step.input(name).map(|v| expr::key_shape(&v.value));
+    let shared = get("shared-key").unwrap_or_else(|| format!("job:{}", job.id.value));
+    Some(format!(
+        "rust-cache|{}|{shared}|{}",
+        get("prefix-key").unwrap_or_else(|| "v0-rust".to_owned()),
+        get("key").unwrap_or_default()
+    ))
+}
+
+/// How a key step computes the key, for comparing publisher and readers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySignature {
+    /// The `cargo xtask ci-key` invocation line, whitespace-collapsed.
+    pub ci_key: Option<String>,
+    /// The whole `run` (trailing whitespace trimmed) or the `uses`/`with`.
+    pub text: String,
+    pub working_directory: String,
+}
+
+impl KeySignature {
+    fn describe(&self) -> String {
+        let what = self.ci_key.as_deref().unwrap_or(&self.text);
+        let what: String = what.chars().take(120).collect();
+        format!(
+            "`{}` in `{}`",
+            what.replace('\n', "⏎"),
+            self.working_directory
+        )
+    }
+
+    /// The directory cargo runs the xtask from: the working directory, or
+    /// the directory of a `--manifest-path`.
+    fn xtask_dir(&self) -> String {
+        let Some(line) = &self.ci_key else {
+            return self.working_directory.clone();
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let manifest = words.iter().enumerate().find_map(|(i, w)| {
+            w.strip_prefix("--manifest-path=").or_else(|| {
+                (*w == "--manifest-path")
+                    .then(|| words.get(i + 1).copied())
+                    .flatten()
+            })
+        });
+        match manifest {
+            Some(path) => {
+                let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir);
+                join_dir(&self.working_directory, dir)
+            }
+            None => self.working_directory.clone(),
+        }
+    }
+}
+
+fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
+    let working_directory = normalize_dir(
+        step.working_directory
+            .as_ref()
+            .or(job.default_working_directory.as_ref())
+            .or(wf.default_working_directory.as_ref())
+            .map_or(".", |s| s.value.as_str()),
+    );
+    if let Some(run) = &step.run {
+        let text = run
+            .value
+            .lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_owned();
+        let ci_key = text.lines().find(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.windows(3).any(|w| w == ["cargo", "xtask", "ci-key"])
+        });
+        return KeySignature {
+            ci_key: ci_key.map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")),
+            text,
+            working_directory,
+        };
+    }
+    let mut text = step
+        .uses
+        .as_ref()
+        .map_or(String::new(), |u| u.value.clone());
+    for (name, value) in &step.with {
+        text.push_str(&format!("\n{}={}", name.value, value.value));
+    }
+    KeySignature {
+        ci_key: None,
+        text,
+        working_directory,
+    }
+}
+
+/// `./a/`, `${{ github.workspace }}/a` → `a`; empty → `.`.
+fn normalize_dir(dir: &str) -> String {
+    let mut dir = dir.trim();
+    for prefix in [
+        "${{ github.workspace }}",
+        "${{github.workspace}}",
+        "$GITHUB_WORKSPACE",
+    ] {
+        if let Some(rest) = dir.strip_prefix(prefix) {
+            dir = rest;
+        }
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in dir.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if part == ".." && parts.last().is_some_and(|p| *p != "..") {
+            parts.pop();
+        } else {
+            parts.push(part);
+        }
+    }
+    if parts.is_empty() {
+        ".".to_owned()
+    } else {
+        parts.join("/")
+    }
+}
+
+fn join_dir(base: &str, rel: &str) -> String {
+    if base == "." {
+        normalize_dir(rel)
+    } else {
+        normalize_dir(&format!("{base}/{rel}"))
+    }
+}
+
+/// True when `dir` is `checkout` or inside it.
+fn is_within(dir: &str, checkout: &str) -> bool {
+    checkout == "." || dir == checkout || dir.starts_with(&format!("{checkout}/"))
+}
+
+/// The checkouts in effect before step `index`, by path (a later checkout
+/// into the same path replaces an earlier one).
+fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
+    let mut by_path: Vec<(String, &Step)> = Vec::new();
+    for step in job.steps[..index]
+        .iter()
+        .filter(|s| s.uses_action("actions/checkout"))
+    {
+        let path = normalize_dir(step.input("path").map_or(".", |p| p.value.as_str()));
+        by_path.retain(|(p, _)| *p != path);
+        by_path.push((path, step));
+    }
+    by_path
+}
+
+/// The checkout path the hashFiles patterns are written against: the
+/// checkout (other than the root) whose path prefixes most patterns, else the
+/// root checkout, else the last checkout (which unprefixed patterns then miss).
+fn checkout_prefix(job: &Job, index: usize, patterns: &[String]) -> String {
+    let checkouts: Vec<String> = checkouts_before(job, index)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    let prefixed = checkouts
+        .iter()
+        .filter(|p| *p != ".")
+        .map(|p| {
+            let count = patterns
+                .iter()
+                .filter(|pat| pat.trim_start_matches('!').starts_with(&format!("{p}/")))
+                .count();
+            (count, p)
+        })
+        .filter(|(count, _)| *count > 0)
+        .max();
+    match prefixed {
+        Some((_, path)) => path.clone(),
+        None if checkouts.iter().any(|p| p == ".") => ".".to_owned(),
+        None => checkouts.last().cloned().unwrap_or_else(|| ".".to_owned()),
+    }
+}
+
+/// `hashFiles` patterns as repository-relative matchers, last match wins
+/// (a `!` pattern excludes), a matched directory covers its descendants.
+struct HashGlobs {
+    patterns: Vec<(bool, GlobMatcher)>,
+}
+
+impl HashGlobs {
+    fn new(patterns: &[String], prefix: &str) -> Result<HashGlobs> {
+        let mut out = Vec::new();
+        for pattern in patterns {
+            let (include, pattern) = match pattern.strip_prefix('!') {
+                Some(rest) => (false, rest),
+                None => (true, pattern.as_str()),
+            };
+            let pattern = pattern.trim().trim_start_matches("./");
+            let relative = if prefix == "." {
+                Some(pattern)
+            } else {
+                pattern.strip_prefix(&format!("{prefix}/"))
+            };
+            // A pattern outside the checkout cannot match a repository file.
+            let Some(relative) = relative else { continue };
+            let glob = globset::GlobBuilder::new(relative)
+                .literal_separator(true)
+                .build()?
+                .compile_matcher();
+            out.push((include, glob));
+        }
+        Ok(HashGlobs { patterns: out })
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        let mut candidates = vec![path];
+        let mut rest = path;
+        while let Some((parent, _)) = rest.rsplit_once('/') {
+            candidates.push(parent);
+            rest = parent;
+        }
+        let mut matched = false;
+        for (include, glob) in &self.patterns {
+            if candidates.iter().any(|c| glob.is_match(c)) {
+                matched = *include;
+            }
+        }
+        matched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_globs_follow_actions_glob() {
+        let globs = HashGlobs::new(
+            &[
+                "pr/Cargo.lock".into(),
+                "pr/**/Cargo.toml".into(),
+                "pr/src".into(),
+                "!pr/src/generated/**".into(),
+                "other/**".into(),
+            ],
+            "pr",
+        )
+        .unwrap();
+        assert!(
+            globs.matches("Cargo.toml"),
+            "`**/` matches zero directories"
+        );
+        assert!(globs.matches("crates/a/Cargo.toml"));
+        assert!(
+            globs.matches("src/deep/lib.rs"),
+            "a directory covers its descendants"
+        );
+        assert!(!globs.matches("src/generated/x.rs"), "a later `!` excludes");
+        assert!(!globs.matches("benches/b.rs"));
+        assert!(!globs.matches("other/x"), "outside the checkout path");
+        let star = HashGlobs::new(&["*.toml".into()], ".").unwrap();
+        assert!(!star.matches("a/b.toml"), "`*` does not cross `/`");
+        assert!(star.matches(".cargo.toml"), "dotfiles match");
+    }
+
+    fn steps(yaml_steps: &str) -> Workflow {
+        Workflow::parse(
+            "x.yml",
+            &format!("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n{yaml_steps}"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_cache_action_table_decides_who_saves() {
+        let wf = steps(
+            "      - uses: actions/cache/restore@v4
+      - uses: actions/cache@v4
+      - uses: Swatinem/rust-cache@v2
+        with: { save-if: false }
+      - uses: Swatinem/rust-cache@v2
+        with: { save-if: \"${{ false }}\" }
+      - uses: actions/setup-go@v5
+      - uses: actions/setup-go@v5
+        with: { cache: false }
+      - uses: actions/setup-node@v4
+      - uses: actions/setup-node@v5
+      - uses: actions/setup-node@v4
+        with: { cache: npm }
+      - uses: actions/setup-python@v5
+        with: { cache: pip }
+      - uses: docker/build-push-action@v6
+        with: { cache-to: \"type=gha,mode=max\" }
+      - uses: astral-sh/setup-uv@v6
+        with: { enable-cache: false }
+      - run: echo no action
+",
+        );
+        let saves: Vec<bool> = wf.jobs[0]
+            .steps
+            .iter()
+            .map(|s| cache_save(s).is_some())
+            .collect();
+        assert_eq!(
+            saves,
+            [
+                false, true, false, true, true, false, false, true, true, true, true, false, false
+            ]
+        );
+        let why = cache_save(&wf.jobs[0].steps[3]).unwrap().1;
+        assert!(why.contains("is an expression"), "{why}");
+    }
+
+    #[test]
+    fn key_signatures_ignore_trailing_space_but_not_directories() {
+        let wf = steps(
+            "      - id: k
+        working-directory: ./trusted/
+        run: |
+          cargo   xtask ci-key --root ../pr   \n
+      - id: k
+        run: cargo xtask ci-key --root ../pr
+      - id: k
+        working-directory: trusted
+        run: cargo xtask ci-key --manifest-path ../tools/Cargo.toml
+",
+        );
+        let job = &wf.jobs[0];
+        let sigs: Vec<KeySignature> = job
+            .steps
+            .iter()
+            .map(|s| key_signature(&wf, job, s))
+            .collect();
+        assert_eq!(
+            sigs[0].ci_key.as_deref(),
+            Some("cargo xtask ci-key --root ../pr")
+        );
+        assert_eq!(sigs[0].working_directory, "trusted");
+        assert_eq!(sigs[0].ci_key, sigs[1].ci_key);
+        assert_ne!(
+            sigs[0], sigs[1],
+            "the working directory is part of the key computation"
+        );
+        assert_eq!(sigs[2].xtask_dir(), "tools");
+    }
+
+    #[test]
+    fn directories_normalize() {
+        assert_eq!(normalize_dir("./trusted/"), "trusted");
+        assert_eq!(normalize_dir("${{ github.workspace }}/a/./b"), "a/b");
+        assert_eq!(normalize_dir(""), ".");
+        assert!(is_within("trusted/xtask", "trusted"));
+        assert!(!is_within("trustedx", "trusted"));
+    }
+}

@@ -1,0 +1,648 @@
+//! The workflow model: the parts of a GitHub Actions workflow file that the
+//! contracts look at, each value carrying the line and column it came from.
+//!
+//! Parsing is done by `marked-yaml` (a real YAML parser that keeps spans);
+//! this module turns its tree into plain structs so that the rules never deal
+//! with YAML shapes. A file that is not valid YAML, or whose structure GitHub
+//! would refuse (a `jobs` that is not a mapping, a step that is not a
+//! mapping), is an input error with its location, never a panic.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use marked_yaml::{LoaderOptions, Node, types::MarkedMappingNode};
+
+/// A 1-based line and column in a workflow file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pos {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// A scalar value with where it was written.
+#[derive(Debug, Clone, Default)]
+pub struct Scalar {
+    pub value: String,
+    pub pos: Pos,
+}
+
+/// One `*.yml` file under `.github/workflows`.
+#[derive(Debug)]
+pub struct Workflow {
+    /// The file name, as policies and `uses: ./.github/workflows/NAME` name it.
+    pub name: String,
+    /// The repository-relative path, `/`-separated, as findings report it.
+    pub path: String,
+    /// The raw lines, for snippets, inline allow comments and locating text in `run:` blocks.
+    pub lines: Vec<String>,
+    pub triggers: Vec<Trigger>,
+    pub permissions: Option<Permissions>,
+    pub cache_mode: Option<Scalar>,
+    pub env: Vec<(Scalar, Scalar)>,
+    pub default_working_directory: Option<Scalar>,
+    pub jobs: Vec<Job>,
+}
+
+/// An event under `on:`, with its filters (`branches: [main]`, `types: [completed]`, …).
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub event: Scalar,
+    pub filters: Vec<(Scalar, Vec<Scalar>)>,
+}
+
+impl Trigger {
+    pub fn filter(&self, name: &str) -> Option<&[Scalar]> {
+        self.filters
+            .iter()
+            .find(|(key, _)| key.value == name)
+            .map(|(_, values)| values.as_slice())
+    }
+}
+
+/// A `permissions:` value: `read-all`/`write-all`/`{}` or a scope map.
+#[derive(Debug, Clone)]
+pub enum Permissions {
+    Shorthand(Scalar),
+    Map { scopes: Vec<(Scalar, Scalar)> },
+}
+
+#[derive(Debug)]
+pub struct Job {
+    pub id: Scalar,
+    pub if_cond: Option<Scalar>,
+    /// Every label `runs-on` names (plain, list, or `labels:` of a group form),
+    /// with matrix expressions resolved where the matrix lists the values.
+    pub runs_on: Vec<Scalar>,
+    /// `runs-on` could not be resolved to labels (a `group:`, an expression, …).
+    pub runs_on_unresolved: Option<Scalar>,
+    pub permissions: Option<Permissions>,
+    pub cache_mode: Option<Scalar>,
+    /// A reusable workflow this job calls.
+    pub uses: Option<Scalar>,
+    /// `secrets: inherit`.
+    pub secrets_inherit: Option<Scalar>,
+    pub env: Vec<(Scalar, Scalar)>,
+    pub default_working_directory: Option<Scalar>,
+    pub steps: Vec<Step>,
+    /// Every scalar in the job, keys excluded, for expression scans (`secrets.X`).
+    pub scalars: Vec<Scalar>,
+}
+
+#[derive(Debug)]
+pub struct Step {
+    /// Where the step starts (its first key).
+    pub pos: Pos,
+    pub index: usize,
+    pub id: Option<Scalar>,
+    pub uses: Option<Scalar>,
+    pub run: Option<Scalar>,
+    pub with: Vec<(Scalar, Scalar)>,
+    pub env: Vec<(Scalar, Scalar)>,
+    pub working_directory: Option<Scalar>,
+}
+
+impl Step {
+    /// The value of `with: NAME`.
+    pub fn input(&self, name: &str) -> Option<&Scalar> {
+        lookup(&self.with, name)
+    }
+
+    /// The action this step uses, split into its name and ref
+    /// (`actions/cache/restore`, `v4`); `None` for `run` steps.
+    pub fn action(&self) -> Option<(&str, &str)> {
+        let uses = self.uses.as_ref()?;
+        Some(split_uses(&uses.value))
+    }
+
+    /// True when the step uses `name` (any ref), e.g. `actions/checkout`.
+    pub fn uses_action(&self, name: &str) -> bool {
+        self.action()
+            .is_some_and(|(action, _)| action.eq_ignore_ascii_case(name))
+    }
+}
+
+/// Splits `owner/repo/path@ref` at the last `@`.
+pub fn split_uses(uses: &str) -> (&str, &str) {
+    match uses.rsplit_once('@') {
+        Some((name, reference)) => (name, reference),
+        None => (uses, ""),
+    }
+}
+
+pub fn lookup<'a>(pairs: &'a [(Scalar, Scalar)], name: &str) -> Option<&'a Scalar> {
+    pairs
+        .iter()
+        .find(|(key, _)| key.value == name)
+        .map(|(_, value)| value)
+}
+
+impl Workflow {
+    /// Reads and models `path`; `rel` is how findings name it.
+    pub fn load(path: &Path, rel: &str) -> Result<Workflow> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read workflow {}", path.display()))?;
+        Workflow::parse(rel, &text)
+    }
+
+    pub fn parse(rel: &str, text: &str) -> Result<Workflow> {
+        let options = LoaderOptions::default().error_on_duplicate_keys(true);
+        let root = marked_yaml::parse_yaml_with_options(0, text, options).map_err(|err| {
+            anyhow::anyhow!(
+                "{rel}:{err}; fix the YAML (check-contracts does not support anchors, aliases or tags)"
+            )
+        })?;
+        let root = root
+            .as_mapping()
+            .with_context(|| format!("{rel}:1:1: a workflow must be a mapping"))?;
+        let name = rel.rsplit('/').next().unwrap_or(rel).to_owned();
+        let mut workflow = Workflow {
+            name,
+            path: rel.to_owned(),
+            lines: text.lines().map(str::to_owned).collect(),
+            triggers: Vec::new(),
+            permissions: None,
+            cache_mode: None,
+            env: Vec::new(),
+            default_working_directory: None,
+            jobs: Vec::new(),
+        };
+        let ctx = Ctx { file: rel };
+        let Some(on) = root.get_node("on") else {
+            bail!("{rel}:1:1: the workflow has no `on:`; GitHub would refuse it");
+        };
+        workflow.triggers = ctx.triggers(on)?;
+        workflow.permissions = root
+            .get_node("permissions")
+            .map(|node| ctx.permissions(node))
+            .transpose()?;
+        workflow.cache_mode = root.get_node("cache-mode").and_then(scalar);
+        workflow.env = ctx.pairs(root.get_node("env"), "env")?;
+        workflow.default_working_directory = default_working_directory(root);
+        let Some(jobs) = root.get_node("jobs") else {
+            bail!("{rel}:1:1: the workflow has no `jobs:`; GitHub would refuse it");
+        };
+        let jobs = ctx.mapping(jobs, "jobs")?;
+        for (id, node) in jobs.iter() {
+            workflow.jobs.push(ctx.job(key_scalar(id), node)?);
+        }
+        Ok(workflow)
+    }
+
+    /// The jobs by id.
+    pub fn job(&self, id: &str) -> Option<&Job> {
+        self.jobs.iter().find(|job| job.id.value == id)
+    }
+
+    /// The events that start this workflow directly.
+    pub fn events(&self) -> impl Iterator<Item = &str> {
+        self.triggers.iter().map(|t| t.event.value.as_str())
+    }
+
+    #[cfg(test)]
+    pub fn trigger(&self, event: &str) -> Option<&Trigger> {
+        self.triggers.iter().find(|t| t.event.value == event)
+    }
+
+    /// The text of a 1-based line, or "" past the end.
+    pub fn line(&self, line: usize) -> &str {
+        line.checked_sub(1)
+            .and_then(|i| self.lines.get(i))
+            .map_or("", String::as_str)
+    }
+
+    /// Where `needle` appears in the file at or after `from` (the key of a
+    /// block scalar, whose own span the parser does not report usefully).
+    pub fn locate(&self, from: Pos, needle: &str) -> Pos {
+        let needle = needle.trim();
+        if needle.is_empty() {
+            return from;
+        }
+        for (i, line) in self
+            .lines
+            .iter()
+            .enumerate()
+            .skip(from.line.saturating_sub(1))
+        {
+            if let Some(col) = line.find(needle) {
+                return Pos {
+                    line: i + 1,
+                    column: line[..col].chars().count() + 1,
+                };
+            }
+        }
+        from
+    }
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(&self, node: &Node) -> String {
+        let pos = node_pos(node);
+        format!("{}:{}:{}", self.file, pos.line, pos.column)
+    }
+
+    fn mapping<'n>(&self, node: &'n Node, what: &str) -> Result<&'n MarkedMappingNode> {
+        node.as_mapping()
+            .with_context(|| format!("{}: `{what}` must be a mapping", self.at(node)))
+    }
+
+    fn triggers(&self, on: &Node) -> Result<Vec<Trigger>> {
+        let mut triggers = Vec::new();
+        match on {
+            Node::Scalar(_) => triggers.push(Trigger {
+                event: scalar(on).unwrap_or_default(),
+                filters: Vec::new(),
+            }),
+            Node::Sequence(events) => {
+                for event in events.iter() {
+                    let event = scalar(event).with_context(|| {
+                        format!("{}: an event in `on:` must be a name", self.at(event))
+                    })?;
+                    triggers.push(Trigger {
+                        event,
+                        filters: Vec::new(),
+                    });
+                }
+            }
+            Node::Mapping(events) => {
+                for (event, config) in events.iter() {
+                    let mut filters = Vec::new();
+                    if let Node::Mapping(config) = config {
+                        for (name, values) in config.iter() {
+                            filters.push((key_scalar(name), scalars_of(values)));
+                        }
+                    }
+                    triggers.push(Trigger {
+                        event: key_scalar(event),
+                        filters,
+                    });
+                }
+            }
+        }
+        Ok(triggers)
+    }
+
+    fn permissions(&self, node: &Node) -> Result<Permissions> {
+        match node {
+            Node::Scalar(_) => Ok(Permissions::Shorthand(scalar(node).unwrap_or_default())),
+            Node::Mapping(map) => Ok(Permissions::Map {
+                scopes: map
+                    .iter()
+                    .map(|(scope, level)| {
+                        let level = scalar(level).with_context(|| {
+                            format!("{}: a permission level must be a word", self.at(level))
+                        })?;
+                        Ok((key_scalar(scope), level))
+                    })
+                    .collect::<Result<_>>()?,
+            }),
+            Node::Sequence(_) => bail!(
+                "{}: `permissions` must be `read-all`, `write-all` or a mapping",
+                self.at(node)
+            ),
+        }
+    }
+
+    /// A mapping of names to scalar values (`env:`, `with:`); absent means empty.
+    fn pairs(&self, node: Option<&Node>, what: &str) -> Result<Vec<(Scalar, Scalar)>> {
+        let Some(node) = node else {
+            return Ok(Vec::new());
+        };
+        // `env: ${{ fromJSON(...) }}` is legal; keep it visible to the scans as one value.
+        if let Some(value) = scalar(node) {
+            return Ok(vec![(Scalar::default(), value)]);
+        }
+        let map = self.mapping(node, what)?;
+        Ok(map
+            .iter()
+            .map(|(key, value)| {
+                let key = key_scalar(key);
+                let value = value_scalar(&key, value);
+                (key, value)
+            })
+            .collect())
+    }
+
+    fn job(&self, id: Scalar, node: &Node) -> Result<Job> {
+        let map = self.mapping(node, &format!("jobs.{}", id.value))?;
+        let (runs_on, runs_on_unresolved) = runs_on(map);
+        let mut job = Job {
+            if_cond: map.get_node("if").map(|v| value_scalar(&id, v)),
+            runs_on,
+            runs_on_unresolved,
+            permissions: map
+                .get_node("permissions")
+                .map(|node| self.permissions(node))
+                .transpose()?,
+            cache_mode: map.get_node("cache-mode").and_then(scalar),
+            uses: map.get_node("uses").and_then(scalar),
+            secrets_inherit: map
+                .get_node("secrets")
+                .and_then(scalar)
+                .filter(|s| s.value == "inherit"),
+            env: self.pairs(map.get_node("env"), "env")?,
+            default_working_directory: default_working_directory(map),
+            steps: Vec::new(),
+            scalars: Vec::new(),
+            id,
+        };
+        collect_scalars(node, &mut job.scalars);
+        if let Some(steps) = map.get_node("steps") {
+            let steps = steps.as_sequence().with_context(|| {
+                format!(
+                    "{}: `jobs.{}.steps` must be a list",
+                    self.at(steps),
+                    job.id.value
+                )
+            })?;
+            for (index, step) in steps.iter().enumerate() {
+                job.steps.push(self.step(index, step)?);
+            }
+        }
+        Ok(job)
+    }
+
+    fn step(&self, index: usize, node: &Node) -> Result<Step> {
+        let map = node
+            .as_mapping()
+            .with_context(|| format!("{}: a step must be a mapping", self.at(node)))?;
+        let pos = map
+            .keys()
+            .filter_map(|key| key.span().start())
+            .map(|m| Pos {
+                line: m.line(),
+                column: m.column(),
+            })
+            .min()
+            .unwrap_or_else(|| node_pos(node));
+        let entry = |name: &str| {
+            map.iter()
+                .find(|(key, _)| key.as_str() == name)
+                .map(|(key, value)| value_scalar(&key_scalar(key), value))
+        };
+        Ok(Step {
+            pos,
+            index,
+            id: entry("id"),
+            uses: entry("uses"),
+            run: entry("run"),
+            with: self.pairs(map.get_node("with"), "with")?,
+            env: self.pairs(map.get_node("env"), "env")?,
+            working_directory: entry("working-directory"),
+        })
+    }
+}
+
+fn default_working_directory(map: &MarkedMappingNode) -> Option<Scalar> {
+    map.get_mapping("defaults")?
+        .get_mapping("run")?
+        .get_node("working-directory")
+        .and_then(scalar)
+}
+
+/// Resolves `runs-on` to labels. A `${{ matrix.NAME }}` is replaced by the
+/// values the job's matrix lists for NAME (and its `include` entries); any
+/// other expression, or a runner `group`, is unresolved.
+fn runs_on(job: &MarkedMappingNode) -> (Vec<Scalar>, Option<Scalar>) {
+    let Some(node) = job.get_node("runs-on") else {
+        return (Vec::new(), None);
+    };
+    let raw: Vec<Scalar> = match node {
+        Node::Mapping(map) => {
+            if let Some(group) = map.get_node("group") {
+                return (Vec::new(), scalar(group));
+            }
+            map.get_node("labels").map(scalars_of).unwrap_or_default()
+        }
+        _ => scalars_of(node),
+    };
+    let mut labels = Vec::new();
+    for label in raw {
+        if !label.value.contains("${{") {
+            labels.push(label);
+            continue;
+        }
+        let inner = label
+            .value
+            .trim()
+            .strip_prefix("${{")
+            .and_then(|s| s.strip_suffix("}}"))
+            .map(str::trim);
+        let resolved = inner
+            .and_then(|expr| expr.strip_prefix("matrix."))
+            .and_then(|name| matrix_values(job, name, label.pos));
+        match resolved {
+            Some(values) if !values.is_empty() => labels.extend(values),
+            _ => return (labels, Some(label)),
+        }
+    }
+    (labels, None)
+}
+
+fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Scalar>> {
+    let matrix = job.get_mapping("strategy")?.get_mapping("matrix")?;
+    let mut values = Vec::new();
+    if let Some(listed) = matrix.get_node(name) {
+        listed.as_sequence()?;
+        values.extend(scalars_of(listed));
+    }
+    if let Some(include) = matrix.get_sequence("include") {
+        for entry in include.iter() {
+            if let Some(value) = entry.as_mapping().and_then(|m| m.get_node(name)) {
+                values.extend(scalars_of(value));
+            }
+        }
+    }
+    // Labels point at the `runs-on` line, where the reader looks.
+    Some(
+        values
+            .into_iter()
+            .map(|v| Scalar {
+                value: v.value,
+                pos,
+            })
+            .collect(),
+    )
+}
+
+fn node_pos(node: &Node) -> Pos {
+    node.span()
+        .start()
+        .map(|m| Pos {
+            line: m.line(),
+            column: m.column(),
+        })
+        .unwrap_or_default()
+}
+
+fn scalar(node: &Node) -> Option<Scalar> {
+    let s = node.as_scalar()?;
+    Some(Scalar {
+        value: s.as_str().to_owned(),
+        pos: node_pos(node),
+    })
+}
+
+fn key_scalar(key: &marked_yaml::types::MarkedScalarNode) -> Scalar {
+    Scalar {
+        value: key.as_str().to_owned(),
+        pos: key
+            .span()
+            .start()
+            .map(|m| Pos {
+                line: m.line(),
+                column: m.column(),
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// A mapping value as a scalar, positioned where a reader looks: the value
+/// itself when it is on the key's line, else the key (block scalars report
+/// their end, not their start).
+fn value_scalar(key: &Scalar, node: &Node) -> Scalar {
+    match scalar(node) {
+        Some(mut value) => {
+            if value.pos.line != key.pos.line {
+                value.pos = key.pos;
+            }
+            value
+        }
+        // A non-scalar where a scalar belongs: keep it visible as empty text.
+        None => Scalar {
+            value: String::new(),
+            pos: key.pos,
+        },
+    }
+}
+
+/// The scalars of a scalar or a list of scalars.
+fn scalars_of(node: &Node) -> Vec<Scalar> {
+    match node {
+        Node::Scalar(_) => scalar(node).into_iter().collect(),
+        Node::Sequence(items) => items.iter().filter_map(scalar).collect(),
+        Node::Mapping(_) => Vec::new(),
+    }
+}
+
+fn collect_scalars(node: &Node, out: &mut Vec<Scalar>) {
+    match node {
+        Node::Scalar(_) => out.extend(scalar(node)),
+        Node::Sequence(items) => items.iter().for_each(|n| collect_scalars(n, out)),
+        Node::Mapping(map) => {
+            for (key, value) in map.iter() {
+                let key = key_scalar(key);
+                match value {
+                    Node::Scalar(_) => out.push(value_scalar(&key, value)),
+                    _ => collect_scalars(value, out),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+name: sample
+on:
+  push:
+    branches: [main]
+  workflow_dispatch:
+permissions:
+  contents: read
+jobs:
+  build:
+    runs-on: ${{ matrix.os }}
+    strategy:
+      matrix:
+        os: [ubuntu-latest, windows-latest]
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.sha }}
+      - id: archive_key
+        run: |
+          echo one
+          git checkout other
+";
+
+    #[test]
+    fn parses_triggers_jobs_and_steps_with_positions() {
+        let wf = Workflow::parse(".github/workflows/sample.yml", SAMPLE).unwrap();
+        assert_eq!(wf.name, "sample.yml");
+        assert_eq!(
+            wf.events().collect::<Vec<_>>(),
+            ["push", "workflow_dispatch"]
+        );
+        let branches = wf.trigger("push").unwrap().filter("branches").unwrap();
+        assert_eq!(branches[0].value, "main");
+        assert_eq!(
+            branches[0].pos,
+            Pos {
+                line: 4,
+                column: 16
+            }
+        );
+        let job = wf.job("build").unwrap();
+        let labels: Vec<_> = job.runs_on.iter().map(|l| l.value.as_str()).collect();
+        assert_eq!(labels, ["ubuntu-latest", "windows-latest"]);
+        assert!(job.runs_on_unresolved.is_none());
+        assert_eq!(job.steps.len(), 2);
+        assert_eq!(
+            job.steps[0].pos,
+            Pos {
+                line: 15,
+                column: 9
+            }
+        );
+        assert_eq!(job.steps[0].action(), Some(("actions/checkout", "v4")));
+        assert_eq!(
+            job.steps[0].input("ref").unwrap().value,
+            "${{ github.sha }}"
+        );
+        let run = job.steps[1].run.as_ref().unwrap();
+        assert_eq!(run.pos.line, 19, "a block scalar is placed at its key");
+        assert_eq!(wf.locate(run.pos, "git checkout other").line, 21);
+    }
+
+    #[test]
+    fn bad_yaml_is_an_error_with_a_location_not_a_panic() {
+        for (text, needle) in [
+            ("on: [push\n", "x.yml:"),
+            ("on: push\njobs: *x\n", "unknown anchor"),
+            ("on: push\na: &x 1\njobs: {}\n", "anchor"),
+            ("on: push\non: pull_request\njobs: {}\n", "Duplicate key"),
+            ("- a\n", "mapping"),
+            (
+                "on: push\njobs: [a]\n",
+                "x.yml:2:7: `jobs` must be a mapping",
+            ),
+            (
+                "on: push\njobs:\n  a:\n    steps: [1]\n",
+                "a step must be a mapping",
+            ),
+            ("jobs: {}\n", "no `on:`"),
+        ] {
+            let err = format!("{:#}", Workflow::parse("x.yml", text).unwrap_err());
+            assert!(err.contains(needle), "{text:?} gave {err}");
+        }
+    }
+
+    #[test]
+    fn unresolvable_runs_on_is_reported() {
+        let wf = Workflow::parse(
+            "x.yml",
+            "on: push\njobs:\n  a:\n    runs-on: [self-hosted, '${{ needs.pod.outputs.label }}']\n  b:\n    runs-on:\n      group: gpu\n",
+        )
+        .unwrap();
+        assert!(wf.jobs[0].runs_on_unresolved.is_some());
+        assert_eq!(wf.jobs[0].runs_on[0].value, "self-hosted");
+        assert_eq!(wf.jobs[1].runs_on_unresolved.as_ref().unwrap().value, "gpu");
+    }
+}
