@@ -4,5 +4,7 @@
 mod archive;
 mod contracts;
 mod key;
+mod scripts;
 mod support;
 mod verify;
+mod workflows;

@@ -50,7 +50,11 @@ impl Fixture {
 
 /// The xtask binary under test, with a clean environment for Actions variables.
 pub fn xtask_cmd(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    // Run from a nextest archive on another machine (the GPU pod), the
+    // compile-time path is the build machine's; nextest passes the remapped one.
+    let binary = std::env::var_os("NEXTEST_BIN_EXE_xtask")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_xtask").into());
+    let mut cmd = Command::new(binary);
     cmd.args(args);
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().into_owned();
