@@ -974,3 +974,57 @@ fn verification_rejects_damaged_archives() {
     let err = format!("{:#}", verify::check_archive(&link, &spec).unwrap_err());
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn a_damaged_cache_restore_is_replaced_by_a_trusted_artifact_without_building() {
+    let api = Api::new();
+    api.trusted(7, 100, good_zip());
+    let scratch = Scratch::new();
+    let out = scratch.out();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("cuda-tests.tar.zst"), nextest_archive()).unwrap();
+    std::fs::write(out.join("cuda-tutorial.tar.zst"), b"damaged").unwrap();
+    let policy = policy();
+    // A root without a workspace: had the build run, it would have failed.
+    let nowhere = scratch.dir.path().join("no-workspace");
+    let request = super::Request {
+        root: &nowhere,
+        policy: &policy,
+        artifact_name: NAME,
+        out: &out,
+        reuse: true,
+        cache_hit: true,
+    };
+    let source = super::obtain(&request, || Ok(api.env())).unwrap();
+    assert_eq!(source.kind(), "artifact", "{source:?}");
+    scratch.assert_installed();
+
+    // Now the restore is whole: the cache is used and the API is not asked.
+    let before = api.api_requests().len();
+    let source = super::obtain(&request, || panic!("the cache hit needs no API")).unwrap();
+    assert_eq!(source, super::Source::Cache);
+    assert_eq!(api.api_requests().len(), before);
+}
+
+#[test]
+fn missing_environment_falls_back_to_the_build_with_its_reason() {
+    let scratch = Scratch::new();
+    let policy = policy();
+    let nowhere = scratch.dir.path().join("no-workspace");
+    let request = super::Request {
+        root: &nowhere,
+        policy: &policy,
+        artifact_name: NAME,
+        out: &scratch.out(),
+        reuse: true,
+        cache_hit: false,
+    };
+    // The build of a workspace that does not exist fails, which shows that
+    // the missing environment led to the build rather than to an error.
+    let err = super::obtain(&request, || Err("GITHUB_TOKEN is not set".into())).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("cargo nextest archive"),
+        "{err:#}"
+    );
+    scratch.assert_clean();
+}
