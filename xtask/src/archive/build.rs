@@ -22,7 +22,9 @@ use crate::policy::ArchiveSpec;
 
 /// Builds every archive of `specs` for the workspace at `root` into `out`.
 pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<PathBuf>> {
-    let sh = scrubbed_shell(root)?;
+    // Every command run through this shell goes through [`scrubbed`].
+    let sh = Shell::new().context("cannot start a shell")?;
+    sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let staging = download::staging_dir(out)?;
     for (index, spec) in specs.iter().enumerate() {
@@ -61,13 +63,6 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
         );
     }
     download::move_into_place(staging.path(), specs, out)
-}
-
-/// A shell in `root`; every command run through it goes through [`scrubbed`].
-pub fn scrubbed_shell(root: &Path) -> Result<Shell> {
-    let sh = Shell::new().context("cannot start a shell")?;
-    sh.change_dir(root);
-    Ok(sh)
 }
 
 /// `cmd` without any runner control variable in its environment.
