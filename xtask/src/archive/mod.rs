@@ -109,6 +109,14 @@ impl flags::GpuArchive {
             cache_hit: self.cache_hit,
         };
         let source = obtain(&request, GithubEnv::from_env)?;
+        if matches!(source, Source::Build { .. }) {
+            // The key was derived statically; the build just showed what
+            // the compiler really read. Fail closed on any difference.
+            if let Err(err) = crate::verify::check_archive_builds(&root, &manifest, &policy) {
+                remove_archives(&out, &policy.archive);
+                return Err(err);
+            }
+        }
         report(
             &source,
             &manifest.key,

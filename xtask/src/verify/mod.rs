@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 
 use crate::key::{self, KeyManifest};
+use crate::policy::{ArchiveSpec, Policy};
 use crate::{flags, gha};
 
 impl flags::VerifyKey {
@@ -48,6 +49,77 @@ impl flags::VerifyKey {
         }
         Ok(ExitCode::from(1))
     }
+}
+
+/// Checks the builds `gpu-archive` just made, one per profile directory its
+/// `[[archive]]` commands wrote to, and refuses the key on any miss: an
+/// archive must never be published under a key that does not describe it.
+pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy) -> Result<()> {
+    let workspace = key::workspace::load(root)?;
+    let package_dirs = workspace.package_dirs();
+    let mut dirs: Vec<PathBuf> = policy
+        .archive
+        .iter()
+        .map(|spec| archive_profile_dir(&workspace.target_dir, root, spec))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let mut misses = Vec::new();
+    for dir in dirs {
+        let report = check(root, manifest, &package_dirs, &dir)?;
+        eprint!("{}", report.render());
+        misses.extend(report.misses);
+    }
+    if !misses.is_empty() {
+        let list: Vec<String> = misses
+            .iter()
+            .map(|m| format!("{} (read by {}): {}", m.path, m.read_by, m.fix))
+            .collect();
+        bail!(
+            "the build read {} file(s) the key does not cover, so the archives are not published under it:\n  {}",
+            list.len(),
+            list.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Where an archive's build wrote: `[<target-dir>/][<triple>/]<profile>`, from
+/// the `--target-dir`, `--target`, `--cargo-profile` / `--profile` and
+/// `--release` arguments of its command (nextest's `--profile` is a nextest
+/// profile, not a cargo one).
+pub fn archive_profile_dir(default_target_dir: &Path, root: &Path, spec: &ArchiveSpec) -> PathBuf {
+    let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
+        (Some(args), _) => (args.as_slice(), "--cargo-profile"),
+        (None, Some(args)) => (args.as_slice(), "--profile"),
+        (None, None) => (&[][..], "--profile"),
+    };
+    let value = |flag: &str| -> Option<String> {
+        let mut found = None;
+        for (i, arg) in args.iter().enumerate() {
+            if arg == flag {
+                found = args.get(i + 1).cloned();
+            } else if let Some(v) = arg
+                .strip_prefix(flag)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                found = Some(v.to_owned());
+            }
+        }
+        found
+    };
+    let target_dir =
+        value("--target-dir").map_or_else(|| default_target_dir.to_path_buf(), |d| root.join(d));
+    let profile = match value(cargo_profile_flag) {
+        Some(profile) => profile,
+        None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
+        None => "dev".to_owned(),
+    };
+    let mut dir = target_dir;
+    if let Some(triple) = value("--target") {
+        dir.push(triple);
+    }
+    dir.join(profile_dir(&profile))
 }
 
 /// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
@@ -386,6 +458,57 @@ fn expand_dir(path: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn archive_profile_dirs_follow_the_build_arguments() {
+        let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
+            file: "a.tar.zst".into(),
+            nextest: nextest.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            build: build.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            binaries: vec![],
+        };
+        let t = Path::new("/r/target");
+        let r = Path::new("/r");
+        assert_eq!(
+            archive_profile_dir(t, r, &spec(Some(&["-p", "x"]), None)),
+            Path::new("/r/target/debug")
+        );
+        assert_eq!(
+            archive_profile_dir(
+                t,
+                r,
+                &spec(
+                    Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
+                    None
+                )
+            ),
+            Path::new("/r/target/ci")
+        );
+        assert_eq!(
+            archive_profile_dir(t, r, &spec(None, Some(&["--profile=ci"]))),
+            Path::new("/r/target/ci")
+        );
+        assert_eq!(
+            archive_profile_dir(t, r, &spec(None, Some(&["--release"]))),
+            Path::new("/r/target/release")
+        );
+        assert_eq!(
+            archive_profile_dir(
+                t,
+                r,
+                &spec(
+                    None,
+                    Some(&[
+                        "--target-dir",
+                        "out",
+                        "--target",
+                        "x86_64-unknown-linux-gnu"
+                    ])
+                )
+            ),
+            Path::new("/r/out/x86_64-unknown-linux-gnu/debug")
+        );
+    }
 
     #[test]
     fn dep_info_prerequisites_are_parsed_with_escapes() {

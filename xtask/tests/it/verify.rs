@@ -144,3 +144,55 @@ fn verify_key_without_a_build_says_what_to_do() {
         stderr(&output)
     );
 }
+
+#[test]
+fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n")
+        .file("mac/Cargo.toml", "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n")
+        .file(
+            "mac/src/lib.rs",
+            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed_data(_: TokenStream) -> TokenStream {\n    \"include_str!(concat!(env!(\\\"CARGO_MANIFEST_DIR\\\"), \\\"/data/x.txt\\\"))\".parse().unwrap()\n}\n",
+        )
+        .file(
+            "user/Cargo.toml",
+            "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nmac = { path = \"../mac\" }\n",
+        )
+        .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n#[test]\nfn embedded() { assert!(X.contains(\"proc macro\")); }\n")
+        .file("user/data/x.txt", "data read through a proc macro\n")
+        .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n");
+    let out = f.join("out");
+    let run = || {
+        xtask_cmd(&["gpu-archive", "--out"])
+            .arg(&out)
+            .arg("--root")
+            .arg(f.path())
+            .output()
+            .unwrap()
+    };
+
+    let refused = run();
+    let text = stderr(&refused);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "a miss must fail the fresh build:\n{text}"
+    );
+    assert!(
+        text.contains("user/data/x.txt") && text.contains("not published under it"),
+        "{text}"
+    );
+    assert!(
+        !out.join("tests.tar.zst").exists(),
+        "no archive may be left for upload under a wrong key"
+    );
+
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"user/data/*.txt\"]\n[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n",
+    );
+    let accepted = run();
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    assert!(stderr(&accepted).contains("every file the build read is covered by the key"));
+    assert!(out.join("tests.tar.zst").is_file());
+}
