@@ -518,12 +518,22 @@ impl<'a> Checker<'a> {
                     self.model.job(*at).id.value
                 ),
                 Some((_, reference_sig)) if reference_sig == sig => continue,
-                Some((where_, reference_sig)) => format!(
-                    "job `{}` computes the archive key differently from the publisher ({where_}): {} vs {}",
-                    self.model.job(*at).id.value,
-                    sig.describe(),
-                    reference_sig.describe()
-                ),
+                Some((where_, reference_sig)) => {
+                    let (ours, theirs) = (sig.describe(), reference_sig.describe());
+                    // Two texts can differ only in spacing that `describe`
+                    // folds away; say so rather than print two equal strings.
+                    let detail = if ours == theirs {
+                        format!(
+                            "{ours} in both, but the `run:` texts differ in spacing or other lines; make them byte-identical"
+                        )
+                    } else {
+                        format!("{ours} vs {theirs}")
+                    };
+                    format!(
+                        "job `{}` computes the archive key differently from the publisher ({where_}): {detail}",
+                        self.model.job(*at).id.value
+                    )
+                }
             };
             self.push("key-mismatch", *at, at.workflow, pos, message);
         }
