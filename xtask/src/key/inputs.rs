@@ -267,6 +267,10 @@ impl InputSet {
     }
 }
 
+thread_local! {
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
+}
+
 /// Hashes one path without following a symlink.
 pub fn hash_path(path: &Path) -> Result<Hashed> {
     let meta = match std::fs::symlink_metadata(path) {
@@ -299,18 +303,21 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0; 256 * 1024];
     let mut size = 0;
-    loop {
-        let n = file
-            .read(&mut buffer)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if n == 0 {
-            break;
+    // One buffer per hashing thread: allocating and zeroing a fresh one per
+    // file costs more than hashing the small files most workspaces hold.
+    READ_BUFFER.with_borrow_mut(|buffer| -> Result<()> {
+        loop {
+            let n = file
+                .read(buffer)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if n == 0 {
+                return Ok(());
+            }
+            size += n as u64;
+            hasher.update(&buffer[..n]);
         }
-        size += n as u64;
-        hasher.update(&buffer[..n]);
-    }
+    })?;
     Ok(Hashed {
         kind: kind_of(&meta),
         sha256: hasher.finalize().into(),
