@@ -345,6 +345,10 @@ pub struct Run {
     pub event: String,
     #[serde(default)]
     pub head_branch: Option<String>,
+    /// The commit whose workflow definition ran (for every event but
+    /// `workflow_run`, whose head is the triggering run's).
+    #[serde(default)]
+    pub head_sha: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
     #[serde(default)]
@@ -409,7 +413,14 @@ pub fn judge_artifact(artifact: &Artifact, name: &str, ctx: &TrustContext) -> Re
 }
 
 /// The provenance rules, applied to the producing run itself.
-pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<(), String> {
+///
+/// `Ok(Some(sha))` means the rules pass provided commit `sha` is in the
+/// history of the default branch, which [`check_on_default_branch`] asks the
+/// API. A `head_branch` equal to the default branch does not prove that on its
+/// own: a push of a *tag* named like the default branch, or a dispatch on such
+/// a tag, reports the tag's name as `head_branch` and runs the workflow
+/// definition of whatever commit the tag points to.
+pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, String> {
     if run.id == ctx.current_run_id {
         return Err("it was produced by the current run".to_owned());
     }
@@ -453,24 +464,72 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<(), String> {
     // its head branch is the triggering run's and says nothing. Every other
     // trusted event runs the definition of its own ref, which must therefore
     // be the default branch.
-    if event != "workflow_run" {
-        match run.head_branch.as_deref() {
-            Some(branch) if branch == ctx.default_branch => {}
-            Some(branch) => {
-                return Err(format!(
-                    "its {event} run was on branch {branch:?}, not the default branch {:?}",
-                    ctx.default_branch
-                ));
-            }
-            None => {
-                return Err(format!(
-                    "its {event} run has no head branch, so it cannot be shown to be on {:?}",
-                    ctx.default_branch
-                ));
-            }
+    if event == "workflow_run" {
+        return Ok(None);
+    }
+    match run.head_branch.as_deref() {
+        Some(branch) if branch == ctx.default_branch => {}
+        Some(branch) => {
+            return Err(format!(
+                "its {event} run was on branch {branch:?}, not the default branch {:?}",
+                ctx.default_branch
+            ));
+        }
+        None => {
+            return Err(format!(
+                "its {event} run has no head branch, so it cannot be shown to be on {:?}",
+                ctx.default_branch
+            ));
         }
     }
-    Ok(())
+    match run.head_sha.as_deref() {
+        Some(sha) if sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(Some(sha.to_ascii_lowercase()))
+        }
+        Some(sha) => Err(format!("its run's head commit {sha:?} is not a commit id")),
+        None => Err(format!(
+            "its {event} run names no head commit, so it cannot be shown to be on {:?}",
+            ctx.default_branch
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Comparison {
+    status: String,
+}
+
+/// Checks that commit `sha` is in the history of `branch`, through
+/// `GET /repos/{o}/{r}/compare/{sha}...{branch}`: the branch must be
+/// `identical` to the commit or `ahead` of it. A commit only reachable from a
+/// tag or another branch is refused.
+pub async fn check_on_default_branch(
+    github: &Github,
+    sha: &str,
+    branch: &str,
+) -> Result<(), String> {
+    // A branch name with anything else would need encoding GitHub's compare
+    // route does not document; refuse it rather than guess.
+    if branch.is_empty()
+        || !branch
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+    {
+        return Err(format!(
+            "the default branch {branch:?} cannot be named in a compare request"
+        ));
+    }
+    let route = github.repo_route(&format!("/compare/{sha}...{branch}?per_page=1"));
+    let (comparison, _): (Comparison, _) = github
+        .get_json(&route)
+        .await
+        .map_err(|err| format!("cannot tell whether its commit {sha} is on {branch:?}: {err:#}"))?;
+    match comparison.status.as_str() {
+        "identical" | "ahead" => Ok(()),
+        status => Err(format!(
+            "its commit {sha} is not in the history of {branch:?} (compare status {status:?}); a tag or ref named like the default branch?"
+        )),
+    }
 }
 
 /// An artifact whose producing run passed every check.
@@ -554,7 +613,11 @@ pub async fn find(
                     "the API answered run {} when asked for run {run_id}",
                     run.id
                 )),
-                Ok(run) => judge_run(run, &ctx),
+                Ok(run) => match judge_run(run, &ctx) {
+                    Ok(Some(sha)) => check_on_default_branch(github, &sha, default_branch).await,
+                    Ok(None) => Ok(()),
+                    Err(reason) => Err(reason),
+                },
                 Err(reason) => Err(reason.clone()),
             };
             match verdict {

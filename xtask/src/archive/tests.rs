@@ -173,10 +173,16 @@ fn good_run(id: u64) -> Value {
         "path": ".github/workflows/ci-cache-publish.yml",
         "event": "push",
         "head_branch": "main",
+        "head_sha": commit(id),
         "created_at": "2026-11-29T09:58:00Z",
         "repository": {"id": REPO_ID, "full_name": "o/r"},
         "head_repository": {"id": REPO_ID, "full_name": "o/r"}
     })
+}
+
+/// The head commit of run `id` in [`good_run`].
+fn commit(id: u64) -> String {
+    format!("{id:040x}")
 }
 
 /// A GitHub API mock and a separate blob-storage mock (another port, so
@@ -232,12 +238,26 @@ impl Api {
         );
     }
 
+    /// Serves `run`, and says its head commit is in `main`'s history.
     fn run(&self, run: Value) {
         let id = run["id"].as_u64().unwrap();
+        if let Some(sha) = run["head_sha"].as_str() {
+            self.compare(sha, "ahead", 5);
+        }
         self.mount(
             Mock::given(method("GET"))
                 .and(path(format!("/repos/o/r/actions/runs/{id}")))
                 .respond_with(ResponseTemplate::new(200).set_body_json(run)),
+        );
+    }
+
+    /// The answer to `compare/{sha}...main`; a lower `priority` wins.
+    fn compare(&self, sha: &str, status: &str, priority: u8) {
+        self.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/compare/{sha}...main")))
+                .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": status})))
+                .with_priority(priority),
         );
     }
 
@@ -509,6 +529,11 @@ fn each_rejection_names_its_reason() {
         |r| r["head_branch"] = json!(null),
         "has no head branch",
     );
+    expect_skipped(
+        none,
+        |r| r["head_sha"] = json!(null),
+        "names no head commit",
+    );
     expect_skipped(|a| a["expired"] = json!(true), none, "expired");
     expect_skipped(|a| a["name"] = json!("other"), none, "is not");
     expect_skipped(
@@ -516,6 +541,54 @@ fn each_rejection_names_its_reason() {
         |r| r["id"] = json!(556),
         "run 555 cannot be read",
     );
+}
+
+/// A push of a *tag* called `main` (or a dispatch on one) reports `main` as
+/// its head branch but runs the workflow file of whatever commit the tag
+/// names. Only the commit's absence from `main`'s history gives it away.
+#[test]
+fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
+    for event in ["push", "workflow_dispatch"] {
+        let api = Api::new();
+        let zip = good_zip();
+        api.listing(vec![artifact(7, 100, &zip)]);
+        let mut run = good_run(100);
+        run["event"] = json!(event);
+        run["head_sha"] = json!("f".repeat(40));
+        api.compare(&"f".repeat(40), "diverged", 1);
+        api.run(run);
+        api.zip(7, zip);
+        let scratch = Scratch::new();
+        let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+        assert!(
+            reason.contains("is not in the history of \"main\""),
+            "{reason}"
+        );
+        assert!(
+            api.blob_requests().is_empty(),
+            "the artifact was downloaded"
+        );
+        scratch.assert_clean();
+    }
+    // A comparison that cannot be made skips the candidate too.
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/o/r/compare/{}...main", commit(100))))
+            .respond_with(ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"})))
+            .with_priority(1),
+    );
+    api.run(good_run(100));
+    api.zip(7, zip);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(
+        reason.contains("cannot tell whether its commit"),
+        "{reason}"
+    );
+    assert!(api.blob_requests().is_empty());
 }
 
 #[test]
@@ -834,17 +907,30 @@ fn rules_on_their_own() {
         path: Some(path.into()),
         event: event.into(),
         head_branch: branch.map(str::to_owned),
+        head_sha: Some(commit(1)),
         created_at: None,
         repository: repo(),
         head_repository: repo(),
     };
     let publish = ".github/workflows/ci-cache-publish.yml";
     for event in ["push", "schedule", "workflow_dispatch"] {
-        assert!(finder::judge_run(&run(event, Some("main"), publish), &ctx).is_ok());
+        // A direct event passes only once its commit is shown to be on `main`.
+        assert_eq!(
+            finder::judge_run(&run(event, Some("main"), publish), &ctx),
+            Ok(Some(commit(1)))
+        );
         assert!(finder::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
         assert!(finder::judge_run(&run(event, None, publish), &ctx).is_err());
     }
-    assert!(finder::judge_run(&run("workflow_run", None, publish), &ctx).is_ok());
+    assert_eq!(
+        finder::judge_run(&run("workflow_run", None, publish), &ctx),
+        Ok(None)
+    );
+    let mut no_commit = run("push", Some("main"), publish);
+    no_commit.head_sha = None;
+    assert!(finder::judge_run(&no_commit, &ctx).is_err());
+    no_commit.head_sha = Some("../../evil".into());
+    assert!(finder::judge_run(&no_commit, &ctx).is_err());
     assert!(finder::judge_run(&run("issue_comment", Some("main"), publish), &ctx).is_err());
     assert!(finder::judge_run(&run("push", Some("main"), "ci-cache-publish.yml"), &ctx).is_err());
     assert!(

@@ -400,11 +400,15 @@ fn reuse_and_cache_paths_compile_nothing() {
             .and(path("/repos/o/r/actions/runs/500"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({
                 "id": 500, "event": "schedule", "head_branch": "main",
+                "head_sha": "5".repeat(40),
                 "path": ".github/workflows/ci-cache-publish.yml",
                 "created_at": "2026-11-30T03:00:00Z",
                 "repository": {"id": 42, "full_name": "o/r"},
                 "head_repository": {"id": 42, "full_name": "o/r"}
             }))),
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/o/r/compare/{}...main", "5".repeat(40))))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "ahead"}))),
         Mock::given(method("GET"))
             .and(path("/repos/o/r/actions/artifacts/5/zip"))
             .respond_with(
