@@ -303,10 +303,12 @@ struct RepositoryInfo {
     id: u64,
 }
 
+/// A listing page. Its entries are decoded one by one, so that one odd entry
+/// is a skipped candidate rather than the end of the search.
 #[derive(Debug, Deserialize)]
 struct ArtifactPage {
     #[serde(default)]
-    artifacts: Vec<Artifact>,
+    artifacts: Vec<serde_json::Value>,
 }
 
 /// One entry of `GET /repos/{o}/{r}/actions/artifacts`.
@@ -318,6 +320,9 @@ pub struct Artifact {
     pub expired: bool,
     #[serde(default)]
     pub created_at: Option<String>,
+    /// The `expired` flag can lag behind this time; a past one is expired too.
+    #[serde(default)]
+    pub expires_at: Option<String>,
     /// `sha256:<hex>` for uploads from `actions/upload-artifact` v4 on.
     #[serde(default)]
     pub digest: Option<String>,
@@ -371,6 +376,8 @@ pub struct TrustContext<'a> {
     pub current_run_id: u64,
     pub default_branch: &'a str,
     pub policy: &'a ArtifactPolicy,
+    /// The time `expires_at` is compared with.
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
 /// The checks that need only the artifact listing; they spare a run lookup.
@@ -380,6 +387,14 @@ pub fn judge_artifact(artifact: &Artifact, name: &str, ctx: &TrustContext) -> Re
     }
     if artifact.expired {
         return Err("it has expired".to_owned());
+    }
+    // A time that does not parse leaves the decision to the flag: expiry
+    // decides only whether the download can work, not whether it is trusted.
+    if let Some(expires_at) = &artifact.expires_at
+        && let Ok(at) = chrono::DateTime::parse_from_rfc3339(expires_at)
+        && at <= ctx.now
+    {
+        return Err(format!("it has expired (at {expires_at})"));
     }
     if artifact.size_in_bytes > ctx.policy.max_download_bytes {
         return Err(format!(
@@ -568,6 +583,7 @@ pub async fn find(
         current_run_id: github.env.run_id,
         default_branch,
         policy,
+        now: chrono::Utc::now(),
     };
     let mut skipped = Vec::new();
     let mut runs: HashMap<u64, Result<Run, String>> = HashMap::new();
@@ -592,7 +608,17 @@ pub async fn find(
             "artifact search: page {pages}: {} candidate(s) named {name}",
             page.artifacts.len()
         );
-        for artifact in page.artifacts {
+        for entry in page.artifacts {
+            let artifact: Artifact = match serde_json::from_value(entry.clone()) {
+                Ok(artifact) => artifact,
+                Err(err) => {
+                    let id = entry.get("id").map_or("?".to_owned(), |id| id.to_string());
+                    let line = format!("artifact {id}: its listing entry is malformed: {err}");
+                    eprintln!("artifact search: skipping {line}");
+                    skipped.push(line);
+                    continue;
+                }
+            };
             let run_id = match judge_artifact(&artifact, name, &ctx) {
                 Ok(run_id) => run_id,
                 Err(reason) => {

@@ -158,7 +158,7 @@ fn artifact(id: u64, run_id: u64, zip: &[u8]) -> Value {
         "size_in_bytes": zip.len(),
         "expired": false,
         "created_at": "2026-11-29T10:00:00Z",
-        "expires_at": "2026-12-06T10:00:00Z",
+        "expires_at": "2099-12-06T10:00:00Z",
         "digest": format!("sha256:{}", sha256(zip)),
         "workflow_run": {"id": run_id, "repository_id": REPO_ID, "head_repository_id": REPO_ID,
                          "head_branch": "main", "head_sha": "abc"}
@@ -535,6 +535,12 @@ fn each_rejection_names_its_reason() {
         "names no head commit",
     );
     expect_skipped(|a| a["expired"] = json!(true), none, "expired");
+    // The flag lags behind the time: a past `expires_at` is expired too.
+    expect_skipped(
+        |a| a["expires_at"] = json!("2020-01-01T00:00:00Z"),
+        none,
+        "it has expired (at 2020-01-01T00:00:00Z)",
+    );
     expect_skipped(|a| a["name"] = json!("other"), none, "is not");
     expect_skipped(
         |a| a["workflow_run"]["id"] = json!(555),
@@ -589,6 +595,39 @@ fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
         "{reason}"
     );
     assert!(api.blob_requests().is_empty());
+}
+
+/// Odd entries in the listing (missing, null or mistyped fields) are
+/// skipped candidates; the search goes on to the good one after them.
+#[test]
+fn malformed_listing_entries_are_skipped_not_fatal() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut odd = Vec::new();
+    for (id, field, value) in [
+        (1, "size_in_bytes", json!(null)),
+        (2, "expired", json!("no")),
+        (3, "name", json!(7)),
+        (4, "id", json!("4")),
+        (5, "workflow_run", json!({"id": "500"})),
+        (6, "created_at", json!(12)),
+    ] {
+        let mut a = artifact(id, 1000 + id, &zip);
+        a[field] = value;
+        odd.push(a);
+    }
+    let mut missing = artifact(8, 1008, &zip);
+    missing.as_object_mut().unwrap().remove("expired");
+    odd.push(missing);
+    odd.push(json!(null));
+    odd.push(artifact(9, 100, &zip));
+    api.listing(odd);
+    api.run(good_run(100));
+    api.zip(9, zip);
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (9, 100));
+    scratch.assert_installed();
 }
 
 #[test]
@@ -895,6 +934,7 @@ fn rules_on_their_own() {
         current_run_id: CURRENT_RUN,
         default_branch: "main",
         policy: &policy.artifacts,
+        now: chrono::Utc::now(),
     };
     let repo = || {
         Some(RunRepository {
