@@ -244,18 +244,35 @@ pub fn origin(uri: &http::Uri) -> Option<String> {
 
 /// The `rel="next"` target of a `Link` header, as GitHub writes them:
 /// `<url>; rel="next", <url>; rel="last"`.
+///
+/// Each link is a `<…>` target followed by its parameters, up to the next
+/// `<`; a comma inside a target (a query value) does not split it, and `rel`
+/// may list several space-separated relations in any case (RFC 8288).
 pub fn next_link(header: &str) -> Option<String> {
-    header.split(',').find_map(|part| {
-        let (target, params) = part.trim().split_once(';')?;
-        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
-        params
-            .split(';')
-            .any(|param| {
-                let param = param.trim().replace(' ', "");
-                param == "rel=\"next\"" || param == "rel=next"
-            })
-            .then(|| target.to_owned())
-    })
+    let mut rest = header;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let close = after.find('>')?;
+        let target = &after[..close];
+        let params_end = after[close..].find('<').map_or(after.len(), |i| close + i);
+        let params = &after[close + 1..params_end];
+        let is_next = params.split([';', ',']).any(|param| {
+            let Some((key, value)) = param.split_once('=') else {
+                return false;
+            };
+            key.trim().eq_ignore_ascii_case("rel")
+                && value
+                    .trim()
+                    .trim_matches('"')
+                    .split_ascii_whitespace()
+                    .any(|rel| rel.eq_ignore_ascii_case("next"))
+        });
+        if is_next {
+            return Some(target.to_owned());
+        }
+        rest = &after[params_end..];
+    }
+    None
 }
 
 fn is_rate_limited<B>(response: &http::Response<B>) -> bool {
@@ -592,7 +609,16 @@ pub async fn find(
         percent_encode(name)
     )));
     let mut pages = 0;
+    let mut visited = std::collections::HashSet::new();
     while let Some(current) = route.take() {
+        // A link back to a page already read would only repeat it until the
+        // page cap; a listing that loops has nothing more to offer.
+        if !visited.insert(current.clone()) {
+            skipped.push(format!(
+                "stopped: the next-page link after page {pages} repeats an earlier page"
+            ));
+            break;
+        }
         pages += 1;
         if pages > MAX_PAGES {
             skipped.push(format!(

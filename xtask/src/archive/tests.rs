@@ -734,6 +734,39 @@ fn next_link_to_another_host_is_not_followed() {
     expect_failure(&api, "refusing to send the token there");
 }
 
+/// A listing whose next-page link leads back to itself is read once, not
+/// until the page cap.
+#[test]
+fn a_next_link_that_repeats_a_page_ends_the_search() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["name"] = json!("other");
+    let myself = format!(
+        "<{}/repos/o/r/actions/artifacts?name={NAME}&per_page=100>; rel=\"next\"",
+        api.api.uri()
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("link", myself.as_str())
+                    .set_body_json(json!({"artifacts": [a]})),
+            ),
+    );
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(reason.contains("repeats an earlier page"), "{reason}");
+    let listings = api
+        .api_requests()
+        .iter()
+        .filter(|r| r.url.path() == "/repos/o/r/actions/artifacts")
+        .count();
+    assert_eq!(listings, 1);
+    scratch.assert_clean();
+}
+
 /// A blob server for one request: it announces all of `body`, sends half of
 /// it, then either closes the connection or goes quiet for longer than the
 /// timeout. Returns its URL.
@@ -1004,6 +1037,28 @@ fn link_header_and_environment_parsing() {
         finder::next_link("<https://a/x?page=1>; rel=\"prev\""),
         None
     );
+    // A comma inside a target does not split it.
+    assert_eq!(
+        finder::next_link(
+            "<https://a/x?name=a,b&page=1>; rel=\"prev\", <https://a/x?name=a,b&page=3>; rel=\"next\""
+        ),
+        Some("https://a/x?name=a,b&page=3".to_owned())
+    );
+    // Several relations, any case, unquoted.
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; rel=\"last next\""),
+        Some("https://a/x?page=3".to_owned())
+    );
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; REL=Next"),
+        Some("https://a/x?page=3".to_owned())
+    );
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; rel=\"nextish\""),
+        None
+    );
+    assert_eq!(finder::next_link("<https://a/x?page=3; rel=\"next\""), None);
+    assert_eq!(finder::next_link(""), None);
 
     let env = |pairs: &[(&str, &str)]| {
         let pairs: Vec<(String, String)> = pairs
