@@ -27,7 +27,16 @@ pub const RUNNER_CONTROL_VARS: &[&str] = &[
 ];
 
 /// True for a variable that must be removed from a build's environment:
-/// the runner's control files, the token and every `ACTIONS_*` credential.
+/// the runner's control files, the token and every `ACTIONS_*` variable
+/// (the cache and results credentials, and the OIDC
+/// `ACTIONS_ID_TOKEN_REQUEST_*` pair that mints cloud credentials).
+///
+/// `RUNNER_*` and the descriptive `GITHUB_*` variables stay: none is a
+/// credential or a command channel, and build tooling reads some of them
+/// (`RUNNER_TEMP`, `RUNNER_OS`). Removing a variable hides it from code that
+/// looks for it, not from a hostile build running as the same user, which
+/// can read its ancestors' `/proc/<pid>/environ`; the job's read-only token
+/// is the real boundary (see `docs/gpu-archive.md`).
 pub fn is_runner_control_var(name: &str) -> bool {
     RUNNER_CONTROL_VARS.contains(&name) || name.starts_with("ACTIONS_")
 }
@@ -170,6 +179,9 @@ mod tests {
         assert!(is_runner_control_var("ACTIONS_RUNTIME_TOKEN"));
         assert!(is_runner_control_var("ACTIONS_CACHE_URL"));
         assert!(is_runner_control_var("GITHUB_TOKEN"));
+        assert!(is_runner_control_var("ACTIONS_ID_TOKEN_REQUEST_TOKEN"));
+        assert!(is_runner_control_var("ACTIONS_ID_TOKEN_REQUEST_URL"));
         assert!(!is_runner_control_var("GITHUB_SHA"));
+        assert!(!is_runner_control_var("RUNNER_TEMP"));
     }
 }
