@@ -937,6 +937,61 @@ fn hostile_or_incomplete_zips_fail_over() {
 }
 
 #[test]
+fn a_download_redirect_may_not_downgrade_to_plain_http() {
+    let blob = "https://blob.example/a.zip?sig=x";
+    assert!(download::redirect_target(blob, true).is_ok());
+    assert!(download::redirect_target("http://blob.example/a.zip", false).is_ok());
+    for (location, api_is_https, needle) in [
+        (
+            "http://blob.example/a.zip",
+            true,
+            "downgrades https to http",
+        ),
+        ("ftp://blob.example/a.zip", false, "not an http(s) URL"),
+        ("/blob/a.zip", false, "not an http(s) URL"),
+        ("file:///etc/passwd", true, "is not a"),
+        ("https:///a.zip", true, "not a URL"),
+    ] {
+        let err = format!(
+            "{:#}",
+            download::redirect_target(location, api_is_https).unwrap_err()
+        );
+        assert!(err.contains(needle), "{location}: {err}");
+    }
+}
+
+#[test]
+fn digests_in_other_forms_are_compared_or_refused_never_skipped() {
+    // Upper-case hex is the same digest.
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["digest"] = json!(format!("sha256:{}", sha256(&zip).to_uppercase()));
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.zip(7, zip.clone());
+    let scratch = Scratch::new();
+    api.reuse(&scratch.out()).unwrap().unwrap();
+    scratch.assert_installed();
+    // Another algorithm, or another spelling of the prefix, cannot be
+    // checked, so the artifact is not used.
+    for digest in [
+        format!("sha512:{}", sha256(&zip)),
+        format!("SHA256:{}", sha256(&zip)),
+        sha256(&zip),
+        String::new(),
+    ] {
+        let api = Api::new();
+        let mut a = artifact(7, 100, &zip);
+        a["digest"] = json!(digest);
+        api.listing(vec![a]);
+        api.run(good_run(100));
+        api.zip(7, zip.clone());
+        expect_failure(&api, "is not a sha256 digest");
+    }
+}
+
+#[test]
 fn stalled_blob_download_fails_over() {
     let api = Api::new();
     let zip = good_zip();
