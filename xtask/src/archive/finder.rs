@@ -473,12 +473,18 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, String
         }
     }
     let path = run.path.as_deref().unwrap_or("");
-    let workflow_file = path.split_once('@').map_or(path, |(file, _ref)| file);
-    let trusted_workflow = ctx
-        .policy
-        .trusted_workflows
-        .iter()
-        .any(|name| workflow_file == format!(".github/workflows/{name}"));
+    // GitHub may append `@<ref>` to the path. Only a ref that names the
+    // default branch is removed: `@` is legal in a file name, so
+    // `ci.yml@evil.yml` is another workflow file, not `ci.yml` at a ref.
+    let trusted_workflow = ctx.policy.trusted_workflows.iter().any(|name| {
+        match path.strip_prefix(&format!(".github/workflows/{name}")) {
+            Some("") => true,
+            Some(suffix) => suffix.strip_prefix('@').is_some_and(|git_ref| {
+                git_ref.strip_prefix("refs/heads/").unwrap_or(git_ref) == ctx.default_branch
+            }),
+            None => false,
+        }
+    });
     if !trusted_workflow {
         return Err(format!(
             "its workflow {path:?} is not one of artifacts.trusted-workflows {:?}",

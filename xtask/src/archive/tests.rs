@@ -1068,6 +1068,24 @@ fn rules_on_their_own() {
         )
         .is_ok()
     );
+    // `@` is legal in a file name: only an `@ref` naming the default branch
+    // is a ref suffix; anything else is another workflow file or another ref.
+    for (suffix, trusted) in [
+        ("@main", true),
+        ("@refs/heads/main", true),
+        ("@evil.yml", false),
+        ("@refs/heads/main.yml", false),
+        ("@refs/heads/feature", false),
+        ("@refs/tags/main", false),
+        ("@", false),
+        ("x", false),
+    ] {
+        let verdict = finder::judge_run(
+            &run("push", Some("main"), &format!("{publish}{suffix}")),
+            &ctx,
+        );
+        assert_eq!(verdict.is_ok(), trusted, "{suffix}: {verdict:?}");
+    }
     let mut renamed = run("push", Some("main"), publish);
     renamed.head_repository = Some(RunRepository {
         id: REPO_ID,
