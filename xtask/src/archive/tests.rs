@@ -897,6 +897,28 @@ fn hostile_or_incomplete_zips_fail_over() {
         "unexpected entry \"/etc/cuda-tests.tar.zst\"",
     );
     expect_bad_zip(with(("nested/x", b"x", false)), "unexpected entry");
+    // Other spellings of an escape, or of an expected name, are other names.
+    for name in [
+        "..\\cuda-tests.tar.zst",
+        "C:\\cuda-tests.tar.zst",
+        "C:cuda-tests.tar.zst",
+        "./cuda-tests.tar.zst",
+        "cuda-tests.tar.zst/",
+        "CUDA-TESTS.TAR.ZST",
+        "cuda-tests.tar.zst\0",
+    ] {
+        let mut entries = good.to_vec();
+        entries.push((name, b"x", false));
+        expect_bad_zip(raw_zip(&entries), "unexpected entry");
+    }
+    // A small zip that inflates past the bound is cut off while inflating.
+    expect_bad_zip(
+        zip_of(&[
+            ("cuda-tests.tar.zst", vec![0u8; 10_000_001]),
+            ("cuda-tutorial.tar.zst", tutorial.clone()),
+        ]),
+        "expand past artifacts.max-download-bytes",
+    );
     expect_bad_zip(
         with(("notes.txt", b"x", false)),
         "unexpected entry \"notes.txt\"",
