@@ -538,9 +538,12 @@ struct Comparison {
 }
 
 /// Checks that commit `sha` is in the history of `branch`, through
-/// `GET /repos/{o}/{r}/compare/{sha}...{branch}`: the branch must be
-/// `identical` to the commit or `ahead` of it. A commit only reachable from a
+/// `GET /repos/{o}/{r}/compare/{branch}...{sha}`: the commit must be
+/// `identical` to the branch or `behind` it. A commit only reachable from a
 /// tag or another branch is refused.
+///
+/// This direction keeps the answer small: the comparison lists the commits
+/// and files from the merge base to `sha`, none when `sha` is an ancestor.
 pub async fn check_on_default_branch(
     github: &Github,
     sha: &str,
@@ -557,13 +560,13 @@ pub async fn check_on_default_branch(
             "the default branch {branch:?} cannot be named in a compare request"
         ));
     }
-    let route = github.repo_route(&format!("/compare/{sha}...{branch}?per_page=1"));
+    let route = github.repo_route(&format!("/compare/{branch}...{sha}?per_page=1"));
     let (comparison, _): (Comparison, _) = github
         .get_json(&route)
         .await
         .map_err(|err| format!("cannot tell whether its commit {sha} is on {branch:?}: {err:#}"))?;
     match comparison.status.as_str() {
-        "identical" | "ahead" => Ok(()),
+        "identical" | "behind" => Ok(()),
         status => Err(format!(
             "its commit {sha} is not in the history of {branch:?} (compare status {status:?}); a tag or ref named like the default branch?"
         )),

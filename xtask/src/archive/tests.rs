@@ -242,7 +242,7 @@ impl Api {
     fn run(&self, run: Value) {
         let id = run["id"].as_u64().unwrap();
         if let Some(sha) = run["head_sha"].as_str() {
-            self.compare(sha, "ahead", 5);
+            self.compare(sha, "behind", 5);
         }
         self.mount(
             Mock::given(method("GET"))
@@ -251,11 +251,11 @@ impl Api {
         );
     }
 
-    /// The answer to `compare/{sha}...main`; a lower `priority` wins.
+    /// The answer to `compare/main...{sha}`; a lower `priority` wins.
     fn compare(&self, sha: &str, status: &str, priority: u8) {
         self.mount(
             Mock::given(method("GET"))
-                .and(path(format!("/repos/o/r/compare/{sha}...main")))
+                .and(path(format!("/repos/o/r/compare/main...{sha}")))
                 .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": status})))
                 .with_priority(priority),
         );
@@ -554,14 +554,19 @@ fn each_rejection_names_its_reason() {
 /// names. Only the commit's absence from `main`'s history gives it away.
 #[test]
 fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
-    for event in ["push", "workflow_dispatch"] {
+    // The tag's commit may be off `main` altogether, or built on top of it.
+    for (event, status) in [
+        ("push", "diverged"),
+        ("workflow_dispatch", "diverged"),
+        ("push", "ahead"),
+    ] {
         let api = Api::new();
         let zip = good_zip();
         api.listing(vec![artifact(7, 100, &zip)]);
         let mut run = good_run(100);
         run["event"] = json!(event);
         run["head_sha"] = json!("f".repeat(40));
-        api.compare(&"f".repeat(40), "diverged", 1);
+        api.compare(&"f".repeat(40), status, 1);
         api.run(run);
         api.zip(7, zip);
         let scratch = Scratch::new();
@@ -582,7 +587,7 @@ fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
     api.listing(vec![artifact(7, 100, &zip)]);
     api.mount(
         Mock::given(method("GET"))
-            .and(path(format!("/repos/o/r/compare/{}...main", commit(100))))
+            .and(path(format!("/repos/o/r/compare/main...{}", commit(100))))
             .respond_with(ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"})))
             .with_priority(1),
     );

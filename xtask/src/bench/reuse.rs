@@ -444,8 +444,8 @@ fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
             p if p == format!("/repos/o/r/actions/runs/{RUN_ID}") => json(format!(
                 r#"{{"id": {RUN_ID}, "event": "push", "head_branch": "main", "head_sha": "{HEAD_SHA}", "path": ".github/workflows/ci-cache-publish.yml", "created_at": "2026-11-30T00:00:00Z", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
             )),
-            p if p == format!("/repos/o/r/compare/{HEAD_SHA}...main") => {
-                json(r#"{"status": "ahead"}"#.to_owned())
+            p if p == format!("/repos/o/r/compare/main...{HEAD_SHA}") => {
+                json(r#"{"status": "behind"}"#.to_owned())
             }
             p if p == format!("/repos/o/r/actions/artifacts/{ARTIFACT_ID}/zip") => {
                 write!(

@@ -407,8 +407,8 @@ fn reuse_and_cache_paths_compile_nothing() {
                 "head_repository": {"id": 42, "full_name": "o/r"}
             }))),
         Mock::given(method("GET"))
-            .and(path(format!("/repos/o/r/compare/{}...main", "5".repeat(40))))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "ahead"}))),
+            .and(path(format!("/repos/o/r/compare/main...{}", "5".repeat(40))))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "behind"}))),
         Mock::given(method("GET"))
             .and(path("/repos/o/r/actions/artifacts/5/zip"))
             .respond_with(
