@@ -635,6 +635,46 @@ fn malformed_listing_entries_are_skipped_not_fatal() {
     scratch.assert_installed();
 }
 
+/// A producing run whose JSON is odd cannot be judged: its candidate is
+/// skipped and the search goes on.
+#[test]
+fn odd_run_json_is_a_skipped_candidate() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut listing = Vec::new();
+    for (id, field, value) in [
+        (1, "event", json!(null)),
+        (2, "repository", json!({"id": "42", "full_name": "o/r"})),
+        (3, "head_repository", json!([])),
+        (4, "path", json!(5)),
+        (5, "head_branch", json!({"name": "main"})),
+        (6, "id", json!(null)),
+    ] {
+        listing.push(artifact(id, 1000 + id, &zip));
+        let mut run = good_run(1000 + id);
+        run[field] = value;
+        api.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/actions/runs/{}", 1000 + id)))
+                .respond_with(ResponseTemplate::new(200).set_body_json(run)),
+        );
+    }
+    listing.push(artifact(7, 1007, &zip));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/runs/1007"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("not json")),
+    );
+    listing.push(artifact(9, 100, &zip));
+    api.listing(listing);
+    api.run(good_run(100));
+    api.zip(9, zip);
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (9, 100));
+    scratch.assert_installed();
+}
+
 #[test]
 fn empty_listing_is_a_miss() {
     let api = Api::new();
@@ -1016,6 +1056,56 @@ fn digests_in_other_forms_are_compared_or_refused_never_skipped() {
         api.zip(7, zip.clone());
         expect_failure(&api, "is not a sha256 digest");
     }
+}
+
+/// Every hop after the API's answer goes without the token, even a 307 back
+/// to the API host; a second redirect is not followed at all.
+#[test]
+fn no_redirect_hop_carries_the_token() {
+    let api = Api::new();
+    let zip = good_zip();
+    let back_home = format!("{}/download/7.zip", api.api.uri());
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(ResponseTemplate::new(307).insert_header("location", back_home.as_str())),
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/download/7.zip"))
+            .respond_with(ResponseTemplate::new(200).set_body_bytes(zip.clone())),
+    );
+    let scratch = Scratch::new();
+    api.reuse(&scratch.out()).unwrap().unwrap();
+    scratch.assert_installed();
+    let hop = api
+        .api_requests()
+        .into_iter()
+        .find(|r| r.url.path() == "/download/7.zip")
+        .expect("the redirect was followed");
+    assert!(
+        !hop.headers.contains_key("authorization"),
+        "the token went along to the redirect target"
+    );
+
+    // Blob storage redirecting again (308) is a failed download.
+    let api = Api::new();
+    let onward = format!("{}/elsewhere.zip", api.blob.uri());
+    trusted_redirecting_to(&api, &zip, &format!("{}/blob/7.zip", api.blob.uri()));
+    api.rt.block_on(
+        Mock::given(method("GET"))
+            .and(path("/blob/7.zip"))
+            .respond_with(ResponseTemplate::new(308).insert_header("location", onward.as_str()))
+            .mount(&api.blob),
+    );
+    expect_failure(&api, "HTTP 308");
+    assert!(
+        api.blob_requests()
+            .iter()
+            .all(|r| r.url.path() != "/elsewhere.zip")
+    );
 }
 
 #[test]
