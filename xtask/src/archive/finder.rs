@@ -33,8 +33,9 @@ const MAX_JSON_BYTES: usize = 16 << 20;
 /// so thousands of live ones with the same name mean something is wrong.
 const MAX_PAGES: usize = 50;
 
-/// The standard Actions environment the finder runs in.
-#[derive(Debug, Clone)]
+/// The standard Actions environment the finder runs in. Its `Debug` form
+/// leaves out the token, so that no log or error can carry it.
+#[derive(Clone)]
 pub struct GithubEnv {
     /// `GITHUB_API_URL`, such as `https://api.github.com`.
     pub api_url: String,
@@ -43,6 +44,18 @@ pub struct GithubEnv {
     /// `GITHUB_RUN_ID`: the run this command executes in.
     pub run_id: u64,
     pub token: String,
+}
+
+impl std::fmt::Debug for GithubEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubEnv")
+            .field("api_url", &self.api_url)
+            .field("owner", &self.owner)
+            .field("repo", &self.repo)
+            .field("run_id", &self.run_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 impl GithubEnv {

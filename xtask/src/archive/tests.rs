@@ -1288,6 +1288,11 @@ fn link_header_and_environment_parsing() {
     .unwrap();
     assert_eq!(ok.api_url, "https://ghe.example/api/v3");
     assert_eq!(ok.run_id, 12);
+    let debug = format!("{:?}", Api::new().env());
+    assert!(
+        !debug.contains(TOKEN) && debug.contains("<redacted>"),
+        "{debug}"
+    );
 }
 
 #[test]
