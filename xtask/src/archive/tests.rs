@@ -1203,6 +1203,23 @@ fn rules_on_their_own() {
         );
         assert_eq!(verdict.is_ok(), trusted, "{suffix}: {verdict:?}");
     }
+    // Other spellings of the path are other files, or no file GitHub runs.
+    for path in [
+        "./.github/workflows/ci-cache-publish.yml",
+        ".github/workflows/CI-cache-publish.yml",
+        ".GITHUB/workflows/ci-cache-publish.yml",
+        "x/.github/workflows/ci-cache-publish.yml",
+        "o/r/.github/workflows/ci-cache-publish.yml@main",
+        ".github/workflows//ci-cache-publish.yml",
+        ".github/workflows/ci-cache-publish.yaml",
+        "",
+    ] {
+        assert!(
+            finder::judge_run(&run("push", Some("main"), path), &ctx).is_err(),
+            "{path}"
+        );
+    }
+    assert!(finder::judge_run(&run("PUSH", Some("main"), publish), &ctx).is_err());
     let mut renamed = run("push", Some("main"), publish);
     renamed.head_repository = Some(RunRepository {
         id: REPO_ID,
