@@ -101,6 +101,60 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
         .context("cannot append to the step summary")
 }
 
+/// While alive, the runner ignores workflow commands in the log (inside
+/// Actions; elsewhere it does nothing).
+///
+/// Code that a pull request controls (build scripts, proc macros) can print
+/// to the step's log, and the runner acts on a line such as
+/// `::set-output name=run_id::1` or `::add-mask::…` whoever printed it.
+/// `::stop-commands::<token>` turns that off until `::<token>::` is printed;
+/// the token is random, so the paused code cannot print it.
+pub struct CommandsPaused {
+    token: Option<String>,
+}
+
+impl CommandsPaused {
+    pub fn start() -> CommandsPaused {
+        if !in_actions() {
+            return CommandsPaused { token: None };
+        }
+        let token = random_token();
+        println!("::stop-commands::{token}");
+        CommandsPaused { token: Some(token) }
+    }
+}
+
+impl Drop for CommandsPaused {
+    fn drop(&mut self) {
+        if let Some(token) = &self.token {
+            println!("::{token}::");
+        }
+    }
+}
+
+/// 128 random bits as hex, from the kernel; the standard library's per-process
+/// hash keys stand in if `/dev/urandom` cannot be read.
+fn random_token() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let from_kernel = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
+    if !from_kernel {
+        use std::hash::{BuildHasher, Hasher};
+        for half in bytes.chunks_mut(8) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            half.copy_from_slice(&hasher.finish().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Where an annotation points.
 #[derive(Debug, Clone, Default)]
 pub struct Location {
@@ -172,6 +226,13 @@ mod tests {
             "key=a\nartifact_name=b\nsource=build\n"
         );
         assert!(append_lines(&path, &[("key", "a\nkey=evil")]).is_err());
+    }
+
+    #[test]
+    fn pause_tokens_are_long_and_fresh() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let staging = download::staging_dir(out)?;
+    // The build's output is the pull request's to write: the runner must not
+    // take a workflow command from it. Dropped (commands resume) on return.
+    let _paused = gha::CommandsPaused::start();
     for (index, spec) in specs.iter().enumerate() {
         let dest = staging.path().join(&spec.file);
         eprintln!(
