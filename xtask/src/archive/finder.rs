@@ -565,6 +565,7 @@ pub async fn check_on_default_branch(
     // A branch name with anything else would need encoding GitHub's compare
     // route does not document; refuse it rather than guess.
     if branch.is_empty()
+        || branch.contains("..")
         || !branch
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))

@@ -676,6 +676,24 @@ fn odd_run_json_is_a_skipped_candidate() {
 }
 
 #[test]
+fn a_default_branch_that_cannot_be_put_in_a_route_is_refused() {
+    let api = Api::new();
+    let github = finder::Github::new(api.env(), Duration::from_secs(1)).unwrap();
+    for branch in ["", "x/../../../repos/evil/r", "a b", "main?x=1", "main#"] {
+        let err = api
+            .rt
+            .block_on(finder::check_on_default_branch(&github, &commit(1), branch))
+            .unwrap_err();
+        assert!(err.contains("cannot be named"), "{branch}: {err}");
+    }
+    assert!(
+        api.api_requests()
+            .iter()
+            .all(|r| !r.url.path().contains("compare"))
+    );
+}
+
+#[test]
 fn empty_listing_is_a_miss() {
     let api = Api::new();
     api.listing(vec![]);
