@@ -678,6 +678,8 @@ fn odd_run_json_is_a_skipped_candidate() {
 #[test]
 fn a_default_branch_that_cannot_be_put_in_a_route_is_refused() {
     let api = Api::new();
+    // The client's worker is spawned on the runtime it is built in.
+    let _runtime = api.rt.enter();
     let github = finder::Github::new(api.env(), Duration::from_secs(1)).unwrap();
     for branch in ["", "x/../../../repos/evil/r", "a b", "main?x=1", "main#"] {
         let err = api
