@@ -6,9 +6,11 @@
 //! makes an artifact trustworthy is the run that produced it: a run of this
 //! repository (by numeric id, not only by name), of a trusted workflow file,
 //! triggered by an event whose workflow definition comes from the default
-//! branch, and, for events triggered directly, on the default branch. Every
+//! branch, and, for events triggered directly, on the default branch at a
+//! commit of its history (a tag may carry the branch's name). Every
 //! candidate that fails a rule is skipped with its reason; a candidate whose
-//! run cannot be read is skipped too, never trusted and never fatal.
+//! listing entry is odd or whose run cannot be read is skipped too, never
+//! trusted and never fatal.
 //!
 //! octocrab's typed models lack the artifact `digest` and the run `path` and
 //! reject a null `head_branch`, so this module declares its own serde types
