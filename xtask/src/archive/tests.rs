@@ -1150,6 +1150,45 @@ fn oversized_download_is_cut_off() {
     expect_failure(&api, "over artifacts.max-download-bytes");
 }
 
+/// A body without a length that runs past the bound is cut off while it
+/// streams: the bound is on the bytes, not on what the headers claim.
+#[test]
+fn unannounced_oversized_download_is_cut_off_while_streaming() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/zip\r\n\r\n"
+            );
+            let chunk = vec![0u8; 1 << 16];
+            for _ in 0..200 {
+                if stream.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["size_in_bytes"] = json!(100);
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(
+                ResponseTemplate::new(302)
+                    .insert_header("location", format!("http://127.0.0.1:{port}/blob")),
+            ),
+    );
+    expect_failure(&api, "the download passed artifacts.max-download-bytes");
+}
+
 #[test]
 fn rules_on_their_own() {
     let policy = policy();
