@@ -40,6 +40,10 @@ pub struct Discovery {
     pub parsed_files: usize,
 }
 
+/// A file read in one context: (file, module directory, package directory,
+/// the build script's root index).
+type VisitKey = (PathBuf, PathBuf, PathBuf, Option<usize>);
+
 struct Job {
     file: PathBuf,
     module_dir: PathBuf,
@@ -59,11 +63,25 @@ enum Outcome {
 /// Walks every root's module tree, adding module files and embedded files to `inputs`.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut discovery = Discovery::default();
-    let mut visited: HashSet<(PathBuf, bool)> = HashSet::new();
+    // A file is read once per context that changes what it means: its
+    // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
+    // build scripts, the script itself, whose `rerun-if-changed` literals
+    // are counted per script (two scripts may share a helper by `#[path]`).
+    let mut visited: HashSet<VisitKey> = HashSet::new();
+    let visit_key = |file: &Path, module_dir: &Path, root: usize| -> VisitKey {
+        let info = &roots[root];
+        (
+            file.to_path_buf(),
+            module_dir.to_path_buf(),
+            info.package_dir.clone(),
+            info.build_script.then_some(root),
+        )
+    };
     let mut used_dynamic: HashSet<String> = HashSet::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
-        if visited.insert((root.file.clone(), root.build_script)) {
+        let module_dir = root.file.parent().unwrap_or(Path::new("/"));
+        if visited.insert(visit_key(&root.file, module_dir, index)) {
             let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
             frontier.push(Job {
                 file: root.file.clone(),
@@ -148,7 +166,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 module.name,
                                 file.display()
                             ));
-                        } else if visited.insert((file.clone(), root.build_script)) {
+                        } else if visited.insert(visit_key(file, dir, job.root)) {
                             next.push(Job {
                                 file: file.clone(),
                                 module_dir: dir.clone(),
@@ -159,16 +177,20 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                     None => {
                         // A `cfg`-gated module whose file is absent compiles;
                         // hashing the absence makes its arrival change the key.
-                        let tried: Vec<String> = module
-                            .candidates
-                            .iter()
-                            .map(|(f, _)| display(inputs.root(), f))
-                            .collect();
-                        discovery.warnings.push(format!(
-                            "{site}: `mod {};` has no file (tried {}); its absence is hashed",
-                            module.name,
-                            tried.join(", ")
-                        ));
+                        // With `cfg_attr(…, path = …)` alternatives, the
+                        // default file is often absent by design.
+                        if !module.has_alternatives {
+                            let tried: Vec<String> = module
+                                .candidates
+                                .iter()
+                                .map(|(f, _)| display(inputs.root(), f))
+                                .collect();
+                            discovery.warnings.push(format!(
+                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                                module.name,
+                                tried.join(", ")
+                            ));
+                        }
                         for (file, _) in &module.candidates {
                             if let Err(err) = inputs.add_maybe_absent(
                                 file,
@@ -207,6 +229,20 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 embed.macro_name,
                                 display(inputs.root(), &path)
                             ));
+                        } else if embed.macro_name == "include!" {
+                            // rustc parses an `include!`d file as code of the
+                            // including module, with its own directory as the
+                            // module directory: its `mod x;`, `#[path]` and
+                            // embeds resolve from there, so it is walked like
+                            // a module file.
+                            let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                            if visited.insert(visit_key(&path, &dir, job.root)) {
+                                next.push(Job {
+                                    file: path,
+                                    module_dir: dir,
+                                    root: job.root,
+                                });
+                            }
                         }
                     }
                     EmbedTarget::Pattern(pattern) => {

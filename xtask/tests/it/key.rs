@@ -671,3 +671,124 @@ fn ci_key_never_runs_code_from_the_checkout() {
             .contains("forged")
     );
 }
+
+/// Changing `rel` must change the key of `f`.
+fn assert_input(f: &Fixture, rel: &str) {
+    let before = key(f);
+    append(f, rel);
+    assert_ne!(key(f), before, "{rel} must be a key input");
+}
+
+#[test]
+fn an_included_rust_file_is_walked_like_a_module() {
+    // rustc reads an `include!`d file as code of the including module, with
+    // the included file's directory as its module directory: its embeds and
+    // `mod` declarations are compile inputs too.
+    let f = Fixture::new();
+    minimal(&f, "include!(\"../gen/part.rs\");\n");
+    f.file(
+        "gen/part.rs",
+        "pub const D: &str = include_str!(\"d.txt\");\nmod child;\n",
+    )
+    .file("gen/d.txt", "d")
+    .file(
+        "gen/child.rs",
+        "pub const C: &str = include_str!(\"../data/c.txt\");\n",
+    )
+    .file("data/c.txt", "c");
+    assert_input(&f, "gen/part.rs");
+    assert_input(&f, "gen/d.txt");
+    assert_input(&f, "gen/child.rs");
+    assert_input(&f, "data/c.txt");
+}
+
+#[test]
+fn a_build_script_shared_by_two_packages_is_read_for_each() {
+    // Both packages build with the same script file; its `rerun-if-changed`
+    // is relative to each package, so each package's `kernels/` is an input
+    // and, since the script declares its inputs, nothing else of the package.
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"a\", \"b\"]\nresolver = \"2\"\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file(
+        "shared/build.rs",
+        "fn main() { println!(\"cargo:rerun-if-changed=kernels\"); }\n",
+    );
+    for name in ["a", "b"] {
+        f.file(
+            &format!("{name}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"../shared/build.rs\"\n"),
+        )
+        .file(&format!("{name}/src/lib.rs"), "")
+        .file(&format!("{name}/kernels/k.cu"), "k")
+        .file(&format!("{name}/notes.txt"), "n");
+    }
+    assert_input(&f, "a/kernels/k.cu");
+    assert_input(&f, "b/kernels/k.cu");
+    let before = key(&f);
+    append(&f, "b/notes.txt");
+    assert_eq!(key(&f), before, "b's script declares its inputs");
+}
+
+#[test]
+fn a_crate_root_shared_by_two_packages_embeds_from_each_manifest_dir() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"a\", \"b\"]\nresolver = \"2\"\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file(
+        "common/lib.rs",
+        "pub const T: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/table.txt\"));\n",
+    );
+    for name in ["a", "b"] {
+        f.file(
+            &format!("{name}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\npath = \"../common/lib.rs\"\n"),
+        )
+        .file(&format!("{name}/table.txt"), "t");
+    }
+    assert_input(&f, "a/table.txt");
+    assert_input(&f, "b/table.txt");
+}
+
+#[test]
+fn a_doc_comment_is_not_a_rerun_declaration() {
+    // The script declares nothing, so cargo reruns it when anything in the
+    // package changes; the text in its documentation must not narrow that.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(
+        "build.rs",
+        "//! No line is printed, not even cargo:rerun-if-changed=build.rs\nfn main() { let _ = std::fs::read(\"tables/t.txt\"); }\n",
+    )
+    .file("tables/t.txt", "t");
+    assert_input(&f, "tables/t.txt");
+}
+
+#[test]
+fn modules_behind_cfg_if_and_cfg_attr_paths_are_walked() {
+    let f = Fixture::new();
+    minimal(
+        &f,
+        "cfg_if::cfg_if! { if #[cfg(unix)] { mod unix; } }\n#[cfg_attr(target_os = \"linux\", path = \"../platform/linux.rs\")]\nmod sys;\n",
+    );
+    f.file(
+        "src/unix.rs",
+        "pub const U: &[u8] = include_bytes!(\"../blobs/u.bin\");\n",
+    )
+    .file("blobs/u.bin", "u")
+    .file("platform/linux.rs", "pub fn f() {}\n");
+    assert_input(&f, "blobs/u.bin");
+    assert_input(&f, "platform/linux.rs");
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        !stderr(&output).contains("mod sys;"),
+        "an absent default file beside cfg_attr paths is no warning:\n{}",
+        stderr(&output)
+    );
+}
