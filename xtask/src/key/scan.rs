@@ -255,6 +255,10 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
         };
         if is_include_macro(&name) {
             walker.record_embed(&name, mac.tokens.clone(), line);
+        } else if name == "macro_rules" {
+            // A `mod x;` in a macro body is declared where the macro is
+            // invoked, not here; its embeds are still worth resolving.
+            walker.walk_for_embeds(mac.tokens.clone());
         } else {
             // Item macros such as `cfg_if! { if #[cfg(unix)] { mod unix; } }`
             // declare file modules that rustc loads like any other.
@@ -493,6 +497,22 @@ impl TokenWalker<'_, '_> {
                                 self.walk_for_embeds(g.stream());
                             }
                             i = at + 1;
+                            continue;
+                        }
+                    }
+                }
+                TokenTree::Ident(ident) if ident == "macro_rules" => {
+                    // As in the syn reading: the body's modules belong to
+                    // the invocation site, its embeds are resolved here.
+                    if let (
+                        Some(TokenTree::Punct(bang)),
+                        Some(TokenTree::Ident(_)),
+                        Some(TokenTree::Group(body)),
+                    ) = (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
+                    {
+                        if bang.as_char() == '!' {
+                            self.walk_for_embeds(body.stream());
+                            i += 4;
                             continue;
                         }
                     }
@@ -918,6 +938,7 @@ const A: &str = include_str!("still_found.txt");
 cfg_if::cfg_if! {
     if #[cfg(unix)] { mod unix_impl; } else { #[path = "other/win.rs"] mod win; }
 }
+macro_rules! prelude { () => { mod declared_by_the_caller; }; }
 #[cfg_attr(target_os = "linux", path = "../gen/linux.rs")]
 #[cfg_attr(windows, cfg_attr(all(), path = "windows.rs"))]
 mod sys;
