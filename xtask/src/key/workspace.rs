@@ -277,14 +277,23 @@ fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf
     Ok(found)
 }
 
-/// Removes `.` and `..` components without touching the filesystem, so a
-/// symlink cannot change what the path means.
+/// Removes `.` and `..` components the way the operating system resolves
+/// them when rustc or a build script opens the path: `..` after a symlink to
+/// a directory leaves the link's target, not the directory holding the link
+/// (`src/kernels/../data.txt` with `src/kernels -> ../shared/kernels` is
+/// `shared/data.txt`). Other symlinks are kept as they are, so paths stay in
+/// the form the repository spells them.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             std::path::Component::CurDir => {}
             std::path::Component::ParentDir => {
+                if out.is_symlink() {
+                    if let Ok(target) = std::fs::canonicalize(&out) {
+                        out = target;
+                    }
+                }
                 out.pop();
             }
             other => out.push(other),

@@ -792,3 +792,20 @@ fn modules_behind_cfg_if_and_cfg_attr_paths_are_walked() {
         stderr(&output)
     );
 }
+
+#[test]
+fn parent_of_a_symlinked_directory_is_resolved_as_the_compiler_does() {
+    // `src/kernels` links to `shared/kernels`; rustc opens
+    // `src/kernels/../data.txt`, which the operating system resolves to
+    // `shared/data.txt`, not `src/data.txt`.
+    let f = Fixture::new();
+    minimal(&f, "mod kernels;\n");
+    f.file(
+        "shared/kernels/mod.rs",
+        "pub const D: &str = include_str!(\"../data.txt\");\n",
+    )
+    .file("shared/data.txt", "shared")
+    .file("src/data.txt", "decoy");
+    std::os::unix::fs::symlink("../shared/kernels", f.join("src/kernels")).unwrap();
+    assert_input(&f, "shared/data.txt");
+}
