@@ -150,7 +150,9 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 for path in paths {
                     let reason = format!("rerun-if-changed of the {}", root_info.label);
                     if path.is_dir() {
-                        inputs.add_dir(&path, &reason, false)?;
+                        inputs
+                            .add_dir(&path, &reason, false)
+                            .with_context(|| format!("{}: rerun-if-changed", root_info.label))?;
                     } else {
                         inputs
                             .add(&path, &reason)

@@ -219,7 +219,7 @@ fn cargo_metadata_no_deps(neutral_dir: &Path, manifest: &Path) -> Result<cargo_m
         .context("cannot parse the output of `cargo metadata`")
 }
 
-/// Manifests of `[patch]` and `paths` overrides that point into the checkout,
+/// Manifests of `[patch]`, `[replace]` and `paths` overrides that point into the checkout,
 /// from the root manifest and from the checkout's `.cargo/config.toml`, which
 /// the build will read even though this command does not.
 fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf, String)>> {
@@ -261,6 +261,18 @@ fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf
                             format!("[patch.{registry}] `{name}` in {label}"),
                         ));
                     }
+                }
+            }
+        }
+        // The deprecated `[replace]` still swaps a crate for a local path.
+        if let Some(toml::Value::Table(replace)) = table.get("replace") {
+            for (spec_id, spec) in replace {
+                if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                    let dir = normalize(&base.join(path));
+                    found.push((
+                        dir.join("Cargo.toml"),
+                        format!("[replace] `{spec_id}` in {label}"),
+                    ));
                 }
             }
         }

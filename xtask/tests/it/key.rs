@@ -809,3 +809,21 @@ fn parent_of_a_symlinked_directory_is_resolved_as_the_compiler_does() {
     std::os::unix::fs::symlink("../shared/kernels", f.join("src/kernels")).unwrap();
     assert_input(&f, "shared/data.txt");
 }
+
+#[test]
+fn a_replace_section_path_is_a_compiled_package() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nold = \"0.1\"\n\n[replace]\n\"old:0.1.0\" = { path = \"vendor/old\" }\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file("src/lib.rs", "")
+    .file(
+        "vendor/old/Cargo.toml",
+        "[package]\nname = \"old\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("vendor/old/src/lib.rs", "");
+    assert_input(&f, "vendor/old/src/lib.rs");
+    assert!(explain(&f).contains("[replace] `old:0.1.0` in Cargo.toml"));
+}
