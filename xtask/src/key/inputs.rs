@@ -197,8 +197,24 @@ impl InputSet {
 
     /// Adds the files matching a repository-relative glob; returns how many matched.
     pub fn add_glob(&mut self, pattern: &str, reason: &str) -> Result<usize> {
+        self.add_matching(pattern, reason, true)
+    }
+
+    /// Adds the files a `macro_rules!` embed may name, its metavariables
+    /// written as `*`. A metavariable's text may hold `/` (`ptx!("sub/k")`),
+    /// so here `*` matches across directories.
+    pub fn add_pattern(&mut self, pattern: &str, reason: &str) -> Result<usize> {
+        self.add_matching(pattern, reason, false)
+    }
+
+    fn add_matching(
+        &mut self,
+        pattern: &str,
+        reason: &str,
+        literal_separator: bool,
+    ) -> Result<usize> {
         let matcher = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
+            .literal_separator(literal_separator)
             .build()
             .with_context(|| format!("invalid glob {pattern:?}"))?
             .compile_matcher();

@@ -255,7 +255,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                             .ok_or_else(|| {
                                 anyhow::anyhow!("{} leaves the repository", pattern.display())
                             })
-                            .and_then(|rel| inputs.add_glob(&rel, &why));
+                            .and_then(|rel| inputs.add_pattern(&rel, &why));
                         if let Err(err) = result {
                             discovery
                                 .errors

@@ -382,6 +382,9 @@ fn macro_rules_pattern_embeds_are_globbed() {
     assert_ne!(after, before);
     f.file("kernels/readme.txt", "r2");
     assert_eq!(key(&f), after, "files outside the pattern are not inputs");
+    // A metavariable may hold `/`: `ptx!("sub/k")` reads kernels/sub/k.ptx.
+    f.file("kernels/sub/k.ptx", "ptx");
+    assert_input(&f, "kernels/sub/k.ptx");
 }
 
 #[test]
