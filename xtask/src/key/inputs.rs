@@ -69,9 +69,14 @@ pub struct InputSet {
     entries: BTreeMap<String, Entry>,
 }
 
+/// Whether a repository-relative path is git metadata (`.git/…` at any depth).
+pub fn is_git_metadata(rel: &str) -> bool {
+    rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/") || rel.ends_with("/.git")
+}
+
 /// Why a path may never be an input, or `None`.
 fn excluded_reason(rel: &str) -> Option<&'static str> {
-    if rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/") {
+    if is_git_metadata(rel) {
         Some("git metadata is never hashed")
     } else if rel.starts_with(".github/workflows/") {
         Some(

@@ -23,6 +23,7 @@ use crate::{flags, gha, policy::Policy};
 
 use build_script::BuildScriptInputs;
 use inputs::InputSet;
+pub use inputs::is_git_metadata;
 
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -148,6 +149,23 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         match build_script::analyse(literals, &root_info.package_dir, root) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {
+                    // Scripts that stamp the commit id watch `.git/HEAD`.
+                    // Git metadata is never a key input (it changes with
+                    // every commit, and no archive would ever be reused), so
+                    // this is a documented residual, not a hard error.
+                    let normal = workspace::normalize(&path);
+                    if let Some(rel) = normal
+                        .strip_prefix(root)
+                        .ok()
+                        .and_then(|rel| rel.to_str())
+                        .filter(|rel| inputs::is_git_metadata(rel))
+                    {
+                        warnings.push(format!(
+                            "the {} watches {rel} (rerun-if-changed); git metadata is never a key input, so an archive reused under this key may carry another commit's git information",
+                            root_info.label
+                        ));
+                        continue;
+                    }
                     let reason = format!("rerun-if-changed of the {}", root_info.label);
                     if path.is_dir() {
                         inputs

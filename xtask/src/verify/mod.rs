@@ -172,6 +172,8 @@ pub struct Report {
     pub generated_files: usize,
     /// Listed paths that no longer exist (stale dep-info from an older build).
     pub vanished_files: usize,
+    /// Git metadata a build script watches (`.git/HEAD`), never a key input.
+    pub git_files: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -199,6 +201,13 @@ impl Report {
             "  {} generated files under the target directory: covered by their build scripts' inputs",
             self.generated_files
         );
+        if self.git_files > 0 {
+            let _ = writeln!(
+                out,
+                "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
+                self.git_files
+            );
+        }
         if self.vanished_files > 0 {
             let _ = writeln!(
                 out,
@@ -318,8 +327,13 @@ pub fn check(
             report.vanished_files += 1;
             continue;
         }
-        report.repository_files += 1;
         let rel = rel.to_string_lossy().replace('\\', "/");
+        // As in ci-key: git metadata is a documented residual, not a miss.
+        if crate::key::is_git_metadata(&rel) {
+            report.git_files += 1;
+            continue;
+        }
+        report.repository_files += 1;
         if inputs.contains(rel.as_str()) {
             continue;
         }
@@ -615,6 +629,42 @@ mod tests {
         let missed: Vec<&str> = report.misses.iter().map(|m| m.path.as_str()).collect();
         assert_eq!(missed, vec!["mac/data/table.txt"], "{}", report.render());
         assert_eq!(report.generated_files, 1);
+    }
+
+    #[test]
+    fn git_metadata_watched_by_a_build_script_is_counted_not_missed() {
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let debug = root.join("target/debug");
+        std::fs::create_dir_all(debug.join("build/m-1")).unwrap();
+        std::fs::write(
+            debug.join("build/m-1/output"),
+            "cargo:rerun-if-changed=.git/HEAD\n",
+        )
+        .unwrap();
+        let manifest = KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: vec![],
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let report = check(
+            &root,
+            &manifest,
+            &BTreeMap::from([("m".to_owned(), root.clone())]),
+            &BuildDirs {
+                target_dir: root.join("target"),
+                profile_dir: debug,
+            },
+        )
+        .unwrap();
+        assert!(report.misses.is_empty(), "{}", report.render());
+        assert_eq!(report.git_files, 1);
+        assert!(report.render().contains("git metadata"));
     }
 
     #[test]

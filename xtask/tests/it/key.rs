@@ -830,3 +830,27 @@ fn a_replace_section_path_is_a_compiled_package() {
     assert_input(&f, "vendor/old/src/lib.rs");
     assert!(explain(&f).contains("[replace] `old:0.1.0` in Cargo.toml"));
 }
+
+#[test]
+fn a_build_script_watching_git_head_is_a_warning_not_an_error() {
+    // `println!("cargo:rerun-if-changed=.git/HEAD")` is how many scripts
+    // stamp the commit id; git metadata is never hashed, and saying so must
+    // not stop the key.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(".git/HEAD", "ref: refs/heads/main\n").file(
+        "build.rs",
+        "fn main() {\n    println!(\"cargo:rerun-if-changed=.git/HEAD\");\n    println!(\"cargo:rerun-if-changed=build.rs\");\n}\n",
+    );
+    let output = f.xtask(&["ci-key"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(".git/HEAD (rerun-if-changed); git metadata is never a key input"),
+        "{}",
+        stderr(&output)
+    );
+    let before = key(&f);
+    f.file(".git/HEAD", "ref: refs/heads/other\n");
+    assert_eq!(key(&f), before);
+    assert_input(&f, "build.rs");
+}
