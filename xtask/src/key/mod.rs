@@ -146,7 +146,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             .get(&index)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        match build_script::analyse(literals, &root_info.package_dir, root) {
+        match build_script::analyse(literals, &root_info.package_dir, root, &mut warnings) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {
                     // Scripts that stamp the commit id watch `.git/HEAD`.
