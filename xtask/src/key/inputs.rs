@@ -147,6 +147,22 @@ impl InputSet {
         Ok(())
     }
 
+    /// Adds the file a symlink at `abs` points to, when it is one: the link
+    /// itself is hashed as its text, but whoever opens it (rustc for an
+    /// embed, a build script for a declared file) reads the target.
+    pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
+        if !abs.is_symlink() {
+            return Ok(());
+        }
+        // A dangling link fails the build that opens it; its text is hashed.
+        let Ok(target) = std::fs::canonicalize(abs) else {
+            return Ok(());
+        };
+        let rel = self.relative(abs)?;
+        self.add(&target, &format!("target of symlink {rel}, {reason}"))
+            .with_context(|| format!("{rel} is a symlink whose target cannot be hashed"))
+    }
+
     /// Adds every file below `dir` (nothing when it does not exist).
     /// `stop_at_packages` skips subdirectories that are packages of their
     /// own, as cargo does when it watches a package directory.

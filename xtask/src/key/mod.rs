@@ -174,6 +174,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                     } else {
                         inputs
                             .add(&path, &reason)
+                            .and_then(|()| inputs.add_link_target(&path, &reason))
                             .with_context(|| format!("{}: rerun-if-changed", root_info.label))?;
                     }
                 }

@@ -218,7 +218,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 embed.macro_name,
                                 path.display()
                             ));
-                        } else if let Err(err) = inputs.add_maybe_absent(&path, &why) {
+                        } else if let Err(err) = inputs
+                            .add_maybe_absent(&path, &why)
+                            .and_then(|()| inputs.add_link_target(&path, &why))
+                        {
                             discovery.errors.push(format!(
                                 "{site}: {} cannot be a key input: {err:#}",
                                 embed.macro_name

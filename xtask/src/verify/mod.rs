@@ -334,6 +334,21 @@ pub fn check(
             continue;
         }
         report.repository_files += 1;
+        // Through a symlink the reader got the target's bytes, so the
+        // target must be an input as well as the link.
+        let target = path
+            .is_symlink()
+            .then(|| std::fs::canonicalize(&path).ok())
+            .flatten();
+        let target_rel = target.as_ref().and_then(|t| {
+            t.strip_prefix(root)
+                .ok()
+                .map(|r| r.to_string_lossy().replace('\\', "/"))
+        });
+        let rel = match target_rel {
+            Some(target_rel) if inputs.contains(rel.as_str()) => target_rel,
+            _ => rel,
+        };
         if inputs.contains(rel.as_str()) {
             continue;
         }
@@ -665,6 +680,55 @@ mod tests {
         assert!(report.misses.is_empty(), "{}", report.render());
         assert_eq!(report.git_files, 1);
         assert!(report.render().contains("git metadata"));
+    }
+
+    #[test]
+    fn a_file_read_through_a_symlink_needs_its_target_as_an_input() {
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        std::fs::create_dir_all(root.join("big")).unwrap();
+        std::fs::write(root.join("big/data.txt"), "d").unwrap();
+        std::os::unix::fs::symlink("big/data.txt", root.join("data.txt")).unwrap();
+        let debug = root.join("target/debug");
+        std::fs::create_dir_all(debug.join("deps")).unwrap();
+        std::fs::write(
+            debug.join("deps/m-1.d"),
+            "/t/libm-1.rmeta: src/../data.txt\n",
+        )
+        .unwrap();
+        let manifest = |paths: &[&str]| KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: paths
+                .iter()
+                .map(|path| crate::key::Input {
+                    path: path.to_string(),
+                    sha256: String::new(),
+                    size: 0,
+                    kind: "file".into(),
+                    reason: String::new(),
+                })
+                .collect(),
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let dirs = BuildDirs {
+            target_dir: root.join("target"),
+            profile_dir: debug,
+        };
+        let packages = BTreeMap::new();
+        let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
+        let missed: Vec<&str> = report.misses.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(missed, vec!["big/data.txt"]);
+        let report = check(
+            &root,
+            &manifest(&["data.txt", "big/data.txt"]),
+            &packages,
+            &dirs,
+        )
+        .unwrap();
+        assert!(report.misses.is_empty(), "{}", report.render());
     }
 
     #[test]

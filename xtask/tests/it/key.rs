@@ -854,3 +854,27 @@ fn a_build_script_watching_git_head_is_a_warning_not_an_error() {
     assert_eq!(key(&f), before);
     assert_input(&f, "build.rs");
 }
+
+#[test]
+fn an_embedded_symlink_brings_its_target() {
+    // rustc reads the bytes behind the link; the link text alone would let
+    // the target change under an unchanged key.
+    let f = Fixture::new();
+    minimal(&f, "pub const D: &str = include_str!(\"../data.txt\");\n");
+    f.file("big/data.txt", "one");
+    std::os::unix::fs::symlink("big/data.txt", f.join("data.txt")).unwrap();
+    assert_input(&f, "big/data.txt");
+}
+
+#[test]
+fn a_declared_symlink_brings_its_target() {
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(
+        "build.rs",
+        "fn main() { println!(\"cargo:rerun-if-changed=table.txt\"); }\n",
+    )
+    .file("big/table.txt", "one");
+    std::os::unix::fs::symlink("big/table.txt", f.join("table.txt")).unwrap();
+    assert_input(&f, "big/table.txt");
+}
