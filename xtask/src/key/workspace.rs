@@ -82,9 +82,13 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     let neutral_dir = tempfile::tempdir().context("cannot create a neutral working directory")?;
     let metadata = cargo_metadata_no_deps(neutral_dir.path(), &root_manifest)?;
     let workspace_root = PathBuf::from(metadata.workspace_root.as_std_path());
+    let target_dir = match checkout_target_dir(repo_root)? {
+        Some(dir) => dir,
+        None => PathBuf::from(metadata.target_directory.as_std_path()),
+    };
     let mut workspace = Workspace {
         root: workspace_root.clone(),
-        target_dir: PathBuf::from(metadata.target_directory.as_std_path()),
+        target_dir,
         packages: Vec::new(),
         manifests: BTreeSet::from([root_manifest.clone(), workspace_root.join("Cargo.toml")]),
     };
@@ -217,6 +221,36 @@ fn cargo_metadata_no_deps(neutral_dir: &Path, manifest: &Path) -> Result<cargo_m
     }
     cargo_metadata::MetadataCommand::parse(String::from_utf8_lossy(&output.stdout).as_ref())
         .context("cannot parse the output of `cargo metadata`")
+}
+
+/// The `build.target-dir` of the checkout's `.cargo/config.toml`, which the
+/// build honours but `cargo metadata` run from a neutral directory does not
+/// see; read as data, never run. The environment (`CARGO_TARGET_DIR`,
+/// `CARGO_BUILD_TARGET_DIR`) overrides it, as it does for cargo, and cargo
+/// metadata has already applied it.
+fn checkout_target_dir(repo_root: &Path) -> Result<Option<PathBuf>> {
+    if ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some())
+    {
+        return Ok(None);
+    }
+    for name in [".cargo/config.toml", ".cargo/config"] {
+        let file = repo_root.join(name);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
+        let dir = table
+            .get("build")
+            .and_then(|build| build.get("target-dir"))
+            .and_then(|dir| dir.as_str());
+        // Relative to the directory holding `.cargo`, like every path in a
+        // cargo configuration file.
+        return Ok(dir.map(|dir| normalize(&repo_root.join(dir))));
+    }
+    Ok(None)
 }
 
 /// Manifests of `[patch]`, `[replace]` and `paths` overrides that point into the checkout,

@@ -878,3 +878,32 @@ fn a_declared_symlink_brings_its_target() {
     std::os::unix::fs::symlink("big/table.txt", f.join("table.txt")).unwrap();
     assert_input(&f, "big/table.txt");
 }
+
+#[test]
+fn the_checkouts_configured_target_dir_is_build_output() {
+    // The build writes to `out/`, as the checkout's cargo configuration says;
+    // a script that watches the whole package must not make the key depend
+    // on what an earlier build left there.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(".cargo/config.toml", "[build]\ntarget-dir = \"out\"\n")
+        .file("build.rs", "fn main() {}\n")
+        .file("out/debug/stale.rlib", "one")
+        .file("tables/t.txt", "t");
+    // The environment would override the configuration, as it does for cargo.
+    let key = || {
+        let output = xtask_cmd(&["ci-key", "--root"])
+            .arg(f.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let before = key();
+    f.file("out/debug/stale.rlib", "two");
+    assert_eq!(key(), before, "out/ is build output");
+    f.file("tables/t.txt", "changed");
+    assert_ne!(key(), before, "the rest of the package is watched");
+}
