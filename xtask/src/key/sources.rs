@@ -48,6 +48,9 @@ struct Job {
     file: PathBuf,
     module_dir: PathBuf,
     root: usize,
+    /// Read through `include!`: often an expression (`static T: [u8; 4] =
+    /// include!("t.in");`), not a file of items, so syn's refusal is expected.
+    included: bool,
 }
 
 enum Outcome {
@@ -87,6 +90,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 file: root.file.clone(),
                 module_dir,
                 root: index,
+                included: false,
             });
         }
     }
@@ -143,7 +147,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 }
             };
             discovery.parsed_files += 1;
-            if let Some(error) = &scan.parse_error {
+            if let Some(error) = scan.parse_error.as_ref().filter(|_| !job.included) {
                 discovery.warnings.push(format!(
                     "{rel}: syn cannot parse it ({error}); read it as tokens instead, so its modules and embeds still count"
                 ));
@@ -171,6 +175,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 file: file.clone(),
                                 module_dir: dir.clone(),
                                 root: job.root,
+                                included: false,
                             });
                         }
                     }
@@ -244,6 +249,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                     file: path,
                                     module_dir: dir,
                                     root: job.root,
+                                    included: true,
                                 });
                             }
                         }

@@ -703,6 +703,20 @@ fn an_included_rust_file_is_walked_like_a_module() {
     assert_input(&f, "gen/d.txt");
     assert_input(&f, "gen/child.rs");
     assert_input(&f, "data/c.txt");
+    // An included expression is no file of items; no warning says otherwise.
+    f.file(
+        "src/lib.rs",
+        "pub static T: &[&str] = &include!(\"../gen/table.in\");\n",
+    )
+    .file("gen/table.in", "[include_str!(\"row.txt\")]\n")
+    .file("gen/row.txt", "r");
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        output.status.success() && !stderr(&output).contains("warning"),
+        "{}",
+        stderr(&output)
+    );
+    assert_input(&f, "gen/row.txt");
 }
 
 #[test]
