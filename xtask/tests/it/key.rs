@@ -921,3 +921,35 @@ fn the_checkouts_configured_target_dir_is_build_output() {
     f.file("tables/t.txt", "changed");
     assert_ne!(key(), before, "the rest of the package is watched");
 }
+
+#[test]
+fn rustup_toolchain_in_the_environment_overrides_the_toolchain_file() {
+    // rustup builds with RUSTUP_TOOLCHAIN over rust-toolchain.toml, so the
+    // key's rustc must come from the same place. A toolchain that does not
+    // exist proves which one ci-key asked for.
+    let f = Fixture::new();
+    minimal(&f, "");
+    let version = std::process::Command::new("rustc")
+        .arg("-V")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    f.file(
+        "rust-toolchain.toml",
+        &format!("[toolchain]\nchannel = \"{version}\"\n"),
+    );
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(f.path())
+        .env("RUSTUP_TOOLCHAIN", "ci-key-test-no-such-toolchain")
+        .output()
+        .unwrap();
+    assert!(
+        !output.status.success() && stderr(&output).contains("rustc -V"),
+        "{}",
+        stderr(&output)
+    );
+}
