@@ -116,6 +116,15 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
         workspace.packages.push(package);
     }
     for package in &workspace.packages {
+        // Target directories are never hashed; one that holds a package (a
+        // checkout's `target-dir = "."`) would hide its sources from the key.
+        if package.dir.starts_with(&workspace.target_dir) {
+            bail!(
+                "the target directory {} holds package `{}`, whose sources the key must hash; set build.target-dir in .cargo/config.toml to a directory of its own",
+                workspace.target_dir.display(),
+                package.name
+            );
+        }
         if !package.dir.starts_with(repo_root) {
             bail!(
                 "package `{}` ({}) lives outside the repository root {}; the key can only hash files inside it, so move the crate into the repository",

@@ -920,6 +920,21 @@ fn the_checkouts_configured_target_dir_is_build_output() {
     assert_eq!(key(), before, "out/ is build output");
     f.file("tables/t.txt", "changed");
     assert_ne!(key(), before, "the rest of the package is watched");
+    // A target directory over the sources would hide them: refused.
+    f.file(".cargo/config.toml", "[build]\ntarget-dir = \".\"\n");
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(f.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert!(
+        !output.status.success()
+            && err.contains("holds package `m`")
+            && err.contains("build.target-dir"),
+        "{err}"
+    );
 }
 
 #[test]
