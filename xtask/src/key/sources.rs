@@ -83,9 +83,8 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
     let mut used_dynamic: HashSet<String> = HashSet::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
-        let module_dir = root.file.parent().unwrap_or(Path::new("/"));
-        if visited.insert(visit_key(&root.file, module_dir, index)) {
-            let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        if visited.insert(visit_key(&root.file, &module_dir, index)) {
             frontier.push(Job {
                 file: root.file.clone(),
                 module_dir,
