@@ -126,6 +126,9 @@ pub struct VerifyKey {
     /// The profile directory under the target directory.
     #[arg(long, default_value = "debug")]
     pub profile: String,
+    /// The `--target` triple the build was for, if any.
+    #[arg(long, value_name = "TRIPLE")]
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Args)]

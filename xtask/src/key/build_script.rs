@@ -19,11 +19,12 @@ pub enum BuildScriptInputs {
 }
 
 /// Reads the `rerun-if-changed` literals found in a build script's module
-/// tree: `(literal value, file, line)`.
+/// tree: `(literal value, file, line)`. Warnings go to `warnings`.
 pub fn analyse(
     literals: &[(String, PathBuf, usize)],
     package_dir: &Path,
     root: &Path,
+    warnings: &mut Vec<String>,
 ) -> BuildScriptInputs {
     const DIRECTIVE: &str = "rerun-if-changed";
     let mut declared = Vec::new();
@@ -47,6 +48,17 @@ pub fn analyse(
                 ));
             }
             let path = package_dir.join(path_text);
+            // An absolute path outside the checkout (a CUDA header under
+            // /usr/local/cuda) is the build machine's environment: the key
+            // cannot hash it, and verify-key counts it as external too. The
+            // toolkit's version belongs in the key as a component instead.
+            if Path::new(path_text).is_absolute() && !path.starts_with(root) {
+                warnings.push(format!(
+                    "{site}: the build script watches {path_text}, outside the repository, which the key does not hash; if the build depends on it, put its toolkit's version in the key with key.toolkit-env"
+                ));
+                rest = &after[1 + path_text.len()..];
+                continue;
+            }
             if std::fs::symlink_metadata(&path).is_err() {
                 return BuildScriptInputs::WholePackage(format!(
                     "{site} names {path_text}, which does not exist, so cargo reruns the script on every build"
@@ -89,6 +101,7 @@ mod tests {
             ],
             pkg,
             Path::new("/r"),
+            &mut Vec::new(),
         );
         assert_eq!(
             declared,
@@ -104,13 +117,39 @@ mod tests {
                 "does not exist",
             ),
         ] {
-            match analyse(&literals, pkg, Path::new("/r")) {
+            match analyse(&literals, pkg, Path::new("/r"), &mut Vec::new()) {
                 BuildScriptInputs::WholePackage(reason) => {
                     assert!(reason.contains(needle), "{reason}")
                 }
                 other => panic!("{literals:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_absolute_path_outside_the_repository_is_the_environment() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::write(repo.path().join("build.rs"), "").unwrap();
+        let mut warnings = Vec::new();
+        let got = analyse(
+            &[
+                lit("cargo:rerun-if-changed=/usr/local/cuda/include/cuda.h"),
+                lit("cargo:rerun-if-changed=build.rs"),
+            ],
+            repo.path(),
+            repo.path(),
+            &mut warnings,
+        );
+        assert_eq!(
+            got,
+            BuildScriptInputs::Declared(vec![repo.path().join("build.rs")])
+        );
+        assert!(
+            warnings.len() == 1
+                && warnings[0].contains("/usr/local/cuda/include/cuda.h")
+                && warnings[0].contains("key.toolkit-env"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
@@ -122,6 +161,7 @@ mod tests {
             &[lit("cargo:rerun-if-changed=a\ncargo:rerun-if-changed=b\n")],
             dir.path(),
             Path::new("/"),
+            &mut Vec::new(),
         );
         assert_eq!(
             got,

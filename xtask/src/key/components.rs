@@ -109,7 +109,10 @@ fn rustc_version(root: &Path) -> Result<String> {
         .env("RUSTUP_AUTO_INSTALL", "0")
         .quiet()
         .ignore_status();
-    if let Some(channel) = &channel {
+    // rustup lets RUSTUP_TOOLCHAIN override the toolchain file, so the build
+    // in this environment uses that toolchain; the key must name the same.
+    let overridden = std::env::var_os("RUSTUP_TOOLCHAIN").is_some_and(|v| !v.is_empty());
+    if let Some(channel) = channel.as_ref().filter(|_| !overridden) {
         command = command.env("RUSTUP_TOOLCHAIN", channel);
     }
     let output = command

@@ -69,9 +69,14 @@ pub struct InputSet {
     entries: BTreeMap<String, Entry>,
 }
 
+/// Whether a repository-relative path is git metadata (`.git/…` at any depth).
+pub fn is_git_metadata(rel: &str) -> bool {
+    rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/") || rel.ends_with("/.git")
+}
+
 /// Why a path may never be an input, or `None`.
 fn excluded_reason(rel: &str) -> Option<&'static str> {
-    if rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/") {
+    if is_git_metadata(rel) {
         Some("git metadata is never hashed")
     } else if rel.starts_with(".github/workflows/") {
         Some(
@@ -142,6 +147,22 @@ impl InputSet {
         Ok(())
     }
 
+    /// Adds the file a symlink at `abs` points to, when it is one: the link
+    /// itself is hashed as its text, but whoever opens it (rustc for an
+    /// embed, a build script for a declared file) reads the target.
+    pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
+        if !abs.is_symlink() {
+            return Ok(());
+        }
+        // A dangling link fails the build that opens it; its text is hashed.
+        let Ok(target) = std::fs::canonicalize(abs) else {
+            return Ok(());
+        };
+        let rel = self.relative(abs)?;
+        self.add(&target, &format!("target of symlink {rel}, {reason}"))
+            .with_context(|| format!("{rel} is a symlink whose target cannot be hashed"))
+    }
+
     /// Adds every file below `dir` (nothing when it does not exist).
     /// `stop_at_packages` skips subdirectories that are packages of their
     /// own, as cargo does when it watches a package directory.
@@ -197,8 +218,24 @@ impl InputSet {
 
     /// Adds the files matching a repository-relative glob; returns how many matched.
     pub fn add_glob(&mut self, pattern: &str, reason: &str) -> Result<usize> {
+        self.add_matching(pattern, reason, true)
+    }
+
+    /// Adds the files a `macro_rules!` embed may name, its metavariables
+    /// written as `*`. A metavariable's text may hold `/` (`ptx!("sub/k")`),
+    /// so here `*` matches across directories.
+    pub fn add_pattern(&mut self, pattern: &str, reason: &str) -> Result<usize> {
+        self.add_matching(pattern, reason, false)
+    }
+
+    fn add_matching(
+        &mut self,
+        pattern: &str,
+        reason: &str,
+        literal_separator: bool,
+    ) -> Result<usize> {
         let matcher = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
+            .literal_separator(literal_separator)
             .build()
             .with_context(|| format!("invalid glob {pattern:?}"))?
             .compile_matcher();

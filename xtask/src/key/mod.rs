@@ -23,6 +23,7 @@ use crate::{flags, gha, policy::Policy};
 
 use build_script::BuildScriptInputs;
 use inputs::InputSet;
+pub use inputs::is_git_metadata;
 
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,15 +146,35 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             .get(&index)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        match build_script::analyse(literals, &root_info.package_dir, root) {
+        match build_script::analyse(literals, &root_info.package_dir, root, &mut warnings) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {
+                    // Scripts that stamp the commit id watch `.git/HEAD`.
+                    // Git metadata is never a key input (it changes with
+                    // every commit, and no archive would ever be reused), so
+                    // this is a documented residual, not a hard error.
+                    let normal = workspace::normalize(&path);
+                    if let Some(rel) = normal
+                        .strip_prefix(root)
+                        .ok()
+                        .and_then(|rel| rel.to_str())
+                        .filter(|rel| inputs::is_git_metadata(rel))
+                    {
+                        warnings.push(format!(
+                            "the {} watches {rel} (rerun-if-changed); git metadata is never a key input, so an archive reused under this key may carry another commit's git information",
+                            root_info.label
+                        ));
+                        continue;
+                    }
                     let reason = format!("rerun-if-changed of the {}", root_info.label);
                     if path.is_dir() {
-                        inputs.add_dir(&path, &reason, false)?;
+                        inputs
+                            .add_dir(&path, &reason, false)
+                            .with_context(|| format!("{}: rerun-if-changed", root_info.label))?;
                     } else {
                         inputs
                             .add(&path, &reason)
+                            .and_then(|()| inputs.add_link_target(&path, &reason))
                             .with_context(|| format!("{}: rerun-if-changed", root_info.label))?;
                     }
                 }

@@ -30,6 +30,9 @@ pub struct ModuleDecl {
     pub name: String,
     pub candidates: Vec<(PathBuf, PathBuf)>,
     pub site: Site,
+    /// Set when `cfg_attr(…, path = …)` gives the module other files, so the
+    /// default file's absence is expected rather than worth a warning.
+    pub has_alternatives: bool,
 }
 
 /// What an include macro names.
@@ -93,6 +96,11 @@ fn has_file_module_decl(text: &[u8]) -> bool {
             continue;
         }
         let mut i = at + 3;
+        // A comment may stand anywhere in `mod name;`; when one does, let the
+        // parser decide rather than risk skipping a file module.
+        if text.get(i) == Some(&b'/') {
+            return true;
+        }
         let ws_start = i;
         while i < text.len() && text[i].is_ascii_whitespace() {
             i += 1;
@@ -105,12 +113,15 @@ fn has_file_module_decl(text: &[u8]) -> bool {
             i += 1;
         }
         if i == ident_start {
+            if text.get(i) == Some(&b'/') {
+                return true;
+            }
             continue;
         }
         while i < text.len() && text[i].is_ascii_whitespace() {
             i += 1;
         }
-        if i < text.len() && text[i] == b';' {
+        if i < text.len() && (text[i] == b';' || text[i] == b'/') {
             return true;
         }
     }
@@ -172,6 +183,17 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
             self.visit_attribute(attr);
         }
         let path_attr = item.attrs.iter().find_map(path_attribute);
+        let cfg_paths: Vec<String> = item
+            .attrs
+            .iter()
+            .filter_map(|attr| match &attr.meta {
+                syn::Meta::List(list) if list.path.is_ident("cfg_attr") => {
+                    Some(cfg_attr_paths(list.tokens.clone()))
+                }
+                _ => None,
+            })
+            .flatten()
+            .collect();
         let name = item.ident.to_string();
         let line = item.ident.span().start().line;
         let inline_depth = self.scopes.len() - 1;
@@ -182,16 +204,29 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
             .clone();
         match &item.content {
             Some((_, items)) => {
-                self.scopes
-                    .push(scope.join(path_attr.as_deref().unwrap_or(&name)));
+                self.scopes.push(inline_scope(
+                    self.ctx,
+                    &scope,
+                    inline_depth,
+                    &name,
+                    path_attr,
+                ));
                 for item in items {
                     self.visit_item(item);
                 }
                 self.scopes.pop();
             }
             None => {
-                let decl = module_decl(self.ctx, &scope, inline_depth, name, path_attr, line);
-                self.scan.modules.push(decl);
+                let decls = module_decls(
+                    self.ctx,
+                    &scope,
+                    inline_depth,
+                    name,
+                    path_attr,
+                    cfg_paths,
+                    line,
+                );
+                self.scan.modules.extend(decls);
             }
         }
     }
@@ -208,14 +243,26 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
             .segments
             .last()
             .map_or(1, |s| s.ident.span().start().line);
+        let scope = self
+            .scopes
+            .last()
+            .expect("the file scope is never popped")
+            .clone();
+        let inline_depth = self.scopes.len() - 1;
         let mut walker = TokenWalker {
             ctx: self.ctx,
             scan: self.scan,
         };
         if is_include_macro(&name) {
             walker.record_embed(&name, mac.tokens.clone(), line);
-        } else {
+        } else if name == "macro_rules" {
+            // A `mod x;` in a macro body is declared where the macro is
+            // invoked, not here; its embeds are still worth resolving.
             walker.walk_for_embeds(mac.tokens.clone());
+        } else {
+            // Item macros such as `cfg_if! { if #[cfg(unix)] { mod unix; } }`
+            // declare file modules that rustc loads like any other.
+            walker.walk_items(mac.tokens.clone(), &scope, inline_depth);
         }
     }
 
@@ -229,6 +276,11 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
                 };
                 walker.walk_for_embeds(list.tokens.clone());
             }
+            // Documentation is never printed by a build script, so its text
+            // must not count as a `rerun-if-changed` declaration; an embed in
+            // `#[doc = include_str!(…)]` is still found.
+            syn::Meta::NameValue(nv)
+                if nv.path.is_ident("doc") && matches!(nv.value, syn::Expr::Lit(_)) => {}
             _ => syn::visit::visit_attribute(self, attr),
         }
     }
@@ -264,13 +316,66 @@ fn path_attribute(attr: &syn::Attribute) -> Option<String> {
     }
 }
 
+/// The directory a `#[path]` attribute is relative to: outside inline
+/// modules the directory of the file itself, inside them the scope's module
+/// directory.
+fn path_attribute_base(ctx: &FileContext<'_>, scope: &Path, inline_depth: usize) -> PathBuf {
+    if inline_depth == 0 {
+        ctx.file.parent().unwrap_or(Path::new("/")).to_path_buf()
+    } else {
+        scope.to_path_buf()
+    }
+}
+
+/// The module directory of an inline `mod name { … }`. A `#[path]` on it
+/// names that directory, relative to the same base as a file module's
+/// `#[path]`: in a non-mod-rs file `src/a.rs`, `#[path = "x"] mod m { mod c; }`
+/// loads `src/x/c.rs`, not `src/a/x/c.rs`.
+fn inline_scope(
+    ctx: &FileContext<'_>,
+    scope: &Path,
+    inline_depth: usize,
+    name: &str,
+    path_attr: Option<String>,
+) -> PathBuf {
+    match path_attr {
+        Some(path) => path_attribute_base(ctx, scope, inline_depth).join(path),
+        None => scope.join(name),
+    }
+}
+
+/// Every file `mod name;` may load: one declaration for the file rustc picks
+/// without any `cfg`, and one for each `#[cfg_attr(…, path = "…")]`, since
+/// which `cfg` holds is decided by the build, not by this reading.
+fn module_decls(
+    ctx: &FileContext<'_>,
+    scope: &Path,
+    inline_depth: usize,
+    name: String,
+    path_attr: Option<String>,
+    cfg_paths: Vec<String>,
+    line: usize,
+) -> Vec<ModuleDecl> {
+    let has_alternatives = !cfg_paths.is_empty();
+    let mut decls: Vec<ModuleDecl> = cfg_paths
+        .into_iter()
+        .map(|path| {
+            let mut decl = module_decl(ctx, scope, inline_depth, name.clone(), Some(path), line);
+            decl.has_alternatives = true;
+            decl
+        })
+        .collect();
+    let mut default = module_decl(ctx, scope, inline_depth, name, path_attr, line);
+    default.has_alternatives = has_alternatives;
+    decls.insert(0, default);
+    decls
+}
+
 /// Applies rustc's rules for where `mod name;` is loaded from.
 ///
 /// Without `#[path]`, `name.rs` then `name/mod.rs` in the scope's module
-/// directory. With `#[path]`, outside inline modules the path is relative to
-/// the directory of the file itself; inside inline modules it is relative to
-/// the scope's module directory. A file loaded through `#[path]` owns its own
-/// directory, like a `mod.rs`.
+/// directory. With `#[path]`, see [`path_attribute_base`]. A file loaded
+/// through `#[path]` owns its own directory, like a `mod.rs`.
 fn module_decl(
     ctx: &FileContext<'_>,
     scope: &Path,
@@ -281,12 +386,7 @@ fn module_decl(
 ) -> ModuleDecl {
     let candidates = match path_attr {
         Some(path) => {
-            let base = if inline_depth == 0 {
-                ctx.file.parent().unwrap_or(Path::new("/")).to_path_buf()
-            } else {
-                scope.to_path_buf()
-            };
-            let file = base.join(path);
+            let file = path_attribute_base(ctx, scope, inline_depth).join(path);
             let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
             vec![(file, dir)]
         }
@@ -302,7 +402,37 @@ fn module_decl(
             file: ctx.file.to_path_buf(),
             line,
         },
+        has_alternatives: false,
     }
+}
+
+/// The `path = "…"` values of a `cfg_attr(predicate, attr, …)` argument list,
+/// nested `cfg_attr`s included.
+fn cfg_attr_paths(tokens: TokenStream) -> Vec<String> {
+    let mut paths = Vec::new();
+    for part in split_commas(tokens).into_iter().skip(1) {
+        if let Some(path) = lexical_path_attribute(part.clone()) {
+            paths.push(path);
+            continue;
+        }
+        let part: Vec<TokenTree> = part.into_iter().collect();
+        if let [TokenTree::Ident(name), TokenTree::Group(group)] = part.as_slice() {
+            if name == "cfg_attr" && group.delimiter() == Delimiter::Parenthesis {
+                paths.extend(cfg_attr_paths(group.stream()));
+            }
+        }
+    }
+    paths
+}
+
+/// Whether a bracketed attribute body is `doc = "…"` (a doc comment).
+fn is_doc_text(tokens: &TokenStream) -> bool {
+    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    matches!(
+        tokens.as_slice(),
+        [TokenTree::Ident(name), TokenTree::Punct(eq), TokenTree::Literal(_)]
+            if name == "doc" && eq.as_char() == '='
+    )
 }
 
 struct TokenWalker<'a, 'b> {
@@ -321,6 +451,9 @@ impl TokenWalker<'_, '_> {
                 continue;
             }
             match &tokens[i] {
+                // Doc comments in macro bodies are text, never printed.
+                TokenTree::Group(group)
+                    if group.delimiter() == Delimiter::Bracket && is_doc_text(&group.stream()) => {}
                 TokenTree::Group(group) => self.walk_for_embeds(group.stream()),
                 TokenTree::Literal(lit) => self.record_literal(lit),
                 _ => {}
@@ -334,6 +467,7 @@ impl TokenWalker<'_, '_> {
     fn walk_items(&mut self, tokens: TokenStream, scope: &Path, inline_depth: usize) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut path_attr: Option<String> = None;
+        let mut cfg_paths: Vec<String> = Vec::new();
         let mut i = 0;
         while i < tokens.len() {
             if self.record_embed_at(&tokens, i) {
@@ -342,14 +476,43 @@ impl TokenWalker<'_, '_> {
             }
             match &tokens[i] {
                 TokenTree::Punct(p) if p.as_char() == '#' => {
-                    if let Some(TokenTree::Group(g)) = tokens.get(i + 1) {
+                    // `#[…]`, or an inner attribute `#![…]`.
+                    let bang = matches!(tokens.get(i + 1), Some(TokenTree::Punct(b)) if b.as_char() == '!');
+                    let at = i + 1 + usize::from(bang);
+                    if let Some(TokenTree::Group(g)) = tokens.get(at) {
                         if g.delimiter() == Delimiter::Bracket {
                             if let Some(path) = lexical_path_attribute(g.stream()) {
                                 path_attr = Some(path);
+                            } else if is_doc_text(&g.stream()) {
+                                // Documentation text is never printed.
                             } else {
+                                let body: Vec<TokenTree> = g.stream().into_iter().collect();
+                                if let [TokenTree::Ident(name), TokenTree::Group(args)] =
+                                    body.as_slice()
+                                {
+                                    if name == "cfg_attr" {
+                                        cfg_paths.extend(cfg_attr_paths(args.stream()));
+                                    }
+                                }
                                 self.walk_for_embeds(g.stream());
                             }
-                            i += 2;
+                            i = at + 1;
+                            continue;
+                        }
+                    }
+                }
+                TokenTree::Ident(ident) if ident == "macro_rules" => {
+                    // As in the syn reading: the body's modules belong to
+                    // the invocation site, its embeds are resolved here.
+                    if let (
+                        Some(TokenTree::Punct(bang)),
+                        Some(TokenTree::Ident(_)),
+                        Some(TokenTree::Group(body)),
+                    ) = (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
+                    {
+                        if bang.as_char() == '!' {
+                            self.walk_for_embeds(body.stream());
+                            i += 4;
                             continue;
                         }
                     }
@@ -360,20 +523,28 @@ impl TokenWalker<'_, '_> {
                         let name = name.to_string();
                         match tokens.get(i + 2) {
                             Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
-                                let decl = module_decl(
+                                let decls = module_decls(
                                     self.ctx,
                                     scope,
                                     inline_depth,
                                     name,
                                     path_attr.take(),
+                                    std::mem::take(&mut cfg_paths),
                                     line,
                                 );
-                                self.scan.modules.push(decl);
+                                self.scan.modules.extend(decls);
                                 i += 3;
                                 continue;
                             }
                             Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
-                                let inner = scope.join(path_attr.take().unwrap_or(name));
+                                let inner = inline_scope(
+                                    self.ctx,
+                                    scope,
+                                    inline_depth,
+                                    &name,
+                                    path_attr.take(),
+                                );
+                                cfg_paths.clear();
                                 self.walk_items(g.stream(), &inner, inline_depth + 1);
                                 i += 3;
                                 continue;
@@ -397,6 +568,7 @@ impl TokenWalker<'_, '_> {
                 _ => {}
             }
             path_attr = None;
+            cfg_paths.clear();
             i += 1;
         }
     }
@@ -510,6 +682,13 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
     }
     if pieces.is_empty() {
         return EmbedTarget::Unresolved("an empty argument".into());
+    }
+    // A path that starts with a metavariable is wholly the caller's: it may
+    // climb out of any directory a glob could name (`m!("../../data/x")`).
+    if matches!(pieces.first(), Some(Piece::MetaVariable)) {
+        return EmbedTarget::Unresolved(
+            "a path that starts with a macro_rules! metavariable, so each caller chooses it".into(),
+        );
     }
     let path = if starts_at_manifest_dir {
         ctx.package_dir.join(text.trim_start_matches('/'))
@@ -746,8 +925,137 @@ const A: &str = include_str!("still_found.txt");
         );
     }
 
+    fn module_files(scan: &FileScan) -> Vec<PathBuf> {
+        scan.modules
+            .iter()
+            .flat_map(|m| m.candidates.iter().map(|(file, _)| file.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn modules_in_item_macros_and_cfg_attr_paths_are_followed() {
+        let text = r#"
+cfg_if::cfg_if! {
+    if #[cfg(unix)] { mod unix_impl; } else { #[path = "other/win.rs"] mod win; }
+}
+macro_rules! prelude { () => { mod declared_by_the_caller; }; }
+#[cfg_attr(target_os = "linux", path = "../gen/linux.rs")]
+#[cfg_attr(windows, cfg_attr(all(), path = "windows.rs"))]
+mod sys;
+"#;
+        for parse_fails in [false, true] {
+            // The token reading must agree with the syn reading.
+            let text = if parse_fails {
+                format!(
+                    "struct Broken {{ a: u8 b: u8 }}
+{text}"
+                )
+            } else {
+                text.to_owned()
+            };
+            let scan = scan(&text, "/ws/pkg/src/lib.rs");
+            assert_eq!(scan.parse_error.is_some(), parse_fails);
+            let p = PathBuf::from;
+            assert_eq!(
+                module_files(&scan),
+                vec![
+                    p("/ws/pkg/src/unix_impl.rs"),
+                    p("/ws/pkg/src/unix_impl/mod.rs"),
+                    p("/ws/pkg/src/other/win.rs"),
+                    p("/ws/pkg/src/sys.rs"),
+                    p("/ws/pkg/src/sys/mod.rs"),
+                    p("/ws/pkg/src/../gen/linux.rs"),
+                    p("/ws/pkg/src/windows.rs"),
+                ],
+                "parse fails: {parse_fails}"
+            );
+            let sys: Vec<bool> = scan
+                .modules
+                .iter()
+                .filter(|m| m.name == "sys")
+                .map(|m| m.has_alternatives)
+                .collect();
+            assert_eq!(sys, vec![true, true, true]);
+        }
+    }
+
+    #[test]
+    fn path_on_an_inline_module_is_relative_to_the_file_directory() {
+        // rustc loads `src/x/child.rs` here (checked with rustc --emit=dep-info):
+        // at file level a `#[path]` starts from the file's directory, even in a
+        // non-mod-rs file whose own modules live in `src/a/`.
+        let text = "#[path = \"x\"] mod inline { mod child; }\nmod plain { mod child2; }\n";
+        for text in [
+            text.to_owned(),
+            format!(
+                "struct B {{ a: u8 b: u8 }}
+{text}"
+            ),
+        ] {
+            let file = Path::new("/ws/pkg/src/a.rs");
+            let ctx = FileContext {
+                file,
+                module_dir: Path::new("/ws/pkg/src/a"),
+                package_dir: Path::new("/ws/pkg"),
+            };
+            let scan = scan_file(&text, &ctx);
+            let p = PathBuf::from;
+            assert_eq!(
+                module_files(&scan),
+                vec![
+                    p("/ws/pkg/src/x/child.rs"),
+                    p("/ws/pkg/src/x/child/mod.rs"),
+                    p("/ws/pkg/src/a/plain/child2.rs"),
+                    p("/ws/pkg/src/a/plain/child2/mod.rs"),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn doc_comments_are_not_rerun_declarations() {
+        let text = r#"//! This script prints no cargo:rerun-if-changed=build.rs on purpose.
+/// Mentions cargo:rerun-if-changed=build.rs too.
+fn main() {
+    #[doc = "cargo:rerun-if-changed=build.rs"]
+    struct S;
+    let _ = "cargo:rerun-if-changed=real.txt";
+}
+"#;
+        for text in [
+            text.to_owned(),
+            format!(
+                "{text}
+struct B {{ a: u8 b: u8 }}
+"
+            ),
+        ] {
+            let scan = scan(&text, "/ws/pkg/build.rs");
+            assert_eq!(
+                scan.rerun_literals,
+                vec![("cargo:rerun-if-changed=real.txt".to_owned(), 6)],
+                "{:?}",
+                scan.parse_error
+            );
+        }
+    }
+
+    #[test]
+    fn a_path_wholly_chosen_by_the_macro_caller_is_unresolved() {
+        let text = "macro_rules! m { ($p:literal) => { include_str!($p) }; }
+";
+        let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
+        assert!(
+            matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
+            "{got:?}"
+        );
+    }
+
     #[test]
     fn prefilter_sees_file_modules_and_includes_only() {
+        assert!(may_reference_files(b"mod x /* moved */;"));
+        assert!(may_reference_files(b"mod /* moved */ x;"));
+        assert!(may_reference_files(b"mod x // moved\n;"));
         assert!(may_reference_files(b"mod x;"));
         assert!(may_reference_files(b"pub(crate) mod\n  x\n ;"));
         assert!(may_reference_files(b"let s = include_str!(\"a\");"));

@@ -40,10 +40,17 @@ pub struct Discovery {
     pub parsed_files: usize,
 }
 
+/// A file read in one context: (file, module directory, package directory,
+/// the build script's root index).
+type VisitKey = (PathBuf, PathBuf, PathBuf, Option<usize>);
+
 struct Job {
     file: PathBuf,
     module_dir: PathBuf,
     root: usize,
+    /// Read through `include!`: often an expression (`static T: [u8; 4] =
+    /// include!("t.in");`), not a file of items, so syn's refusal is expected.
+    included: bool,
 }
 
 enum Outcome {
@@ -59,16 +66,30 @@ enum Outcome {
 /// Walks every root's module tree, adding module files and embedded files to `inputs`.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut discovery = Discovery::default();
-    let mut visited: HashSet<(PathBuf, bool)> = HashSet::new();
+    // A file is read once per context that changes what it means: its
+    // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
+    // build scripts, the script itself, whose `rerun-if-changed` literals
+    // are counted per script (two scripts may share a helper by `#[path]`).
+    let mut visited: HashSet<VisitKey> = HashSet::new();
+    let visit_key = |file: &Path, module_dir: &Path, root: usize| -> VisitKey {
+        let info = &roots[root];
+        (
+            file.to_path_buf(),
+            module_dir.to_path_buf(),
+            info.package_dir.clone(),
+            info.build_script.then_some(root),
+        )
+    };
     let mut used_dynamic: HashSet<String> = HashSet::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
-        if visited.insert((root.file.clone(), root.build_script)) {
-            let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        if visited.insert(visit_key(&root.file, &module_dir, index)) {
             frontier.push(Job {
                 file: root.file.clone(),
                 module_dir,
                 root: index,
+                included: false,
             });
         }
     }
@@ -125,7 +146,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 }
             };
             discovery.parsed_files += 1;
-            if let Some(error) = &scan.parse_error {
+            if let Some(error) = scan.parse_error.as_ref().filter(|_| !job.included) {
                 discovery.warnings.push(format!(
                     "{rel}: syn cannot parse it ({error}); read it as tokens instead, so its modules and embeds still count"
                 ));
@@ -148,27 +169,32 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 module.name,
                                 file.display()
                             ));
-                        } else if visited.insert((file.clone(), root.build_script)) {
+                        } else if visited.insert(visit_key(file, dir, job.root)) {
                             next.push(Job {
                                 file: file.clone(),
                                 module_dir: dir.clone(),
                                 root: job.root,
+                                included: false,
                             });
                         }
                     }
                     None => {
                         // A `cfg`-gated module whose file is absent compiles;
                         // hashing the absence makes its arrival change the key.
-                        let tried: Vec<String> = module
-                            .candidates
-                            .iter()
-                            .map(|(f, _)| display(inputs.root(), f))
-                            .collect();
-                        discovery.warnings.push(format!(
-                            "{site}: `mod {};` has no file (tried {}); its absence is hashed",
-                            module.name,
-                            tried.join(", ")
-                        ));
+                        // With `cfg_attr(…, path = …)` alternatives, the
+                        // default file is often absent by design.
+                        if !module.has_alternatives {
+                            let tried: Vec<String> = module
+                                .candidates
+                                .iter()
+                                .map(|(f, _)| display(inputs.root(), f))
+                                .collect();
+                            discovery.warnings.push(format!(
+                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                                module.name,
+                                tried.join(", ")
+                            ));
+                        }
                         for (file, _) in &module.candidates {
                             if let Err(err) = inputs.add_maybe_absent(
                                 file,
@@ -196,7 +222,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 embed.macro_name,
                                 path.display()
                             ));
-                        } else if let Err(err) = inputs.add_maybe_absent(&path, &why) {
+                        } else if let Err(err) = inputs
+                            .add_maybe_absent(&path, &why)
+                            .and_then(|()| inputs.add_link_target(&path, &why))
+                        {
                             discovery.errors.push(format!(
                                 "{site}: {} cannot be a key input: {err:#}",
                                 embed.macro_name
@@ -207,6 +236,21 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 embed.macro_name,
                                 display(inputs.root(), &path)
                             ));
+                        } else if embed.macro_name == "include!" {
+                            // rustc parses an `include!`d file as code of the
+                            // including module, with its own directory as the
+                            // module directory: its `mod x;`, `#[path]` and
+                            // embeds resolve from there, so it is walked like
+                            // a module file.
+                            let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                            if visited.insert(visit_key(&path, &dir, job.root)) {
+                                next.push(Job {
+                                    file: path,
+                                    module_dir: dir,
+                                    root: job.root,
+                                    included: true,
+                                });
+                            }
                         }
                     }
                     EmbedTarget::Pattern(pattern) => {
@@ -219,7 +263,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                             .ok_or_else(|| {
                                 anyhow::anyhow!("{} leaves the repository", pattern.display())
                             })
-                            .and_then(|rel| inputs.add_glob(&rel, &why));
+                            .and_then(|rel| inputs.add_pattern(&rel, &why));
                         if let Err(err) = result {
                             discovery
                                 .errors

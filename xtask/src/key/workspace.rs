@@ -82,9 +82,13 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     let neutral_dir = tempfile::tempdir().context("cannot create a neutral working directory")?;
     let metadata = cargo_metadata_no_deps(neutral_dir.path(), &root_manifest)?;
     let workspace_root = PathBuf::from(metadata.workspace_root.as_std_path());
+    let target_dir = match checkout_target_dir(repo_root)? {
+        Some(dir) => dir,
+        None => PathBuf::from(metadata.target_directory.as_std_path()),
+    };
     let mut workspace = Workspace {
         root: workspace_root.clone(),
-        target_dir: PathBuf::from(metadata.target_directory.as_std_path()),
+        target_dir,
         packages: Vec::new(),
         manifests: BTreeSet::from([root_manifest.clone(), workspace_root.join("Cargo.toml")]),
     };
@@ -112,6 +116,15 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
         workspace.packages.push(package);
     }
     for package in &workspace.packages {
+        // Target directories are never hashed; one that holds a package (a
+        // checkout's `target-dir = "."`) would hide its sources from the key.
+        if package.dir.starts_with(&workspace.target_dir) {
+            bail!(
+                "the target directory {} holds package `{}`, whose sources the key must hash; set build.target-dir in .cargo/config.toml to a directory of its own",
+                workspace.target_dir.display(),
+                package.name
+            );
+        }
         if !package.dir.starts_with(repo_root) {
             bail!(
                 "package `{}` ({}) lives outside the repository root {}; the key can only hash files inside it, so move the crate into the repository",
@@ -219,7 +232,37 @@ fn cargo_metadata_no_deps(neutral_dir: &Path, manifest: &Path) -> Result<cargo_m
         .context("cannot parse the output of `cargo metadata`")
 }
 
-/// Manifests of `[patch]` and `paths` overrides that point into the checkout,
+/// The `build.target-dir` of the checkout's `.cargo/config.toml`, which the
+/// build honours but `cargo metadata` run from a neutral directory does not
+/// see; read as data, never run. The environment (`CARGO_TARGET_DIR`,
+/// `CARGO_BUILD_TARGET_DIR`) overrides it, as it does for cargo, and cargo
+/// metadata has already applied it.
+fn checkout_target_dir(repo_root: &Path) -> Result<Option<PathBuf>> {
+    if ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some())
+    {
+        return Ok(None);
+    }
+    for name in [".cargo/config.toml", ".cargo/config"] {
+        let file = repo_root.join(name);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
+        let dir = table
+            .get("build")
+            .and_then(|build| build.get("target-dir"))
+            .and_then(|dir| dir.as_str());
+        // Relative to the directory holding `.cargo`, like every path in a
+        // cargo configuration file.
+        return Ok(dir.map(|dir| normalize(&repo_root.join(dir))));
+    }
+    Ok(None)
+}
+
+/// Manifests of `[patch]`, `[replace]` and `paths` overrides that point into the checkout,
 /// from the root manifest and from the checkout's `.cargo/config.toml`, which
 /// the build will read even though this command does not.
 fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf, String)>> {
@@ -264,6 +307,18 @@ fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf
                 }
             }
         }
+        // The deprecated `[replace]` still swaps a crate for a local path.
+        if let Some(toml::Value::Table(replace)) = table.get("replace") {
+            for (spec_id, spec) in replace {
+                if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                    let dir = normalize(&base.join(path));
+                    found.push((
+                        dir.join("Cargo.toml"),
+                        format!("[replace] `{spec_id}` in {label}"),
+                    ));
+                }
+            }
+        }
         if let Some(toml::Value::Array(paths)) = table.get("paths") {
             for path in paths.iter().filter_map(|p| p.as_str()) {
                 let dir = normalize(&base.join(path));
@@ -277,14 +332,23 @@ fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf
     Ok(found)
 }
 
-/// Removes `.` and `..` components without touching the filesystem, so a
-/// symlink cannot change what the path means.
+/// Removes `.` and `..` components the way the operating system resolves
+/// them when rustc or a build script opens the path: `..` after a symlink to
+/// a directory leaves the link's target, not the directory holding the link
+/// (`src/kernels/../data.txt` with `src/kernels -> ../shared/kernels` is
+/// `shared/data.txt`). Other symlinks are kept as they are, so paths stay in
+/// the form the repository spells them.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             std::path::Component::CurDir => {}
             std::path::Component::ParentDir => {
+                if out.is_symlink() {
+                    if let Ok(target) = std::fs::canonicalize(&out) {
+                        out = target;
+                    }
+                }
                 out.pop();
             }
             other => out.push(other),

@@ -31,12 +31,15 @@ impl flags::VerifyKey {
             None => workspace.target_dir.clone(),
         };
         let package_dirs = workspace.package_dirs();
-        let report = check(
-            &root,
-            &manifest,
-            &package_dirs,
-            &target_dir.join(profile_dir(&self.profile)),
-        )?;
+        let mut build = target_dir.clone();
+        if let Some(triple) = &self.target {
+            build.push(triple);
+        }
+        let dirs = BuildDirs {
+            profile_dir: build.join(profile_dir(&self.profile)),
+            target_dir,
+        };
+        let report = check(&root, &manifest, &package_dirs, &dirs)?;
         eprint!("{}", report.render());
         if report.misses.is_empty() {
             return Ok(ExitCode::SUCCESS);
@@ -57,7 +60,7 @@ impl flags::VerifyKey {
 pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy) -> Result<()> {
     let workspace = key::workspace::load(root)?;
     let package_dirs = workspace.package_dirs();
-    let mut dirs: Vec<PathBuf> = policy
+    let mut dirs: Vec<BuildDirs> = policy
         .archive
         .iter()
         .map(|spec| archive_profile_dir(&workspace.target_dir, root, spec))
@@ -84,11 +87,24 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     Ok(())
 }
 
+/// Where a build wrote.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BuildDirs {
+    /// The whole target directory: every file under it is build output.
+    pub target_dir: PathBuf,
+    /// `<target-dir>/[<triple>/]<profile>`.
+    pub profile_dir: PathBuf,
+}
+
 /// Where an archive's build wrote: `[<target-dir>/][<triple>/]<profile>`, from
 /// the `--target-dir`, `--target`, `--cargo-profile` / `--profile` and
 /// `--release` arguments of its command (nextest's `--profile` is a nextest
 /// profile, not a cargo one).
-pub fn archive_profile_dir(default_target_dir: &Path, root: &Path, spec: &ArchiveSpec) -> PathBuf {
+pub fn archive_profile_dir(
+    default_target_dir: &Path,
+    root: &Path,
+    spec: &ArchiveSpec,
+) -> BuildDirs {
     let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
         (Some(args), _) => (args.as_slice(), "--cargo-profile"),
         (None, Some(args)) => (args.as_slice(), "--profile"),
@@ -115,11 +131,14 @@ pub fn archive_profile_dir(default_target_dir: &Path, root: &Path, spec: &Archiv
         None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
         None => "dev".to_owned(),
     };
-    let mut dir = target_dir;
+    let mut dir = target_dir.clone();
     if let Some(triple) = value("--target") {
         dir.push(triple);
     }
-    dir.join(profile_dir(&profile))
+    BuildDirs {
+        profile_dir: dir.join(profile_dir(&profile)),
+        target_dir,
+    }
 }
 
 /// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
@@ -153,6 +172,8 @@ pub struct Report {
     pub generated_files: usize,
     /// Listed paths that no longer exist (stale dep-info from an older build).
     pub vanished_files: usize,
+    /// Git metadata a build script watches (`.git/HEAD`), never a key input.
+    pub git_files: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -180,6 +201,13 @@ impl Report {
             "  {} generated files under the target directory: covered by their build scripts' inputs",
             self.generated_files
         );
+        if self.git_files > 0 {
+            let _ = writeln!(
+                out,
+                "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
+                self.git_files
+            );
+        }
         if self.vanished_files > 0 {
             let _ = writeln!(
                 out,
@@ -207,27 +235,50 @@ impl Report {
     }
 }
 
-/// Checks the build in `profile_dir` (such as `target/debug`) against
+/// Checks the build in `dirs.profile_dir` (such as `target/debug`) against
 /// `manifest`; `package_dirs` maps the repository's package names to their directories.
+///
+/// A build for a `--target` triple compiles build scripts and proc macros
+/// for the host into `<target-dir>/<profile>`, beside the triple's
+/// directory; those compilations read repository files too, so that
+/// directory is checked as well.
 pub fn check(
     root: &Path,
     manifest: &KeyManifest,
     package_dirs: &BTreeMap<String, PathBuf>,
-    profile_dir: &Path,
+    dirs: &BuildDirs,
 ) -> Result<Report> {
+    let BuildDirs {
+        target_dir,
+        profile_dir,
+    } = dirs;
     if !profile_dir.is_dir() {
         bail!(
-            "{} does not exist: build first (cargo build / cargo nextest archive), then point --target-dir and --profile at that build",
+            "{} does not exist: build first (cargo build / cargo nextest archive), then point --target-dir, --target and --profile at that build",
             profile_dir.display()
         );
     }
+    let mut profile_dirs = vec![profile_dir.clone()];
+    if profile_dir.parent() != Some(target_dir.as_path()) {
+        if let Some(profile) = profile_dir.file_name() {
+            let host = target_dir.join(profile);
+            if host.is_dir() {
+                profile_dirs.push(host);
+            }
+        }
+    }
     let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
-    let target_dir = profile_dir.parent().unwrap_or(profile_dir);
     let mut report = Report::default();
     // path -> who read it; a BTreeMap keeps the report sorted and deduplicated.
     let mut read: BTreeMap<PathBuf, (String, Source)> = BTreeMap::new();
 
-    for dep_info in dep_info_files(profile_dir)? {
+    let mut dep_infos = Vec::new();
+    let mut outputs = Vec::new();
+    for dir in &profile_dirs {
+        dep_infos.extend(dep_info_files(dir)?);
+        outputs.extend(build_outputs(dir)?);
+    }
+    for dep_info in dep_infos {
         report.dep_info_files += 1;
         let text = std::fs::read_to_string(&dep_info)
             .with_context(|| format!("cannot read {}", dep_info.display()))?;
@@ -244,7 +295,7 @@ pub fn check(
             }
         }
     }
-    for (output, package_dir_name) in build_outputs(profile_dir)? {
+    for (output, package_dir_name) in outputs {
         report.build_outputs += 1;
         let text = std::fs::read_to_string(&output)
             .with_context(|| format!("cannot read {}", output.display()))?;
@@ -276,8 +327,28 @@ pub fn check(
             report.vanished_files += 1;
             continue;
         }
-        report.repository_files += 1;
         let rel = rel.to_string_lossy().replace('\\', "/");
+        // As in ci-key: git metadata is a documented residual, not a miss.
+        if crate::key::is_git_metadata(&rel) {
+            report.git_files += 1;
+            continue;
+        }
+        report.repository_files += 1;
+        // Through a symlink the reader got the target's bytes, so the
+        // target must be an input as well as the link.
+        let target = path
+            .is_symlink()
+            .then(|| std::fs::canonicalize(&path).ok())
+            .flatten();
+        let target_rel = target.as_ref().and_then(|t| {
+            t.strip_prefix(root)
+                .ok()
+                .map(|r| r.to_string_lossy().replace('\\', "/"))
+        });
+        let rel = match target_rel {
+            Some(target_rel) if inputs.contains(rel.as_str()) => target_rel,
+            _ => rel,
+        };
         if inputs.contains(rel.as_str()) {
             continue;
         }
@@ -470,7 +541,7 @@ mod tests {
         let t = Path::new("/r/target");
         let r = Path::new("/r");
         assert_eq!(
-            archive_profile_dir(t, r, &spec(Some(&["-p", "x"]), None)),
+            archive_profile_dir(t, r, &spec(Some(&["-p", "x"]), None)).profile_dir,
             Path::new("/r/target/debug")
         );
         assert_eq!(
@@ -481,15 +552,16 @@ mod tests {
                     Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
                     None
                 )
-            ),
+            )
+            .profile_dir,
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--profile=ci"]))),
+            archive_profile_dir(t, r, &spec(None, Some(&["--profile=ci"]))).profile_dir,
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--release"]))),
+            archive_profile_dir(t, r, &spec(None, Some(&["--release"]))).profile_dir,
             Path::new("/r/target/release")
         );
         assert_eq!(
@@ -506,8 +578,157 @@ mod tests {
                     ])
                 )
             ),
-            Path::new("/r/out/x86_64-unknown-linux-gnu/debug")
+            BuildDirs {
+                target_dir: PathBuf::from("/r/out"),
+                profile_dir: PathBuf::from("/r/out/x86_64-unknown-linux-gnu/debug")
+            }
         );
+    }
+
+    #[test]
+    fn a_cross_build_checks_the_host_directory_and_its_generated_files() {
+        // With `--target`, host compilations (proc macros, build scripts)
+        // live in `<target-dir>/debug`, beside `<target-dir>/<triple>/debug`.
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        let target = root.join("target");
+        let triple_debug = target.join("x86_64-unknown-linux-gnu/debug");
+        let host_debug = target.join("debug");
+        let write = |path: &Path, text: &str| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(&root.join("app/src/lib.rs"), "");
+        write(&root.join("mac/src/lib.rs"), "");
+        write(&root.join("mac/data/table.txt"), "read by the proc macro");
+        let host_generated = host_debug.join("build/mac-1/out/gen.rs");
+        write(&host_generated, "");
+        write(
+            &triple_debug.join("deps/app-1.d"),
+            "/t/app-1.rmeta: app/src/lib.rs\n",
+        );
+        write(
+            &host_debug.join("deps/mac-2.d"),
+            &format!(
+                "/t/libmac-2.so: mac/src/lib.rs mac/data/table.txt {}\n",
+                host_generated.display()
+            ),
+        );
+        let manifest = KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: ["app/src/lib.rs", "mac/src/lib.rs"]
+                .into_iter()
+                .map(|path| crate::key::Input {
+                    path: path.into(),
+                    sha256: String::new(),
+                    size: 0,
+                    kind: "file".into(),
+                    reason: String::new(),
+                })
+                .collect(),
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let report = check(
+            &root,
+            &manifest,
+            &BTreeMap::new(),
+            &BuildDirs {
+                target_dir: target.clone(),
+                profile_dir: triple_debug,
+            },
+        )
+        .unwrap();
+        let missed: Vec<&str> = report.misses.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(missed, vec!["mac/data/table.txt"], "{}", report.render());
+        assert_eq!(report.generated_files, 1);
+    }
+
+    #[test]
+    fn git_metadata_watched_by_a_build_script_is_counted_not_missed() {
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let debug = root.join("target/debug");
+        std::fs::create_dir_all(debug.join("build/m-1")).unwrap();
+        std::fs::write(
+            debug.join("build/m-1/output"),
+            "cargo:rerun-if-changed=.git/HEAD\n",
+        )
+        .unwrap();
+        let manifest = KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: vec![],
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let report = check(
+            &root,
+            &manifest,
+            &BTreeMap::from([("m".to_owned(), root.clone())]),
+            &BuildDirs {
+                target_dir: root.join("target"),
+                profile_dir: debug,
+            },
+        )
+        .unwrap();
+        assert!(report.misses.is_empty(), "{}", report.render());
+        assert_eq!(report.git_files, 1);
+        assert!(report.render().contains("git metadata"));
+    }
+
+    #[test]
+    fn a_file_read_through_a_symlink_needs_its_target_as_an_input() {
+        let repo = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(repo.path()).unwrap();
+        std::fs::create_dir_all(root.join("big")).unwrap();
+        std::fs::write(root.join("big/data.txt"), "d").unwrap();
+        std::os::unix::fs::symlink("big/data.txt", root.join("data.txt")).unwrap();
+        let debug = root.join("target/debug");
+        std::fs::create_dir_all(debug.join("deps")).unwrap();
+        std::fs::write(
+            debug.join("deps/m-1.d"),
+            "/t/libm-1.rmeta: src/../data.txt\n",
+        )
+        .unwrap();
+        let manifest = |paths: &[&str]| KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: paths
+                .iter()
+                .map(|path| crate::key::Input {
+                    path: path.to_string(),
+                    sha256: String::new(),
+                    size: 0,
+                    kind: "file".into(),
+                    reason: String::new(),
+                })
+                .collect(),
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let dirs = BuildDirs {
+            target_dir: root.join("target"),
+            profile_dir: debug,
+        };
+        let packages = BTreeMap::new();
+        let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
+        let missed: Vec<&str> = report.misses.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(missed, vec!["big/data.txt"]);
+        let report = check(
+            &root,
+            &manifest(&["data.txt", "big/data.txt"]),
+            &packages,
+            &dirs,
+        )
+        .unwrap();
+        assert!(report.misses.is_empty(), "{}", report.render());
     }
 
     #[test]

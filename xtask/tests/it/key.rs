@@ -382,6 +382,9 @@ fn macro_rules_pattern_embeds_are_globbed() {
     assert_ne!(after, before);
     f.file("kernels/readme.txt", "r2");
     assert_eq!(key(&f), after, "files outside the pattern are not inputs");
+    // A metavariable may hold `/`: `ptx!("sub/k")` reads kernels/sub/k.ptx.
+    f.file("kernels/sub/k.ptx", "ptx");
+    assert_input(&f, "kernels/sub/k.ptx");
 }
 
 #[test]
@@ -669,5 +672,299 @@ fn ci_key_never_runs_code_from_the_checkout() {
         !std::fs::read_to_string(&gh_output)
             .unwrap()
             .contains("forged")
+    );
+}
+
+/// Changing `rel` must change the key of `f`.
+fn assert_input(f: &Fixture, rel: &str) {
+    let before = key(f);
+    append(f, rel);
+    assert_ne!(key(f), before, "{rel} must be a key input");
+}
+
+#[test]
+fn an_included_rust_file_is_walked_like_a_module() {
+    // rustc reads an `include!`d file as code of the including module, with
+    // the included file's directory as its module directory: its embeds and
+    // `mod` declarations are compile inputs too.
+    let f = Fixture::new();
+    minimal(&f, "include!(\"../gen/part.rs\");\n");
+    f.file(
+        "gen/part.rs",
+        "pub const D: &str = include_str!(\"d.txt\");\nmod child;\n",
+    )
+    .file("gen/d.txt", "d")
+    .file(
+        "gen/child.rs",
+        "pub const C: &str = include_str!(\"../data/c.txt\");\n",
+    )
+    .file("data/c.txt", "c");
+    assert_input(&f, "gen/part.rs");
+    assert_input(&f, "gen/d.txt");
+    assert_input(&f, "gen/child.rs");
+    assert_input(&f, "data/c.txt");
+    // An included expression is no file of items; no warning says otherwise.
+    f.file(
+        "src/lib.rs",
+        "pub static T: &[&str] = &include!(\"../gen/table.in\");\n",
+    )
+    .file("gen/table.in", "[include_str!(\"row.txt\")]\n")
+    .file("gen/row.txt", "r");
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        output.status.success() && !stderr(&output).contains("warning"),
+        "{}",
+        stderr(&output)
+    );
+    assert_input(&f, "gen/row.txt");
+}
+
+#[test]
+fn a_build_script_shared_by_two_packages_is_read_for_each() {
+    // Both packages build with the same script file; its `rerun-if-changed`
+    // is relative to each package, so each package's `kernels/` is an input
+    // and, since the script declares its inputs, nothing else of the package.
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"a\", \"b\"]\nresolver = \"2\"\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file(
+        "shared/build.rs",
+        "fn main() { println!(\"cargo:rerun-if-changed=kernels\"); }\n",
+    );
+    for name in ["a", "b"] {
+        f.file(
+            &format!("{name}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"../shared/build.rs\"\n"),
+        )
+        .file(&format!("{name}/src/lib.rs"), "")
+        .file(&format!("{name}/kernels/k.cu"), "k")
+        .file(&format!("{name}/notes.txt"), "n");
+    }
+    assert_input(&f, "a/kernels/k.cu");
+    assert_input(&f, "b/kernels/k.cu");
+    let before = key(&f);
+    append(&f, "b/notes.txt");
+    assert_eq!(key(&f), before, "b's script declares its inputs");
+}
+
+#[test]
+fn a_crate_root_shared_by_two_packages_embeds_from_each_manifest_dir() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"a\", \"b\"]\nresolver = \"2\"\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file(
+        "common/lib.rs",
+        "pub const T: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/table.txt\"));\n",
+    );
+    for name in ["a", "b"] {
+        f.file(
+            &format!("{name}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\npath = \"../common/lib.rs\"\n"),
+        )
+        .file(&format!("{name}/table.txt"), "t");
+    }
+    assert_input(&f, "a/table.txt");
+    assert_input(&f, "b/table.txt");
+}
+
+#[test]
+fn a_doc_comment_is_not_a_rerun_declaration() {
+    // The script declares nothing, so cargo reruns it when anything in the
+    // package changes; the text in its documentation must not narrow that.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(
+        "build.rs",
+        "//! No line is printed, not even cargo:rerun-if-changed=build.rs\nfn main() { let _ = std::fs::read(\"tables/t.txt\"); }\n",
+    )
+    .file("tables/t.txt", "t");
+    assert_input(&f, "tables/t.txt");
+}
+
+#[test]
+fn modules_behind_cfg_if_and_cfg_attr_paths_are_walked() {
+    let f = Fixture::new();
+    minimal(
+        &f,
+        "cfg_if::cfg_if! { if #[cfg(unix)] { mod unix; } }\n#[cfg_attr(target_os = \"linux\", path = \"../platform/linux.rs\")]\nmod sys;\n",
+    );
+    f.file(
+        "src/unix.rs",
+        "pub const U: &[u8] = include_bytes!(\"../blobs/u.bin\");\n",
+    )
+    .file("blobs/u.bin", "u")
+    .file("platform/linux.rs", "pub fn f() {}\n");
+    assert_input(&f, "blobs/u.bin");
+    assert_input(&f, "platform/linux.rs");
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        !stderr(&output).contains("mod sys;"),
+        "an absent default file beside cfg_attr paths is no warning:\n{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn parent_of_a_symlinked_directory_is_resolved_as_the_compiler_does() {
+    // `src/kernels` links to `shared/kernels`; rustc opens
+    // `src/kernels/../data.txt`, which the operating system resolves to
+    // `shared/data.txt`, not `src/data.txt`.
+    let f = Fixture::new();
+    minimal(&f, "mod kernels;\n");
+    f.file(
+        "shared/kernels/mod.rs",
+        "pub const D: &str = include_str!(\"../data.txt\");\n",
+    )
+    .file("shared/data.txt", "shared")
+    .file("src/data.txt", "decoy");
+    std::os::unix::fs::symlink("../shared/kernels", f.join("src/kernels")).unwrap();
+    assert_input(&f, "shared/data.txt");
+}
+
+#[test]
+fn a_replace_section_path_is_a_compiled_package() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nold = \"0.1\"\n\n[replace]\n\"old:0.1.0\" = { path = \"vendor/old\" }\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file("src/lib.rs", "")
+    .file(
+        "vendor/old/Cargo.toml",
+        "[package]\nname = \"old\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("vendor/old/src/lib.rs", "");
+    assert_input(&f, "vendor/old/src/lib.rs");
+    assert!(explain(&f).contains("[replace] `old:0.1.0` in Cargo.toml"));
+}
+
+#[test]
+fn a_build_script_watching_git_head_is_a_warning_not_an_error() {
+    // `println!("cargo:rerun-if-changed=.git/HEAD")` is how many scripts
+    // stamp the commit id; git metadata is never hashed, and saying so must
+    // not stop the key.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(".git/HEAD", "ref: refs/heads/main\n").file(
+        "build.rs",
+        "fn main() {\n    println!(\"cargo:rerun-if-changed=.git/HEAD\");\n    println!(\"cargo:rerun-if-changed=build.rs\");\n}\n",
+    );
+    let output = f.xtask(&["ci-key"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(".git/HEAD (rerun-if-changed); git metadata is never a key input"),
+        "{}",
+        stderr(&output)
+    );
+    let before = key(&f);
+    f.file(".git/HEAD", "ref: refs/heads/other\n");
+    assert_eq!(key(&f), before);
+    assert_input(&f, "build.rs");
+}
+
+#[test]
+fn an_embedded_symlink_brings_its_target() {
+    // rustc reads the bytes behind the link; the link text alone would let
+    // the target change under an unchanged key.
+    let f = Fixture::new();
+    minimal(&f, "pub const D: &str = include_str!(\"../data.txt\");\n");
+    f.file("big/data.txt", "one");
+    std::os::unix::fs::symlink("big/data.txt", f.join("data.txt")).unwrap();
+    assert_input(&f, "big/data.txt");
+}
+
+#[test]
+fn a_declared_symlink_brings_its_target() {
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(
+        "build.rs",
+        "fn main() { println!(\"cargo:rerun-if-changed=table.txt\"); }\n",
+    )
+    .file("big/table.txt", "one");
+    std::os::unix::fs::symlink("big/table.txt", f.join("table.txt")).unwrap();
+    assert_input(&f, "big/table.txt");
+}
+
+#[test]
+fn the_checkouts_configured_target_dir_is_build_output() {
+    // The build writes to `out/`, as the checkout's cargo configuration says;
+    // a script that watches the whole package must not make the key depend
+    // on what an earlier build left there.
+    let f = Fixture::new();
+    minimal(&f, "");
+    f.file(".cargo/config.toml", "[build]\ntarget-dir = \"out\"\n")
+        .file("build.rs", "fn main() {}\n")
+        .file("out/debug/stale.rlib", "one")
+        .file("tables/t.txt", "t");
+    // The environment would override the configuration, as it does for cargo.
+    let key = || {
+        let output = xtask_cmd(&["ci-key", "--root"])
+            .arg(f.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let before = key();
+    f.file("out/debug/stale.rlib", "two");
+    assert_eq!(key(), before, "out/ is build output");
+    f.file("tables/t.txt", "changed");
+    assert_ne!(key(), before, "the rest of the package is watched");
+    // A target directory over the sources would hide them: refused.
+    f.file(".cargo/config.toml", "[build]\ntarget-dir = \".\"\n");
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(f.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert!(
+        !output.status.success()
+            && err.contains("holds package `m`")
+            && err.contains("build.target-dir"),
+        "{err}"
+    );
+}
+
+#[test]
+fn rustup_toolchain_in_the_environment_overrides_the_toolchain_file() {
+    // rustup builds with RUSTUP_TOOLCHAIN over rust-toolchain.toml, so the
+    // key's rustc must come from the same place. A toolchain that does not
+    // exist proves which one ci-key asked for.
+    let f = Fixture::new();
+    minimal(&f, "");
+    let version = std::process::Command::new("rustc")
+        .arg("-V")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    f.file(
+        "rust-toolchain.toml",
+        &format!("[toolchain]\nchannel = \"{version}\"\n"),
+    );
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(f.path())
+        .env("RUSTUP_TOOLCHAIN", "ci-key-test-no-such-toolchain")
+        .output()
+        .unwrap();
+    assert!(
+        !output.status.success() && stderr(&output).contains("rustc -V"),
+        "{}",
+        stderr(&output)
     );
 }
