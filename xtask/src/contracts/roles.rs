@@ -264,11 +264,39 @@ fn is_publisher(
 
 /// GitHub-hosted runner labels; everything else (self-hosted, custom
 /// labels, unresolved expressions, runner groups) is treated as a pod.
+///
+/// The standard images are matched exactly (`ubuntu-latest`, `ubuntu-24.04`,
+/// `ubuntu-24.04-arm`, `windows-2022`, `macos-15-xlarge`, …), not by prefix:
+/// `runs-on: ubuntu-gpu` is a custom label that a self-hosted runner may
+/// carry, and larger hosted runners have names their owner chose, which the
+/// policy lists in `contracts.hosted-labels`.
 fn is_hosted_label(label: &str, policy: &Policy) -> bool {
-    ["ubuntu-", "windows-", "macos-"]
-        .iter()
-        .any(|prefix| label.starts_with(prefix))
-        || policy.contracts.hosted_labels.iter().any(|l| l == label)
+    is_standard_hosted_label(label) || policy.contracts.hosted_labels.iter().any(|l| l == label)
+}
+
+fn is_standard_hosted_label(label: &str) -> bool {
+    let version = |v: &str, dotted: bool| {
+        v == "latest"
+            || match v.split_once('.') {
+                Some((major, minor)) => dotted && is_number(major) && is_number(minor),
+                None => !dotted && is_number(v),
+            }
+    };
+    let (image, rest) = label.split_once('-').unwrap_or((label, ""));
+    let (v, suffix) = match rest.split_once('-') {
+        Some((v, suffix)) => (v, Some(suffix)),
+        None => (rest, None),
+    };
+    match image {
+        "ubuntu" => rest == "slim" || version(v, true) && matches!(suffix, None | Some("arm")),
+        "windows" => rest == "11-arm" || version(v, false) && suffix.is_none(),
+        "macos" => version(v, false) && matches!(suffix, None | Some("large" | "xlarge" | "intel")),
+        _ => false,
+    }
+}
+
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
@@ -454,6 +482,36 @@ mod tests {
             m.jobs[0].pod.is_some(),
             "an unknown label is a self-hosted pod"
         );
+    }
+
+    #[test]
+    fn only_standard_hosted_images_are_hosted_without_the_policy() {
+        for hosted in [
+            "ubuntu-latest",
+            "ubuntu-24.04",
+            "ubuntu-22.04-arm",
+            "ubuntu-slim",
+            "windows-2022",
+            "windows-latest",
+            "windows-11-arm",
+            "macos-15",
+            "macos-14-xlarge",
+            "macos-latest-large",
+            "macos-13-intel",
+        ] {
+            assert!(is_standard_hosted_label(hosted), "{hosted}");
+        }
+        for custom in [
+            "ubuntu-gpu",
+            "ubuntu-24.04-gpu",
+            "ubuntu-",
+            "windows-cuda",
+            "macos-m2-pool",
+            "self-hosted",
+            "linux",
+        ] {
+            assert!(!is_standard_hosted_label(custom), "{custom}");
+        }
     }
 
     #[test]

@@ -1028,6 +1028,19 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
     ("docker/bake-action", Saves::WhenContains("set", "type=gha")),
     // It exports the runtime token and cache URL to every later step.
     ("crazy-max/ghaction-github-runtime", Saves::Always),
+    // So does sccache's setup action, unconditionally (for sccache's GHA
+    // backend): every later `run:` step, PR code included, can then write.
+    ("mozilla-actions/sccache-action", Saves::Always),
+    // The usual hand-written form of the same export.
+    (
+        "actions/github-script",
+        Saves::WhenContains("script", "ACTIONS_RUNTIME_TOKEN"),
+    ),
+    // Caches the CUDA installer it then runs; `use-github-cache` defaults to true.
+    (
+        "Jimver/cuda-toolkit",
+        Saves::UnlessFalse(&["use-github-cache"]),
+    ),
 ];
 
 /// Whether a step saves to the Actions cache, and why.
@@ -1435,6 +1448,15 @@ mod tests {
       - uses: astral-sh/setup-uv@v6
         with: { enable-cache: false }
       - run: echo no action
+      - uses: Jimver/cuda-toolkit@v0.2.24
+      - uses: Jimver/cuda-toolkit@v0.2.24
+        with: { use-github-cache: false }
+      - uses: Mozilla-Actions/sccache-action@v0.0.9
+      - uses: actions/github-script@v7
+        with:
+          script: core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN)
+      - uses: actions/github-script@v7
+        with: { script: \"core.info('hi')\" }
 ",
         );
         let saves: Vec<bool> = wf.jobs[0]
@@ -1445,7 +1467,8 @@ mod tests {
         assert_eq!(
             saves,
             [
-                false, true, false, true, true, false, false, true, true, true, true, false, false
+                false, true, false, true, true, false, false, true, true, true, true, false, false,
+                true, false, true, true, false
             ]
         );
         let why = cache_save(&wf.jobs[0].steps[3]).unwrap().1;

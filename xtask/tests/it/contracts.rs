@@ -461,6 +461,33 @@ const REGRESSIONS: &[Regression] = &[
         )],
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
+    Regression {
+        what: "archive job installs CUDA with an action that caches its installer by default",
+        file: TEST,
+        edits: &[(
+            "      - uses: Swatinem/rust-cache@",
+            "      - uses: Jimver/cuda-toolkit@b6fc3a8f3a2e1a8b4a0c36ab0b6a7b4b4f10b8e1 # v0.2.24\n      - uses: Swatinem/rust-cache@",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "archive job sets up sccache, whose action exports the cache token to PR code",
+        file: TEST,
+        edits: &[(
+            "      - uses: Swatinem/rust-cache@",
+            "      - uses: mozilla-actions/sccache-action@7d986dd989559c6ecdb630a3fd2557667be217ad # v0.0.9\n      - uses: Swatinem/rust-cache@",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
+        file: CI,
+        edits: &[(
+            "os: [ubuntu-24.04, windows-2022]",
+            "os: [ubuntu-24.04, ubuntu-gpu]",
+        )],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
 ];
 
 /// With `CHECK_CONTRACTS_EXPORT=DIR`, each regressed tree is also copied to
