@@ -480,6 +480,18 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save"],
     },
     Regression {
+        what: "CPU CI moves to pull_request_target and switches to the PR head with `git -C`",
+        file: CI,
+        edits: &[
+            ("on:\n  pull_request:\n", "on:\n  pull_request_target:\n"),
+            (
+                "      - run: cargo test --workspace",
+                "      - run: |\n          git -C . fetch origin \"$HEAD\"\n          git -c advice.detachedHead=false checkout FETCH_HEAD\n      - run: cargo test --workspace",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
