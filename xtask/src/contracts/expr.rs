@@ -218,8 +218,8 @@ fn strip_parens(text: &str) -> &str {
 
 /// The first line of a shell script that fetches or switches to other code:
 /// `git checkout`, `git switch`, `git pull`, `git worktree`, `git clone`,
-/// `git reset --hard <ref>`, `gh pr checkout`, or a `git fetch` of a `pull/`
-/// ref. Git's global options (`git -C pr checkout`, `git -c k=v switch`)
+/// `git reset --hard <ref>`, `gh pr checkout`, `gh run download` (another
+/// run's artifacts), or a `git fetch` of a `pull/` ref. Git's global options (`git -C pr checkout`, `git -c k=v switch`)
 /// do not hide the subcommand.
 pub fn fetches_other_code(script: &str) -> Option<&str> {
     script.lines().find(|line| {
@@ -246,6 +246,7 @@ pub fn fetches_other_code(script: &str) -> Option<&str> {
             }
         });
         git || (has("gh", "pr") && words.contains(&"checkout"))
+            || has("gh", "run") && words.contains(&"download")
     })
 }
 
@@ -395,6 +396,7 @@ mod tests {
             "git clone --depth 1 \"https://github.com/$HEAD_REPO\" pr",
             "git fetch origin \"$SHA\" && git reset --hard FETCH_HEAD",
             "(git -C pr fetch origin refs/pull/7/head)",
+            "gh run download \"$RUN_ID\" -n build",
         ] {
             assert!(fetches_other_code(other).is_some(), "{other}");
         }

@@ -353,6 +353,26 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
                 });
             }
         }
+        // Artifacts of another run (the pull request's CI run, for a
+        // `workflow_run` consumer) are bytes the pull request produced:
+        // a job that unpacks them handles untrusted code.
+        let other_run = if step.uses_action("actions/download-artifact") {
+            step.input("run-id")
+                .filter(|id| expr::sole_expression(&id.value) != Some("github.run_id"))
+        } else if step.uses_action("dawidd6/action-download-artifact") {
+            step.uses.as_ref()
+        } else {
+            None
+        };
+        if let Some(at) = other_run {
+            whys.push(Why {
+                pos: at.pos,
+                text: format!(
+                    "downloads artifacts of another run (`{}`) in a workflow started by {events}",
+                    at.value
+                ),
+            });
+        }
         if let Some(run) = &step.run {
             if let Some(line) = expr::fetches_other_code(&run.value) {
                 whys.push(Why {

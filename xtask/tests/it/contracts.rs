@@ -492,6 +492,21 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
     Regression {
+        what: "a workflow_run job unpacks the PR run's artifacts and saves a cache",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  workflow_run:\n    workflows: [Build]\n",
+            ),
+            (
+                "      - run: cargo fmt --all --check",
+                "      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{ github.event.workflow_run.id }}\n          github-token: ${{ github.token }}\n      - uses: actions/cache@v4\n        with:\n          path: out\n          key: out-${{ github.sha }}",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "key-shape"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
