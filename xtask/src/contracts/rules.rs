@@ -154,7 +154,7 @@ impl<'a> Checker<'a> {
         for info in &self.model.jobs {
             let job = self.model.job(info.at);
             if info.is_untrusted() {
-                self.untrusted_cache_save(info, job);
+                self.untrusted_cache_save(info, job)?;
                 self.untrusted_write_permissions(info, job);
             }
             if info.is_untrusted() || info.pod.is_some() {
@@ -165,7 +165,7 @@ impl<'a> Checker<'a> {
                 self.publisher_untrusted_ref(info, job);
             }
             if info.lifecycle {
-                self.lifecycle_job(info, job);
+                self.lifecycle_job(info, job)?;
             }
             if info.publisher || info.is_untrusted() || info.lifecycle {
                 self.unpinned_action(info, job);
@@ -213,13 +213,13 @@ impl<'a> Checker<'a> {
     }
 
     /// Rule 1: untrusted-code jobs never save.
-    fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) {
+    fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) -> Result<()> {
         let at = info.at;
         let wf = self.model.workflow(at);
         let why = &info.untrusted[0];
         let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
         for step in &job.steps {
-            if let Some((pos, why)) = cache_save(step) {
+            for (pos, why) in self.step_saves(step)? {
                 self.push(
                     "untrusted-cache-save",
                     at,
@@ -238,6 +238,74 @@ impl<'a> Checker<'a> {
                 format!("{who} saves to the cache: {why}"),
             );
         }
+        Ok(())
+    }
+
+    /// Where a step saves to the cache: the step itself, or, for a local
+    /// composite action (`uses: ./.github/actions/x`), any step inside it.
+    fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
+        let mut found = Vec::new();
+        self.collect_step_saves(step, None, 0, &mut found)?;
+        Ok(found)
+    }
+
+    fn collect_step_saves(
+        &self,
+        step: &Step,
+        outer: Option<(Pos, &str)>,
+        depth: usize,
+        found: &mut Vec<(Pos, String)>,
+    ) -> Result<()> {
+        // Inside an action, findings point at the workflow's `uses:` line
+        // and name the action file's line.
+        let place = |pos: Pos, why: String| match outer {
+            None => (pos, why),
+            Some((at, file)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+        };
+        if let Some((pos, why)) = cache_save(step) {
+            found.push(place(pos, why));
+        }
+        let Some(uses) = &step.uses else {
+            return Ok(());
+        };
+        let Some(dir) = uses.value.trim().strip_prefix("./") else {
+            return Ok(());
+        };
+        let at = outer.map_or(uses.pos, |(at, _)| at);
+        let dir = dir.trim_end_matches('/');
+        let file = ["action.yml", "action.yaml"]
+            .iter()
+            .map(|name| format!("{dir}/{name}"))
+            .find(|rel| self.root.join(rel).is_file());
+        let Some(file) = file else {
+            // Fail closed: an action that is not in the trusted tree comes
+            // from a checkout made during the run.
+            found.push(place(
+                uses.pos,
+                format!(
+                    "the local action `{}` has no action.yml under {}, so what it saves cannot be checked",
+                    uses.value,
+                    self.root.display()
+                ),
+            ));
+            return Ok(());
+        };
+        if depth >= 8 {
+            found.push((
+                at,
+                format!("local actions nest deeper than 8 levels at `{file}`"),
+            ));
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(self.root.join(&file))
+            .with_context(|| format!("cannot read the local action {file}"))?;
+        let Some(steps) = super::workflow::composite_steps(&file, &text)? else {
+            return Ok(());
+        };
+        for inner in &steps {
+            self.collect_step_saves(inner, Some((at, &file)), depth + 1, found)?;
+        }
+        Ok(())
     }
 
     /// Rule 2: untrusted-code jobs hold read-only tokens with granted scopes only.
@@ -877,7 +945,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Rule 8: lifecycle jobs stay on trusted code and write nothing but run state.
-    fn lifecycle_job(&mut self, info: &JobInfo, job: &Job) {
+    fn lifecycle_job(&mut self, info: &JobInfo, job: &Job) -> Result<()> {
         let at = info.at;
         let wf = self.model.workflow(at);
         let who = format!("lifecycle job `{}` (holds `actions: write`)", job.id.value);
@@ -927,7 +995,7 @@ impl<'a> Checker<'a> {
                     ));
                 }
             }
-            if let Some((pos, why)) = cache_save(step) {
+            for (pos, why) in self.step_saves(step)? {
                 found.push((pos, format!("{who} saves to the cache: {why}")));
             }
         }
@@ -937,6 +1005,7 @@ impl<'a> Checker<'a> {
         for (pos, message) in found {
             self.push("lifecycle-job", at, at.workflow, pos, message);
         }
+        Ok(())
     }
 
     /// Rule 9: third-party actions in privileged jobs are pinned to a commit.

@@ -234,6 +234,40 @@ impl Workflow {
     }
 }
 
+/// The steps of a local action's `action.yml` (`rel` names it in errors),
+/// or `None` when it is not a composite action (JavaScript and Docker
+/// actions have no steps to check).
+pub fn composite_steps(rel: &str, text: &str) -> Result<Option<Vec<Step>>> {
+    let options = LoaderOptions::default().error_on_duplicate_keys(true);
+    let root = marked_yaml::parse_yaml_with_options(0, text, options)
+        .map_err(|err| anyhow::anyhow!("{rel}:{err}; fix the action's YAML"))?;
+    let ctx = Ctx { file: rel };
+    let root = ctx.mapping(&root, "the action file")?;
+    let Some(runs) = root.get_node("runs") else {
+        bail!("{rel}:1:1: the action has no `runs:`; GitHub would refuse it");
+    };
+    let runs = ctx.mapping(runs, "runs")?;
+    let composite = runs
+        .get_node("using")
+        .and_then(scalar)
+        .is_some_and(|using| using.value.trim().eq_ignore_ascii_case("composite"));
+    if !composite {
+        return Ok(None);
+    }
+    let Some(steps) = runs.get_node("steps") else {
+        return Ok(Some(Vec::new()));
+    };
+    let steps = steps
+        .as_sequence()
+        .with_context(|| format!("{}: `runs.steps` must be a list", ctx.at(steps)))?;
+    steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| ctx.step(index, step))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 struct Ctx<'a> {
     file: &'a str,
 }

@@ -1051,3 +1051,65 @@ fn truncated_or_reindented_workflows_never_crash_the_checker() {
         fixture.file(&path, &original);
     }
 }
+
+#[test]
+fn local_composite_actions_are_checked_for_saves() {
+    // A composite action that only restores is fine in the archive job.
+    let fixture = good();
+    let action = ".github/actions/warm/action.yml";
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache/restore@v4\n      with: { path: x, key: warm }\n    - run: echo warm\n      shell: bash\n",
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "      - name: Build or reuse the archive\n",
+        "      - uses: ./.github/actions/warm\n      - name: Build or reuse the archive\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
+
+    // One that hides `actions/cache` (restore + save) one level down is a save.
+    fixture.file(
+        ".github/actions/inner/action.yaml",
+        "name: inner\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache@v4\n      with: { path: x, key: warm }\n",
+    );
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - run: echo warm\n      shell: bash\n    - uses: ./.github/actions/inner/\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-cache-save".to_owned()])
+    );
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("in .github/actions/inner/action.yaml, line 5"),
+        "{message}"
+    );
+
+    // An action the tree does not have cannot be checked: fail closed.
+    std::fs::remove_file(fixture.join(action)).unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no action.yml"),
+        "{findings:#?}"
+    );
+
+    // A broken action file is an input error with its location.
+    fixture.file(action, "runs: [\n");
+    let output = fixture.xtask(&["check-contracts"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(".github/actions/warm/action.yml:"),
+        "{}",
+        stderr(&output)
+    );
+}
