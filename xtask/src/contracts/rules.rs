@@ -161,6 +161,7 @@ impl<'a> Checker<'a> {
                 self.untrusted_secrets(info, job);
             }
             self.secrets_inherit(info, job);
+            self.secrets_as_inputs(info, job);
             if info.publisher {
                 self.publisher_untrusted_ref(info, job);
             }
@@ -440,6 +441,57 @@ impl<'a> Checker<'a> {
                     self.model.workflows[callee].name
                 ),
             );
+        }
+    }
+
+    /// Rule 3, at the call site: a secret passed as a `with:` input arrives
+    /// as `inputs.NAME`, where the callee's own scan cannot see it.
+    fn secrets_as_inputs(&mut self, info: &JobInfo, job: &Job) {
+        let Some(callee) = info.callee else { return };
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for (input, value) in &job.with {
+            let refs = expr::secret_refs(&value.value);
+            if refs.is_empty() {
+                continue;
+            }
+            let wanted = format!("inputs.{}", input.value);
+            for reader in self.model.jobs_of(callee) {
+                if !(reader.is_untrusted() || reader.pod.is_some()) {
+                    continue;
+                }
+                let reads = self.model.job(reader.at).scalars.iter().any(|s| {
+                    expr::expressions(&s.value).iter().any(|(_, body)| {
+                        body.contains(&wanted)
+                            || body.contains("inputs[")
+                            || body.contains("toJSON(inputs)")
+                    })
+                });
+                let granted = self
+                    .grant(reader.at)
+                    .map(|g| g.secrets.clone())
+                    .unwrap_or_default();
+                let ungranted = refs.iter().any(|r| {
+                    r.name
+                        .as_ref()
+                        .is_none_or(|name| name != "GITHUB_TOKEN" && !granted.contains(name))
+                });
+                if reads && ungranted {
+                    found.push((
+                        wf.locate(value.pos, "secrets"),
+                        format!(
+                            "the input `{}` carries a secret into {} `{}` of {}, which does not get it from the policy; pass it only to trusted jobs",
+                            input.value,
+                            reader.role(),
+                            self.model.job(reader.at).id.value,
+                            self.model.workflows[callee].name
+                        ),
+                    ));
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push("untrusted-secrets", info.at, info.at.workflow, pos, message);
         }
     }
 

@@ -81,6 +81,8 @@ pub struct Job {
     pub uses: Option<Scalar>,
     /// `secrets: inherit`.
     pub secrets_inherit: Option<Scalar>,
+    /// The `with:` inputs a job passes to the reusable workflow it calls.
+    pub with: Vec<(Scalar, Scalar)>,
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
     pub steps: Vec<Step>,
@@ -377,6 +379,7 @@ impl Ctx<'_> {
                 .get_node("secrets")
                 .and_then(scalar)
                 .filter(|s| s.value == "inherit"),
+            with: self.pairs(map.get_node("with"), "with")?,
             env: self.pairs(map.get_node("env"), "env")?,
             default_working_directory: default_working_directory(map),
             steps: Vec::new(),

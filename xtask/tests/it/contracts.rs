@@ -507,6 +507,15 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save", "key-shape"],
     },
     Regression {
+        what: "the caller passes a secret to the pod job as a `with:` input",
+        file: TEST,
+        edits: &[(
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}\n    secrets:",
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}${{ secrets.RUNPOD_API_KEY }}\n    secrets:",
+        )],
+        rules: &["untrusted-secrets"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
