@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Result, bail};
 
 use super::expr;
-use super::workflow::{Job, Permissions, Pos, Workflow};
+use super::workflow::{Job, Permissions, Pos, Scalar, Step, Workflow};
 use crate::policy::Policy;
 
 /// Events whose runs execute with the default branch's privileges (its
@@ -353,18 +353,7 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
                 });
             }
         }
-        // Artifacts of another run (the pull request's CI run, for a
-        // `workflow_run` consumer) are bytes the pull request produced:
-        // a job that unpacks them handles untrusted code.
-        let other_run = if step.uses_action("actions/download-artifact") {
-            step.input("run-id")
-                .filter(|id| expr::sole_expression(&id.value) != Some("github.run_id"))
-        } else if step.uses_action("dawidd6/action-download-artifact") {
-            step.uses.as_ref()
-        } else {
-            None
-        };
-        if let Some(at) = other_run {
+        if let Some(at) = other_run_download(step) {
             whys.push(Why {
                 pos: at.pos,
                 text: format!(
@@ -383,6 +372,20 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
         }
     }
     whys
+}
+
+/// The `run-id:` (or `uses:`) of a step that downloads the artifacts of
+/// another run. For a `workflow_run` consumer that run is the pull
+/// request's CI run, so the bytes are the pull request's.
+pub fn other_run_download(step: &Step) -> Option<&Scalar> {
+    if step.uses_action("actions/download-artifact") {
+        step.input("run-id")
+            .filter(|id| expr::sole_expression(&id.value) != Some("github.run_id"))
+    } else if step.uses_action("dawidd6/action-download-artifact") {
+        step.uses.as_ref()
+    } else {
+        None
+    }
 }
 
 fn effective_permissions(

@@ -273,10 +273,14 @@ impl<'a> Checker<'a> {
             return Ok(());
         };
         let at = outer.map_or(uses.pos, |(at, _)| at);
+        // `uses: ./` is the action at the workspace root.
         let dir = dir.trim_end_matches('/');
         let file = ["action.yml", "action.yaml"]
             .iter()
-            .map(|name| format!("{dir}/{name}"))
+            .map(|name| match dir {
+                "" => (*name).to_owned(),
+                dir => format!("{dir}/{name}"),
+            })
             .find(|rel| self.root.join(rel).is_file());
         let Some(file) = file else {
             // Fail closed: an action that is not in the trusted tree comes
@@ -589,6 +593,15 @@ impl<'a> Checker<'a> {
                         ));
                     }
                 }
+            }
+            if let Some(at) = super::roles::other_run_download(step) {
+                found.push((
+                    at.pos,
+                    format!(
+                        "publisher job `{}` downloads the artifacts of another run (`{}`); the publisher builds the commit it runs for",
+                        job.id.value, at.value
+                    ),
+                ));
             }
             if let Some(run) = &step.run {
                 if let Some(line) = expr::fetches_other_code(&run.value) {

@@ -516,6 +516,16 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-secrets"],
     },
     Regression {
+        what: "publisher publishes the archive another run uploaded instead of building it",
+        file: PUBLISH,
+        edits: &[(
+            "      - if: steps.restore.outputs.cache-hit != 'true'\n        working-directory: trusted\n",
+            "      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{ inputs.run }}\n          path: trusted/target/gpu-archive\n      - if: steps.restore.outputs.cache-hit != 'true'\n        working-directory: trusted\n",
+        )],
+        // Its `workflow_dispatch` trigger makes the job an untrusted-code job too.
+        rules: &["publisher-untrusted-ref", "untrusted-cache-save"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
@@ -1099,6 +1109,20 @@ fn local_composite_actions_are_checked_for_saves() {
         message.contains("in .github/actions/inner/action.yaml, line 5"),
         "{message}"
     );
+
+    // `uses: ./` is the action.yml at the root (not `/action.yml`).
+    fixture.file(
+        "action.yml",
+        "name: root\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache/save@v4\n      with: { path: x, key: warm }\n",
+    );
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - uses: ./\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(message.contains("in action.yml, line 5"), "{message}");
 
     // An action the tree does not have cannot be checked: fail closed.
     std::fs::remove_file(fixture.join(action)).unwrap();
