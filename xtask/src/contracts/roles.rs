@@ -16,12 +16,16 @@ use crate::policy::Policy;
 
 /// Events whose runs execute with the default branch's privileges (its
 /// cache scope, its secrets) while a pull request may control what they check out.
+/// `schedule` always runs on the default branch: a nightly job that checks
+/// out open pull requests writes the default branch's cache as surely as a
+/// `workflow_run` one.
 pub const PRIVILEGED_EVENTS: &[&str] = &[
     "workflow_run",
     "pull_request_target",
     "issue_comment",
     "workflow_dispatch",
     "repository_dispatch",
+    "schedule",
 ];
 
 /// A job, by workflow and job index.

@@ -526,6 +526,21 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["publisher-untrusted-ref", "untrusted-cache-save"],
     },
     Regression {
+        what: "CPU CI becomes a nightly run that checks out a pull request",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  schedule:\n    - cron: \"0 3 * * *\"\n",
+            ),
+            (
+                "      - run: cargo test --workspace",
+                "      - run: gh pr checkout \"$PR\"\n      - run: cargo test --workspace",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
