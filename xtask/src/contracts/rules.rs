@@ -239,7 +239,62 @@ impl<'a> Checker<'a> {
                 format!("{who} saves to the cache: {why}"),
             );
         }
+        if let Some((pos, why)) = self.cache_write_token(at, 0) {
+            self.push(
+                "untrusted-cache-save",
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "{who} holds a token that can write the cache ({why}); the code it runs can save without any save step, so set `cache-mode: read` (or `none`)"
+                ),
+            );
+        }
         Ok(())
+    }
+
+    /// Why a job's token may write the cache when its `cache-mode` does not
+    /// say `read` or `none`: its own, else its workflow's, else (for a
+    /// reusable workflow) each caller's ceiling. An explicit `write` is
+    /// reported by [`cache_env_saves`]; this covers a missing or unknown mode.
+    fn cache_write_token(&self, at: JobRef, depth: usize) -> Option<(Pos, String)> {
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        if let Some(mode) = job.cache_mode.as_ref().or(wf.cache_mode.as_ref()) {
+            return match mode.value.trim() {
+                "read" | "none" | "write" | "write-only" => None,
+                other => Some((
+                    mode.pos,
+                    format!("`cache-mode: {other}` is not known to be read-only"),
+                )),
+            };
+        }
+        let callers: Vec<JobRef> = self
+            .model
+            .jobs
+            .iter()
+            .filter(|info| info.callee == Some(at.workflow))
+            .map(|info| info.at)
+            .collect();
+        if callers.is_empty() || depth >= 8 {
+            return Some((
+                job.id.pos,
+                "no `cache-mode:` on the job or its workflow, and the default lets it write"
+                    .to_owned(),
+            ));
+        }
+        callers.into_iter().find_map(|caller| {
+            self.cache_write_token(caller, depth + 1).map(|(_, why)| {
+                (
+                    job.id.pos,
+                    format!(
+                        "{why}, at its caller `{}` of {}",
+                        self.model.job(caller).id.value,
+                        self.model.workflow(caller).name
+                    ),
+                )
+            })
+        })
     }
 
     /// Where a step saves to the cache: the step itself, or, for a local

@@ -134,9 +134,21 @@ const REGRESSIONS: &[Regression] = &[
     Regression {
         what: "archive job declares cache-mode: write",
         file: TEST,
+        edits: &[("    cache-mode: read\n", "    cache-mode: write\n")],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "archive job drops its cache-mode, so PR code holds a cache-writing token",
+        file: TEST,
+        edits: &[("    cache-mode: read\n", "")],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "pod job's cache-mode becomes an expression",
+        file: EXECUTE,
         edits: &[(
-            "    runs-on: ubuntu-24.04\n    permissions:",
-            "    runs-on: ubuntu-24.04\n    cache-mode: write\n    permissions:",
+            "    cache-mode: read\n",
+            "    cache-mode: ${{ inputs.mode }}\n",
         )],
         rules: &["untrusted-cache-save"],
     },
@@ -1160,4 +1172,26 @@ fn local_composite_actions_are_checked_for_saves() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn a_callers_cache_mode_caps_its_callees_jobs() {
+    // The pod job sets no cache-mode; its caller's `cache-mode: read` is the ceiling.
+    let fixture = good();
+    edit(&fixture, &workflow(EXECUTE), "    cache-mode: read\n", "");
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("at its caller `gpu-tests` of runpod-gpu-test.yml"),
+        "{message}"
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "    uses: ./.github/workflows/runpod-gpu-execute.yml\n",
+        "    cache-mode: read\n    uses: ./.github/workflows/runpod-gpu-execute.yml\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
 }
