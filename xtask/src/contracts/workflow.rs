@@ -483,13 +483,14 @@ fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Sc
     let matrix = job.get_mapping("strategy")?.get_mapping("matrix")?;
     let mut values = Vec::new();
     if let Some(listed) = matrix.get_node(name) {
-        listed.as_sequence()?;
-        values.extend(scalars_of(listed));
+        for value in listed.as_sequence()?.iter() {
+            values.extend(runner_labels(value)?);
+        }
     }
     if let Some(include) = matrix.get_sequence("include") {
         for entry in include.iter() {
             if let Some(value) = entry.as_mapping().and_then(|m| m.get_node(name)) {
-                values.extend(scalars_of(value));
+                values.extend(runner_labels(value)?);
             }
         }
     }
@@ -503,6 +504,17 @@ fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Sc
             })
             .collect(),
     )
+}
+
+/// The labels one matrix value stands for: a label, or a list of labels
+/// (`os: [[self-hosted, gpu], ubuntu-latest]`). `None` for anything else
+/// (a `{ group: … }` mapping, nested lists), which stays unresolved.
+fn runner_labels(value: &Node) -> Option<Vec<Scalar>> {
+    match value {
+        Node::Scalar(_) => scalar(value).map(|label| vec![label]),
+        Node::Sequence(items) => items.iter().map(scalar).collect(),
+        Node::Mapping(_) => None,
+    }
 }
 
 fn node_pos(node: &Node) -> Pos {
@@ -669,6 +681,26 @@ jobs:
             let err = format!("{:#}", Workflow::parse("x.yml", text).unwrap_err());
             assert!(err.contains(needle), "{text:?} gave {err}");
         }
+    }
+
+    #[test]
+    fn matrix_runner_lists_and_groups_are_not_dropped() {
+        let wf = Workflow::parse(
+            "x.yml",
+            "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    strategy:\n      matrix:\n        os: [[self-hosted, gpu], ubuntu-latest]\n  b:\n    runs-on: ${{ matrix.os }}\n    strategy:\n      matrix:\n        os: [ubuntu-latest, {group: gpu}]\n",
+        )
+        .unwrap();
+        let labels: Vec<_> = wf.jobs[0]
+            .runs_on
+            .iter()
+            .map(|l| l.value.as_str())
+            .collect();
+        assert_eq!(labels, ["self-hosted", "gpu", "ubuntu-latest"]);
+        assert!(wf.jobs[0].runs_on_unresolved.is_none());
+        assert!(
+            wf.jobs[1].runs_on_unresolved.is_some(),
+            "a runner group in the matrix is unresolved, not dropped"
+        );
     }
 
     #[test]

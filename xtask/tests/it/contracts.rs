@@ -553,6 +553,15 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
     Regression {
+        what: "CPU CI's matrix gains a self-hosted runner written as a label list",
+        file: CI,
+        edits: &[(
+            "os: [ubuntu-24.04, windows-2022]",
+            "os: [ubuntu-24.04, [self-hosted, gpu]]",
+        )],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
