@@ -1183,6 +1183,8 @@ enum Saves {
     Always,
     /// Saves unless every listed input is left on; any one literally `false` stops it.
     UnlessFalse(&'static [&'static str]),
+    /// Saves unless one of the inputs is literally `true` (read-only or disabled switches).
+    UnlessTrue(&'static [&'static str]),
     /// Saves when the input is set to something other than `false`/empty.
     WhenSet(&'static str),
     /// Saves when the input contains the text.
@@ -1225,6 +1227,17 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
         "actions/github-script",
         Saves::WhenContains("script", "ACTIONS_RUNTIME_TOKEN"),
     ),
+    // Write on the default branch by default, and `workflow_run`,
+    // `schedule` and dispatch runs are on the default branch.
+    (
+        "gradle/actions/setup-gradle",
+        Saves::UnlessTrue(&["cache-read-only", "cache-disabled"]),
+    ),
+    (
+        "gradle/gradle-build-action",
+        Saves::UnlessTrue(&["cache-read-only", "cache-disabled"]),
+    ),
+    ("ruby/setup-ruby", Saves::WhenSet("bundler-cache")),
     // Caches the CUDA installer it then runs; `use-github-cache` defaults to true.
     (
         "Jimver/cuda-toolkit",
@@ -1280,6 +1293,18 @@ fn cache_save(step: &Step) -> Option<(Pos, String)> {
                 _ => format!("`{name}` saves unless `{}: false`", inputs[0]),
             };
             Some((pos, why))
+        }
+        Saves::UnlessTrue(inputs) => {
+            if inputs
+                .iter()
+                .any(|i| step.input(i).is_some_and(|v| v.value.trim() == "true"))
+            {
+                return None;
+            }
+            Some((
+                uses.pos,
+                format!("`{name}` saves unless `{}: true`", inputs[0]),
+            ))
         }
         Saves::WhenSet(input) => step
             .input(input)
@@ -1646,6 +1671,12 @@ mod tests {
           script: core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN)
       - uses: actions/github-script@v7
         with: { script: \"core.info('hi')\" }
+      - uses: gradle/actions/setup-gradle@v4
+        with: { cache-read-only: \"${{ github.ref != 'refs/heads/main' }}\" }
+      - uses: gradle/actions/setup-gradle@v4
+        with: { cache-read-only: true }
+      - uses: ruby/setup-ruby@v1
+        with: { bundler-cache: true }
 ",
         );
         let saves: Vec<bool> = wf.jobs[0]
@@ -1657,7 +1688,7 @@ mod tests {
             saves,
             [
                 false, true, false, true, true, false, false, true, true, true, true, false, false,
-                true, false, true, true, false
+                true, false, true, true, false, true, false, true
             ]
         );
         let why = cache_save(&wf.jobs[0].steps[3]).unwrap().1;
