@@ -867,10 +867,13 @@ impl<'a> Checker<'a> {
         let job = self.model.job(at);
         let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
         let dir = sig.xtask_dir();
+        // The last checkout that wrote into the xtask's directory decides
+        // what runs: one at an enclosing path (the workspace root) replaces
+        // it, and one inside it (`trusted/xtask`) replaces part of it.
         let checkout = checkouts_before(job, step.index)
             .into_iter()
-            .filter(|(path, _)| is_within(&dir, path))
-            .max_by_key(|(path, _)| path.len());
+            .filter(|(path, _)| is_within(&dir, path) || is_within(path, &dir))
+            .last();
         let Some((path, checkout)) = checkout else {
             self.push(
                 "key-xtask-checkout",
@@ -1507,8 +1510,8 @@ fn is_within(dir: &str, checkout: &str) -> bool {
     checkout == "." || dir == checkout || dir.starts_with(&format!("{checkout}/"))
 }
 
-/// The checkouts in effect before step `index`, by path (a later checkout
-/// into the same path replaces an earlier one).
+/// The checkouts in effect before step `index`, by path, in step order (a
+/// later checkout into the same path replaces an earlier one).
 fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
     let mut by_path: Vec<(String, &Step)> = Vec::new();
     for step in job.steps[..index]

@@ -562,6 +562,24 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
     Regression {
+        what: "the pull request is checked out at the workspace root after the trusted tooling",
+        file: TEST,
+        edits: &[(
+            "          path: pr\n          persist-credentials: false\n      - id: archive_key",
+            "          persist-credentials: false\n      - id: archive_key",
+        )],
+        rules: &["key-xtask-checkout"],
+    },
+    Regression {
+        what: "the pull request is checked out into the trusted xtask's own directory",
+        file: TEST,
+        edits: &[(
+            "          path: pr\n          persist-credentials: false\n      - id: archive_key",
+            "          path: trusted/xtask\n          persist-credentials: false\n      - id: archive_key",
+        )],
+        rules: &["key-xtask-checkout"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
