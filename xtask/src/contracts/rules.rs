@@ -872,8 +872,8 @@ impl<'a> Checker<'a> {
         // it, and one inside it (`trusted/xtask`) replaces part of it.
         let checkout = checkouts_before(job, step.index)
             .into_iter()
-            .filter(|(path, _)| is_within(&dir, path) || is_within(path, &dir))
-            .last();
+            .rev()
+            .find(|(path, _)| is_within(&dir, path) || is_within(path, &dir));
         let Some((path, checkout)) = checkout else {
             self.push(
                 "key-xtask-checkout",
