@@ -7,8 +7,9 @@
 //! callee's jobs, so roles are computed over the whole workflow set.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use super::expr;
 use super::workflow::{Job, Permissions, Pos, Scalar, Step, Workflow};
@@ -114,7 +115,8 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(workflows: Vec<Workflow>, policy: &Policy) -> Result<Model> {
+    /// `root` is the repository whose local actions (`uses: ./…`) are read.
+    pub fn new(workflows: Vec<Workflow>, policy: &Policy, root: &Path) -> Result<Model> {
         let by_name: BTreeMap<&str, usize> = workflows
             .iter()
             .enumerate()
@@ -175,7 +177,7 @@ impl Model {
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
                     .collect();
                 if !privileged.is_empty() {
-                    untrusted.extend(other_code(job, policy, &privileged));
+                    untrusted.extend(other_code(job, policy, &privileged, root)?);
                 }
                 let permissions = effective_permissions(&workflows, &callers, at, 0);
                 let publisher = publisher_wf[w];
@@ -323,7 +325,7 @@ fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
 }
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
-fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
+fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -> Result<Vec<Why>> {
     let events = privileged
         .iter()
         .map(|e| format!("`{e}`"))
@@ -331,51 +333,133 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
         .join(", ");
     let mut whys = Vec::new();
     for step in &job.steps {
-        if step.uses_action("actions/checkout") {
-            if let Some(reference) = step
-                .input("ref")
-                .filter(|r| !expr::is_trusted_ref(&r.value, &policy.default_branch))
-            {
-                whys.push(Why {
-                    pos: reference.pos,
-                    text: format!(
-                        "checks out `{}` in a workflow started by {events}",
-                        reference.value
-                    ),
-                });
-            }
-            if let Some(repository) = step
-                .input("repository")
-                .filter(|r| expr::sole_expression(&r.value) != Some("github.repository"))
-            {
-                whys.push(Why {
-                    pos: repository.pos,
-                    text: format!(
-                        "checks out repository `{}` in a workflow started by {events}",
-                        repository.value
-                    ),
-                });
-            }
-        }
-        if let Some(at) = other_run_download(step) {
+        for (pos, what) in step_other_code(step, policy, root, None, 0)? {
             whys.push(Why {
-                pos: at.pos,
-                text: format!(
-                    "downloads artifacts of another run (`{}`) in a workflow started by {events}",
-                    at.value
-                ),
+                pos,
+                text: format!("{what} in a workflow started by {events}"),
             });
         }
-        if let Some(run) = &step.run {
-            if let Some(line) = expr::fetches_other_code(&run.value) {
-                whys.push(Why {
-                    pos: run.pos,
-                    text: format!("runs `{}` in a workflow started by {events}", line.trim()),
-                });
+    }
+    Ok(whys)
+}
+
+/// A local composite action being looked into: where the workflow uses it,
+/// its file, and its inputs (defaults overridden by the caller's `with:`).
+struct Inside<'a> {
+    at: Pos,
+    file: &'a str,
+    inputs: &'a [(String, String)],
+}
+
+/// What one step does that brings in other code, in words. Local composite
+/// actions (`uses: ./.github/actions/x`) are read from the tree at `root`,
+/// with `${{ inputs.NAME }}` resolved; one the tree does not have comes from
+/// a checkout made during the run, which is other code itself.
+fn step_other_code(
+    step: &Step,
+    policy: &Policy,
+    root: &Path,
+    inside: Option<&Inside>,
+    depth: usize,
+) -> Result<Vec<(Pos, String)>> {
+    let place = |pos: Pos, what: String| match inside {
+        None => (pos, what),
+        Some(inside) => (
+            inside.at,
+            format!("{what} (in {}, line {})", inside.file, pos.line),
+        ),
+    };
+    let resolve = |value: &str| -> String {
+        let input = expr::sole_expression(value).and_then(|e| e.strip_prefix("inputs."));
+        match (input, inside) {
+            (Some(name), Some(inside)) => inside
+                .inputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or_else(|| value.to_owned(), |(_, v)| v.clone()),
+            _ => value.to_owned(),
+        }
+    };
+    let mut found = Vec::new();
+    if step.uses_action("actions/checkout") {
+        if let Some(reference) = step.input("ref") {
+            let value = resolve(&reference.value);
+            if !expr::is_trusted_ref(&value, &policy.default_branch) {
+                found.push(place(reference.pos, format!("checks out `{value}`")));
+            }
+        }
+        if let Some(repository) = step.input("repository") {
+            let value = resolve(&repository.value);
+            if expr::sole_expression(&value) != Some("github.repository") {
+                found.push(place(
+                    repository.pos,
+                    format!("checks out repository `{value}`"),
+                ));
             }
         }
     }
-    whys
+    if let Some(at) = other_run_download(step) {
+        found.push(place(
+            at.pos,
+            format!("downloads artifacts of another run (`{}`)", at.value),
+        ));
+    }
+    if let Some(run) = &step.run {
+        if let Some(line) = expr::fetches_other_code(&run.value) {
+            found.push(place(run.pos, format!("runs `{}`", line.trim())));
+        }
+    }
+    let Some(uses) = step
+        .uses
+        .as_ref()
+        .filter(|u| u.value.trim().starts_with("./"))
+    else {
+        return Ok(found);
+    };
+    let Some(file) = super::workflow::local_action_file(root, &uses.value) else {
+        found.push(place(
+            uses.pos,
+            format!(
+                "runs the local action `{}`, which the tree at {} does not have (so it comes from a checkout made during the run)",
+                uses.value,
+                root.display()
+            ),
+        ));
+        return Ok(found);
+    };
+    if depth >= 8 {
+        found.push(place(
+            uses.pos,
+            format!("runs local actions nested deeper than 8 levels at `{file}`"),
+        ));
+        return Ok(found);
+    }
+    let text = std::fs::read_to_string(root.join(&file))
+        .with_context(|| format!("cannot read the local action {file}"))?;
+    let Some(action) = super::workflow::composite_action(&file, &text)? else {
+        return Ok(found);
+    };
+    let mut inputs = action.input_defaults.clone();
+    for (name, value) in &step.with {
+        let value = resolve(&value.value);
+        inputs.retain(|(n, _)| *n != name.value);
+        inputs.push((name.value.clone(), value));
+    }
+    let nested = Inside {
+        at: inside.map_or(uses.pos, |i| i.at),
+        file: &file,
+        inputs: &inputs,
+    };
+    for inner in &action.steps {
+        found.extend(step_other_code(
+            inner,
+            policy,
+            root,
+            Some(&nested),
+            depth + 1,
+        )?);
+    }
+    Ok(found)
 }
 
 /// The `run-id:` (or `uses:`) of a step that downloads the artifacts of
@@ -450,7 +534,7 @@ mod tests {
                 Workflow::parse(&format!(".github/workflows/{name}"), text).unwrap()
             })
             .collect();
-        Model::new(workflows, &Policy::default()).unwrap()
+        Model::new(workflows, &Policy::default(), Path::new(".")).unwrap()
     }
 
     #[test]
@@ -497,14 +581,14 @@ mod tests {
         .unwrap();
         let policy =
             Policy::parse("[contracts]\nhosted-labels = [\"big-linux-16core\"]\n").unwrap();
-        let m = Model::new(vec![wf], &policy).unwrap();
+        let m = Model::new(vec![wf], &policy, Path::new(".")).unwrap();
         assert!(m.jobs[0].pod.is_none());
         let wf = Workflow::parse(
             ".github/workflows/a.yml",
             "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
         )
         .unwrap();
-        let m = Model::new(vec![wf], &Policy::default()).unwrap();
+        let m = Model::new(vec![wf], &Policy::default(), Path::new(".")).unwrap();
         assert!(
             m.jobs[0].pod.is_some(),
             "an unknown label is a self-hosted pod"
@@ -548,7 +632,9 @@ mod tests {
             "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
         )
         .unwrap();
-        let err = Model::new(vec![wf], &Policy::default()).err().unwrap();
+        let err = Model::new(vec![wf], &Policy::default(), Path::new("."))
+            .err()
+            .unwrap();
         assert!(format!("{err}").contains("a.yml:4:11"), "{err}");
     }
 }

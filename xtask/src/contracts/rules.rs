@@ -324,20 +324,11 @@ impl<'a> Checker<'a> {
         let Some(uses) = &step.uses else {
             return Ok(());
         };
-        let Some(dir) = uses.value.trim().strip_prefix("./") else {
+        if !uses.value.trim().starts_with("./") {
             return Ok(());
-        };
+        }
         let at = outer.map_or(uses.pos, |(at, _)| at);
-        // `uses: ./` is the action at the workspace root.
-        let dir = dir.trim_end_matches('/');
-        let file = ["action.yml", "action.yaml"]
-            .iter()
-            .map(|name| match dir {
-                "" => (*name).to_owned(),
-                dir => format!("{dir}/{name}"),
-            })
-            .find(|rel| self.root.join(rel).is_file());
-        let Some(file) = file else {
+        let Some(file) = super::workflow::local_action_file(self.root, &uses.value) else {
             // Fail closed: an action that is not in the trusted tree comes
             // from a checkout made during the run.
             found.push(place(
@@ -359,10 +350,10 @@ impl<'a> Checker<'a> {
         }
         let text = std::fs::read_to_string(self.root.join(&file))
             .with_context(|| format!("cannot read the local action {file}"))?;
-        let Some(steps) = super::workflow::composite_steps(&file, &text)? else {
+        let Some(action) = super::workflow::composite_action(&file, &text)? else {
             return Ok(());
         };
-        for inner in &steps {
+        for inner in &action.steps {
             self.collect_step_saves(inner, Some((at, &file)), depth + 1, found)?;
         }
         Ok(())

@@ -236,10 +236,17 @@ impl Workflow {
     }
 }
 
-/// The steps of a local action's `action.yml` (`rel` names it in errors),
-/// or `None` when it is not a composite action (JavaScript and Docker
-/// actions have no steps to check).
-pub fn composite_steps(rel: &str, text: &str) -> Result<Option<Vec<Step>>> {
+/// A local composite action: its steps and the defaults of its inputs.
+#[derive(Debug)]
+pub struct CompositeAction {
+    pub steps: Vec<Step>,
+    pub input_defaults: Vec<(String, String)>,
+}
+
+/// A local action's `action.yml` (`rel` names it in errors) when it is a
+/// composite action; `None` for JavaScript and Docker actions, which have no
+/// steps to check.
+pub fn composite_action(rel: &str, text: &str) -> Result<Option<CompositeAction>> {
     let options = LoaderOptions::default().error_on_duplicate_keys(true);
     let root = marked_yaml::parse_yaml_with_options(0, text, options)
         .map_err(|err| anyhow::anyhow!("{rel}:{err}; fix the action's YAML"))?;
@@ -256,18 +263,45 @@ pub fn composite_steps(rel: &str, text: &str) -> Result<Option<Vec<Step>>> {
     if !composite {
         return Ok(None);
     }
-    let Some(steps) = runs.get_node("steps") else {
-        return Ok(Some(Vec::new()));
-    };
-    let steps = steps
-        .as_sequence()
-        .with_context(|| format!("{}: `runs.steps` must be a list", ctx.at(steps)))?;
-    steps
+    let mut input_defaults = Vec::new();
+    if let Some(inputs) = root.get_mapping("inputs") {
+        for (name, spec) in inputs.iter() {
+            let default = spec
+                .as_mapping()
+                .and_then(|spec| spec.get_node("default"))
+                .and_then(scalar);
+            if let Some(default) = default {
+                input_defaults.push((name.as_str().to_owned(), default.value));
+            }
+        }
+    }
+    let mut steps = Vec::new();
+    if let Some(list) = runs.get_node("steps") {
+        let list = list
+            .as_sequence()
+            .with_context(|| format!("{}: `runs.steps` must be a list", ctx.at(list)))?;
+        for (index, step) in list.iter().enumerate() {
+            steps.push(ctx.step(index, step)?);
+        }
+    }
+    Ok(Some(CompositeAction {
+        steps,
+        input_defaults,
+    }))
+}
+
+/// The `action.yml` (or `action.yaml`) of a local action `uses: ./DIR`,
+/// repository-relative, when the tree at `root` has one.
+pub fn local_action_file(root: &Path, uses: &str) -> Option<String> {
+    // `uses: ./` is the action at the workspace root.
+    let dir = uses.trim().strip_prefix("./")?.trim_end_matches('/');
+    ["action.yml", "action.yaml"]
         .iter()
-        .enumerate()
-        .map(|(index, step)| ctx.step(index, step))
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
+        .map(|name| match dir {
+            "" => (*name).to_owned(),
+            dir => format!("{dir}/{name}"),
+        })
+        .find(|rel| root.join(rel).is_file())
 }
 
 struct Ctx<'a> {

@@ -1222,3 +1222,60 @@ fn a_callers_cache_mode_caps_its_callees_jobs() {
     let (code, findings) = check(&fixture);
     assert_eq!((code, findings), (0, Vec::new()));
 }
+
+#[test]
+fn local_composite_actions_that_check_out_other_code_make_the_job_untrusted() {
+    let fixture = good();
+    edit(
+        &fixture,
+        &workflow(CI),
+        "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+        "on:\n  workflow_run:\n    workflows: [Build]\n",
+    );
+    let action = ".github/actions/co/action.yml";
+    fixture.file(
+        action,
+        "name: co\ninputs:\n  ref:\n    default: ${{ github.sha }}\nruns:\n  using: composite\n  steps:\n    - uses: actions/checkout@v4\n      with:\n        ref: ${{ inputs.ref }}\n",
+    );
+    edit(
+        &fixture,
+        &workflow(CI),
+        "      - uses: actions/checkout@v4\n      - uses: dtolnay",
+        "      - uses: ./.github/actions/co\n      - uses: dtolnay",
+    );
+    // The default input checks out the run's own commit: nothing to report.
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
+
+    // The caller hands it the pull request's head: the job runs other code.
+    edit(
+        &fixture,
+        &workflow(CI),
+        "      - uses: ./.github/actions/co\n",
+        "      - uses: ./.github/actions/co\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(failing_rules(&findings).contains("untrusted-cache-save"));
+    let message = findings
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .find(|m| m.contains("untrusted-code job `test`"))
+        .unwrap();
+    assert!(
+        message.contains("checks out `${{ github.event.workflow_run.head_sha }}` (in .github/actions/co/action.yml, line 10)"),
+        "{message}"
+    );
+
+    // An action the default branch's tree lacks comes from a run-time checkout.
+    std::fs::remove_file(fixture.join(action)).unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(
+        findings.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not have (so it comes from a checkout made during the run)")),
+        "{findings:#?}"
+    );
+}
