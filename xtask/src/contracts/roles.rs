@@ -176,11 +176,29 @@ impl Model {
                     .iter()
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
                     .collect();
+                let publisher = publisher_wf[w];
                 if !privileged.is_empty() {
                     untrusted.extend(other_code(job, policy, &privileged, root)?);
+                    // A remote reusable workflow's jobs are not in this
+                    // repository: fail closed and hold the caller, whose
+                    // token, cache-mode and secrets are their ceiling, to the
+                    // untrusted-code rules.
+                    let remote = job
+                        .uses
+                        .as_ref()
+                        .filter(|u| !u.value.trim().starts_with("./"));
+                    if let Some(uses) = remote.filter(|_| !publisher) {
+                        untrusted.push(Why {
+                            pos: uses.pos,
+                            text: format!(
+                                "calls the reusable workflow `{}`, whose jobs this check cannot see, in a workflow started by {}",
+                                uses.value,
+                                events_text(&privileged)
+                            ),
+                        });
+                    }
                 }
                 let permissions = effective_permissions(&workflows, &callers, at, 0);
-                let publisher = publisher_wf[w];
                 let lifecycle = !publisher
                     && untrusted.is_empty()
                     && permissions.iter().any(|p| p.writes("actions"));
@@ -326,11 +344,7 @@ fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
 fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -> Result<Vec<Why>> {
-    let events = privileged
-        .iter()
-        .map(|e| format!("`{e}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let events = events_text(privileged);
     let mut whys = Vec::new();
     for step in &job.steps {
         for (pos, what) in step_other_code(step, policy, root, None, 0)? {
@@ -341,6 +355,15 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -
         }
     }
     Ok(whys)
+}
+
+/// "`workflow_run`, `schedule`", for messages.
+fn events_text(events: &[&String]) -> String {
+    events
+        .iter()
+        .map(|e| format!("`{e}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A local composite action being looked into: where the workflow uses it,

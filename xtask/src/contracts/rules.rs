@@ -470,7 +470,23 @@ impl<'a> Checker<'a> {
 
     /// Rule 3, at the call site: `secrets: inherit` hands every secret to the callee's jobs.
     fn secrets_inherit(&mut self, info: &JobInfo, job: &Job) {
-        let (Some(inherit), Some(callee)) = (&job.secrets_inherit, info.callee) else {
+        let Some(inherit) = &job.secrets_inherit else {
+            return;
+        };
+        let Some(callee) = info.callee else {
+            // A remote reusable workflow: what it does with them is unseen.
+            if info.is_untrusted() {
+                self.push(
+                    "untrusted-secrets",
+                    info.at,
+                    info.at.workflow,
+                    inherit.pos,
+                    format!(
+                        "`secrets: inherit` hands every secret to `{}`, whose jobs this check cannot see; pass only the secrets the policy lists",
+                        job.uses.as_ref().map_or("", |u| u.value.as_str())
+                    ),
+                );
+            }
             return;
         };
         let risky: Vec<String> = self

@@ -580,6 +580,21 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["key-xtask-checkout"],
     },
     Regression {
+        what: "a workflow_run job hands the PR head and every secret to a remote reusable workflow",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  workflow_run:\n    workflows: [Build]\n",
+            ),
+            (
+                "      - run: cargo fmt --all --check",
+                "      - run: cargo fmt --all --check\n\n  gpu:\n    uses: example/gpu/.github/workflows/test.yml@0123456789abcdef0123456789abcdef01234567\n    with:\n      ref: ${{ github.event.workflow_run.head_sha }}\n    secrets: inherit",
+            ),
+        ],
+        rules: &["untrusted-secrets", "untrusted-cache-save"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
