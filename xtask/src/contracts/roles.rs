@@ -347,7 +347,8 @@ fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -
     let events = events_text(privileged);
     let mut whys = Vec::new();
     for step in &job.steps {
-        for (pos, what) in step_other_code(step, policy, root, None, 0)? {
+        let mut budget = super::rules::LOCAL_ACTION_BUDGET;
+        for (pos, what) in step_other_code(step, policy, root, None, &mut budget)? {
             whys.push(Why {
                 pos,
                 text: format!("{what} in a workflow started by {events}"),
@@ -383,7 +384,7 @@ fn step_other_code(
     policy: &Policy,
     root: &Path,
     inside: Option<&Inside>,
-    depth: usize,
+    budget: &mut usize,
 ) -> Result<Vec<(Pos, String)>> {
     let place = |pos: Pos, what: String| match inside {
         None => (pos, what),
@@ -450,13 +451,17 @@ fn step_other_code(
         ));
         return Ok(found);
     };
-    if depth >= 8 {
+    if *budget == 0 {
         found.push(place(
             uses.pos,
-            format!("runs local actions nested deeper than 8 levels at `{file}`"),
+            format!(
+                "expands more than {} local actions (at `{file}`), which were not all checked",
+                super::rules::LOCAL_ACTION_BUDGET
+            ),
         ));
         return Ok(found);
     }
+    *budget -= 1;
     let text = std::fs::read_to_string(root.join(&file))
         .with_context(|| format!("cannot read the local action {file}"))?;
     let Some(action) = super::workflow::composite_action(&file, &text)? else {
@@ -474,13 +479,7 @@ fn step_other_code(
         inputs: &inputs,
     };
     for inner in &action.steps {
-        found.extend(step_other_code(
-            inner,
-            policy,
-            root,
-            Some(&nested),
-            depth + 1,
-        )?);
+        found.extend(step_other_code(inner, policy, root, Some(&nested), budget)?);
     }
     Ok(found)
 }

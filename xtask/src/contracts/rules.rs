@@ -301,7 +301,8 @@ impl<'a> Checker<'a> {
     /// composite action (`uses: ./.github/actions/x`), any step inside it.
     fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
         let mut found = Vec::new();
-        self.collect_step_saves(step, None, 0, &mut found)?;
+        let mut budget = LOCAL_ACTION_BUDGET;
+        self.collect_step_saves(step, None, &mut budget, &mut found)?;
         Ok(found)
     }
 
@@ -309,7 +310,7 @@ impl<'a> Checker<'a> {
         &self,
         step: &Step,
         outer: Option<(Pos, &str)>,
-        depth: usize,
+        budget: &mut usize,
         found: &mut Vec<(Pos, String)>,
     ) -> Result<()> {
         // Inside an action, findings point at the workflow's `uses:` line
@@ -341,20 +342,23 @@ impl<'a> Checker<'a> {
             ));
             return Ok(());
         };
-        if depth >= 8 {
+        if *budget == 0 {
             found.push((
                 at,
-                format!("local actions nest deeper than 8 levels at `{file}`"),
+                format!(
+                    "it expands more than {LOCAL_ACTION_BUDGET} local actions (at `{file}`), so what they save was not all checked"
+                ),
             ));
             return Ok(());
         }
+        *budget -= 1;
         let text = std::fs::read_to_string(self.root.join(&file))
             .with_context(|| format!("cannot read the local action {file}"))?;
         let Some(action) = super::workflow::composite_action(&file, &text)? else {
             return Ok(());
         };
         for inner in &action.steps {
-            self.collect_step_saves(inner, Some((at, &file)), depth + 1, found)?;
+            self.collect_step_saves(inner, Some((at, &file)), budget, found)?;
         }
         Ok(())
     }
@@ -1183,6 +1187,11 @@ impl<'a> Checker<'a> {
         }
     }
 }
+
+/// How many local actions one step may expand (nested uses included)
+/// before the check stops and reports: a cycle or a wide tree of actions
+/// must not make the check run for ever.
+pub const LOCAL_ACTION_BUDGET: usize = 64;
 
 fn is_false(value: Option<&Scalar>) -> bool {
     value.is_some_and(|v| v.value.trim() == "false")

@@ -1294,3 +1294,32 @@ fn local_composite_actions_that_check_out_other_code_make_the_job_untrusted() {
         "{findings:#?}"
     );
 }
+
+#[test]
+fn a_wide_or_cyclic_tree_of_local_actions_ends_in_a_finding() {
+    // Ten self-references per level would be 10^8 expansions unbounded.
+    let fixture = good();
+    let action = ".github/actions/loop/action.yml";
+    let steps = "    - uses: ./.github/actions/loop\n".repeat(10);
+    fixture.file(
+        action,
+        &format!("name: loop\nruns:\n  using: composite\n  steps:\n{steps}"),
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "      - name: Build or reuse the archive\n",
+        "      - uses: ./.github/actions/loop\n      - name: Build or reuse the archive\n",
+    );
+    let started = std::time::Instant::now();
+    let (code, findings) = check(&fixture);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(code, 1);
+    assert!(
+        findings.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("expands more than 64 local actions")),
+        "{findings:#?}"
+    );
+}
