@@ -27,7 +27,16 @@ pub const RUNNER_CONTROL_VARS: &[&str] = &[
 ];
 
 /// True for a variable that must be removed from a build's environment:
-/// the runner's control files, the token and every `ACTIONS_*` credential.
+/// the runner's control files, the token and every `ACTIONS_*` variable
+/// (the cache and results credentials, and the OIDC
+/// `ACTIONS_ID_TOKEN_REQUEST_*` pair that mints cloud credentials).
+///
+/// `RUNNER_*` and the descriptive `GITHUB_*` variables stay: none is a
+/// credential or a command channel, and build tooling reads some of them
+/// (`RUNNER_TEMP`, `RUNNER_OS`). Removing a variable hides it from code that
+/// looks for it, not from a hostile build running as the same user, which
+/// can read its ancestors' `/proc/<pid>/environ`; the job's read-only token
+/// is the real boundary (see `docs/gpu-archive.md`).
 pub fn is_runner_control_var(name: &str) -> bool {
     RUNNER_CONTROL_VARS.contains(&name) || name.starts_with("ACTIONS_")
 }
@@ -90,6 +99,60 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
         })?;
     file.write_all(markdown.as_bytes())
         .context("cannot append to the step summary")
+}
+
+/// While alive, the runner ignores workflow commands in the log (inside
+/// Actions; elsewhere it does nothing).
+///
+/// Code that a pull request controls (build scripts, proc macros) can print
+/// to the step's log, and the runner acts on a line such as
+/// `::set-output name=run_id::1` or `::add-mask::…` whoever printed it.
+/// `::stop-commands::<token>` turns that off until `::<token>::` is printed;
+/// the token is random, so the paused code cannot print it.
+pub struct CommandsPaused {
+    token: Option<String>,
+}
+
+impl CommandsPaused {
+    pub fn start() -> CommandsPaused {
+        if !in_actions() {
+            return CommandsPaused { token: None };
+        }
+        let token = random_token();
+        println!("::stop-commands::{token}");
+        CommandsPaused { token: Some(token) }
+    }
+}
+
+impl Drop for CommandsPaused {
+    fn drop(&mut self) {
+        if let Some(token) = &self.token {
+            println!("::{token}::");
+        }
+    }
+}
+
+/// 128 random bits as hex, from the kernel; the standard library's per-process
+/// hash keys stand in if `/dev/urandom` cannot be read.
+fn random_token() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let from_kernel = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
+    if !from_kernel {
+        use std::hash::{BuildHasher, Hasher};
+        for half in bytes.chunks_mut(8) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            half.copy_from_slice(&hasher.finish().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where an annotation points.
@@ -166,10 +229,20 @@ mod tests {
     }
 
     #[test]
+    fn pause_tokens_are_long_and_fresh() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+
+    #[test]
     fn runner_control_vars_include_every_actions_credential() {
         assert!(is_runner_control_var("ACTIONS_RUNTIME_TOKEN"));
         assert!(is_runner_control_var("ACTIONS_CACHE_URL"));
         assert!(is_runner_control_var("GITHUB_TOKEN"));
+        assert!(is_runner_control_var("ACTIONS_ID_TOKEN_REQUEST_TOKEN"));
+        assert!(is_runner_control_var("ACTIONS_ID_TOKEN_REQUEST_URL"));
         assert!(!is_runner_control_var("GITHUB_SHA"));
+        assert!(!is_runner_control_var("RUNNER_TEMP"));
     }
 }

@@ -4,9 +4,12 @@
 //! The build compiles code a pull request may control (build scripts, proc
 //! macros, tests). Its environment therefore lacks `GITHUB_OUTPUT`,
 //! `GITHUB_ENV`, `GITHUB_PATH`, `GITHUB_STATE`, `GITHUB_STEP_SUMMARY`,
-//! `GITHUB_TOKEN` and every `ACTIONS_*` variable, so built code can neither
-//! rewrite this step's outputs nor read its credentials. Archives are built
-//! into a staging directory and verified before they are moved into `--out`.
+//! `GITHUB_TOKEN` and every `ACTIONS_*` variable, so built code does not find
+//! this step's outputs or credentials where tools look for them. That is not
+//! a sandbox: a hostile build running as the same user can read them from
+//! its ancestors' `/proc/<pid>/environ`, so the job's read-only token stays
+//! the real boundary. Archives are built into a staging directory and
+//! verified before they are moved into `--out`.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -27,6 +30,9 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let staging = download::staging_dir(out)?;
+    // The build's output is the pull request's to write: the runner must not
+    // take a workflow command from it. Dropped (commands resume) on return.
+    let _paused = gha::CommandsPaused::start();
     for (index, spec) in specs.iter().enumerate() {
         let dest = staging.path().join(&spec.file);
         eprintln!(

@@ -102,12 +102,9 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
             .and_then(|v| v.to_str().ok())
             .ok_or_else(|| anyhow!("GET {route}: HTTP {status} without a Location"))?
             .to_owned();
-        let uri: http::Uri = location
-            .parse()
-            .with_context(|| format!("GET {route}: the redirect target is not a URL"))?;
-        if !matches!(uri.scheme_str(), Some("https" | "http")) || uri.authority().is_none() {
-            bail!("GET {route}: the redirect target is not an absolute http(s) URL");
-        }
+        let api_is_https = github.env.api_url.starts_with("https://");
+        let uri = redirect_target(&location, api_is_https)
+            .with_context(|| format!("GET {route}: refusing the redirect"))?;
         let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
         tokio::time::timeout(github.timeout, github.blob._get(uri))
             .await
@@ -212,6 +209,25 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
         }
     );
     Ok(())
+}
+
+/// The URL a download redirect may lead to: absolute http(s), and https when
+/// the API itself is, so that a redirect cannot strip the transport security
+/// from an artifact whose digest the API may not give.
+pub fn redirect_target(location: &str, api_is_https: bool) -> Result<http::Uri> {
+    let uri: http::Uri = location
+        .parse()
+        .with_context(|| format!("the redirect target {location:?} is not a URL"))?;
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if !api_is_https => {}
+        Some("http") => bail!("the redirect target {location:?} downgrades https to http"),
+        _ => bail!("the redirect target {location:?} is not an http(s) URL"),
+    }
+    if uri.authority().is_none() {
+        bail!("the redirect target {location:?} is not absolute");
+    }
+    Ok(uri)
 }
 
 /// Extracts exactly the archives named by `specs` from the zip at `zip_path`

@@ -6,9 +6,11 @@
 //! makes an artifact trustworthy is the run that produced it: a run of this
 //! repository (by numeric id, not only by name), of a trusted workflow file,
 //! triggered by an event whose workflow definition comes from the default
-//! branch, and, for events triggered directly, on the default branch. Every
+//! branch, and, for events triggered directly, on the default branch at a
+//! commit of its history (a tag may carry the branch's name). Every
 //! candidate that fails a rule is skipped with its reason; a candidate whose
-//! run cannot be read is skipped too, never trusted and never fatal.
+//! listing entry is odd or whose run cannot be read is skipped too, never
+//! trusted and never fatal.
 //!
 //! octocrab's typed models lack the artifact `digest` and the run `path` and
 //! reject a null `head_branch`, so this module declares its own serde types
@@ -33,8 +35,9 @@ const MAX_JSON_BYTES: usize = 16 << 20;
 /// so thousands of live ones with the same name mean something is wrong.
 const MAX_PAGES: usize = 50;
 
-/// The standard Actions environment the finder runs in.
-#[derive(Debug, Clone)]
+/// The standard Actions environment the finder runs in. Its `Debug` form
+/// leaves out the token, so that no log or error can carry it.
+#[derive(Clone)]
 pub struct GithubEnv {
     /// `GITHUB_API_URL`, such as `https://api.github.com`.
     pub api_url: String,
@@ -43,6 +46,18 @@ pub struct GithubEnv {
     /// `GITHUB_RUN_ID`: the run this command executes in.
     pub run_id: u64,
     pub token: String,
+}
+
+impl std::fmt::Debug for GithubEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubEnv")
+            .field("api_url", &self.api_url)
+            .field("owner", &self.owner)
+            .field("repo", &self.repo)
+            .field("run_id", &self.run_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 impl GithubEnv {
@@ -244,18 +259,35 @@ pub fn origin(uri: &http::Uri) -> Option<String> {
 
 /// The `rel="next"` target of a `Link` header, as GitHub writes them:
 /// `<url>; rel="next", <url>; rel="last"`.
+///
+/// Each link is a `<…>` target followed by its parameters, up to the next
+/// `<`; a comma inside a target (a query value) does not split it, and `rel`
+/// may list several space-separated relations in any case (RFC 8288).
 pub fn next_link(header: &str) -> Option<String> {
-    header.split(',').find_map(|part| {
-        let (target, params) = part.trim().split_once(';')?;
-        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
-        params
-            .split(';')
-            .any(|param| {
-                let param = param.trim().replace(' ', "");
-                param == "rel=\"next\"" || param == "rel=next"
-            })
-            .then(|| target.to_owned())
-    })
+    let mut rest = header;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let close = after.find('>')?;
+        let target = &after[..close];
+        let params_end = after[close..].find('<').map_or(after.len(), |i| close + i);
+        let params = &after[close + 1..params_end];
+        let is_next = params.split([';', ',']).any(|param| {
+            let Some((key, value)) = param.split_once('=') else {
+                return false;
+            };
+            key.trim().eq_ignore_ascii_case("rel")
+                && value
+                    .trim()
+                    .trim_matches('"')
+                    .split_ascii_whitespace()
+                    .any(|rel| rel.eq_ignore_ascii_case("next"))
+        });
+        if is_next {
+            return Some(target.to_owned());
+        }
+        rest = &after[params_end..];
+    }
+    None
 }
 
 fn is_rate_limited<B>(response: &http::Response<B>) -> bool {
@@ -303,10 +335,12 @@ struct RepositoryInfo {
     id: u64,
 }
 
+/// A listing page. Its entries are decoded one by one, so that one odd entry
+/// is a skipped candidate rather than the end of the search.
 #[derive(Debug, Deserialize)]
 struct ArtifactPage {
     #[serde(default)]
-    artifacts: Vec<Artifact>,
+    artifacts: Vec<serde_json::Value>,
 }
 
 /// One entry of `GET /repos/{o}/{r}/actions/artifacts`.
@@ -318,6 +352,9 @@ pub struct Artifact {
     pub expired: bool,
     #[serde(default)]
     pub created_at: Option<String>,
+    /// The `expired` flag can lag behind this time; a past one is expired too.
+    #[serde(default)]
+    pub expires_at: Option<String>,
     /// `sha256:<hex>` for uploads from `actions/upload-artifact` v4 on.
     #[serde(default)]
     pub digest: Option<String>,
@@ -345,6 +382,10 @@ pub struct Run {
     pub event: String,
     #[serde(default)]
     pub head_branch: Option<String>,
+    /// The commit whose workflow definition ran (for every event but
+    /// `workflow_run`, whose head is the triggering run's).
+    #[serde(default)]
+    pub head_sha: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
     #[serde(default)]
@@ -367,6 +408,8 @@ pub struct TrustContext<'a> {
     pub current_run_id: u64,
     pub default_branch: &'a str,
     pub policy: &'a ArtifactPolicy,
+    /// The time `expires_at` is compared with.
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
 /// The checks that need only the artifact listing; they spare a run lookup.
@@ -376,6 +419,14 @@ pub fn judge_artifact(artifact: &Artifact, name: &str, ctx: &TrustContext) -> Re
     }
     if artifact.expired {
         return Err("it has expired".to_owned());
+    }
+    // A time that does not parse leaves the decision to the flag: expiry
+    // decides only whether the download can work, not whether it is trusted.
+    if let Some(expires_at) = &artifact.expires_at
+        && let Ok(at) = chrono::DateTime::parse_from_rfc3339(expires_at)
+        && at <= ctx.now
+    {
+        return Err(format!("it has expired (at {expires_at})"));
     }
     if artifact.size_in_bytes > ctx.policy.max_download_bytes {
         return Err(format!(
@@ -409,7 +460,14 @@ pub fn judge_artifact(artifact: &Artifact, name: &str, ctx: &TrustContext) -> Re
 }
 
 /// The provenance rules, applied to the producing run itself.
-pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<(), String> {
+///
+/// `Ok(Some(sha))` means the rules pass provided commit `sha` is in the
+/// history of the default branch, which [`check_on_default_branch`] asks the
+/// API. A `head_branch` equal to the default branch does not prove that on its
+/// own: a push of a *tag* named like the default branch, or a dispatch on such
+/// a tag, reports the tag's name as `head_branch` and runs the workflow
+/// definition of whatever commit the tag points to.
+pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, String> {
     if run.id == ctx.current_run_id {
         return Err("it was produced by the current run".to_owned());
     }
@@ -430,12 +488,18 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<(), String> {
         }
     }
     let path = run.path.as_deref().unwrap_or("");
-    let workflow_file = path.split_once('@').map_or(path, |(file, _ref)| file);
-    let trusted_workflow = ctx
-        .policy
-        .trusted_workflows
-        .iter()
-        .any(|name| workflow_file == format!(".github/workflows/{name}"));
+    // GitHub may append `@<ref>` to the path. Only a ref that names the
+    // default branch is removed: `@` is legal in a file name, so
+    // `ci.yml@evil.yml` is another workflow file, not `ci.yml` at a ref.
+    let trusted_workflow = ctx.policy.trusted_workflows.iter().any(|name| {
+        match path.strip_prefix(&format!(".github/workflows/{name}")) {
+            Some("") => true,
+            Some(suffix) => suffix.strip_prefix('@').is_some_and(|git_ref| {
+                git_ref.strip_prefix("refs/heads/").unwrap_or(git_ref) == ctx.default_branch
+            }),
+            None => false,
+        }
+    });
     if !trusted_workflow {
         return Err(format!(
             "its workflow {path:?} is not one of artifacts.trusted-workflows {:?}",
@@ -453,24 +517,76 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<(), String> {
     // its head branch is the triggering run's and says nothing. Every other
     // trusted event runs the definition of its own ref, which must therefore
     // be the default branch.
-    if event != "workflow_run" {
-        match run.head_branch.as_deref() {
-            Some(branch) if branch == ctx.default_branch => {}
-            Some(branch) => {
-                return Err(format!(
-                    "its {event} run was on branch {branch:?}, not the default branch {:?}",
-                    ctx.default_branch
-                ));
-            }
-            None => {
-                return Err(format!(
-                    "its {event} run has no head branch, so it cannot be shown to be on {:?}",
-                    ctx.default_branch
-                ));
-            }
+    if event == "workflow_run" {
+        return Ok(None);
+    }
+    match run.head_branch.as_deref() {
+        Some(branch) if branch == ctx.default_branch => {}
+        Some(branch) => {
+            return Err(format!(
+                "its {event} run was on branch {branch:?}, not the default branch {:?}",
+                ctx.default_branch
+            ));
+        }
+        None => {
+            return Err(format!(
+                "its {event} run has no head branch, so it cannot be shown to be on {:?}",
+                ctx.default_branch
+            ));
         }
     }
-    Ok(())
+    match run.head_sha.as_deref() {
+        Some(sha) if sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(Some(sha.to_ascii_lowercase()))
+        }
+        Some(sha) => Err(format!("its run's head commit {sha:?} is not a commit id")),
+        None => Err(format!(
+            "its {event} run names no head commit, so it cannot be shown to be on {:?}",
+            ctx.default_branch
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Comparison {
+    status: String,
+}
+
+/// Checks that commit `sha` is in the history of `branch`, through
+/// `GET /repos/{o}/{r}/compare/{branch}...{sha}`: the commit must be
+/// `identical` to the branch or `behind` it. A commit only reachable from a
+/// tag or another branch is refused.
+///
+/// This direction keeps the answer small: the comparison lists the commits
+/// and files from the merge base to `sha`, none when `sha` is an ancestor.
+pub async fn check_on_default_branch(
+    github: &Github,
+    sha: &str,
+    branch: &str,
+) -> Result<(), String> {
+    // A branch name with anything else would need encoding GitHub's compare
+    // route does not document; refuse it rather than guess.
+    if branch.is_empty()
+        || branch.contains("..")
+        || !branch
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+    {
+        return Err(format!(
+            "the default branch {branch:?} cannot be named in a compare request"
+        ));
+    }
+    let route = github.repo_route(&format!("/compare/{branch}...{sha}?per_page=1"));
+    let (comparison, _): (Comparison, _) = github
+        .get_json(&route)
+        .await
+        .map_err(|err| format!("cannot tell whether its commit {sha} is on {branch:?}: {err:#}"))?;
+    match comparison.status.as_str() {
+        "identical" | "behind" => Ok(()),
+        status => Err(format!(
+            "its commit {sha} is not in the history of {branch:?} (compare status {status:?}); a tag or ref named like the default branch?"
+        )),
+    }
 }
 
 /// An artifact whose producing run passed every check.
@@ -509,6 +625,7 @@ pub async fn find(
         current_run_id: github.env.run_id,
         default_branch,
         policy,
+        now: chrono::Utc::now(),
     };
     let mut skipped = Vec::new();
     let mut runs: HashMap<u64, Result<Run, String>> = HashMap::new();
@@ -517,7 +634,16 @@ pub async fn find(
         percent_encode(name)
     )));
     let mut pages = 0;
+    let mut visited = std::collections::HashSet::new();
     while let Some(current) = route.take() {
+        // A link back to a page already read would only repeat it until the
+        // page cap; a listing that loops has nothing more to offer.
+        if !visited.insert(current.clone()) {
+            skipped.push(format!(
+                "stopped: the next-page link after page {pages} repeats an earlier page"
+            ));
+            break;
+        }
         pages += 1;
         if pages > MAX_PAGES {
             skipped.push(format!(
@@ -533,7 +659,17 @@ pub async fn find(
             "artifact search: page {pages}: {} candidate(s) named {name}",
             page.artifacts.len()
         );
-        for artifact in page.artifacts {
+        for entry in page.artifacts {
+            let artifact: Artifact = match serde_json::from_value(entry.clone()) {
+                Ok(artifact) => artifact,
+                Err(err) => {
+                    let id = entry.get("id").map_or("?".to_owned(), |id| id.to_string());
+                    let line = format!("artifact {id}: its listing entry is malformed: {err}");
+                    eprintln!("artifact search: skipping {line}");
+                    skipped.push(line);
+                    continue;
+                }
+            };
             let run_id = match judge_artifact(&artifact, name, &ctx) {
                 Ok(run_id) => run_id,
                 Err(reason) => {
@@ -554,7 +690,11 @@ pub async fn find(
                     "the API answered run {} when asked for run {run_id}",
                     run.id
                 )),
-                Ok(run) => judge_run(run, &ctx),
+                Ok(run) => match judge_run(run, &ctx) {
+                    Ok(Some(sha)) => check_on_default_branch(github, &sha, default_branch).await,
+                    Ok(None) => Ok(()),
+                    Err(reason) => Err(reason),
+                },
                 Err(reason) => Err(reason.clone()),
             };
             match verdict {

@@ -291,10 +291,15 @@ fn report(
         ("artifact_name", artifact_name.to_owned()),
         ("source", source.kind().to_owned()),
     ];
-    if let Source::Artifact(reused) = source {
-        outputs.push(("artifact_id", reused.artifact_id.to_string()));
-        outputs.push(("run_id", reused.run_id.to_string()));
-    }
+    // On the other sources the ids are written empty, so that a value some
+    // earlier writer of this step left (the build runs PR-controlled code)
+    // does not stand: the last line for a name wins.
+    let (artifact_id, run_id) = match source {
+        Source::Artifact(reused) => (reused.artifact_id.to_string(), reused.run_id.to_string()),
+        _ => (String::new(), String::new()),
+    };
+    outputs.push(("artifact_id", artifact_id));
+    outputs.push(("run_id", run_id));
     let pairs: Vec<(&str, &str)> = outputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     gha::set_outputs_if_in_actions(&pairs)?;
     gha::append_step_summary(&format!(

@@ -158,7 +158,7 @@ fn artifact(id: u64, run_id: u64, zip: &[u8]) -> Value {
         "size_in_bytes": zip.len(),
         "expired": false,
         "created_at": "2026-11-29T10:00:00Z",
-        "expires_at": "2026-12-06T10:00:00Z",
+        "expires_at": "2099-12-06T10:00:00Z",
         "digest": format!("sha256:{}", sha256(zip)),
         "workflow_run": {"id": run_id, "repository_id": REPO_ID, "head_repository_id": REPO_ID,
                          "head_branch": "main", "head_sha": "abc"}
@@ -173,10 +173,16 @@ fn good_run(id: u64) -> Value {
         "path": ".github/workflows/ci-cache-publish.yml",
         "event": "push",
         "head_branch": "main",
+        "head_sha": commit(id),
         "created_at": "2026-11-29T09:58:00Z",
         "repository": {"id": REPO_ID, "full_name": "o/r"},
         "head_repository": {"id": REPO_ID, "full_name": "o/r"}
     })
+}
+
+/// The head commit of run `id` in [`good_run`].
+fn commit(id: u64) -> String {
+    format!("{id:040x}")
 }
 
 /// A GitHub API mock and a separate blob-storage mock (another port, so
@@ -232,12 +238,26 @@ impl Api {
         );
     }
 
+    /// Serves `run`, and says its head commit is in `main`'s history.
     fn run(&self, run: Value) {
         let id = run["id"].as_u64().unwrap();
+        if let Some(sha) = run["head_sha"].as_str() {
+            self.compare(sha, "behind", 5);
+        }
         self.mount(
             Mock::given(method("GET"))
                 .and(path(format!("/repos/o/r/actions/runs/{id}")))
                 .respond_with(ResponseTemplate::new(200).set_body_json(run)),
+        );
+    }
+
+    /// The answer to `compare/main...{sha}`; a lower `priority` wins.
+    fn compare(&self, sha: &str, status: &str, priority: u8) {
+        self.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/compare/main...{sha}")))
+                .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": status})))
+                .with_priority(priority),
         );
     }
 
@@ -509,12 +529,169 @@ fn each_rejection_names_its_reason() {
         |r| r["head_branch"] = json!(null),
         "has no head branch",
     );
+    expect_skipped(
+        none,
+        |r| r["head_sha"] = json!(null),
+        "names no head commit",
+    );
     expect_skipped(|a| a["expired"] = json!(true), none, "expired");
+    // The flag lags behind the time: a past `expires_at` is expired too.
+    expect_skipped(
+        |a| a["expires_at"] = json!("2020-01-01T00:00:00Z"),
+        none,
+        "it has expired (at 2020-01-01T00:00:00Z)",
+    );
     expect_skipped(|a| a["name"] = json!("other"), none, "is not");
     expect_skipped(
         |a| a["workflow_run"]["id"] = json!(555),
         |r| r["id"] = json!(556),
         "run 555 cannot be read",
+    );
+}
+
+/// A push of a *tag* called `main` (or a dispatch on one) reports `main` as
+/// its head branch but runs the workflow file of whatever commit the tag
+/// names. Only the commit's absence from `main`'s history gives it away.
+#[test]
+fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
+    // The tag's commit may be off `main` altogether, or built on top of it.
+    for (event, status) in [
+        ("push", "diverged"),
+        ("workflow_dispatch", "diverged"),
+        ("push", "ahead"),
+    ] {
+        let api = Api::new();
+        let zip = good_zip();
+        api.listing(vec![artifact(7, 100, &zip)]);
+        let mut run = good_run(100);
+        run["event"] = json!(event);
+        run["head_sha"] = json!("f".repeat(40));
+        api.compare(&"f".repeat(40), status, 1);
+        api.run(run);
+        api.zip(7, zip);
+        let scratch = Scratch::new();
+        let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+        assert!(
+            reason.contains("is not in the history of \"main\""),
+            "{reason}"
+        );
+        assert!(
+            api.blob_requests().is_empty(),
+            "the artifact was downloaded"
+        );
+        scratch.assert_clean();
+    }
+    // A comparison that cannot be made skips the candidate too.
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/o/r/compare/main...{}", commit(100))))
+            .respond_with(ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"})))
+            .with_priority(1),
+    );
+    api.run(good_run(100));
+    api.zip(7, zip);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(
+        reason.contains("cannot tell whether its commit"),
+        "{reason}"
+    );
+    assert!(api.blob_requests().is_empty());
+}
+
+/// Odd entries in the listing (missing, null or mistyped fields) are
+/// skipped candidates; the search goes on to the good one after them.
+#[test]
+fn malformed_listing_entries_are_skipped_not_fatal() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut odd = Vec::new();
+    for (id, field, value) in [
+        (1, "size_in_bytes", json!(null)),
+        (2, "expired", json!("no")),
+        (3, "name", json!(7)),
+        (4, "id", json!("4")),
+        (5, "workflow_run", json!({"id": "500"})),
+        (6, "created_at", json!(12)),
+    ] {
+        let mut a = artifact(id, 1000 + id, &zip);
+        a[field] = value;
+        odd.push(a);
+    }
+    let mut missing = artifact(8, 1008, &zip);
+    missing.as_object_mut().unwrap().remove("expired");
+    odd.push(missing);
+    odd.push(json!(null));
+    odd.push(artifact(9, 100, &zip));
+    api.listing(odd);
+    api.run(good_run(100));
+    api.zip(9, zip);
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (9, 100));
+    scratch.assert_installed();
+}
+
+/// A producing run whose JSON is odd cannot be judged: its candidate is
+/// skipped and the search goes on.
+#[test]
+fn odd_run_json_is_a_skipped_candidate() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut listing = Vec::new();
+    for (id, field, value) in [
+        (1, "event", json!(null)),
+        (2, "repository", json!({"id": "42", "full_name": "o/r"})),
+        (3, "head_repository", json!([])),
+        (4, "path", json!(5)),
+        (5, "head_branch", json!({"name": "main"})),
+        (6, "id", json!(null)),
+    ] {
+        listing.push(artifact(id, 1000 + id, &zip));
+        let mut run = good_run(1000 + id);
+        run[field] = value;
+        api.mount(
+            Mock::given(method("GET"))
+                .and(path(format!("/repos/o/r/actions/runs/{}", 1000 + id)))
+                .respond_with(ResponseTemplate::new(200).set_body_json(run)),
+        );
+    }
+    listing.push(artifact(7, 1007, &zip));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/runs/1007"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("not json")),
+    );
+    listing.push(artifact(9, 100, &zip));
+    api.listing(listing);
+    api.run(good_run(100));
+    api.zip(9, zip);
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (9, 100));
+    scratch.assert_installed();
+}
+
+#[test]
+fn a_default_branch_that_cannot_be_put_in_a_route_is_refused() {
+    let api = Api::new();
+    // The client's worker is spawned on the runtime it is built in.
+    let _runtime = api.rt.enter();
+    let github = finder::Github::new(api.env(), Duration::from_secs(1)).unwrap();
+    for branch in ["", "x/../../../repos/evil/r", "a b", "main?x=1", "main#"] {
+        let err = api
+            .rt
+            .block_on(finder::check_on_default_branch(&github, &commit(1), branch))
+            .unwrap_err();
+        assert!(err.contains("cannot be named"), "{branch}: {err}");
+    }
+    assert!(
+        api.api_requests()
+            .iter()
+            .all(|r| !r.url.path().contains("compare"))
     );
 }
 
@@ -620,6 +797,39 @@ fn next_link_to_another_host_is_not_followed() {
             ),
     );
     expect_failure(&api, "refusing to send the token there");
+}
+
+/// A listing whose next-page link leads back to itself is read once, not
+/// until the page cap.
+#[test]
+fn a_next_link_that_repeats_a_page_ends_the_search() {
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["name"] = json!("other");
+    let myself = format!(
+        "<{}/repos/o/r/actions/artifacts?name={NAME}&per_page=100>; rel=\"next\"",
+        api.api.uri()
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("link", myself.as_str())
+                    .set_body_json(json!({"artifacts": [a]})),
+            ),
+    );
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(reason.contains("repeats an earlier page"), "{reason}");
+    let listings = api
+        .api_requests()
+        .iter()
+        .filter(|r| r.url.path() == "/repos/o/r/actions/artifacts")
+        .count();
+    assert_eq!(listings, 1);
+    scratch.assert_clean();
 }
 
 /// A blob server for one request: it announces all of `body`, sends half of
@@ -752,6 +962,28 @@ fn hostile_or_incomplete_zips_fail_over() {
         "unexpected entry \"/etc/cuda-tests.tar.zst\"",
     );
     expect_bad_zip(with(("nested/x", b"x", false)), "unexpected entry");
+    // Other spellings of an escape, or of an expected name, are other names.
+    for name in [
+        "..\\cuda-tests.tar.zst",
+        "C:\\cuda-tests.tar.zst",
+        "C:cuda-tests.tar.zst",
+        "./cuda-tests.tar.zst",
+        "cuda-tests.tar.zst/",
+        "CUDA-TESTS.TAR.ZST",
+        "cuda-tests.tar.zst\0",
+    ] {
+        let mut entries = good.to_vec();
+        entries.push((name, b"x", false));
+        expect_bad_zip(raw_zip(&entries), "unexpected entry");
+    }
+    // A small zip that inflates past the bound is cut off while inflating.
+    expect_bad_zip(
+        zip_of(&[
+            ("cuda-tests.tar.zst", vec![0u8; 10_000_001]),
+            ("cuda-tutorial.tar.zst", tutorial.clone()),
+        ]),
+        "expand past artifacts.max-download-bytes",
+    );
     expect_bad_zip(
         with(("notes.txt", b"x", false)),
         "unexpected entry \"notes.txt\"",
@@ -792,6 +1024,111 @@ fn hostile_or_incomplete_zips_fail_over() {
 }
 
 #[test]
+fn a_download_redirect_may_not_downgrade_to_plain_http() {
+    let blob = "https://blob.example/a.zip?sig=x";
+    assert!(download::redirect_target(blob, true).is_ok());
+    assert!(download::redirect_target("http://blob.example/a.zip", false).is_ok());
+    for (location, api_is_https, needle) in [
+        (
+            "http://blob.example/a.zip",
+            true,
+            "downgrades https to http",
+        ),
+        ("ftp://blob.example/a.zip", false, "not an http(s) URL"),
+        ("/blob/a.zip", false, "not an http(s) URL"),
+        ("file:///etc/passwd", true, "is not a"),
+        ("https:///a.zip", true, "not a URL"),
+    ] {
+        let err = format!(
+            "{:#}",
+            download::redirect_target(location, api_is_https).unwrap_err()
+        );
+        assert!(err.contains(needle), "{location}: {err}");
+    }
+}
+
+#[test]
+fn digests_in_other_forms_are_compared_or_refused_never_skipped() {
+    // Upper-case hex is the same digest.
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["digest"] = json!(format!("sha256:{}", sha256(&zip).to_uppercase()));
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.zip(7, zip.clone());
+    let scratch = Scratch::new();
+    api.reuse(&scratch.out()).unwrap().unwrap();
+    scratch.assert_installed();
+    // Another algorithm, or another spelling of the prefix, cannot be
+    // checked, so the artifact is not used.
+    for digest in [
+        format!("sha512:{}", sha256(&zip)),
+        format!("SHA256:{}", sha256(&zip)),
+        sha256(&zip),
+        String::new(),
+    ] {
+        let api = Api::new();
+        let mut a = artifact(7, 100, &zip);
+        a["digest"] = json!(digest);
+        api.listing(vec![a]);
+        api.run(good_run(100));
+        api.zip(7, zip.clone());
+        expect_failure(&api, "is not a sha256 digest");
+    }
+}
+
+/// Every hop after the API's answer goes without the token, even a 307 back
+/// to the API host; a second redirect is not followed at all.
+#[test]
+fn no_redirect_hop_carries_the_token() {
+    let api = Api::new();
+    let zip = good_zip();
+    let back_home = format!("{}/download/7.zip", api.api.uri());
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(ResponseTemplate::new(307).insert_header("location", back_home.as_str())),
+    );
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/download/7.zip"))
+            .respond_with(ResponseTemplate::new(200).set_body_bytes(zip.clone())),
+    );
+    let scratch = Scratch::new();
+    api.reuse(&scratch.out()).unwrap().unwrap();
+    scratch.assert_installed();
+    let hop = api
+        .api_requests()
+        .into_iter()
+        .find(|r| r.url.path() == "/download/7.zip")
+        .expect("the redirect was followed");
+    assert!(
+        !hop.headers.contains_key("authorization"),
+        "the token went along to the redirect target"
+    );
+
+    // Blob storage redirecting again (308) is a failed download.
+    let api = Api::new();
+    let onward = format!("{}/elsewhere.zip", api.blob.uri());
+    trusted_redirecting_to(&api, &zip, &format!("{}/blob/7.zip", api.blob.uri()));
+    api.rt.block_on(
+        Mock::given(method("GET"))
+            .and(path("/blob/7.zip"))
+            .respond_with(ResponseTemplate::new(308).insert_header("location", onward.as_str()))
+            .mount(&api.blob),
+    );
+    expect_failure(&api, "HTTP 308");
+    assert!(
+        api.blob_requests()
+            .iter()
+            .all(|r| r.url.path() != "/elsewhere.zip")
+    );
+}
+
+#[test]
 fn stalled_blob_download_fails_over() {
     let api = Api::new();
     let zip = good_zip();
@@ -813,6 +1150,45 @@ fn oversized_download_is_cut_off() {
     expect_failure(&api, "over artifacts.max-download-bytes");
 }
 
+/// A body without a length that runs past the bound is cut off while it
+/// streams: the bound is on the bytes, not on what the headers claim.
+#[test]
+fn unannounced_oversized_download_is_cut_off_while_streaming() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/zip\r\n\r\n"
+            );
+            let chunk = vec![0u8; 1 << 16];
+            for _ in 0..200 {
+                if stream.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let api = Api::new();
+    let zip = good_zip();
+    let mut a = artifact(7, 100, &zip);
+    a["size_in_bytes"] = json!(100);
+    api.listing(vec![a]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(
+                ResponseTemplate::new(302)
+                    .insert_header("location", format!("http://127.0.0.1:{port}/blob")),
+            ),
+    );
+    expect_failure(&api, "the download passed artifacts.max-download-bytes");
+}
+
 #[test]
 fn rules_on_their_own() {
     let policy = policy();
@@ -822,6 +1198,7 @@ fn rules_on_their_own() {
         current_run_id: CURRENT_RUN,
         default_branch: "main",
         policy: &policy.artifacts,
+        now: chrono::Utc::now(),
     };
     let repo = || {
         Some(RunRepository {
@@ -834,17 +1211,30 @@ fn rules_on_their_own() {
         path: Some(path.into()),
         event: event.into(),
         head_branch: branch.map(str::to_owned),
+        head_sha: Some(commit(1)),
         created_at: None,
         repository: repo(),
         head_repository: repo(),
     };
     let publish = ".github/workflows/ci-cache-publish.yml";
     for event in ["push", "schedule", "workflow_dispatch"] {
-        assert!(finder::judge_run(&run(event, Some("main"), publish), &ctx).is_ok());
+        // A direct event passes only once its commit is shown to be on `main`.
+        assert_eq!(
+            finder::judge_run(&run(event, Some("main"), publish), &ctx),
+            Ok(Some(commit(1)))
+        );
         assert!(finder::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
         assert!(finder::judge_run(&run(event, None, publish), &ctx).is_err());
     }
-    assert!(finder::judge_run(&run("workflow_run", None, publish), &ctx).is_ok());
+    assert_eq!(
+        finder::judge_run(&run("workflow_run", None, publish), &ctx),
+        Ok(None)
+    );
+    let mut no_commit = run("push", Some("main"), publish);
+    no_commit.head_sha = None;
+    assert!(finder::judge_run(&no_commit, &ctx).is_err());
+    no_commit.head_sha = Some("../../evil".into());
+    assert!(finder::judge_run(&no_commit, &ctx).is_err());
     assert!(finder::judge_run(&run("issue_comment", Some("main"), publish), &ctx).is_err());
     assert!(finder::judge_run(&run("push", Some("main"), "ci-cache-publish.yml"), &ctx).is_err());
     assert!(
@@ -854,6 +1244,41 @@ fn rules_on_their_own() {
         )
         .is_ok()
     );
+    // `@` is legal in a file name: only an `@ref` naming the default branch
+    // is a ref suffix; anything else is another workflow file or another ref.
+    for (suffix, trusted) in [
+        ("@main", true),
+        ("@refs/heads/main", true),
+        ("@evil.yml", false),
+        ("@refs/heads/main.yml", false),
+        ("@refs/heads/feature", false),
+        ("@refs/tags/main", false),
+        ("@", false),
+        ("x", false),
+    ] {
+        let verdict = finder::judge_run(
+            &run("push", Some("main"), &format!("{publish}{suffix}")),
+            &ctx,
+        );
+        assert_eq!(verdict.is_ok(), trusted, "{suffix}: {verdict:?}");
+    }
+    // Other spellings of the path are other files, or no file GitHub runs.
+    for path in [
+        "./.github/workflows/ci-cache-publish.yml",
+        ".github/workflows/CI-cache-publish.yml",
+        ".GITHUB/workflows/ci-cache-publish.yml",
+        "x/.github/workflows/ci-cache-publish.yml",
+        "o/r/.github/workflows/ci-cache-publish.yml@main",
+        ".github/workflows//ci-cache-publish.yml",
+        ".github/workflows/ci-cache-publish.yaml",
+        "",
+    ] {
+        assert!(
+            finder::judge_run(&run("push", Some("main"), path), &ctx).is_err(),
+            "{path}"
+        );
+    }
+    assert!(finder::judge_run(&run("PUSH", Some("main"), publish), &ctx).is_err());
     let mut renamed = run("push", Some("main"), publish);
     renamed.head_repository = Some(RunRepository {
         id: REPO_ID,
@@ -878,6 +1303,28 @@ fn link_header_and_environment_parsing() {
         finder::next_link("<https://a/x?page=1>; rel=\"prev\""),
         None
     );
+    // A comma inside a target does not split it.
+    assert_eq!(
+        finder::next_link(
+            "<https://a/x?name=a,b&page=1>; rel=\"prev\", <https://a/x?name=a,b&page=3>; rel=\"next\""
+        ),
+        Some("https://a/x?name=a,b&page=3".to_owned())
+    );
+    // Several relations, any case, unquoted.
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; rel=\"last next\""),
+        Some("https://a/x?page=3".to_owned())
+    );
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; REL=Next"),
+        Some("https://a/x?page=3".to_owned())
+    );
+    assert_eq!(
+        finder::next_link("<https://a/x?page=3>; rel=\"nextish\""),
+        None
+    );
+    assert_eq!(finder::next_link("<https://a/x?page=3; rel=\"next\""), None);
+    assert_eq!(finder::next_link(""), None);
 
     let env = |pairs: &[(&str, &str)]| {
         let pairs: Vec<(String, String)> = pairs
@@ -917,6 +1364,11 @@ fn link_header_and_environment_parsing() {
     .unwrap();
     assert_eq!(ok.api_url, "https://ghe.example/api/v3");
     assert_eq!(ok.run_id, 12);
+    let debug = format!("{:?}", Api::new().env());
+    assert!(
+        !debug.contains(TOKEN) && debug.contains("<redacted>"),
+        "{debug}"
+    );
 }
 
 #[test]

@@ -27,6 +27,8 @@ use crate::policy::Policy;
 
 const ARTIFACT_ID: u64 = 5;
 const RUN_ID: u64 = 10;
+/// The producing run's head commit, which the finder checks is on `main`.
+const HEAD_SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const NAME: &str = "gpu-archive-v1-bench";
 const ARCHIVE: &str = "cuda-tests.tar.zst";
 
@@ -440,8 +442,11 @@ fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
                 served.zip_bytes, served.digest
             )),
             p if p == format!("/repos/o/r/actions/runs/{RUN_ID}") => json(format!(
-                r#"{{"id": {RUN_ID}, "event": "push", "head_branch": "main", "path": ".github/workflows/ci-cache-publish.yml", "created_at": "2026-11-30T00:00:00Z", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
+                r#"{{"id": {RUN_ID}, "event": "push", "head_branch": "main", "head_sha": "{HEAD_SHA}", "path": ".github/workflows/ci-cache-publish.yml", "created_at": "2026-11-30T00:00:00Z", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
             )),
+            p if p == format!("/repos/o/r/compare/main...{HEAD_SHA}") => {
+                json(r#"{"status": "behind"}"#.to_owned())
+            }
             p if p == format!("/repos/o/r/actions/artifacts/{ARTIFACT_ID}/zip") => {
                 write!(
                     writer,

@@ -200,10 +200,28 @@ fn fresh_build_is_scrubbed_and_its_archive_runs_elsewhere() {
         "{err_text}"
     );
     let lines: Vec<&str> = outputs.lines().collect();
-    assert_eq!(lines.len(), 3, "{outputs}");
+    assert_eq!(lines.len(), 5, "{outputs}");
     assert!(lines[0].starts_with("key=gpu-archive-v1-"), "{outputs}");
     assert!(lines[1].starts_with("artifact_name="), "{outputs}");
-    assert_eq!(lines[2], "source=build");
+    assert_eq!(lines[2..], ["source=build", "artifact_id=", "run_id="]);
+    // The runner took no workflow command from the build's output: commands
+    // were stopped, with a token nobody could guess, and resumed after it.
+    let stdout_lines: Vec<&str> = out_text.lines().collect();
+    let stop = stdout_lines
+        .iter()
+        .position(|l| l.starts_with("::stop-commands::"))
+        .unwrap_or_else(|| panic!("workflow commands were not stopped:\n{out_text}"));
+    let token = &stdout_lines[stop]["::stop-commands::".len()..];
+    assert_eq!(token.len(), 32, "{token}");
+    let resume = stdout_lines
+        .iter()
+        .position(|l| *l == format!("::{token}::"))
+        .unwrap_or_else(|| panic!("workflow commands were not resumed:\n{out_text}"));
+    let source_line = stdout_lines
+        .iter()
+        .position(|l| l.starts_with("archive source:"))
+        .unwrap();
+    assert!(stop < resume && resume < source_line, "{out_text}");
     let summary_text = read(&summary);
     assert!(
         summary_text.contains("| `cuda-tests.tar.zst` |"),
@@ -400,11 +418,15 @@ fn reuse_and_cache_paths_compile_nothing() {
             .and(path("/repos/o/r/actions/runs/500"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({
                 "id": 500, "event": "schedule", "head_branch": "main",
+                "head_sha": "5".repeat(40),
                 "path": ".github/workflows/ci-cache-publish.yml",
                 "created_at": "2026-11-30T03:00:00Z",
                 "repository": {"id": 42, "full_name": "o/r"},
                 "head_repository": {"id": 42, "full_name": "o/r"}
             }))),
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/o/r/compare/main...{}", "5".repeat(40))))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "behind"}))),
         Mock::given(method("GET"))
             .and(path("/repos/o/r/actions/artifacts/5/zip"))
             .respond_with(
@@ -460,7 +482,7 @@ fn reuse_and_cache_paths_compile_nothing() {
 
     let cached = run(&["--cache-hit", "--reuse"]);
     assert!(cached.contains("archive source: cache hit"), "{cached}");
-    assert!(read(&output_file).ends_with("source=cache\n"));
+    assert!(read(&output_file).ends_with("source=cache\nartifact_id=\nrun_id=\n"));
 
     // The shims saw the key's queries and nothing else.
     let log = shims.log();
