@@ -215,6 +215,7 @@ impl Model {
                 });
             }
         }
+        taint_same_run_downloads(&workflows, &callees, &mut jobs);
         Ok(Model {
             workflows,
             jobs,
@@ -237,6 +238,66 @@ impl Model {
     /// The jobs of a callee workflow.
     pub fn jobs_of(&self, workflow: usize) -> impl Iterator<Item = &JobInfo> {
         self.jobs.iter().filter(move |j| j.at.workflow == workflow)
+    }
+}
+
+/// A job in a privileged run that downloads this run's artifacts handles
+/// what any job of the run uploaded; when one of those jobs runs untrusted
+/// code, the downloader does too ("build in one job, cache in the next").
+/// A run is a workflow with the reusable workflows it calls and its callers.
+fn taint_same_run_downloads(
+    workflows: &[Workflow],
+    callees: &BTreeMap<JobRef, usize>,
+    jobs: &mut [JobInfo],
+) {
+    // Connected components of the call graph, by smallest workflow index.
+    let mut run: Vec<usize> = (0..workflows.len()).collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (caller, callee) in callees {
+            let low = run[caller.workflow].min(run[*callee]);
+            for w in [caller.workflow, *callee] {
+                if run[w] != low {
+                    run[w] = low;
+                    changed = true;
+                }
+            }
+        }
+    }
+    let mut uploader: BTreeMap<usize, String> = BTreeMap::new();
+    for info in jobs.iter().filter(|info| info.is_untrusted()) {
+        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        uploader.entry(run[info.at.workflow]).or_insert_with(|| {
+            format!("`{}` of {}", job.id.value, workflows[info.at.workflow].name)
+        });
+    }
+    for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
+        let privileged: Vec<&String> = info
+            .triggers
+            .iter()
+            .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
+            .collect();
+        let Some(source) = uploader.get(&run[info.at.workflow]) else {
+            continue;
+        };
+        if privileged.is_empty() {
+            continue;
+        }
+        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        let download = job.steps.iter().find(|step| {
+            step.uses_action("actions/download-artifact") && other_run_download(step).is_none()
+        });
+        if let Some(step) = download {
+            info.untrusted.push(Why {
+                pos: step.uses.as_ref().map_or(step.pos, |u| u.pos),
+                text: format!(
+                    "downloads artifacts of this run, which the untrusted-code job {source} can upload, in a workflow started by {}",
+                    events_text(&privileged)
+                ),
+            });
+            info.lifecycle = false;
+        }
     }
 }
 

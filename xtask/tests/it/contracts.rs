@@ -595,6 +595,15 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-secrets", "untrusted-cache-save"],
     },
     Regression {
+        what: "a second job caches what the archive job built, passed as an artifact of the same run",
+        file: TEST,
+        edits: &[(
+            "  gpu-tests:\n",
+            "  warm:\n    needs: cuda-archive\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: actions/download-artifact@v4\n        with:\n          name: ${{ needs.cuda-archive.outputs.artifact_name }}\n          path: target\n      - uses: actions/cache/save@v4\n        with:\n          path: target\n          key: warm-${{ github.sha }}\n\n  gpu-tests:\n",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
