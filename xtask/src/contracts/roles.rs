@@ -244,33 +244,44 @@ impl Model {
 /// A job in a privileged run that downloads this run's artifacts handles
 /// what any job of the run uploaded; when one of those jobs runs untrusted
 /// code, the downloader does too ("build in one job, cache in the next").
-/// A run is a workflow with the reusable workflows it calls and its callers.
+/// A run is a workflow with its own triggers and every reusable workflow it
+/// calls, transitively; a callee shared by two workflows is in both runs.
 fn taint_same_run_downloads(
     workflows: &[Workflow],
     callees: &BTreeMap<JobRef, usize>,
     jobs: &mut [JobInfo],
 ) {
-    // Connected components of the call graph, by smallest workflow index.
-    let mut run: Vec<usize> = (0..workflows.len()).collect();
+    // The runs (by their top-level workflow) each workflow's jobs take part in.
+    let mut runs: Vec<BTreeSet<usize>> = workflows
+        .iter()
+        .enumerate()
+        .map(|(w, wf)| {
+            let own = wf.events().any(|e| e != "workflow_call");
+            if own {
+                BTreeSet::from([w])
+            } else {
+                BTreeSet::new()
+            }
+        })
+        .collect();
     let mut changed = true;
     while changed {
         changed = false;
         for (caller, callee) in callees {
-            let low = run[caller.workflow].min(run[*callee]);
-            for w in [caller.workflow, *callee] {
-                if run[w] != low {
-                    run[w] = low;
-                    changed = true;
-                }
-            }
+            let inherited = runs[caller.workflow].clone();
+            let before = runs[*callee].len();
+            runs[*callee].extend(inherited);
+            changed |= runs[*callee].len() != before;
         }
     }
     let mut uploader: BTreeMap<usize, String> = BTreeMap::new();
     for info in jobs.iter().filter(|info| info.is_untrusted()) {
-        let job = &workflows[info.at.workflow].jobs[info.at.job];
-        uploader.entry(run[info.at.workflow]).or_insert_with(|| {
-            format!("`{}` of {}", job.id.value, workflows[info.at.workflow].name)
-        });
+        let wf = &workflows[info.at.workflow];
+        for run in &runs[info.at.workflow] {
+            uploader
+                .entry(*run)
+                .or_insert_with(|| format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name));
+        }
     }
     for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
         let privileged: Vec<&String> = info
@@ -278,12 +289,12 @@ fn taint_same_run_downloads(
             .iter()
             .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
             .collect();
-        let Some(source) = uploader.get(&run[info.at.workflow]) else {
+        let source = runs[info.at.workflow]
+            .iter()
+            .find_map(|run| uploader.get(run));
+        let Some(source) = source.filter(|_| !privileged.is_empty()) else {
             continue;
         };
-        if privileged.is_empty() {
-            continue;
-        }
         let job = &workflows[info.at.workflow].jobs[info.at.job];
         let download = job.steps.iter().find(|step| {
             step.uses_action("actions/download-artifact") && other_run_download(step).is_none()
@@ -653,6 +664,45 @@ mod tests {
         );
         assert!(!info(2, 0).is_untrusted(), "pull_request runs are isolated");
         assert_eq!(info(2, 0).role(), "isolated writer");
+    }
+
+    #[test]
+    fn same_run_downloads_are_tainted_only_by_jobs_of_that_run() {
+        let download =
+            "    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/download-artifact@v4\n";
+        let m = model(&[
+            (
+                "consumer.yml",
+                &format!(
+                    "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: gh pr checkout 1\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
+                ),
+            ),
+            (
+                "publish.yml",
+                &format!(
+                    "on: [push, workflow_dispatch]\njobs:\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
+                ),
+            ),
+            (
+                "shared.yml",
+                &format!("on: workflow_call\njobs:\n  fetch:\n{download}"),
+            ),
+        ]);
+        let info = |w, j| {
+            m.info(JobRef {
+                workflow: w,
+                job: j,
+            })
+        };
+        assert!(info(0, 1).is_untrusted(), "the consumer's downloader");
+        assert!(
+            info(2, 0).is_untrusted(),
+            "the shared callee also runs in the consumer's run"
+        );
+        assert!(
+            !info(1, 0).is_untrusted(),
+            "the publisher's run has no untrusted-code job"
+        );
     }
 
     #[test]
