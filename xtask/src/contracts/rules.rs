@@ -239,7 +239,7 @@ impl<'a> Checker<'a> {
                 format!("{who} saves to the cache: {why}"),
             );
         }
-        if let Some((pos, why)) = self.cache_write_token(at, 0) {
+        if let Some((pos, why)) = self.cache_write_token(at, &mut BTreeSet::new()) {
             self.push(
                 "untrusted-cache-save",
                 at,
@@ -255,14 +255,20 @@ impl<'a> Checker<'a> {
 
     /// Why a job's token may write the cache when its `cache-mode` does not
     /// say `read` or `none`: its own, else its workflow's, else (for a
-    /// reusable workflow) each caller's ceiling. An explicit `write` is
-    /// reported by [`cache_env_saves`]; this covers a missing or unknown mode.
-    fn cache_write_token(&self, at: JobRef, depth: usize) -> Option<(Pos, String)> {
+    /// reusable workflow) each caller's ceiling. The job's own explicit
+    /// `write` is reported by [`cache_env_saves`]; a caller's is reported here.
+    fn cache_write_token(&self, at: JobRef, seen: &mut BTreeSet<JobRef>) -> Option<(Pos, String)> {
+        let top = seen.is_empty();
+        seen.insert(at);
         let wf = self.model.workflow(at);
         let job = self.model.job(at);
         if let Some(mode) = job.cache_mode.as_ref().or(wf.cache_mode.as_ref()) {
             return match mode.value.trim() {
-                "read" | "none" | "write" | "write-only" => None,
+                "read" | "none" => None,
+                "write" | "write-only" if top => None,
+                other @ ("write" | "write-only") => {
+                    Some((mode.pos, format!("`cache-mode: {other}` lets it write")))
+                }
                 other => Some((
                     mode.pos,
                     format!("`cache-mode: {other}` is not known to be read-only"),
@@ -276,15 +282,20 @@ impl<'a> Checker<'a> {
             .filter(|info| info.callee == Some(at.workflow))
             .map(|info| info.at)
             .collect();
-        if callers.is_empty() || depth >= 8 {
+        if callers.is_empty() {
             return Some((
                 job.id.pos,
                 "no `cache-mode:` on the job or its workflow, and the default lets it write"
                     .to_owned(),
             ));
         }
+        // Each caller is asked once: one already asked said read-only (else
+        // the search would have stopped), so cycles and shared callers end.
         callers.into_iter().find_map(|caller| {
-            self.cache_write_token(caller, depth + 1).map(|(_, why)| {
+            if seen.contains(&caller) {
+                return None;
+            }
+            self.cache_write_token(caller, seen).map(|(_, why)| {
                 (
                     job.id.pos,
                     format!(

@@ -1245,6 +1245,21 @@ fn a_callers_cache_mode_caps_its_callees_jobs() {
     );
     let (code, findings) = check(&fixture);
     assert_eq!((code, findings), (0, Vec::new()));
+
+    // A caller's explicit write is the callee's ceiling too.
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "    cache-mode: read\n    uses:",
+        "    cache-mode: write\n    uses:",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cache-mode: write` lets it write, at its caller `gpu-tests`"),
+        "{message}"
+    );
 }
 
 #[test]
