@@ -396,7 +396,8 @@ impl<'a> Checker<'a> {
                     ),
                 ),
                 Some(Permissions::Shorthand(level)) => {
-                    if level.value != "{}" && !level.value.is_empty() {
+                    // An empty `permissions:` is not `{}`: fail closed.
+                    if level.value.trim() != "{}" {
                         // The shorthand is written in `file`, which may be the caller's.
                         let pos = level.pos;
                         self.push(

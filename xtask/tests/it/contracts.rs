@@ -604,6 +604,15 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["untrusted-cache-save"],
     },
     Regression {
+        what: "archive job's permissions are left empty instead of `{}`",
+        file: TEST,
+        edits: &[(
+            "    permissions:\n      contents: read\n      actions: read\n",
+            "    permissions:\n",
+        )],
+        rules: &["untrusted-write-permissions"],
+    },
+    Regression {
         what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
         file: CI,
         edits: &[(
