@@ -104,7 +104,12 @@ verify_tree() {
     done
     while IFS= read -r -d '' entry; do
         case "${entry#"$tree"/}" in
-            "$MARKER" | lib | lib/*.so | lib/*.so.*) ;;
+            "$MARKER" | lib) ;;
+            # Every library, required or not, must resolve inside the tree:
+            # the loader follows any of them.
+            lib/*.so | lib/*.so.*)
+                resolves_inside "$entry" "$tree" || ok=1
+                ;;
             *)
                 log "$tree holds ${entry#"$tree"/}, which does not belong in a runtime tree"
                 ok=1

@@ -46,12 +46,17 @@ verify_tree() {
         return 1
     fi
     resolves_inside "$tree/lib/libcutensor.so.2" "$tree" || ok=1
-    for entry in "$tree"/* "$tree"/lib/*; do
+    # Dotfiles too (`.[!.]*`, `..?*`): "nothing else" means nothing hidden either.
+    for entry in "$tree"/* "$tree"/.[!.]* "$tree"/..?* "$tree"/lib/* "$tree"/lib/.[!.]* "$tree"/lib/..?*; do
         [[ -e "$entry" || -L "$entry" ]] || continue
         name=${entry#"$tree"/}
         case "$name" in
             lib) ;;
-            lib/libcutensor.so | lib/libcutensor.so.*) ;;
+            # Every link of the chain, not only the soname, must stay inside:
+            # the linker opens libcutensor.so, the loader libcutensor.so.2.
+            lib/libcutensor.so | lib/libcutensor.so.*)
+                resolves_inside "$entry" "$tree" || ok=1
+                ;;
             *)
                 log "$tree holds $name, which is not part of the shared cuTENSOR library"
                 ok=1

@@ -217,17 +217,62 @@ fn strip_parens(text: &str) -> &str {
 }
 
 /// The first line of a shell script that fetches or switches to other code:
-/// `git checkout`, `git switch`, `gh pr checkout`, or `git fetch` of a
-/// `pull/` ref.
+/// `git checkout`, `git switch`, `git pull`, `git worktree`, `git clone`,
+/// `git reset --hard <ref>`, `gh pr checkout`, `gh run download` (another
+/// run's artifacts), or a `git fetch` of a `pull/` ref. Git's global options (`git -C pr checkout`, `git -c k=v switch`)
+/// do not hide the subcommand.
 pub fn fetches_other_code(script: &str) -> Option<&str> {
     script.lines().find(|line| {
-        let words: Vec<&str> = line.split_whitespace().collect();
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '`'))
+            .filter(|w| !w.is_empty())
+            .collect();
         let has = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
-        has("git", "checkout")
-            || has("git", "switch")
-            || (has("gh", "pr") && words.contains(&"checkout"))
-            || (has("git", "fetch") && line.contains("pull/"))
+        let git = words.iter().enumerate().any(|(i, w)| {
+            if *w != "git" && !w.ends_with("/git") {
+                return false;
+            }
+            let args = git_subcommand(&words[i + 1..]);
+            match args.first().copied() {
+                Some("checkout" | "switch" | "pull" | "worktree" | "clone") => true,
+                Some("fetch") => line.contains("pull/"),
+                Some("reset") => {
+                    args.contains(&"--hard")
+                        && args[1..]
+                            .iter()
+                            .any(|a| !a.starts_with('-') && *a != "HEAD")
+                }
+                _ => false,
+            }
+        });
+        git || (has("gh", "pr") && words.contains(&"checkout"))
+            || has("gh", "run") && words.contains(&"download")
     })
+}
+
+/// The words of a git invocation from its subcommand on, past the global
+/// options (`-C DIR`, `-c NAME=VALUE`, `--git-dir=DIR`, `--no-pager`, …).
+fn git_subcommand<'w>(mut args: &'w [&'w str]) -> &'w [&'w str] {
+    while let Some((first, rest)) = args.split_first() {
+        if !first.starts_with('-') {
+            break;
+        }
+        let takes_value = matches!(
+            *first,
+            "-C" | "-c"
+                | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--exec-path"
+                | "--config-env"
+        );
+        args = if takes_value {
+            rest.get(1..).unwrap_or_default()
+        } else {
+            rest
+        };
+    }
+    args
 }
 
 /// The first line of a script that invokes cargo (or rustc) other than
@@ -342,6 +387,29 @@ mod tests {
         assert!(fetches_other_code("set -e\ngit fetch origin pull/1/head\n").is_some());
         assert!(fetches_other_code("gh pr checkout 12").is_some());
         assert!(fetches_other_code("echo git is fine").is_none());
+        for other in [
+            "git -C pr checkout \"$SHA\"",
+            "git -c advice.detachedHead=false checkout FETCH_HEAD",
+            "cd pr&&git --git-dir=.git switch -d x",
+            "/usr/bin/git pull origin feature",
+            "git worktree add ../pr \"$SHA\"",
+            "git clone --depth 1 \"https://github.com/$HEAD_REPO\" pr",
+            "git fetch origin \"$SHA\" && git reset --hard FETCH_HEAD",
+            "(git -C pr fetch origin refs/pull/7/head)",
+            "gh run download \"$RUN_ID\" -n build",
+        ] {
+            assert!(fetches_other_code(other).is_some(), "{other}");
+        }
+        for benign in [
+            "git status",
+            "git -C pr log -1",
+            "git reset --hard",
+            "git reset --hard HEAD",
+            "git fetch --tags",
+            "echo checkout",
+        ] {
+            assert!(fetches_other_code(benign).is_none(), "{benign}");
+        }
         assert_eq!(
             builds_code("cargo xtask ci-key --github-output\ncargo nextest archive"),
             Some("cargo nextest archive")

@@ -49,7 +49,7 @@ impl flags::CheckContracts {
 pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let workflows = load_workflows(root)?;
     validate_policy_names(policy, &workflows)?;
-    let model = roles::Model::new(workflows, policy)?;
+    let model = roles::Model::new(workflows, policy, root)?;
     let mut checker = rules::Checker::new(&model, policy, root);
     checker.run_all()?;
     let mut findings = checker.findings;

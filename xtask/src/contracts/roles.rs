@@ -7,21 +7,26 @@
 //! callee's jobs, so roles are computed over the whole workflow set.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use super::expr;
-use super::workflow::{Job, Permissions, Pos, Workflow};
+use super::workflow::{Job, Permissions, Pos, Scalar, Step, Workflow};
 use crate::policy::Policy;
 
 /// Events whose runs execute with the default branch's privileges (its
 /// cache scope, its secrets) while a pull request may control what they check out.
+/// `schedule` always runs on the default branch: a nightly job that checks
+/// out open pull requests writes the default branch's cache as surely as a
+/// `workflow_run` one.
 pub const PRIVILEGED_EVENTS: &[&str] = &[
     "workflow_run",
     "pull_request_target",
     "issue_comment",
     "workflow_dispatch",
     "repository_dispatch",
+    "schedule",
 ];
 
 /// A job, by workflow and job index.
@@ -110,7 +115,8 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(workflows: Vec<Workflow>, policy: &Policy) -> Result<Model> {
+    /// `root` is the repository whose local actions (`uses: ./…`) are read.
+    pub fn new(workflows: Vec<Workflow>, policy: &Policy, root: &Path) -> Result<Model> {
         let by_name: BTreeMap<&str, usize> = workflows
             .iter()
             .enumerate()
@@ -170,11 +176,29 @@ impl Model {
                     .iter()
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
                     .collect();
+                let publisher = publisher_wf[w];
                 if !privileged.is_empty() {
-                    untrusted.extend(other_code(job, policy, &privileged));
+                    untrusted.extend(other_code(job, policy, &privileged, root)?);
+                    // A remote reusable workflow's jobs are not in this
+                    // repository: fail closed and hold the caller, whose
+                    // token, cache-mode and secrets are their ceiling, to the
+                    // untrusted-code rules.
+                    let remote = job
+                        .uses
+                        .as_ref()
+                        .filter(|u| !u.value.trim().starts_with("./"));
+                    if let Some(uses) = remote.filter(|_| !publisher) {
+                        untrusted.push(Why {
+                            pos: uses.pos,
+                            text: format!(
+                                "calls the reusable workflow `{}`, whose jobs this check cannot see, in a workflow started by {}",
+                                uses.value,
+                                events_text(&privileged)
+                            ),
+                        });
+                    }
                 }
                 let permissions = effective_permissions(&workflows, &callers, at, 0);
-                let publisher = publisher_wf[w];
                 let lifecycle = !publisher
                     && untrusted.is_empty()
                     && permissions.iter().any(|p| p.writes("actions"));
@@ -191,6 +215,7 @@ impl Model {
                 });
             }
         }
+        taint_same_run_downloads(&workflows, &callees, &mut jobs);
         Ok(Model {
             workflows,
             jobs,
@@ -213,6 +238,77 @@ impl Model {
     /// The jobs of a callee workflow.
     pub fn jobs_of(&self, workflow: usize) -> impl Iterator<Item = &JobInfo> {
         self.jobs.iter().filter(move |j| j.at.workflow == workflow)
+    }
+}
+
+/// A job in a privileged run that downloads this run's artifacts handles
+/// what any job of the run uploaded; when one of those jobs runs untrusted
+/// code, the downloader does too ("build in one job, cache in the next").
+/// A run is a workflow with its own triggers and every reusable workflow it
+/// calls, transitively; a callee shared by two workflows is in both runs.
+fn taint_same_run_downloads(
+    workflows: &[Workflow],
+    callees: &BTreeMap<JobRef, usize>,
+    jobs: &mut [JobInfo],
+) {
+    // The runs (by their top-level workflow) each workflow's jobs take part in.
+    let mut runs: Vec<BTreeSet<usize>> = workflows
+        .iter()
+        .enumerate()
+        .map(|(w, wf)| {
+            let own = wf.events().any(|e| e != "workflow_call");
+            if own {
+                BTreeSet::from([w])
+            } else {
+                BTreeSet::new()
+            }
+        })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (caller, callee) in callees {
+            let inherited = runs[caller.workflow].clone();
+            let before = runs[*callee].len();
+            runs[*callee].extend(inherited);
+            changed |= runs[*callee].len() != before;
+        }
+    }
+    let mut uploader: BTreeMap<usize, String> = BTreeMap::new();
+    for info in jobs.iter().filter(|info| info.is_untrusted()) {
+        let wf = &workflows[info.at.workflow];
+        for run in &runs[info.at.workflow] {
+            uploader
+                .entry(*run)
+                .or_insert_with(|| format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name));
+        }
+    }
+    for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
+        let privileged: Vec<&String> = info
+            .triggers
+            .iter()
+            .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
+            .collect();
+        let source = runs[info.at.workflow]
+            .iter()
+            .find_map(|run| uploader.get(run));
+        let Some(source) = source.filter(|_| !privileged.is_empty()) else {
+            continue;
+        };
+        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        let download = job.steps.iter().find(|step| {
+            step.uses_action("actions/download-artifact") && other_run_download(step).is_none()
+        });
+        if let Some(step) = download {
+            info.untrusted.push(Why {
+                pos: step.uses.as_ref().map_or(step.pos, |u| u.pos),
+                text: format!(
+                    "downloads artifacts of this run, which the untrusted-code job {source} can upload, in a workflow started by {}",
+                    events_text(&privileged)
+                ),
+            });
+            info.lifecycle = false;
+        }
     }
 }
 
@@ -264,11 +360,39 @@ fn is_publisher(
 
 /// GitHub-hosted runner labels; everything else (self-hosted, custom
 /// labels, unresolved expressions, runner groups) is treated as a pod.
+///
+/// The standard images are matched exactly (`ubuntu-latest`, `ubuntu-24.04`,
+/// `ubuntu-24.04-arm`, `windows-2022`, `macos-15-xlarge`, …), not by prefix:
+/// `runs-on: ubuntu-gpu` is a custom label that a self-hosted runner may
+/// carry, and larger hosted runners have names their owner chose, which the
+/// policy lists in `contracts.hosted-labels`.
 fn is_hosted_label(label: &str, policy: &Policy) -> bool {
-    ["ubuntu-", "windows-", "macos-"]
-        .iter()
-        .any(|prefix| label.starts_with(prefix))
-        || policy.contracts.hosted_labels.iter().any(|l| l == label)
+    is_standard_hosted_label(label) || policy.contracts.hosted_labels.iter().any(|l| l == label)
+}
+
+fn is_standard_hosted_label(label: &str) -> bool {
+    let version = |v: &str, dotted: bool| {
+        v == "latest"
+            || match v.split_once('.') {
+                Some((major, minor)) => dotted && is_number(major) && is_number(minor),
+                None => !dotted && is_number(v),
+            }
+    };
+    let (image, rest) = label.split_once('-').unwrap_or((label, ""));
+    let (v, suffix) = match rest.split_once('-') {
+        Some((v, suffix)) => (v, Some(suffix)),
+        None => (rest, None),
+    };
+    match image {
+        "ubuntu" => rest == "slim" || version(v, true) && matches!(suffix, None | Some("arm")),
+        "windows" => rest == "11-arm" || version(v, false) && suffix.is_none(),
+        "macos" => version(v, false) && matches!(suffix, None | Some("large" | "xlarge" | "intel")),
+        _ => false,
+    }
+}
+
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
@@ -291,50 +415,159 @@ fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
 }
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
-fn other_code(job: &Job, policy: &Policy, privileged: &[&String]) -> Vec<Why> {
-    let events = privileged
+fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -> Result<Vec<Why>> {
+    let events = events_text(privileged);
+    let mut whys = Vec::new();
+    for step in &job.steps {
+        let mut budget = super::rules::LOCAL_ACTION_BUDGET;
+        for (pos, what) in step_other_code(step, policy, root, None, &mut budget)? {
+            whys.push(Why {
+                pos,
+                text: format!("{what} in a workflow started by {events}"),
+            });
+        }
+    }
+    Ok(whys)
+}
+
+/// "`workflow_run`, `schedule`", for messages.
+fn events_text(events: &[&String]) -> String {
+    events
         .iter()
         .map(|e| format!("`{e}`"))
         .collect::<Vec<_>>()
-        .join(", ");
-    let mut whys = Vec::new();
-    for step in &job.steps {
-        if step.uses_action("actions/checkout") {
-            if let Some(reference) = step
-                .input("ref")
-                .filter(|r| !expr::is_trusted_ref(&r.value, &policy.default_branch))
-            {
-                whys.push(Why {
-                    pos: reference.pos,
-                    text: format!(
-                        "checks out `{}` in a workflow started by {events}",
-                        reference.value
-                    ),
-                });
-            }
-            if let Some(repository) = step
-                .input("repository")
-                .filter(|r| expr::sole_expression(&r.value) != Some("github.repository"))
-            {
-                whys.push(Why {
-                    pos: repository.pos,
-                    text: format!(
-                        "checks out repository `{}` in a workflow started by {events}",
-                        repository.value
-                    ),
-                });
+        .join(", ")
+}
+
+/// A local composite action being looked into: where the workflow uses it,
+/// its file, and its inputs (defaults overridden by the caller's `with:`).
+struct Inside<'a> {
+    at: Pos,
+    file: &'a str,
+    inputs: &'a [(String, String)],
+}
+
+/// What one step does that brings in other code, in words. Local composite
+/// actions (`uses: ./.github/actions/x`) are read from the tree at `root`,
+/// with `${{ inputs.NAME }}` resolved; one the tree does not have comes from
+/// a checkout made during the run, which is other code itself.
+fn step_other_code(
+    step: &Step,
+    policy: &Policy,
+    root: &Path,
+    inside: Option<&Inside>,
+    budget: &mut usize,
+) -> Result<Vec<(Pos, String)>> {
+    let place = |pos: Pos, what: String| match inside {
+        None => (pos, what),
+        Some(inside) => (
+            inside.at,
+            format!("{what} (in {}, line {})", inside.file, pos.line),
+        ),
+    };
+    let resolve = |value: &str| -> String {
+        let input = expr::sole_expression(value).and_then(|e| e.strip_prefix("inputs."));
+        match (input, inside) {
+            (Some(name), Some(inside)) => inside
+                .inputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or_else(|| value.to_owned(), |(_, v)| v.clone()),
+            _ => value.to_owned(),
+        }
+    };
+    let mut found = Vec::new();
+    if step.uses_action("actions/checkout") {
+        if let Some(reference) = step.input("ref") {
+            let value = resolve(&reference.value);
+            if !expr::is_trusted_ref(&value, &policy.default_branch) {
+                found.push(place(reference.pos, format!("checks out `{value}`")));
             }
         }
-        if let Some(run) = &step.run {
-            if let Some(line) = expr::fetches_other_code(&run.value) {
-                whys.push(Why {
-                    pos: run.pos,
-                    text: format!("runs `{}` in a workflow started by {events}", line.trim()),
-                });
+        if let Some(repository) = step.input("repository") {
+            let value = resolve(&repository.value);
+            if expr::sole_expression(&value) != Some("github.repository") {
+                found.push(place(
+                    repository.pos,
+                    format!("checks out repository `{value}`"),
+                ));
             }
         }
     }
-    whys
+    if let Some(at) = other_run_download(step) {
+        found.push(place(
+            at.pos,
+            format!("downloads artifacts of another run (`{}`)", at.value),
+        ));
+    }
+    if let Some(run) = &step.run {
+        if let Some(line) = expr::fetches_other_code(&run.value) {
+            found.push(place(run.pos, format!("runs `{}`", line.trim())));
+        }
+    }
+    let Some(uses) = step
+        .uses
+        .as_ref()
+        .filter(|u| u.value.trim().starts_with("./"))
+    else {
+        return Ok(found);
+    };
+    let Some(file) = super::workflow::local_action_file(root, &uses.value) else {
+        found.push(place(
+            uses.pos,
+            format!(
+                "runs the local action `{}`, which the tree at {} does not have (so it comes from a checkout made during the run)",
+                uses.value,
+                root.display()
+            ),
+        ));
+        return Ok(found);
+    };
+    if *budget == 0 {
+        found.push(place(
+            uses.pos,
+            format!(
+                "expands more than {} local actions (at `{file}`), which were not all checked",
+                super::rules::LOCAL_ACTION_BUDGET
+            ),
+        ));
+        return Ok(found);
+    }
+    *budget -= 1;
+    let text = std::fs::read_to_string(root.join(&file))
+        .with_context(|| format!("cannot read the local action {file}"))?;
+    let Some(action) = super::workflow::composite_action(&file, &text)? else {
+        return Ok(found);
+    };
+    let mut inputs = action.input_defaults.clone();
+    for (name, value) in &step.with {
+        let value = resolve(&value.value);
+        inputs.retain(|(n, _)| *n != name.value);
+        inputs.push((name.value.clone(), value));
+    }
+    let nested = Inside {
+        at: inside.map_or(uses.pos, |i| i.at),
+        file: &file,
+        inputs: &inputs,
+    };
+    for inner in &action.steps {
+        found.extend(step_other_code(inner, policy, root, Some(&nested), budget)?);
+    }
+    Ok(found)
+}
+
+/// The `run-id:` (or `uses:`) of a step that downloads the artifacts of
+/// another run. For a `workflow_run` consumer that run is the pull
+/// request's CI run, so the bytes are the pull request's.
+pub fn other_run_download(step: &Step) -> Option<&Scalar> {
+    if step.uses_action("actions/download-artifact") {
+        step.input("run-id")
+            .filter(|id| expr::sole_expression(&id.value) != Some("github.run_id"))
+    } else if step.uses_action("dawidd6/action-download-artifact") {
+        step.uses.as_ref()
+    } else {
+        None
+    }
 }
 
 fn effective_permissions(
@@ -395,7 +628,7 @@ mod tests {
                 Workflow::parse(&format!(".github/workflows/{name}"), text).unwrap()
             })
             .collect();
-        Model::new(workflows, &Policy::default()).unwrap()
+        Model::new(workflows, &Policy::default(), Path::new(".")).unwrap()
     }
 
     #[test]
@@ -434,6 +667,45 @@ mod tests {
     }
 
     #[test]
+    fn same_run_downloads_are_tainted_only_by_jobs_of_that_run() {
+        let download =
+            "    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/download-artifact@v4\n";
+        let m = model(&[
+            (
+                "consumer.yml",
+                &format!(
+                    "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: gh pr checkout 1\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
+                ),
+            ),
+            (
+                "publish.yml",
+                &format!(
+                    "on: [push, workflow_dispatch]\njobs:\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
+                ),
+            ),
+            (
+                "shared.yml",
+                &format!("on: workflow_call\njobs:\n  fetch:\n{download}"),
+            ),
+        ]);
+        let info = |w, j| {
+            m.info(JobRef {
+                workflow: w,
+                job: j,
+            })
+        };
+        assert!(info(0, 1).is_untrusted(), "the consumer's downloader");
+        assert!(
+            info(2, 0).is_untrusted(),
+            "the shared callee also runs in the consumer's run"
+        );
+        assert!(
+            !info(1, 0).is_untrusted(),
+            "the publisher's run has no untrusted-code job"
+        );
+    }
+
+    #[test]
     fn hosted_labels_from_the_policy_are_not_pods() {
         let wf = Workflow::parse(
             ".github/workflows/a.yml",
@@ -442,18 +714,48 @@ mod tests {
         .unwrap();
         let policy =
             Policy::parse("[contracts]\nhosted-labels = [\"big-linux-16core\"]\n").unwrap();
-        let m = Model::new(vec![wf], &policy).unwrap();
+        let m = Model::new(vec![wf], &policy, Path::new(".")).unwrap();
         assert!(m.jobs[0].pod.is_none());
         let wf = Workflow::parse(
             ".github/workflows/a.yml",
             "on: workflow_dispatch\njobs:\n  a:\n    runs-on: big-linux-16core\n    steps: []\n",
         )
         .unwrap();
-        let m = Model::new(vec![wf], &Policy::default()).unwrap();
+        let m = Model::new(vec![wf], &Policy::default(), Path::new(".")).unwrap();
         assert!(
             m.jobs[0].pod.is_some(),
             "an unknown label is a self-hosted pod"
         );
+    }
+
+    #[test]
+    fn only_standard_hosted_images_are_hosted_without_the_policy() {
+        for hosted in [
+            "ubuntu-latest",
+            "ubuntu-24.04",
+            "ubuntu-22.04-arm",
+            "ubuntu-slim",
+            "windows-2022",
+            "windows-latest",
+            "windows-11-arm",
+            "macos-15",
+            "macos-14-xlarge",
+            "macos-latest-large",
+            "macos-13-intel",
+        ] {
+            assert!(is_standard_hosted_label(hosted), "{hosted}");
+        }
+        for custom in [
+            "ubuntu-gpu",
+            "ubuntu-24.04-gpu",
+            "ubuntu-",
+            "windows-cuda",
+            "macos-m2-pool",
+            "self-hosted",
+            "linux",
+        ] {
+            assert!(!is_standard_hosted_label(custom), "{custom}");
+        }
     }
 
     #[test]
@@ -463,7 +765,9 @@ mod tests {
             "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
         )
         .unwrap();
-        let err = Model::new(vec![wf], &Policy::default()).err().unwrap();
+        let err = Model::new(vec![wf], &Policy::default(), Path::new("."))
+            .err()
+            .unwrap();
         assert!(format!("{err}").contains("a.yml:4:11"), "{err}");
     }
 }

@@ -154,18 +154,19 @@ impl<'a> Checker<'a> {
         for info in &self.model.jobs {
             let job = self.model.job(info.at);
             if info.is_untrusted() {
-                self.untrusted_cache_save(info, job);
+                self.untrusted_cache_save(info, job)?;
                 self.untrusted_write_permissions(info, job);
             }
             if info.is_untrusted() || info.pod.is_some() {
                 self.untrusted_secrets(info, job);
             }
             self.secrets_inherit(info, job);
+            self.secrets_as_inputs(info, job);
             if info.publisher {
                 self.publisher_untrusted_ref(info, job);
             }
             if info.lifecycle {
-                self.lifecycle_job(info, job);
+                self.lifecycle_job(info, job)?;
             }
             if info.publisher || info.is_untrusted() || info.lifecycle {
                 self.unpinned_action(info, job);
@@ -213,13 +214,13 @@ impl<'a> Checker<'a> {
     }
 
     /// Rule 1: untrusted-code jobs never save.
-    fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) {
+    fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) -> Result<()> {
         let at = info.at;
         let wf = self.model.workflow(at);
         let why = &info.untrusted[0];
         let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
         for step in &job.steps {
-            if let Some((pos, why)) = cache_save(step) {
+            for (pos, why) in self.step_saves(step)? {
                 self.push(
                     "untrusted-cache-save",
                     at,
@@ -238,6 +239,139 @@ impl<'a> Checker<'a> {
                 format!("{who} saves to the cache: {why}"),
             );
         }
+        if let Some((pos, why)) = self.cache_write_token(at, &mut BTreeSet::new()) {
+            self.push(
+                "untrusted-cache-save",
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "{who} holds a token that can write the cache ({why}); the code it runs can save without any save step, so set `cache-mode: read` (or `none`)"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Why a job's token may write the cache when its `cache-mode` does not
+    /// say `read` or `none`: its own, else its workflow's, else (for a
+    /// reusable workflow) each caller's ceiling. The job's own explicit
+    /// `write` is reported by [`cache_env_saves`]; a caller's is reported here.
+    fn cache_write_token(&self, at: JobRef, seen: &mut BTreeSet<JobRef>) -> Option<(Pos, String)> {
+        let top = seen.is_empty();
+        seen.insert(at);
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        if let Some(mode) = job.cache_mode.as_ref().or(wf.cache_mode.as_ref()) {
+            return match mode.value.trim() {
+                "read" | "none" => None,
+                "write" | "write-only" if top => None,
+                other @ ("write" | "write-only") => {
+                    Some((mode.pos, format!("`cache-mode: {other}` lets it write")))
+                }
+                other => Some((
+                    mode.pos,
+                    format!("`cache-mode: {other}` is not known to be read-only"),
+                )),
+            };
+        }
+        let callers: Vec<JobRef> = self
+            .model
+            .jobs
+            .iter()
+            .filter(|info| info.callee == Some(at.workflow))
+            .map(|info| info.at)
+            .collect();
+        if callers.is_empty() {
+            return Some((
+                job.id.pos,
+                "no `cache-mode:` on the job or its workflow, and the default lets it write"
+                    .to_owned(),
+            ));
+        }
+        // Each caller is asked once: one already asked said read-only (else
+        // the search would have stopped), so cycles and shared callers end.
+        callers.into_iter().find_map(|caller| {
+            if seen.contains(&caller) {
+                return None;
+            }
+            self.cache_write_token(caller, seen).map(|(_, why)| {
+                (
+                    job.id.pos,
+                    format!(
+                        "{why}, at its caller `{}` of {}",
+                        self.model.job(caller).id.value,
+                        self.model.workflow(caller).name
+                    ),
+                )
+            })
+        })
+    }
+
+    /// Where a step saves to the cache: the step itself, or, for a local
+    /// composite action (`uses: ./.github/actions/x`), any step inside it.
+    fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
+        let mut found = Vec::new();
+        let mut budget = LOCAL_ACTION_BUDGET;
+        self.collect_step_saves(step, None, &mut budget, &mut found)?;
+        Ok(found)
+    }
+
+    fn collect_step_saves(
+        &self,
+        step: &Step,
+        outer: Option<(Pos, &str)>,
+        budget: &mut usize,
+        found: &mut Vec<(Pos, String)>,
+    ) -> Result<()> {
+        // Inside an action, findings point at the workflow's `uses:` line
+        // and name the action file's line.
+        let place = |pos: Pos, why: String| match outer {
+            None => (pos, why),
+            Some((at, file)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+        };
+        if let Some((pos, why)) = cache_save(step) {
+            found.push(place(pos, why));
+        }
+        let Some(uses) = &step.uses else {
+            return Ok(());
+        };
+        if !uses.value.trim().starts_with("./") {
+            return Ok(());
+        }
+        let at = outer.map_or(uses.pos, |(at, _)| at);
+        let Some(file) = super::workflow::local_action_file(self.root, &uses.value) else {
+            // Fail closed: an action that is not in the trusted tree comes
+            // from a checkout made during the run.
+            found.push(place(
+                uses.pos,
+                format!(
+                    "the local action `{}` has no action.yml under {}, so what it saves cannot be checked",
+                    uses.value,
+                    self.root.display()
+                ),
+            ));
+            return Ok(());
+        };
+        if *budget == 0 {
+            found.push((
+                at,
+                format!(
+                    "it expands more than {LOCAL_ACTION_BUDGET} local actions (at `{file}`), so what they save was not all checked"
+                ),
+            ));
+            return Ok(());
+        }
+        *budget -= 1;
+        let text = std::fs::read_to_string(self.root.join(&file))
+            .with_context(|| format!("cannot read the local action {file}"))?;
+        let Some(action) = super::workflow::composite_action(&file, &text)? else {
+            return Ok(());
+        };
+        for inner in &action.steps {
+            self.collect_step_saves(inner, Some((at, &file)), budget, found)?;
+        }
+        Ok(())
     }
 
     /// Rule 2: untrusted-code jobs hold read-only tokens with granted scopes only.
@@ -262,7 +396,8 @@ impl<'a> Checker<'a> {
                     ),
                 ),
                 Some(Permissions::Shorthand(level)) => {
-                    if level.value != "{}" && !level.value.is_empty() {
+                    // An empty `permissions:` is not `{}`: fail closed.
+                    if level.value.trim() != "{}" {
                         // The shorthand is written in `file`, which may be the caller's.
                         let pos = level.pos;
                         self.push(
@@ -351,7 +486,23 @@ impl<'a> Checker<'a> {
 
     /// Rule 3, at the call site: `secrets: inherit` hands every secret to the callee's jobs.
     fn secrets_inherit(&mut self, info: &JobInfo, job: &Job) {
-        let (Some(inherit), Some(callee)) = (&job.secrets_inherit, info.callee) else {
+        let Some(inherit) = &job.secrets_inherit else {
+            return;
+        };
+        let Some(callee) = info.callee else {
+            // A remote reusable workflow: what it does with them is unseen.
+            if info.is_untrusted() {
+                self.push(
+                    "untrusted-secrets",
+                    info.at,
+                    info.at.workflow,
+                    inherit.pos,
+                    format!(
+                        "`secrets: inherit` hands every secret to `{}`, whose jobs this check cannot see; pass only the secrets the policy lists",
+                        job.uses.as_ref().map_or("", |u| u.value.as_str())
+                    ),
+                );
+            }
             return;
         };
         let risky: Vec<String> = self
@@ -372,6 +523,57 @@ impl<'a> Checker<'a> {
                     self.model.workflows[callee].name
                 ),
             );
+        }
+    }
+
+    /// Rule 3, at the call site: a secret passed as a `with:` input arrives
+    /// as `inputs.NAME`, where the callee's own scan cannot see it.
+    fn secrets_as_inputs(&mut self, info: &JobInfo, job: &Job) {
+        let Some(callee) = info.callee else { return };
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for (input, value) in &job.with {
+            let refs = expr::secret_refs(&value.value);
+            if refs.is_empty() {
+                continue;
+            }
+            let wanted = format!("inputs.{}", input.value);
+            for reader in self.model.jobs_of(callee) {
+                if !(reader.is_untrusted() || reader.pod.is_some()) {
+                    continue;
+                }
+                let reads = self.model.job(reader.at).scalars.iter().any(|s| {
+                    expr::expressions(&s.value).iter().any(|(_, body)| {
+                        body.contains(&wanted)
+                            || body.contains("inputs[")
+                            || body.contains("toJSON(inputs)")
+                    })
+                });
+                let granted = self
+                    .grant(reader.at)
+                    .map(|g| g.secrets.clone())
+                    .unwrap_or_default();
+                let ungranted = refs.iter().any(|r| {
+                    r.name
+                        .as_ref()
+                        .is_none_or(|name| name != "GITHUB_TOKEN" && !granted.contains(name))
+                });
+                if reads && ungranted {
+                    found.push((
+                        wf.locate(value.pos, "secrets"),
+                        format!(
+                            "the input `{}` carries a secret into {} `{}` of {}, which does not get it from the policy; pass it only to trusted jobs",
+                            input.value,
+                            reader.role(),
+                            self.model.job(reader.at).id.value,
+                            self.model.workflows[callee].name
+                        ),
+                    ));
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push("untrusted-secrets", info.at, info.at.workflow, pos, message);
         }
     }
 
@@ -469,6 +671,15 @@ impl<'a> Checker<'a> {
                         ));
                     }
                 }
+            }
+            if let Some(at) = super::roles::other_run_download(step) {
+                found.push((
+                    at.pos,
+                    format!(
+                        "publisher job `{}` downloads the artifacts of another run (`{}`); the publisher builds the commit it runs for",
+                        job.id.value, at.value
+                    ),
+                ));
             }
             if let Some(run) = &step.run {
                 if let Some(line) = expr::fetches_other_code(&run.value) {
@@ -679,10 +890,13 @@ impl<'a> Checker<'a> {
         let job = self.model.job(at);
         let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
         let dir = sig.xtask_dir();
+        // The last checkout that wrote into the xtask's directory decides
+        // what runs: one at an enclosing path (the workspace root) replaces
+        // it, and one inside it (`trusted/xtask`) replaces part of it.
         let checkout = checkouts_before(job, step.index)
             .into_iter()
-            .filter(|(path, _)| is_within(&dir, path))
-            .max_by_key(|(path, _)| path.len());
+            .rev()
+            .find(|(path, _)| is_within(&dir, path) || is_within(path, &dir));
         let Some((path, checkout)) = checkout else {
             self.push(
                 "key-xtask-checkout",
@@ -877,7 +1091,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Rule 8: lifecycle jobs stay on trusted code and write nothing but run state.
-    fn lifecycle_job(&mut self, info: &JobInfo, job: &Job) {
+    fn lifecycle_job(&mut self, info: &JobInfo, job: &Job) -> Result<()> {
         let at = info.at;
         let wf = self.model.workflow(at);
         let who = format!("lifecycle job `{}` (holds `actions: write`)", job.id.value);
@@ -927,7 +1141,7 @@ impl<'a> Checker<'a> {
                     ));
                 }
             }
-            if let Some((pos, why)) = cache_save(step) {
+            for (pos, why) in self.step_saves(step)? {
                 found.push((pos, format!("{who} saves to the cache: {why}")));
             }
         }
@@ -937,6 +1151,7 @@ impl<'a> Checker<'a> {
         for (pos, message) in found {
             self.push("lifecycle-job", at, at.workflow, pos, message);
         }
+        Ok(())
     }
 
     /// Rule 9: third-party actions in privileged jobs are pinned to a commit.
@@ -985,6 +1200,11 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// How many local actions one step may expand (nested uses included)
+/// before the check stops and reports: a cycle or a wide tree of actions
+/// must not make the check run for ever.
+pub const LOCAL_ACTION_BUDGET: usize = 64;
+
 fn is_false(value: Option<&Scalar>) -> bool {
     value.is_some_and(|v| v.value.trim() == "false")
 }
@@ -994,6 +1214,8 @@ enum Saves {
     Always,
     /// Saves unless every listed input is left on; any one literally `false` stops it.
     UnlessFalse(&'static [&'static str]),
+    /// Saves unless one of the inputs is literally `true` (read-only or disabled switches).
+    UnlessTrue(&'static [&'static str]),
     /// Saves when the input is set to something other than `false`/empty.
     WhenSet(&'static str),
     /// Saves when the input contains the text.
@@ -1028,6 +1250,30 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
     ("docker/bake-action", Saves::WhenContains("set", "type=gha")),
     // It exports the runtime token and cache URL to every later step.
     ("crazy-max/ghaction-github-runtime", Saves::Always),
+    // So does sccache's setup action, unconditionally (for sccache's GHA
+    // backend): every later `run:` step, PR code included, can then write.
+    ("mozilla-actions/sccache-action", Saves::Always),
+    // The usual hand-written form of the same export.
+    (
+        "actions/github-script",
+        Saves::WhenContains("script", "ACTIONS_RUNTIME_TOKEN"),
+    ),
+    // Write on the default branch by default, and `workflow_run`,
+    // `schedule` and dispatch runs are on the default branch.
+    (
+        "gradle/actions/setup-gradle",
+        Saves::UnlessTrue(&["cache-read-only", "cache-disabled"]),
+    ),
+    (
+        "gradle/gradle-build-action",
+        Saves::UnlessTrue(&["cache-read-only", "cache-disabled"]),
+    ),
+    ("ruby/setup-ruby", Saves::WhenSet("bundler-cache")),
+    // Caches the CUDA installer it then runs; `use-github-cache` defaults to true.
+    (
+        "Jimver/cuda-toolkit",
+        Saves::UnlessFalse(&["use-github-cache"]),
+    ),
 ];
 
 /// Whether a step saves to the Actions cache, and why.
@@ -1078,6 +1324,18 @@ fn cache_save(step: &Step) -> Option<(Pos, String)> {
                 _ => format!("`{name}` saves unless `{}: false`", inputs[0]),
             };
             Some((pos, why))
+        }
+        Saves::UnlessTrue(inputs) => {
+            if inputs
+                .iter()
+                .any(|i| step.input(i).is_some_and(|v| v.value.trim() == "true"))
+            {
+                return None;
+            }
+            Some((
+                uses.pos,
+                format!("`{name}` saves unless `{}: true`", inputs[0]),
+            ))
         }
         Saves::WhenSet(input) => step
             .input(input)
@@ -1280,8 +1538,8 @@ fn is_within(dir: &str, checkout: &str) -> bool {
     checkout == "." || dir == checkout || dir.starts_with(&format!("{checkout}/"))
 }
 
-/// The checkouts in effect before step `index`, by path (a later checkout
-/// into the same path replaces an earlier one).
+/// The checkouts in effect before step `index`, by path, in step order (a
+/// later checkout into the same path replaces an earlier one).
 fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
     let mut by_path: Vec<(String, &Step)> = Vec::new();
     for step in job.steps[..index]
@@ -1435,6 +1693,21 @@ mod tests {
       - uses: astral-sh/setup-uv@v6
         with: { enable-cache: false }
       - run: echo no action
+      - uses: Jimver/cuda-toolkit@v0.2.24
+      - uses: Jimver/cuda-toolkit@v0.2.24
+        with: { use-github-cache: false }
+      - uses: Mozilla-Actions/sccache-action@v0.0.9
+      - uses: actions/github-script@v7
+        with:
+          script: core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN)
+      - uses: actions/github-script@v7
+        with: { script: \"core.info('hi')\" }
+      - uses: gradle/actions/setup-gradle@v4
+        with: { cache-read-only: \"${{ github.ref != 'refs/heads/main' }}\" }
+      - uses: gradle/actions/setup-gradle@v4
+        with: { cache-read-only: true }
+      - uses: ruby/setup-ruby@v1
+        with: { bundler-cache: true }
 ",
         );
         let saves: Vec<bool> = wf.jobs[0]
@@ -1445,7 +1718,8 @@ mod tests {
         assert_eq!(
             saves,
             [
-                false, true, false, true, true, false, false, true, true, true, true, false, false
+                false, true, false, true, true, false, false, true, true, true, true, false, false,
+                true, false, true, true, false, true, false, true
             ]
         );
         let why = cache_save(&wf.jobs[0].steps[3]).unwrap().1;

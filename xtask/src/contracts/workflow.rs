@@ -81,6 +81,8 @@ pub struct Job {
     pub uses: Option<Scalar>,
     /// `secrets: inherit`.
     pub secrets_inherit: Option<Scalar>,
+    /// The `with:` inputs a job passes to the reusable workflow it calls.
+    pub with: Vec<(Scalar, Scalar)>,
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
     pub steps: Vec<Step>,
@@ -234,6 +236,74 @@ impl Workflow {
     }
 }
 
+/// A local composite action: its steps and the defaults of its inputs.
+#[derive(Debug)]
+pub struct CompositeAction {
+    pub steps: Vec<Step>,
+    pub input_defaults: Vec<(String, String)>,
+}
+
+/// A local action's `action.yml` (`rel` names it in errors) when it is a
+/// composite action; `None` for JavaScript and Docker actions, which have no
+/// steps to check.
+pub fn composite_action(rel: &str, text: &str) -> Result<Option<CompositeAction>> {
+    let options = LoaderOptions::default().error_on_duplicate_keys(true);
+    let root = marked_yaml::parse_yaml_with_options(0, text, options)
+        .map_err(|err| anyhow::anyhow!("{rel}:{err}; fix the action's YAML"))?;
+    let ctx = Ctx { file: rel };
+    let root = ctx.mapping(&root, "the action file")?;
+    let Some(runs) = root.get_node("runs") else {
+        bail!("{rel}:1:1: the action has no `runs:`; GitHub would refuse it");
+    };
+    let runs = ctx.mapping(runs, "runs")?;
+    let composite = runs
+        .get_node("using")
+        .and_then(scalar)
+        .is_some_and(|using| using.value.trim().eq_ignore_ascii_case("composite"));
+    if !composite {
+        return Ok(None);
+    }
+    let mut input_defaults = Vec::new();
+    if let Some(inputs) = root.get_mapping("inputs") {
+        for (name, spec) in inputs.iter() {
+            let default = spec
+                .as_mapping()
+                .and_then(|spec| spec.get_node("default"))
+                .and_then(scalar);
+            if let Some(default) = default {
+                input_defaults.push((name.as_str().to_owned(), default.value));
+            }
+        }
+    }
+    let mut steps = Vec::new();
+    if let Some(list) = runs.get_node("steps") {
+        let list = list
+            .as_sequence()
+            .with_context(|| format!("{}: `runs.steps` must be a list", ctx.at(list)))?;
+        for (index, step) in list.iter().enumerate() {
+            steps.push(ctx.step(index, step)?);
+        }
+    }
+    Ok(Some(CompositeAction {
+        steps,
+        input_defaults,
+    }))
+}
+
+/// The `action.yml` (or `action.yaml`) of a local action `uses: ./DIR`,
+/// repository-relative, when the tree at `root` has one.
+pub fn local_action_file(root: &Path, uses: &str) -> Option<String> {
+    // `uses: ./` is the action at the workspace root.
+    let dir = uses.trim().strip_prefix("./")?.trim_end_matches('/');
+    ["action.yml", "action.yaml"]
+        .iter()
+        .map(|name| match dir {
+            "" => (*name).to_owned(),
+            dir => format!("{dir}/{name}"),
+        })
+        .find(|rel| root.join(rel).is_file())
+}
+
 struct Ctx<'a> {
     file: &'a str,
 }
@@ -343,6 +413,7 @@ impl Ctx<'_> {
                 .get_node("secrets")
                 .and_then(scalar)
                 .filter(|s| s.value == "inherit"),
+            with: self.pairs(map.get_node("with"), "with")?,
             env: self.pairs(map.get_node("env"), "env")?,
             default_working_directory: default_working_directory(map),
             steps: Vec::new(),
@@ -446,13 +517,14 @@ fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Sc
     let matrix = job.get_mapping("strategy")?.get_mapping("matrix")?;
     let mut values = Vec::new();
     if let Some(listed) = matrix.get_node(name) {
-        listed.as_sequence()?;
-        values.extend(scalars_of(listed));
+        for value in listed.as_sequence()?.iter() {
+            values.extend(runner_labels(value)?);
+        }
     }
     if let Some(include) = matrix.get_sequence("include") {
         for entry in include.iter() {
             if let Some(value) = entry.as_mapping().and_then(|m| m.get_node(name)) {
-                values.extend(scalars_of(value));
+                values.extend(runner_labels(value)?);
             }
         }
     }
@@ -466,6 +538,17 @@ fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Sc
             })
             .collect(),
     )
+}
+
+/// The labels one matrix value stands for: a label, or a list of labels
+/// (`os: [[self-hosted, gpu], ubuntu-latest]`). `None` for anything else
+/// (a `{ group: … }` mapping, nested lists), which stays unresolved.
+fn runner_labels(value: &Node) -> Option<Vec<Scalar>> {
+    match value {
+        Node::Scalar(_) => scalar(value).map(|label| vec![label]),
+        Node::Sequence(items) => items.iter().map(scalar).collect(),
+        Node::Mapping(_) => None,
+    }
 }
 
 fn node_pos(node: &Node) -> Pos {
@@ -632,6 +715,26 @@ jobs:
             let err = format!("{:#}", Workflow::parse("x.yml", text).unwrap_err());
             assert!(err.contains(needle), "{text:?} gave {err}");
         }
+    }
+
+    #[test]
+    fn matrix_runner_lists_and_groups_are_not_dropped() {
+        let wf = Workflow::parse(
+            "x.yml",
+            "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    strategy:\n      matrix:\n        os: [[self-hosted, gpu], ubuntu-latest]\n  b:\n    runs-on: ${{ matrix.os }}\n    strategy:\n      matrix:\n        os: [ubuntu-latest, {group: gpu}]\n",
+        )
+        .unwrap();
+        let labels: Vec<_> = wf.jobs[0]
+            .runs_on
+            .iter()
+            .map(|l| l.value.as_str())
+            .collect();
+        assert_eq!(labels, ["self-hosted", "gpu", "ubuntu-latest"]);
+        assert!(wf.jobs[0].runs_on_unresolved.is_none());
+        assert!(
+            wf.jobs[1].runs_on_unresolved.is_some(),
+            "a runner group in the matrix is unresolved, not dropped"
+        );
     }
 
     #[test]

@@ -134,9 +134,21 @@ const REGRESSIONS: &[Regression] = &[
     Regression {
         what: "archive job declares cache-mode: write",
         file: TEST,
+        edits: &[("    cache-mode: read\n", "    cache-mode: write\n")],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "archive job drops its cache-mode, so PR code holds a cache-writing token",
+        file: TEST,
+        edits: &[("    cache-mode: read\n", "")],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "pod job's cache-mode becomes an expression",
+        file: EXECUTE,
         edits: &[(
-            "    runs-on: ubuntu-24.04\n    permissions:",
-            "    runs-on: ubuntu-24.04\n    cache-mode: write\n    permissions:",
+            "    cache-mode: read\n",
+            "    cache-mode: ${{ inputs.mode }}\n",
         )],
         rules: &["untrusted-cache-save"],
     },
@@ -458,6 +470,154 @@ const REGRESSIONS: &[Regression] = &[
         edits: &[(
             "os: [ubuntu-24.04, windows-2022]",
             "os: [ubuntu-24.04, gpu-box]",
+        )],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
+        what: "archive job installs CUDA with an action that caches its installer by default",
+        file: TEST,
+        edits: &[(
+            "      - uses: Swatinem/rust-cache@",
+            "      - uses: Jimver/cuda-toolkit@b6fc3a8f3a2e1a8b4a0c36ab0b6a7b4b4f10b8e1 # v0.2.24\n      - uses: Swatinem/rust-cache@",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "archive job sets up sccache, whose action exports the cache token to PR code",
+        file: TEST,
+        edits: &[(
+            "      - uses: Swatinem/rust-cache@",
+            "      - uses: mozilla-actions/sccache-action@7d986dd989559c6ecdb630a3fd2557667be217ad # v0.0.9\n      - uses: Swatinem/rust-cache@",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "CPU CI moves to pull_request_target and switches to the PR head with `git -C`",
+        file: CI,
+        edits: &[
+            ("on:\n  pull_request:\n", "on:\n  pull_request_target:\n"),
+            (
+                "      - run: cargo test --workspace",
+                "      - run: |\n          git -C . fetch origin \"$HEAD\"\n          git -c advice.detachedHead=false checkout FETCH_HEAD\n      - run: cargo test --workspace",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
+        what: "a workflow_run job unpacks the PR run's artifacts and saves a cache",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  workflow_run:\n    workflows: [Build]\n",
+            ),
+            (
+                "      - run: cargo fmt --all --check",
+                "      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{ github.event.workflow_run.id }}\n          github-token: ${{ github.token }}\n      - uses: actions/cache@v4\n        with:\n          path: out\n          key: out-${{ github.sha }}",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "key-shape"],
+    },
+    Regression {
+        what: "the caller passes a secret to the pod job as a `with:` input",
+        file: TEST,
+        edits: &[(
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}\n    secrets:",
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}${{ secrets.RUNPOD_API_KEY }}\n    secrets:",
+        )],
+        rules: &["untrusted-secrets"],
+    },
+    Regression {
+        what: "publisher publishes the archive another run uploaded instead of building it",
+        file: PUBLISH,
+        edits: &[(
+            "      - if: steps.restore.outputs.cache-hit != 'true'\n        working-directory: trusted\n",
+            "      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{ inputs.run }}\n          path: trusted/target/gpu-archive\n      - if: steps.restore.outputs.cache-hit != 'true'\n        working-directory: trusted\n",
+        )],
+        // Its `workflow_dispatch` trigger makes the job an untrusted-code job too.
+        rules: &["publisher-untrusted-ref", "untrusted-cache-save"],
+    },
+    Regression {
+        what: "CPU CI becomes a nightly run that checks out a pull request",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  schedule:\n    - cron: \"0 3 * * *\"\n",
+            ),
+            (
+                "      - run: cargo test --workspace",
+                "      - run: gh pr checkout \"$PR\"\n      - run: cargo test --workspace",
+            ),
+        ],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
+        what: "CPU CI's matrix gains a self-hosted runner written as a label list",
+        file: CI,
+        edits: &[(
+            "os: [ubuntu-24.04, windows-2022]",
+            "os: [ubuntu-24.04, [self-hosted, gpu]]",
+        )],
+        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+    },
+    Regression {
+        what: "the pull request is checked out at the workspace root after the trusted tooling",
+        file: TEST,
+        edits: &[(
+            "          path: pr\n          persist-credentials: false\n      - id: archive_key",
+            "          persist-credentials: false\n      - id: archive_key",
+        )],
+        rules: &["key-xtask-checkout"],
+    },
+    Regression {
+        what: "the pull request is checked out into the trusted xtask's own directory",
+        file: TEST,
+        edits: &[(
+            "          path: pr\n          persist-credentials: false\n      - id: archive_key",
+            "          path: trusted/xtask\n          persist-credentials: false\n      - id: archive_key",
+        )],
+        rules: &["key-xtask-checkout"],
+    },
+    Regression {
+        what: "a workflow_run job hands the PR head and every secret to a remote reusable workflow",
+        file: CI,
+        edits: &[
+            (
+                "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+                "on:\n  workflow_run:\n    workflows: [Build]\n",
+            ),
+            (
+                "      - run: cargo fmt --all --check",
+                "      - run: cargo fmt --all --check\n\n  gpu:\n    uses: example/gpu/.github/workflows/test.yml@0123456789abcdef0123456789abcdef01234567\n    with:\n      ref: ${{ github.event.workflow_run.head_sha }}\n    secrets: inherit",
+            ),
+        ],
+        rules: &["untrusted-secrets", "untrusted-cache-save"],
+    },
+    Regression {
+        what: "a second job caches what the archive job built, passed as an artifact of the same run",
+        file: TEST,
+        edits: &[(
+            "  gpu-tests:\n",
+            "  warm:\n    needs: cuda-archive\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: actions/download-artifact@v4\n        with:\n          name: ${{ needs.cuda-archive.outputs.artifact_name }}\n          path: target\n      - uses: actions/cache/save@v4\n        with:\n          path: target\n          key: warm-${{ github.sha }}\n\n  gpu-tests:\n",
+        )],
+        rules: &["untrusted-cache-save"],
+    },
+    Regression {
+        what: "archive job's permissions are left empty instead of `{}`",
+        file: TEST,
+        edits: &[(
+            "    permissions:\n      contents: read\n      actions: read\n",
+            "    permissions:\n",
+        )],
+        rules: &["untrusted-write-permissions"],
+    },
+    Regression {
+        what: "CPU CI moves to a custom runner label that merely starts with ubuntu-",
+        file: CI,
+        edits: &[(
+            "os: [ubuntu-24.04, windows-2022]",
+            "os: [ubuntu-24.04, ubuntu-gpu]",
         )],
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
@@ -996,4 +1156,203 @@ fn truncated_or_reindented_workflows_never_crash_the_checker() {
         }
         fixture.file(&path, &original);
     }
+}
+
+#[test]
+fn local_composite_actions_are_checked_for_saves() {
+    // A composite action that only restores is fine in the archive job.
+    let fixture = good();
+    let action = ".github/actions/warm/action.yml";
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache/restore@v4\n      with: { path: x, key: warm }\n    - run: echo warm\n      shell: bash\n",
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "      - name: Build or reuse the archive\n",
+        "      - uses: ./.github/actions/warm\n      - name: Build or reuse the archive\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
+
+    // One that hides `actions/cache` (restore + save) one level down is a save.
+    fixture.file(
+        ".github/actions/inner/action.yaml",
+        "name: inner\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache@v4\n      with: { path: x, key: warm }\n",
+    );
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - run: echo warm\n      shell: bash\n    - uses: ./.github/actions/inner/\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-cache-save".to_owned()])
+    );
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("in .github/actions/inner/action.yaml, line 5"),
+        "{message}"
+    );
+
+    // `uses: ./` is the action.yml at the root (not `/action.yml`).
+    fixture.file(
+        "action.yml",
+        "name: root\nruns:\n  using: composite\n  steps:\n    - uses: actions/cache/save@v4\n      with: { path: x, key: warm }\n",
+    );
+    fixture.file(
+        action,
+        "name: warm\nruns:\n  using: composite\n  steps:\n    - uses: ./\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(message.contains("in action.yml, line 5"), "{message}");
+
+    // An action the tree does not have cannot be checked: fail closed.
+    std::fs::remove_file(fixture.join(action)).unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no action.yml"),
+        "{findings:#?}"
+    );
+
+    // A broken action file is an input error with its location.
+    fixture.file(action, "runs: [\n");
+    let output = fixture.xtask(&["check-contracts"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(".github/actions/warm/action.yml:"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_callers_cache_mode_caps_its_callees_jobs() {
+    // The pod job sets no cache-mode; its caller's `cache-mode: read` is the ceiling.
+    let fixture = good();
+    edit(&fixture, &workflow(EXECUTE), "    cache-mode: read\n", "");
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("at its caller `gpu-tests` of runpod-gpu-test.yml"),
+        "{message}"
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "    uses: ./.github/workflows/runpod-gpu-execute.yml\n",
+        "    cache-mode: read\n    uses: ./.github/workflows/runpod-gpu-execute.yml\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
+
+    // A caller's explicit write is the callee's ceiling too.
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "    cache-mode: read\n    uses:",
+        "    cache-mode: write\n    uses:",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cache-mode: write` lets it write, at its caller `gpu-tests`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn local_composite_actions_that_check_out_other_code_make_the_job_untrusted() {
+    let fixture = good();
+    edit(
+        &fixture,
+        &workflow(CI),
+        "on:\n  pull_request:\n  push:\n    branches: [main]\n",
+        "on:\n  workflow_run:\n    workflows: [Build]\n",
+    );
+    let action = ".github/actions/co/action.yml";
+    fixture.file(
+        action,
+        "name: co\ninputs:\n  ref:\n    default: ${{ github.sha }}\nruns:\n  using: composite\n  steps:\n    - uses: actions/checkout@v4\n      with:\n        ref: ${{ inputs.ref }}\n",
+    );
+    edit(
+        &fixture,
+        &workflow(CI),
+        "      - uses: actions/checkout@v4\n      - uses: dtolnay",
+        "      - uses: ./.github/actions/co\n      - uses: dtolnay",
+    );
+    // The default input checks out the run's own commit: nothing to report.
+    let (code, findings) = check(&fixture);
+    assert_eq!((code, findings), (0, Vec::new()));
+
+    // The caller hands it the pull request's head: the job runs other code.
+    edit(
+        &fixture,
+        &workflow(CI),
+        "      - uses: ./.github/actions/co\n",
+        "      - uses: ./.github/actions/co\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n",
+    );
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(failing_rules(&findings).contains("untrusted-cache-save"));
+    let message = findings
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .find(|m| m.contains("untrusted-code job `test`"))
+        .unwrap();
+    assert!(
+        message.contains("checks out `${{ github.event.workflow_run.head_sha }}` (in .github/actions/co/action.yml, line 10)"),
+        "{message}"
+    );
+
+    // An action the default branch's tree lacks comes from a run-time checkout.
+    std::fs::remove_file(fixture.join(action)).unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    assert!(
+        findings.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not have (so it comes from a checkout made during the run)")),
+        "{findings:#?}"
+    );
+}
+
+#[test]
+fn a_wide_or_cyclic_tree_of_local_actions_ends_in_a_finding() {
+    // Ten self-references per level would be 10^8 expansions unbounded.
+    let fixture = good();
+    let action = ".github/actions/loop/action.yml";
+    let steps = "    - uses: ./.github/actions/loop\n".repeat(10);
+    fixture.file(
+        action,
+        &format!("name: loop\nruns:\n  using: composite\n  steps:\n{steps}"),
+    );
+    edit(
+        &fixture,
+        &workflow(TEST),
+        "      - name: Build or reuse the archive\n",
+        "      - uses: ./.github/actions/loop\n      - name: Build or reuse the archive\n",
+    );
+    let started = std::time::Instant::now();
+    let (code, findings) = check(&fixture);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(code, 1);
+    assert!(
+        findings.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("expands more than 64 local actions")),
+        "{findings:#?}"
+    );
 }

@@ -253,6 +253,46 @@ fn cutensor_rebuilds_a_restored_chain_that_escapes_the_tree() {
 }
 
 #[test]
+fn cutensor_rebuilds_a_restored_tree_whose_other_links_escape_or_hide() {
+    // The soname chain is fine; the linker's `libcutensor.so` points outside,
+    // or a hidden file rides along. Both are rejected, not only the soname.
+    for planted in ["escaping dev link", "hidden file"] {
+        let fixture = Fixture::new();
+        fake_cutensor_archive(&fixture);
+        fixture.file("opt/cutensor/lib/libcutensor.so.2.2.0", "ELF restored");
+        link(
+            &fixture,
+            "opt/cutensor/lib/libcutensor.so.2",
+            "libcutensor.so.2.2.0",
+        );
+        let needle = if planted == "hidden file" {
+            fixture.file("opt/cutensor/lib/.preload", "planted");
+            "holds lib/.preload,"
+        } else {
+            fixture.file("elsewhere/libcutensor.so", "ELF planted");
+            let outside = fixture.join("elsewhere/libcutensor.so");
+            link(
+                &fixture,
+                "opt/cutensor/lib/libcutensor.so",
+                outside.to_str().unwrap(),
+            );
+            "outside"
+        };
+        let output = install_cutensor(&fixture);
+        assert_success(&output);
+        let text = stderr(&output);
+        assert!(text.contains(needle), "{planted}: {text}");
+        assert!(text.contains("rebuilding"), "{planted}: {text}");
+        assert_eq!(
+            std::fs::read_to_string(fixture.join("opt/cutensor/lib/libcutensor.so")).unwrap(),
+            "ELF cutensor",
+            "{planted}"
+        );
+        assert!(!fixture.join("opt/cutensor/lib/.preload").exists());
+    }
+}
+
+#[test]
 fn installers_refuse_bad_arguments() {
     let fixture = Fixture::new();
     let vendor = fixture.join("vendor");
@@ -412,6 +452,30 @@ fn runtime_tree_rejects_and_rebuilds_a_restored_tree_missing_cufft() {
     assert!(text.contains("rejected; rebuilding"), "{text}");
     assert_eq!(
         std::fs::read_to_string(fixture.join("opt/cuda-runtime/lib/libcufft.so.12")).unwrap(),
+        "ELF cufft"
+    );
+}
+
+#[test]
+fn runtime_tree_rebuilds_a_restored_tree_with_a_library_link_that_escapes() {
+    let fixture = Fixture::new();
+    fake_runtime_archives(&fixture);
+    restored_runtime_tree(&fixture, ALL_REQUIRED, Some("version=12.8.1\n"));
+    // Not a required soname, but the loader follows it all the same.
+    fixture.file("elsewhere/libcufft.so", "ELF planted");
+    let outside = fixture.join("elsewhere/libcufft.so");
+    link(
+        &fixture,
+        "opt/cuda-runtime/lib/libcufft.so",
+        outside.to_str().unwrap(),
+    );
+    let output = install_runtime(&fixture);
+    assert_success(&output);
+    let text = stderr(&output);
+    assert!(text.contains("outside"), "{text}");
+    assert!(text.contains("rejected; rebuilding"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(fixture.join("opt/cuda-runtime/lib/libcufft.so")).unwrap(),
         "ELF cufft"
     );
 }
