@@ -114,6 +114,10 @@ pub struct GpuArchive {
     /// The workflow restored the archives from the cache into `--out`.
     #[arg(long)]
     pub cache_hit: bool,
+    /// The pull-request head commit (40 hex) the archives are built from:
+    /// a consumer run's artifact is reused only when its run name states it.
+    #[arg(long, value_name = "SHA", value_parser = parse_commit)]
+    pub head_sha: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -169,4 +173,13 @@ pub struct BenchReuse {
     /// Internal: the benchmark server the child talks to.
     #[arg(long, hide = true, value_name = "URL")]
     pub child_api: Option<String>,
+}
+
+/// A full 40-hex commit id, lowercased.
+fn parse_commit(text: &str) -> Result<String, String> {
+    if text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err(format!("{text:?} is not a full 40-hex commit id"))
+    }
 }

@@ -25,7 +25,7 @@ use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::policy::{ArtifactPolicy, UNTRUSTED_EVENTS};
+use crate::policy::{ArtifactPolicy, Policy, UNTRUSTED_EVENTS};
 
 /// No API response the finder reads is anywhere near this large; a bigger
 /// one is refused rather than buffered.
@@ -388,6 +388,10 @@ pub struct Run {
     pub head_sha: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
+    /// The run's name, from the `run-name:` of the workflow definition: set
+    /// by GitHub before any job runs, so code a job builds cannot change it.
+    #[serde(default)]
+    pub display_title: Option<String>,
     #[serde(default)]
     pub repository: Option<RunRepository>,
     #[serde(default)]
@@ -408,6 +412,10 @@ pub struct TrustContext<'a> {
     pub current_run_id: u64,
     pub default_branch: &'a str,
     pub policy: &'a ArtifactPolicy,
+    /// `publisher.workflows`: the workflows that build default-branch code only.
+    pub publisher_workflows: &'a [String],
+    /// The pull-request head commit the archives are for (`--head-sha`).
+    pub head_sha: Option<&'a str>,
     /// The time `expires_at` is compared with.
     pub now: chrono::DateTime<chrono::Utc>,
 }
@@ -459,6 +467,23 @@ pub fn judge_artifact(artifact: &Artifact, name: &str, ctx: &TrustContext) -> Re
     Ok(run_id)
 }
 
+/// Whether workflow `path` (as the API reports it) is one of `names`.
+///
+/// GitHub may append `@<ref>` to the path. Only a ref that names the default
+/// branch is removed: `@` is legal in a file name, so `ci.yml@evil.yml` is
+/// another workflow file, not `ci.yml` at a ref.
+fn names_workflow(path: &str, names: &[String], default_branch: &str) -> bool {
+    names.iter().any(
+        |name| match path.strip_prefix(&format!(".github/workflows/{name}")) {
+            Some("") => true,
+            Some(suffix) => suffix.strip_prefix('@').is_some_and(|git_ref| {
+                git_ref.strip_prefix("refs/heads/").unwrap_or(git_ref) == default_branch
+            }),
+            None => false,
+        },
+    )
+}
+
 /// The provenance rules, applied to the producing run itself.
 ///
 /// `Ok(Some(sha))` means the rules pass provided commit `sha` is in the
@@ -488,23 +513,33 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, String
         }
     }
     let path = run.path.as_deref().unwrap_or("");
-    // GitHub may append `@<ref>` to the path. Only a ref that names the
-    // default branch is removed: `@` is legal in a file name, so
-    // `ci.yml@evil.yml` is another workflow file, not `ci.yml` at a ref.
-    let trusted_workflow = ctx.policy.trusted_workflows.iter().any(|name| {
-        match path.strip_prefix(&format!(".github/workflows/{name}")) {
-            Some("") => true,
-            Some(suffix) => suffix.strip_prefix('@').is_some_and(|git_ref| {
-                git_ref.strip_prefix("refs/heads/").unwrap_or(git_ref) == ctx.default_branch
-            }),
-            None => false,
-        }
-    });
-    if !trusted_workflow {
+    if !names_workflow(path, &ctx.policy.trusted_workflows, ctx.default_branch) {
         return Err(format!(
             "its workflow {path:?} is not one of artifacts.trusted-workflows {:?}",
             ctx.policy.trusted_workflows
         ));
+    }
+    // A trusted workflow that is not a publisher builds pull-request code
+    // (the consumer), and that code held the job's artifact-upload
+    // credential: it could have uploaded an artifact under any name, such as
+    // the key of another pull request or of main. Such an artifact is
+    // therefore reused only for the head commit it was built from, which the
+    // run's name states (`run-name:`, fixed before any job ran).
+    if !names_workflow(path, ctx.publisher_workflows, ctx.default_branch) {
+        let Some(expected) = ctx.head_sha else {
+            return Err(format!(
+                "its workflow {path:?} builds pull-request code, and without --head-sha only publisher artifacts are trusted"
+            ));
+        };
+        let title = run.display_title.as_deref().unwrap_or("");
+        let names_commit = title
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word.eq_ignore_ascii_case(expected));
+        if !names_commit {
+            return Err(format!(
+                "its run {title:?} of {path:?} built pull-request code and does not name head commit {expected}; such artifacts are reused only for their own head commit"
+            ));
+        }
     }
     let event = run.event.as_str();
     if UNTRUSTED_EVENTS.contains(&event) || !ctx.policy.trusted_events.iter().any(|e| e == event) {
@@ -612,9 +647,12 @@ pub struct Search {
 pub async fn find(
     github: &Github,
     name: &str,
-    policy: &ArtifactPolicy,
-    default_branch: &str,
+    policy: &Policy,
+    head_sha: Option<&str>,
 ) -> Result<Search> {
+    let default_branch = policy.default_branch.as_str();
+    let publisher_workflows = policy.publisher.workflows.as_slice();
+    let policy = &policy.artifacts;
     let (repository, _): (RepositoryInfo, _) = github
         .get_json(&github.repo_route(""))
         .await
@@ -625,6 +663,8 @@ pub async fn find(
         current_run_id: github.env.run_id,
         default_branch,
         policy,
+        publisher_workflows,
+        head_sha,
         now: chrono::Utc::now(),
     };
     let mut skipped = Vec::new();

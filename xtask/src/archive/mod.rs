@@ -84,6 +84,8 @@ pub struct Request<'a> {
     pub out: &'a Path,
     pub reuse: bool,
     pub cache_hit: bool,
+    /// The pull-request head commit the archives are built from, if any.
+    pub head_sha: Option<&'a str>,
 }
 
 impl flags::GpuArchive {
@@ -107,6 +109,7 @@ impl flags::GpuArchive {
             out: &out,
             reuse: self.reuse,
             cache_hit: self.cache_hit,
+            head_sha: self.head_sha.as_deref(),
         };
         let source = obtain(&request, GithubEnv::from_env)?;
         if matches!(source, Source::Build { .. }) {
@@ -153,7 +156,13 @@ pub fn obtain(
         let reason = match github_env() {
             Err(missing) => format!("artifact reuse needs the Actions environment: {missing}"),
             Ok(env) => {
-                match reuse_artifact(env, request.artifact_name, request.out, request.policy) {
+                match reuse_artifact(
+                    env,
+                    request.artifact_name,
+                    request.out,
+                    request.policy,
+                    request.head_sha,
+                ) {
                     Ok(Ok(reused)) => return Ok(Source::Artifact(reused)),
                     Ok(Err(not_found)) => not_found,
                     Err(err) => format!("artifact reuse failed: {err:#}"),
@@ -178,12 +187,13 @@ pub fn reuse_artifact(
     name: &str,
     out: &Path,
     policy: &Policy,
+    head_sha: Option<&str>,
 ) -> Result<Result<Reused, String>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(reuse_artifact_async(env, name, out, policy))
+    runtime.block_on(reuse_artifact_async(env, name, out, policy, head_sha))
 }
 
 async fn reuse_artifact_async(
@@ -191,10 +201,11 @@ async fn reuse_artifact_async(
     name: &str,
     out: &Path,
     policy: &Policy,
+    head_sha: Option<&str>,
 ) -> Result<Result<Reused, String>> {
     let artifacts = &policy.artifacts;
     let github = finder::Github::new(env, Duration::from_secs(artifacts.timeout_secs.max(1)))?;
-    let search = finder::find(&github, name, artifacts, &policy.default_branch).await?;
+    let search = finder::find(&github, name, policy, head_sha).await?;
     let Some(accepted) = search.accepted else {
         let reason = if search.skipped.is_empty() {
             format!("no artifact named {name}")

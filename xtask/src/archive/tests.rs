@@ -180,6 +180,9 @@ fn good_run(id: u64) -> Value {
     })
 }
 
+/// The pull-request head commit the reuse path is asked about (`--head-sha`).
+const PR_HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
+
 /// The head commit of run `id` in [`good_run`].
 fn commit(id: u64) -> String {
     format!("{id:040x}")
@@ -285,7 +288,7 @@ impl Api {
     }
 
     fn reuse(&self, out: &Path) -> anyhow::Result<Result<Reused, String>> {
-        reuse_artifact(self.env(), NAME, out, &policy())
+        reuse_artifact(self.env(), NAME, out, &policy(), Some(PR_HEAD))
     }
 
     fn blob_requests(&self) -> Vec<wiremock::Request> {
@@ -451,10 +454,12 @@ fn every_untrusted_candidate_is_skipped_and_the_good_one_on_page_two_is_taken() 
                     .set_body_json(json!({"total_count": 18, "artifacts": bad})),
             ),
     );
-    // A trusted `workflow_run` run: its head branch is the PR's and that is fine;
-    // its path carries an `@ref`, which is normalised away.
+    // A trusted `workflow_run` run of the consumer for the same head commit:
+    // its head branch is the PR's and that is fine; its path carries an
+    // `@ref`, which is normalised away.
     let mut run = good_run(1050);
     run["event"] = json!("workflow_run");
+    run["display_title"] = json!(format!("GPU tests for {PR_HEAD}"));
     run["head_branch"] = json!("contributor-branch");
     run["path"] = json!(".github/workflows/runpod-gpu-test.yml@refs/heads/main");
     api.run(run);
@@ -777,7 +782,7 @@ fn connection_refused_fails_over() {
     let scratch = Scratch::new();
     let err = format!(
         "{:#}",
-        reuse_artifact(env, NAME, &scratch.out(), &policy()).unwrap_err()
+        reuse_artifact(env, NAME, &scratch.out(), &policy(), Some(PR_HEAD)).unwrap_err()
     );
     assert!(err.contains("cannot read this repository's id"), "{err}");
     assert!(err.to_lowercase().contains("connection refused"), "{err}");
@@ -1190,6 +1195,60 @@ fn unannounced_oversized_download_is_cut_off_while_streaming() {
 }
 
 #[test]
+fn a_consumer_artifact_is_reused_only_for_its_own_head_commit() {
+    let policy = policy();
+    let ctx = |head_sha| TrustContext {
+        repository_id: REPO_ID,
+        full_name: "o/r".into(),
+        current_run_id: CURRENT_RUN,
+        default_branch: "main",
+        policy: &policy.artifacts,
+        publisher_workflows: &policy.publisher.workflows,
+        head_sha,
+        now: chrono::Utc::now(),
+    };
+    let repo = || {
+        Some(RunRepository {
+            id: REPO_ID,
+            full_name: "o/r".into(),
+        })
+    };
+    let consumer = |title: Option<&str>| Run {
+        id: 7,
+        path: Some(".github/workflows/runpod-gpu-test.yml".into()),
+        event: "workflow_run".into(),
+        head_branch: Some("contributor".into()),
+        head_sha: Some(commit(7)),
+        created_at: None,
+        display_title: title.map(str::to_owned),
+        repository: repo(),
+        head_repository: repo(),
+    };
+    let same = format!("GPU tests for {PR_HEAD}");
+    let other = format!("GPU tests for {}", commit(99));
+    // The run states the commit asked for: reused.
+    assert_eq!(
+        finder::judge_run(&consumer(Some(&same)), &ctx(Some(PR_HEAD))),
+        Ok(None)
+    );
+    // Another pull request's run, whose build could have uploaded anything
+    // under this name: refused, as is a run that states no commit.
+    let refused = finder::judge_run(&consumer(Some(&other)), &ctx(Some(PR_HEAD))).unwrap_err();
+    assert!(refused.contains("does not name head commit"), "{refused}");
+    assert!(finder::judge_run(&consumer(None), &ctx(Some(PR_HEAD))).is_err());
+    // A prefix of the commit inside a longer word is not the commit.
+    let longer = format!("GPU tests for {PR_HEAD}ff");
+    assert!(finder::judge_run(&consumer(Some(&longer)), &ctx(Some(PR_HEAD))).is_err());
+    // Without --head-sha only publisher artifacts are trusted.
+    let refused = finder::judge_run(&consumer(Some(&same)), &ctx(None)).unwrap_err();
+    assert!(refused.contains("only publisher artifacts"), "{refused}");
+    // A publisher run builds main only and needs no title.
+    let mut publisher = consumer(None);
+    publisher.path = Some(".github/workflows/ci-cache-publish.yml".into());
+    assert_eq!(finder::judge_run(&publisher, &ctx(None)), Ok(None));
+}
+
+#[test]
 fn rules_on_their_own() {
     let policy = policy();
     let ctx = TrustContext {
@@ -1198,6 +1257,8 @@ fn rules_on_their_own() {
         current_run_id: CURRENT_RUN,
         default_branch: "main",
         policy: &policy.artifacts,
+        publisher_workflows: &policy.publisher.workflows,
+        head_sha: Some(PR_HEAD),
         now: chrono::Utc::now(),
     };
     let repo = || {
@@ -1213,6 +1274,7 @@ fn rules_on_their_own() {
         head_branch: branch.map(str::to_owned),
         head_sha: Some(commit(1)),
         created_at: None,
+        display_title: None,
         repository: repo(),
         head_repository: repo(),
     };
@@ -1446,6 +1508,7 @@ fn a_damaged_cache_restore_is_replaced_by_a_trusted_artifact_without_building() 
         out: &out,
         reuse: true,
         cache_hit: true,
+        head_sha: Some(PR_HEAD),
     };
     let source = super::obtain(&request, || Ok(api.env())).unwrap();
     assert_eq!(source.kind(), "artifact", "{source:?}");
@@ -1470,6 +1533,7 @@ fn missing_environment_falls_back_to_the_build_with_its_reason() {
         out: &scratch.out(),
         reuse: true,
         cache_hit: false,
+        head_sha: Some(PR_HEAD),
     };
     // The build of a workspace that does not exist fails, which shows that
     // the missing environment led to the build rather than to an error.

@@ -169,7 +169,7 @@ fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
         run_id: RUN_ID + 1,
         token: "bench".into(),
     };
-    match reuse_artifact(env, NAME, out, &bench_policy())? {
+    match reuse_artifact(env, NAME, out, &bench_policy(), None)? {
         Ok(reused) => {
             eprintln!("reused artifact {}", reused.artifact_id);
             Ok(ExitCode::SUCCESS)

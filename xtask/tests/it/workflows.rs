@@ -100,6 +100,11 @@ fn scalar<'n>(map: &'n MarkedMappingNode, key: &str) -> Option<&'n str> {
     map.get_scalar(key).map(|s| s.as_str())
 }
 
+/// The value of a step's `env:` variable `name`.
+fn env<'n>(step: &'n MarkedMappingNode, name: &str) -> Option<&'n str> {
+    step.get_mapping("env").and_then(|env| scalar(env, name))
+}
+
 /// Every scalar under `node`, with its line: for scanning a job's text.
 fn scalars<'n>(node: &'n Node, out: &mut Vec<(&'n str, usize)>) {
     match node {
@@ -669,6 +674,18 @@ fn check_upload(
 }
 
 fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
+    // The finder binds a consumer artifact to the head commit its run name
+    // states; a run name without it makes every consumer artifact unusable,
+    // and one from PR-controlled text would make the binding worthless.
+    if scalar(&wf.root, "run-name")
+        != Some("GPU tests for ${{ github.event.workflow_run.head_sha || inputs.head_sha }}")
+    {
+        v.fail(
+            wf,
+            1,
+            "the consumer's `run-name` must state the head commit it tests",
+        );
+    }
     let on = wf.root.get_mapping("on");
     let run = on.and_then(|on| on.get_mapping("workflow_run"));
     if run.map(|r| sequence_strings(r.get_sequence("types"))) != Some(vec!["in_progress"]) {
@@ -797,14 +814,18 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
     }
     let builds = steps(archive).into_iter().any(|s| {
         scalar(s, "working-directory") == Some("trusted")
-            && scalar(s, "run")
-                .is_some_and(|r| r.contains("cargo xtask gpu-archive") && r.contains("--reuse"))
+            && scalar(s, "run").is_some_and(|r| {
+                r.contains("cargo xtask gpu-archive")
+                    && r.contains("--reuse")
+                    && r.contains("--head-sha \"$HEAD_SHA\"")
+            })
+            && env(s, "HEAD_SHA") == Some("${{ needs.authorize.outputs.head_sha }}")
     });
     if !builds {
         v.fail(
             wf,
             map_line(archive),
-            "`cuda-archive` must run the trusted `cargo xtask gpu-archive … --reuse`",
+            "`cuda-archive` must run the trusted `cargo xtask gpu-archive … --reuse --head-sha` with the authorized head",
         );
     }
     check_upload(v, wf, "cuda-archive", archive, &name_output);
@@ -1289,9 +1310,21 @@ fn trust_layout_breaches_are_caught() {
     );
     assert_caught(
         CONSUMER,
-        "          args=(--root ../pr --out \"$GITHUB_WORKSPACE/gpu-archive\" --reuse)\n",
-        "          args=(--root ../pr --out \"$GITHUB_WORKSPACE/gpu-archive\")\n",
+        "          args=(--root ../pr --out \"$GITHUB_WORKSPACE/gpu-archive\" --reuse --head-sha \"$HEAD_SHA\")\n",
+        "          args=(--root ../pr --out \"$GITHUB_WORKSPACE/gpu-archive\" --head-sha \"$HEAD_SHA\")\n",
         "--reuse",
+    );
+    assert_caught(
+        CONSUMER,
+        " --reuse --head-sha \"$HEAD_SHA\")\n",
+        " --reuse)\n",
+        "--head-sha",
+    );
+    assert_caught(
+        CONSUMER,
+        "run-name: GPU tests for ${{ github.event.workflow_run.head_sha || inputs.head_sha }}\n",
+        "run-name: GPU tests for ${{ github.event.workflow_run.display_title }}\n",
+        "must state the head commit",
     );
     assert_caught(
         CONSUMER,
@@ -1319,8 +1352,8 @@ fn trust_layout_breaches_are_caught() {
     );
     assert_caught(
         CONSUMER,
-        "          CACHE_HIT: ${{ steps.archive_cache.outputs.cache-hit }}\n        run: |\n          set -euo pipefail\n          args=",
-        "        run: |\n          set -euo pipefail\n          echo ${{ github.event.workflow_run.head_branch }}\n          args=",
+        "          HEAD_SHA: ${{ needs.authorize.outputs.head_sha }}\n        run: |\n          set -euo pipefail\n          args=",
+        "          HEAD_SHA: ${{ needs.authorize.outputs.head_sha }}\n        run: |\n          set -euo pipefail\n          echo ${{ github.event.workflow_run.head_branch }}\n          args=",
         "expands `${{ }}`",
     );
 }
