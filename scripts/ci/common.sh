@@ -104,3 +104,48 @@ download_unpack() {
     curl --fail --silent --show-error --location --retry 3 --retry-all-errors "$url" \
         | tar -xJ --strip-components=1 -C "$dest"
 }
+
+# --- NVIDIA redistributables (install_cuda_runtime_tree.sh, install_cuda_toolkit_hosted.sh)
+# The caller sets VERSION, STAGING and OPTIONAL_COMPONENTS (the components an
+# older CUDA version may not ship) before calling fetch_component.
+
+REDIST_URL=https://developer.download.nvidia.com/compute/cuda/redist
+
+is_optional() {
+    local name
+    for name in "${OPTIONAL_COMPONENTS[@]}"; do
+        [[ "$name" == "$1" ]] && return 0
+    done
+    return 1
+}
+
+# The one replaceable download: puts component $1, unpacked, in $2. Returns 3
+# when VERSION does not ship that component, 1 on any other failure. It runs
+# in an `||` context, where errexit is off, so every step checks its status.
+fetch_component() {
+    local name=$1 dest=$2 manifest="$STAGING/redistrib.json" path sha
+    if [[ -n "${CI_VENDOR_DIR:-}" ]]; then
+        if [[ ! -d "$CI_VENDOR_DIR/$name" ]] && is_optional "$name"; then
+            return 3
+        fi
+        copy_vendor_dir "$name" "$dest"
+        return
+    fi
+    if [[ ! -s "$manifest" ]]; then
+        curl --fail --silent --show-error --location --retry 3 \
+            -o "$manifest" "$REDIST_URL/redistrib_${VERSION}.json" || return 1
+    fi
+    path=$(jq -r --arg c "$name" '.[$c]["linux-x86_64"].relative_path // empty' "$manifest") || return 1
+    sha=$(jq -r --arg c "$name" '.[$c]["linux-x86_64"].sha256 // empty' "$manifest") || return 1
+    [[ -n "$path" ]] || return 3
+    [[ "$sha" =~ ^[0-9a-f]{64}$ ]] || { log "$name has no sha256 in redistrib_${VERSION}.json"; return 1; }
+    log "downloading $name ($path)"
+    curl --fail --silent --show-error --location --retry 3 \
+        -o "$STAGING/$name.tar.xz" "$REDIST_URL/$path" || return 1
+    if ! echo "$sha  $STAGING/$name.tar.xz" | sha256sum --check --quiet; then
+        log "$name: the download does not match the sha256 in redistrib_${VERSION}.json"
+        return 1
+    fi
+    tar -xJf "$STAGING/$name.tar.xz" --strip-components=1 -C "$dest" || return 1
+    rm -f -- "$STAGING/$name.tar.xz"
+}
