@@ -85,6 +85,11 @@ pub const RULES: &[Rule] = &[
         hint: "compute the key first and upload with `name: ${{ steps.<key.step-id>.outputs.artifact_name }}`",
     },
     Rule {
+        id: "artifact-binding",
+        summary: "A job that builds pull-request code reuses artifacts without binding them to its head commit.",
+        hint: "pass `--head-sha` to `cargo xtask gpu-archive --reuse` and state the head commit in the workflow's `run-name:`",
+    },
+    Rule {
         id: "lifecycle-job",
         summary: "A job holding `actions: write` checks out untrusted code, keeps credentials, builds, or saves caches.",
         hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",
@@ -1087,6 +1092,61 @@ impl<'a> Checker<'a> {
         }
         for (pos, message) in found {
             self.push("artifact-key", at, at.workflow, pos, message);
+        }
+        if !info.publisher {
+            self.artifact_binding(info, job);
+        }
+    }
+
+    /// Rule 7, continued: a reader's artifact reuse is bound to its head
+    /// commit. PR code in another run's archive job could upload an artifact
+    /// under any name; the finder tells it apart only by the producing run's
+    /// name, which GitHub evaluates from `run-name:` before any job runs.
+    fn artifact_binding(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            let Some(run) = &step.run else { continue };
+            let Some(line) = run.value.lines().find(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words
+                    .windows(3)
+                    .any(|w| w == ["cargo", "xtask", "gpu-archive"])
+            }) else {
+                continue;
+            };
+            if !run.value.contains("--reuse") {
+                continue;
+            }
+            let pos = wf.locate(run.pos, line);
+            if !run.value.contains("--head-sha") {
+                found.push((
+                    pos,
+                    format!(
+                        "job `{}` reuses artifacts without `--head-sha`, so it trusts publisher artifacts only; pass the pinned head commit",
+                        job.id.value
+                    ),
+                ));
+            }
+            let states_commit = wf.run_name.as_ref().is_some_and(|name| {
+                expr::expressions(&name.value)
+                    .iter()
+                    .any(|(_, body)| body.contains("head_sha"))
+            });
+            if !states_commit {
+                let pos = wf.run_name.as_ref().map_or(pos, |n| n.pos);
+                found.push((
+                    pos,
+                    format!(
+                        "workflow {} has no `run-name:` stating the head commit, so artifacts its runs upload cannot be told apart from another pull request's",
+                        wf.name
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push("artifact-binding", at, at.workflow, pos, message);
         }
     }
 

@@ -35,6 +35,8 @@ pub struct Workflow {
     pub path: String,
     /// The raw lines, for snippets, inline allow comments and locating text in `run:` blocks.
     pub lines: Vec<String>,
+    /// `run-name:`, which GitHub evaluates before any job runs.
+    pub run_name: Option<Scalar>,
     pub triggers: Vec<Trigger>,
     pub permissions: Option<Permissions>,
     pub cache_mode: Option<Scalar>,
@@ -163,6 +165,7 @@ impl Workflow {
             lines: text.lines().map(str::to_owned).collect(),
             triggers: Vec::new(),
             permissions: None,
+            run_name: None,
             cache_mode: None,
             env: Vec::new(),
             default_working_directory: None,
@@ -178,6 +181,7 @@ impl Workflow {
             .map(|node| ctx.permissions(node))
             .transpose()?;
         workflow.cache_mode = root.get_node("cache-mode").and_then(scalar);
+        workflow.run_name = root.get_node("run-name").and_then(scalar);
         workflow.env = ctx.pairs(root.get_node("env"), "env")?;
         workflow.default_working_directory = default_working_directory(root);
         let Some(jobs) = root.get_node("jobs") else {

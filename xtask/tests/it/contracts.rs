@@ -621,6 +621,21 @@ const REGRESSIONS: &[Regression] = &[
         )],
         rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
     },
+    Regression {
+        what: "archive job reuses artifacts without binding them to its head commit",
+        file: TEST,
+        edits: &[(" --reuse --head-sha \"$HEAD_SHA\"", " --reuse")],
+        rules: &["artifact-binding"],
+    },
+    Regression {
+        what: "consumer loses the run-name that states its head commit",
+        file: TEST,
+        edits: &[(
+            "run-name: GPU tests for ${{ github.event.workflow_run.head_sha || format('pr-{0}', inputs.pr_number) }}\n",
+            "",
+        )],
+        rules: &["artifact-binding"],
+    },
 ];
 
 /// With `CHECK_CONTRACTS_EXPORT=DIR`, each regressed tree is also copied to
