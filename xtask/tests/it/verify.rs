@@ -5,14 +5,10 @@ use std::process::Command;
 
 use crate::support::{Fixture, stderr, xtask_cmd};
 
-/// A workspace with a proc macro that embeds a data file, a build script that
-/// reads kernels outside its package through a run-time path, and a
-/// `macro_rules!` include used from another file; plus the forms static
-/// discovery does cover (a literal rerun-if-changed, a same-file macro).
-fn tricky_workspace() -> Fixture {
-    let f = Fixture::new();
-    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\", \"gpu\", \"gpu2\", \"ptx\"]\nresolver = \"2\"\n")
-        .file("mac/Cargo.toml", "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n")
+/// A proc-macro crate `mac` whose macro expands to an `include_str!` of
+/// `data/x.txt` of the calling crate, and the crate `user` that calls it.
+fn proc_macro_pair(f: &Fixture) {
+    f.file("mac/Cargo.toml", "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n")
         .file(
             "mac/src/lib.rs",
             "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed_data(_: TokenStream) -> TokenStream {\n    \"include_str!(concat!(env!(\\\"CARGO_MANIFEST_DIR\\\"), \\\"/data/x.txt\\\"))\".parse().unwrap()\n}\n",
@@ -20,7 +16,17 @@ fn tricky_workspace() -> Fixture {
         .file(
             "user/Cargo.toml",
             "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nmac = { path = \"../mac\" }\n",
-        )
+        );
+}
+
+/// A workspace with a proc macro that embeds a data file, a build script that
+/// reads kernels outside its package through a run-time path, and a
+/// `macro_rules!` include used from another file; plus the forms static
+/// discovery does cover (a literal rerun-if-changed, a same-file macro).
+fn tricky_workspace() -> Fixture {
+    let f = Fixture::new();
+    proc_macro_pair(&f);
+    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\", \"gpu\", \"gpu2\", \"ptx\"]\nresolver = \"2\"\n")
         .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n")
         .file("user/data/x.txt", "data read through a proc macro\n")
         .file("gpu/Cargo.toml", "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
@@ -148,16 +154,8 @@ fn verify_key_without_a_build_says_what_to_do() {
 #[test]
 fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
     let f = Fixture::new();
+    proc_macro_pair(&f);
     f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n")
-        .file("mac/Cargo.toml", "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n")
-        .file(
-            "mac/src/lib.rs",
-            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed_data(_: TokenStream) -> TokenStream {\n    \"include_str!(concat!(env!(\\\"CARGO_MANIFEST_DIR\\\"), \\\"/data/x.txt\\\"))\".parse().unwrap()\n}\n",
-        )
-        .file(
-            "user/Cargo.toml",
-            "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nmac = { path = \"../mac\" }\n",
-        )
         .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n#[test]\nfn embedded() { assert!(X.contains(\"proc macro\")); }\n")
         .file("user/data/x.txt", "data read through a proc macro\n")
         .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n");
