@@ -530,6 +530,27 @@ fn expand_dir(path: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// A key manifest whose inputs are `paths`; nothing else matters to the check.
+    fn manifest_of(paths: &[&str]) -> KeyManifest {
+        KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: vec![],
+            inputs: paths
+                .iter()
+                .map(|path| crate::key::Input {
+                    path: path.to_string(),
+                    sha256: String::new(),
+                    size: 0,
+                    kind: "file".into(),
+                    reason: String::new(),
+                })
+                .collect(),
+            warnings: vec![],
+            stats: Default::default(),
+        }
+    }
+
     #[test]
     fn archive_profile_dirs_follow_the_build_arguments() {
         let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
@@ -614,23 +635,7 @@ mod tests {
                 host_generated.display()
             ),
         );
-        let manifest = KeyManifest {
-            key: "k".into(),
-            artifact_name: "k".into(),
-            components: vec![],
-            inputs: ["app/src/lib.rs", "mac/src/lib.rs"]
-                .into_iter()
-                .map(|path| crate::key::Input {
-                    path: path.into(),
-                    sha256: String::new(),
-                    size: 0,
-                    kind: "file".into(),
-                    reason: String::new(),
-                })
-                .collect(),
-            warnings: vec![],
-            stats: Default::default(),
-        };
+        let manifest = manifest_of(&["app/src/lib.rs", "mac/src/lib.rs"]);
         let report = check(
             &root,
             &manifest,
@@ -659,14 +664,7 @@ mod tests {
             "cargo:rerun-if-changed=.git/HEAD\n",
         )
         .unwrap();
-        let manifest = KeyManifest {
-            key: "k".into(),
-            artifact_name: "k".into(),
-            components: vec![],
-            inputs: vec![],
-            warnings: vec![],
-            stats: Default::default(),
-        };
+        let manifest = manifest_of(&[]);
         let report = check(
             &root,
             &manifest,
@@ -696,23 +694,7 @@ mod tests {
             "/t/libm-1.rmeta: src/../data.txt\n",
         )
         .unwrap();
-        let manifest = |paths: &[&str]| KeyManifest {
-            key: "k".into(),
-            artifact_name: "k".into(),
-            components: vec![],
-            inputs: paths
-                .iter()
-                .map(|path| crate::key::Input {
-                    path: path.to_string(),
-                    sha256: String::new(),
-                    size: 0,
-                    kind: "file".into(),
-                    reason: String::new(),
-                })
-                .collect(),
-            warnings: vec![],
-            stats: Default::default(),
-        };
+        let manifest = manifest_of;
         let dirs = BuildDirs {
             target_dir: root.join("target"),
             profile_dir: debug,
