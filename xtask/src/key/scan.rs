@@ -53,6 +53,18 @@ pub struct Embed {
     pub macro_name: String,
     pub target: EmbedTarget,
     pub site: Site,
+    /// For an embed inside a `macro_rules!` body whose path is relative to
+    /// the file: the macro's name, the path text (`*` for metavariables) and
+    /// whether it holds one. rustc resolves such a path from the file that
+    /// *calls* the macro, which may be another file than this one.
+    pub caller_relative: Option<CallerRelative>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerRelative {
+    pub macro_rules: String,
+    pub text: String,
+    pub is_pattern: bool,
 }
 
 /// Everything one file contributes.
@@ -138,6 +150,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                 ctx,
                 scopes: vec![ctx.module_dir.to_path_buf()],
                 scan: &mut scan,
+                defining: None,
             };
             visitor.visit_file(&file);
         }
@@ -149,6 +162,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                     let mut walker = TokenWalker {
                         ctx,
                         scan: &mut scan,
+                        in_macro_rules: None,
                     };
                     walker.walk_items(tokens, ctx.module_dir, 0);
                 }
@@ -162,6 +176,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                             file: ctx.file.to_path_buf(),
                             line: 1,
                         },
+                        caller_relative: None,
                     });
                 }
             }
@@ -175,9 +190,19 @@ struct SynVisitor<'a, 'b> {
     /// The module directory of each enclosing inline module; the first is the file's.
     scopes: Vec<PathBuf>,
     scan: &'b mut FileScan,
+    /// The name of the `macro_rules!` item about to be visited.
+    defining: Option<String>,
 }
 
 impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
+    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
+        if item.mac.path.is_ident("macro_rules") {
+            self.defining = item.ident.as_ref().map(|i| i.to_string());
+        }
+        syn::visit::visit_item_macro(self, item);
+        self.defining = None;
+    }
+
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
         for attr in &item.attrs {
             self.visit_attribute(attr);
@@ -252,12 +277,14 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
         let mut walker = TokenWalker {
             ctx: self.ctx,
             scan: self.scan,
+            in_macro_rules: None,
         };
         if is_include_macro(&name) {
             walker.record_embed(&name, mac.tokens.clone(), line);
         } else if name == "macro_rules" {
             // A `mod x;` in a macro body is declared where the macro is
             // invoked, not here; its embeds are still worth resolving.
+            walker.in_macro_rules = self.defining.take();
             walker.walk_for_embeds(mac.tokens.clone());
         } else {
             // Item macros such as `cfg_if! { if #[cfg(unix)] { mod unix; } }`
@@ -273,6 +300,7 @@ impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
                 let mut walker = TokenWalker {
                     ctx: self.ctx,
                     scan: self.scan,
+                    in_macro_rules: None,
                 };
                 walker.walk_for_embeds(list.tokens.clone());
             }
@@ -438,6 +466,8 @@ fn is_doc_text(tokens: &TokenStream) -> bool {
 struct TokenWalker<'a, 'b> {
     ctx: &'a FileContext<'a>,
     scan: &'b mut FileScan,
+    /// The `macro_rules!` whose body is being walked, if any.
+    in_macro_rules: Option<String>,
 }
 
 impl TokenWalker<'_, '_> {
@@ -506,12 +536,14 @@ impl TokenWalker<'_, '_> {
                     // the invocation site, its embeds are resolved here.
                     if let (
                         Some(TokenTree::Punct(bang)),
-                        Some(TokenTree::Ident(_)),
+                        Some(TokenTree::Ident(name)),
                         Some(TokenTree::Group(body)),
                     ) = (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
                     {
                         if bang.as_char() == '!' {
+                            let outer = self.in_macro_rules.replace(name.to_string());
                             self.walk_for_embeds(body.stream());
+                            self.in_macro_rules = outer;
                             i += 4;
                             continue;
                         }
@@ -595,7 +627,15 @@ impl TokenWalker<'_, '_> {
     }
 
     fn record_embed(&mut self, macro_name: &str, args: TokenStream, line: usize) {
-        let target = evaluate_path(args, self.ctx);
+        let (target, relative) = evaluate_path(args, self.ctx);
+        let caller_relative = match (&self.in_macro_rules, relative) {
+            (Some(name), Some((text, is_pattern))) => Some(CallerRelative {
+                macro_rules: name.clone(),
+                text,
+                is_pattern,
+            }),
+            _ => None,
+        };
         self.scan.embeds.push(Embed {
             macro_name: format!("{macro_name}!"),
             target,
@@ -603,6 +643,7 @@ impl TokenWalker<'_, '_> {
                 file: self.ctx.file.to_path_buf(),
                 line,
             },
+            caller_relative,
         });
     }
 }
@@ -657,7 +698,20 @@ enum Piece {
 /// Computes the path an include macro's argument names, as far as it can be
 /// known without expanding anything but `concat!` and `env!` of
 /// `CARGO_MANIFEST_DIR` / `OUT_DIR`.
-fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
+fn evaluate_path(
+    args: TokenStream,
+    ctx: &FileContext<'_>,
+) -> (EmbedTarget, Option<(String, bool)>) {
+    let target = evaluate_target(args, ctx);
+    let relative = match &target.1 {
+        Some(text) => Some((text.clone(), matches!(target.0, EmbedTarget::Pattern(_)))),
+        None => None,
+    };
+    (target.0, relative)
+}
+
+/// The target, and the path text when it is relative to the file.
+fn evaluate_target(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Option<String>) {
     let mut pieces = Vec::new();
     evaluate_into(args, &mut pieces);
     let mut text = String::new();
@@ -665,12 +719,15 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
     let mut has_metavariable = false;
     for (index, piece) in pieces.iter().enumerate() {
         match piece {
-            Piece::OutDir => return EmbedTarget::OutDir,
-            Piece::Unknown(what) => return EmbedTarget::Unresolved(what.clone()),
+            Piece::OutDir => return (EmbedTarget::OutDir, None),
+            Piece::Unknown(what) => return (EmbedTarget::Unresolved(what.clone()), None),
             Piece::ManifestDir if index == 0 => starts_at_manifest_dir = true,
             Piece::ManifestDir => {
-                return EmbedTarget::Unresolved(
-                    "`env!(\"CARGO_MANIFEST_DIR\")` after the start of the path".into(),
+                return (
+                    EmbedTarget::Unresolved(
+                        "`env!(\"CARGO_MANIFEST_DIR\")` after the start of the path".into(),
+                    ),
+                    None,
                 );
             }
             Piece::MetaVariable => {
@@ -681,13 +738,17 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
         }
     }
     if pieces.is_empty() {
-        return EmbedTarget::Unresolved("an empty argument".into());
+        return (EmbedTarget::Unresolved("an empty argument".into()), None);
     }
     // A path that starts with a metavariable is wholly the caller's: it may
     // climb out of any directory a glob could name (`m!("../../data/x")`).
     if matches!(pieces.first(), Some(Piece::MetaVariable)) {
-        return EmbedTarget::Unresolved(
-            "a path that starts with a macro_rules! metavariable, so each caller chooses it".into(),
+        return (
+            EmbedTarget::Unresolved(
+                "a path that starts with a macro_rules! metavariable, so each caller chooses it"
+                    .into(),
+            ),
+            None,
         );
     }
     let path = if starts_at_manifest_dir {
@@ -695,13 +756,17 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> EmbedTarget {
     } else {
         ctx.file.parent().unwrap_or(Path::new("/")).join(&text)
     };
+    let relative = (!starts_at_manifest_dir).then(|| text.clone());
     if has_metavariable {
         if text.contains(['[', ']', '{', '}', '?']) {
-            return EmbedTarget::Unresolved(format!("a pattern {text:?} with glob characters"));
+            return (
+                EmbedTarget::Unresolved(format!("a pattern {text:?} with glob characters")),
+                None,
+            );
         }
-        EmbedTarget::Pattern(path)
+        (EmbedTarget::Pattern(path), relative)
     } else {
-        EmbedTarget::File(path)
+        (EmbedTarget::File(path), relative)
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::inputs::{self, Hashed, InputSet};
-use super::scan::{self, EmbedTarget, FileContext, FileScan};
+use super::scan::{self, CallerRelative, EmbedTarget, FileContext, FileScan};
 use crate::policy::KeyPolicy;
 
 /// A crate root to start from.
@@ -81,6 +81,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
         )
     };
     let mut used_dynamic: HashSet<String> = HashSet::new();
+    // For embeds in `macro_rules!` bodies, resolved again from each caller
+    // once every module file of the package is known.
+    let mut package_files: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
+    let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
         let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -130,6 +134,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                     discovery
                         .known
                         .insert(super::workspace::normalize(&job.file), hashed);
+                    package_files
+                        .entry(root.package_dir.clone())
+                        .or_default()
+                        .push(job.file.clone());
                     if let Some((target, target_hash)) = symlink_target {
                         let why = format!("target of symlink {rel}, a module of {}", root.label);
                         if let Err(err) = inputs.add(&target, &why) {
@@ -213,6 +221,15 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                     embed.site.line
                 );
                 let why = format!("embedded by {} at {site}", embed.macro_name);
+                if let Some(relative) = &embed.caller_relative {
+                    macro_embeds.push(MacroEmbed {
+                        package_dir: root.package_dir.clone(),
+                        definition: embed.site.file.clone(),
+                        site: site.clone(),
+                        macro_name: embed.macro_name.clone(),
+                        relative: relative.clone(),
+                    });
+                }
                 match &embed.target {
                     EmbedTarget::File(path) => {
                         let path = super::workspace::normalize(path);
@@ -310,6 +327,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
         }
         frontier = next;
     }
+    resolve_from_callers(&macro_embeds, &package_files, inputs, &mut discovery);
     for dynamic in &policy.dynamic_include {
         if !used_dynamic.contains(&dynamic.site) {
             discovery.warnings.push(format!(
@@ -319,6 +337,85 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
         }
     }
     discovery
+}
+
+/// An embed in a `macro_rules!` body, with a path relative to the file.
+struct MacroEmbed {
+    package_dir: PathBuf,
+    definition: PathBuf,
+    site: String,
+    macro_name: String,
+    relative: CallerRelative,
+}
+
+/// rustc resolves a relative include path from the file where the outermost
+/// macro call stands, not where `macro_rules!` defines it. The definition's
+/// own directory was used while walking (right for a macro used in its own
+/// file); here the path is resolved again from every other module file of
+/// the package that calls the macro. Callers in other crates (a
+/// `#[macro_export]` used elsewhere) are left to `verify-key`.
+fn resolve_from_callers(
+    macro_embeds: &[MacroEmbed],
+    package_files: &HashMap<PathBuf, Vec<PathBuf>>,
+    inputs: &mut InputSet,
+    discovery: &mut Discovery,
+) {
+    let mut contents: HashMap<&Path, Option<Vec<u8>>> = HashMap::new();
+    for embed in macro_embeds {
+        let name = &embed.relative.macro_rules;
+        for caller in package_files.get(&embed.package_dir).into_iter().flatten() {
+            if *caller == embed.definition {
+                continue;
+            }
+            let text = contents
+                .entry(caller.as_path())
+                .or_insert_with(|| std::fs::read(caller).ok());
+            if !text.as_deref().is_some_and(|t| calls_macro(t, name)) {
+                continue;
+            }
+            let base = caller.parent().unwrap_or(Path::new("/"));
+            let path = super::workspace::normalize(&base.join(&embed.relative.text));
+            let why = format!(
+                "embedded by {} in macro_rules! {name} ({}), called from {}",
+                embed.macro_name,
+                embed.site,
+                display(inputs.root(), caller)
+            );
+            let result = if embed.relative.is_pattern {
+                path.strip_prefix(inputs.root())
+                    .ok()
+                    .and_then(|p| p.to_str())
+                    .map(str::to_owned)
+                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", path.display()))
+                    .and_then(|rel| inputs.add_pattern(&rel, &why))
+                    .map(drop)
+            } else {
+                inputs
+                    .add_maybe_absent(&path, &why)
+                    .and_then(|()| inputs.add_link_target(&path, &why))
+            };
+            if let Err(err) = result {
+                discovery.errors.push(format!(
+                    "{}: {} in macro_rules! {name}, called from {}: {err:#}",
+                    embed.site,
+                    embed.macro_name,
+                    display(inputs.root(), caller)
+                ));
+            }
+        }
+    }
+}
+
+/// Whether `text` holds `name!` (with optional white space before the `!`)
+/// where `name` is a whole identifier.
+fn calls_macro(text: &[u8], name: &str) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    memchr::memmem::find_iter(text, name.as_bytes()).any(|at| {
+        let before_ok = at == 0 || !is_ident(text[at - 1]);
+        let rest = &text[at + name.len()..];
+        let after = rest.iter().find(|b| !b.is_ascii_whitespace());
+        before_ok && after == Some(&b'!')
+    })
 }
 
 fn display(root: &Path, path: &Path) -> String {
@@ -399,5 +496,19 @@ fn read_and_scan(job: &Job, root: &Root) -> Outcome {
         hashed,
         symlink_target,
         scan: Some(scan::scan_file(text, &ctx)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::calls_macro;
+
+    #[test]
+    fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
+        assert!(calls_macro(b"static K: &[u8] = ptx!(\"k\");", "ptx"));
+        assert!(calls_macro(b"let k = ptx ! (\"k\");", "ptx"));
+        assert!(!calls_macro(b"let k = my_ptx!(\"k\");", "ptx"));
+        assert!(!calls_macro(b"let k = ptx_two!(\"k\");", "ptx"));
+        assert!(!calls_macro(b"fn ptx() {}", "ptx"));
     }
 }

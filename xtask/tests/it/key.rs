@@ -388,6 +388,36 @@ fn macro_rules_pattern_embeds_are_globbed() {
 }
 
 #[test]
+fn a_macro_rules_embed_resolves_from_each_file_that_calls_it() {
+    // rustc resolves the include from the file that calls the macro, so the
+    // definition's directory (`src/gpu/`) would be the wrong place to look.
+    let f = Fixture::new();
+    minimal(
+        &f,
+        "#[macro_use]\nmod gpu;\npub static K: &[u8] = ptx!(\"k\");\n",
+    );
+    f.file(
+        "src/gpu/mod.rs",
+        "macro_rules! ptx { ($n:literal) => { include_bytes!(concat!(\"../cuda/\", $n, \".ptx\")) }; }\n",
+    )
+    .file("cuda/k.ptx", "ptx")
+    .file("src/cuda/decoy.ptx", "not read");
+    let text = explain(&f);
+    assert!(
+        text.contains("cuda/k.ptx")
+            && text.contains("in macro_rules! ptx (src/gpu/mod.rs:1), called from src/lib.rs"),
+        "{text}"
+    );
+    let before = key(&f);
+    f.file("cuda/k.ptx", "ptx2");
+    assert_ne!(
+        key(&f),
+        before,
+        "the file the caller's include reads is an input"
+    );
+}
+
+#[test]
 fn paths_leaving_the_repository_are_refused() {
     let f = Fixture::new();
     minimal(

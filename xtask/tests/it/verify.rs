@@ -20,13 +20,14 @@ fn proc_macro_pair(f: &Fixture) {
 }
 
 /// A workspace with a proc macro that embeds a data file, a build script that
-/// reads kernels outside its package through a run-time path, and a
-/// `macro_rules!` include used from another file; plus the forms static
-/// discovery does cover (a literal rerun-if-changed, a same-file macro).
+/// reads kernels outside its package through a run-time path, and an exported
+/// `macro_rules!` include called from another crate; plus the forms static
+/// discovery does cover (a literal rerun-if-changed, a `macro_rules!` include
+/// called from its own file and from another file of its crate).
 fn tricky_workspace() -> Fixture {
     let f = Fixture::new();
     proc_macro_pair(&f);
-    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\", \"gpu\", \"gpu2\", \"ptx\"]\nresolver = \"2\"\n")
+    f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\", \"gpu\", \"gpu2\", \"ptx\", \"kmac\", \"kuser\"]\nresolver = \"2\"\n")
         .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n")
         .file("user/data/x.txt", "data read through a proc macro\n")
         .file("gpu/Cargo.toml", "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
@@ -54,7 +55,19 @@ fn tricky_workspace() -> Fixture {
             "macro_rules! cross_ptx { ($n:literal) => { include_bytes!(concat!(\"../cuda/\", $n, \".ptx\")) }; }\n",
         )
         .file("ptx/kernels/local.ptx", ".version 8.0\n")
-        .file("ptx/cuda/cross.ptx", ".version 8.0\n");
+        .file("ptx/cuda/cross.ptx", ".version 8.0\n")
+        // An exported macro whose include resolves from its caller in another crate.
+        .file("kmac/Cargo.toml", "[package]\nname = \"kmac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+        .file(
+            "kmac/src/lib.rs",
+            "#[macro_export]\nmacro_rules! kernel { ($n:literal) => { include_bytes!(concat!(\"../cuda/\", $n, \".ptx\")) }; }\n",
+        )
+        .file(
+            "kuser/Cargo.toml",
+            "[package]\nname = \"kuser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nkmac = { path = \"../kmac\" }\n",
+        )
+        .file("kuser/src/lib.rs", "pub static K: &[u8] = kmac::kernel!(\"k\");\n")
+        .file("kuser/cuda/k.ptx", ".version 8.0\n");
     f
 }
 
@@ -98,7 +111,7 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
     for needle in [
         "user/data/x.txt  (read by compilation of crate `user`)",
         "kernels/shared.cu  (read by build script of gpu2)",
-        "ptx/cuda/cross.ptx  (read by compilation of crate `ptx`)",
+        "kuser/cuda/k.ptx  (read by compilation of crate `kuser`)",
         "3 files the build read are NOT covered",
         "files outside the repository",
     ] {
@@ -108,7 +121,11 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
         );
     }
     // What static discovery does know is not reported.
-    for covered in ["gpu/kernels/inside.cu", "ptx/kernels/local.ptx"] {
+    for covered in [
+        "gpu/kernels/inside.cu",
+        "ptx/kernels/local.ptx",
+        "ptx/cuda/cross.ptx",
+    ] {
         assert!(
             !text.contains(covered),
             "{covered} is a key input and must not be reported:\n{text}"
@@ -117,7 +134,7 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
 
     f.file(
         ".github/ci-trust.toml",
-        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/*.cu\", \"ptx/cuda/*.ptx\"]\n",
+        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/*.cu\", \"kuser/cuda/*.ptx\"]\n",
     );
     let after = verify(&f);
     assert!(
