@@ -224,18 +224,12 @@ impl<'a> Checker<'a> {
         let wf = self.model.workflow(at);
         let why = &info.untrusted[0];
         let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
+        let mut saves = Vec::new();
         for step in &job.steps {
-            for (pos, why) in self.step_saves(step)? {
-                self.push(
-                    "untrusted-cache-save",
-                    at,
-                    at.workflow,
-                    pos,
-                    format!("{who} saves to the cache: {why}"),
-                );
-            }
+            saves.extend(self.step_saves(step)?);
         }
-        for (pos, why) in cache_env_saves(wf, job) {
+        saves.extend(cache_env_saves(wf, job));
+        for (pos, why) in saves {
             self.push(
                 "untrusted-cache-save",
                 at,

@@ -629,10 +629,10 @@ impl TokenWalker<'_, '_> {
     fn record_embed(&mut self, macro_name: &str, args: TokenStream, line: usize) {
         let (target, relative) = evaluate_path(args, self.ctx);
         let caller_relative = match (&self.in_macro_rules, relative) {
-            (Some(name), Some((text, is_pattern))) => Some(CallerRelative {
+            (Some(name), Some(text)) => Some(CallerRelative {
                 macro_rules: name.clone(),
                 text,
-                is_pattern,
+                is_pattern: matches!(target, EmbedTarget::Pattern(_)),
             }),
             _ => None,
         };
@@ -697,21 +697,9 @@ enum Piece {
 
 /// Computes the path an include macro's argument names, as far as it can be
 /// known without expanding anything but `concat!` and `env!` of
-/// `CARGO_MANIFEST_DIR` / `OUT_DIR`.
-fn evaluate_path(
-    args: TokenStream,
-    ctx: &FileContext<'_>,
-) -> (EmbedTarget, Option<(String, bool)>) {
-    let target = evaluate_target(args, ctx);
-    let relative = match &target.1 {
-        Some(text) => Some((text.clone(), matches!(target.0, EmbedTarget::Pattern(_)))),
-        None => None,
-    };
-    (target.0, relative)
-}
-
-/// The target, and the path text when it is relative to the file.
-fn evaluate_target(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Option<String>) {
+/// `CARGO_MANIFEST_DIR` / `OUT_DIR`; with it, the path text (`*` for each
+/// metavariable) when the path is relative to the file.
+fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Option<String>) {
     let mut pieces = Vec::new();
     evaluate_into(args, &mut pieces);
     let mut text = String::new();
