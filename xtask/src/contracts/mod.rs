@@ -8,6 +8,7 @@
 //! ([`report`]). Exit 0: clean; 1: findings; 2: the input could not be
 //! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
+mod caches;
 mod expr;
 mod report;
 mod roles;
