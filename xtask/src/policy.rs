@@ -138,6 +138,11 @@ pub struct ContractsPolicy {
     /// `windows-*` and `macos-*`; any other label is treated as a self-hosted pod.
     #[serde(default)]
     pub hosted_labels: Vec<String>,
+    /// Labels of self-hosted runners that are ephemeral (a fresh machine
+    /// per job, no state kept), so pull-request code on them is not the
+    /// `persistent-runner` finding. Compared case-insensitively.
+    #[serde(default)]
+    pub ephemeral_labels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -46,11 +46,16 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
         "astral-sh/setup-uv",
         Saves::UnlessFalse(&["enable-cache", "save-cache"]),
     ),
+    // docker/build-push-action and docker/bake-action: `cache-to` of any
+    // type is a write; see EXTERNAL_CACHE_ACTIONS (type=gha is the Actions cache).
     (
-        "docker/build-push-action",
-        Saves::WhenContains("cache-to", "type=gha"),
+        "DeterminateSystems/magic-nix-cache-action",
+        Saves::UnlessFalse(&["use-gha-cache"]),
     ),
-    ("docker/bake-action", Saves::WhenContains("set", "type=gha")),
+    (
+        "nix-community/cache-nix-action",
+        Saves::UnlessFalse(&["save"]),
+    ),
     // It exports the runtime token and cache URL to every later step.
     ("crazy-max/ghaction-github-runtime", Saves::Always),
     // So does sccache's setup action, unconditionally (for sccache's GHA
@@ -81,6 +86,18 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
 
 /// Whether a step saves to the Actions cache, and why.
 pub fn cache_save(step: &Step) -> Option<(Pos, String)> {
+    if let Some(found) = buildx_gha_save(step) {
+        return Some(found);
+    }
+    if let Some(external) = external_step_save(step) {
+        return Some((
+            external.pos,
+            format!(
+                "it writes to {}, which `cache-mode:` does not govern",
+                external.backend
+            ),
+        ));
+    }
     let (name, reference) = step.action()?;
     let uses = step.uses.as_ref()?;
     if name.eq_ignore_ascii_case("actions/setup-node") {
@@ -199,6 +216,224 @@ pub fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
         }
     }
     found
+}
+
+/// A cache outside GitHub's Actions cache: `cache-mode:` does not govern
+/// it, so whoever holds its credential can write it from any job, a
+/// `pull_request` job included.
+pub struct ExternalSave {
+    pub pos: Pos,
+    /// The backend, in words (`the S3 bucket of sccache (SCCACHE_BUCKET)`).
+    pub backend: String,
+}
+
+/// Actions that write to a cache outside GitHub's, how, and the backend.
+const EXTERNAL_CACHE_ACTIONS: &[(&str, Saves, &str)] = &[
+    (
+        "runs-on/cache",
+        Saves::Always,
+        "the RunsOn S3 cache bucket (the runner's instance role)",
+    ),
+    (
+        "runs-on/cache/save",
+        Saves::Always,
+        "the RunsOn S3 cache bucket (the runner's instance role)",
+    ),
+    (
+        "useblacksmith/cache",
+        Saves::Always,
+        "Blacksmith's cache service (the runner's credentials)",
+    ),
+    (
+        "useblacksmith/cache/save",
+        Saves::Always,
+        "Blacksmith's cache service (the runner's credentials)",
+    ),
+    (
+        "useblacksmith/rust-cache",
+        Saves::UnlessFalse(&["save-if"]),
+        "Blacksmith's cache service (the runner's credentials)",
+    ),
+    (
+        "useblacksmith/stickydisk",
+        Saves::Always,
+        "a Blacksmith sticky disk that later jobs mount",
+    ),
+    (
+        "cachix/cachix-action",
+        Saves::WhenSet("authToken"),
+        "a Cachix binary cache (the `authToken` input)",
+    ),
+    (
+        "ryanccn/attic-action",
+        Saves::WhenSet("token"),
+        "an Attic binary cache (the `token` input)",
+    ),
+    (
+        "DeterminateSystems/flakehub-cache-action",
+        Saves::Always,
+        "FlakeHub Cache (the job's OIDC token)",
+    ),
+    (
+        "tespkg/actions-cache",
+        Saves::Always,
+        "an S3 bucket (the `accessKey`/`secretKey` inputs)",
+    ),
+    (
+        "whywaita/actions-cache-s3",
+        Saves::Always,
+        "an S3 bucket (the `aws-access-key-id` input)",
+    ),
+];
+
+/// Environment variables that point sccache or ccache at a shared remote
+/// store, which they then write. Checked in workflow, job and step `env:`
+/// and in `run:` exports.
+const REMOTE_CACHE_ENV: &[(&str, &str)] = &[
+    ("SCCACHE_BUCKET", "the S3 bucket of sccache"),
+    ("SCCACHE_GCS_BUCKET", "the GCS bucket of sccache"),
+    (
+        "SCCACHE_AZURE_CONNECTION_STRING",
+        "the Azure blob store of sccache",
+    ),
+    ("SCCACHE_REDIS", "the Redis store of sccache"),
+    ("SCCACHE_REDIS_ENDPOINT", "the Redis store of sccache"),
+    ("SCCACHE_MEMCACHED", "the memcached store of sccache"),
+    (
+        "SCCACHE_MEMCACHED_ENDPOINT",
+        "the memcached store of sccache",
+    ),
+    ("SCCACHE_WEBDAV_ENDPOINT", "the WebDAV store of sccache"),
+    ("SCCACHE_OSS_BUCKET", "the OSS bucket of sccache"),
+    ("CCACHE_REMOTE_STORAGE", "the remote storage of ccache"),
+    ("CCACHE_SECONDARY_STORAGE", "the remote storage of ccache"),
+];
+
+/// Every write to a cache outside GitHub's that a job makes: the actions
+/// above, buildx `cache-to` (`type=s3|registry|local|azblob|gha`), and
+/// sccache/ccache pointed at a remote store.
+pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
+    let mut found = Vec::new();
+    for step in &job.steps {
+        found.extend(external_step_save(step));
+    }
+    let env: Vec<&(Scalar, Scalar)> = wf
+        .env
+        .iter()
+        .chain(job.env.iter())
+        .chain(job.steps.iter().flat_map(|s| s.env.iter()))
+        .collect();
+    let value_of = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k.value == name)
+            .map(|(_, v)| v.value.trim().to_owned())
+    };
+    // sccache's GCS store is read-only unless SCCACHE_GCS_RW_MODE says otherwise;
+    // a ccache store marked `|read-only` is not written.
+    let read_only = |name: &str, value: &str| match name {
+        "SCCACHE_GCS_BUCKET" => value_of("SCCACHE_GCS_RW_MODE").is_none_or(|m| m != "READ_WRITE"),
+        "SCCACHE_BUCKET" => {
+            value_of("SCCACHE_S3_NO_CREDENTIALS").is_some_and(|v| v == "true" || v == "1")
+        }
+        "CCACHE_REMOTE_STORAGE" | "CCACHE_SECONDARY_STORAGE" => value.contains("read-only"),
+        _ => false,
+    };
+    for (name, value) in &env {
+        let Some((_, backend)) = REMOTE_CACHE_ENV.iter().find(|(n, _)| *n == name.value) else {
+            continue;
+        };
+        if value.value.trim().is_empty() || read_only(&name.value, &value.value) {
+            continue;
+        }
+        found.push(ExternalSave {
+            pos: name.pos,
+            backend: format!("{backend} (`{}`)", name.value),
+        });
+    }
+    for step in &job.steps {
+        let Some(run) = &step.run else { continue };
+        for (name, backend) in REMOTE_CACHE_ENV {
+            if let Some(line) = run.value.lines().find(|l| l.contains(&format!("{name}="))) {
+                if read_only(name, line) {
+                    continue;
+                }
+                found.push(ExternalSave {
+                    pos: wf.locate(run.pos, line),
+                    backend: format!("{backend} (`{name}`, set in a `run:`)"),
+                });
+            }
+        }
+    }
+    found
+}
+
+fn external_step_save(step: &Step) -> Option<ExternalSave> {
+    let (name, _) = step.action()?;
+    let uses = step.uses.as_ref()?;
+    if name.eq_ignore_ascii_case("docker/build-push-action")
+        || name.eq_ignore_ascii_case("docker/bake-action")
+    {
+        let value = step
+            .input("cache-to")
+            .or_else(|| step.input("set").filter(|v| v.value.contains("cache-to")))?;
+        let kind = value
+            .value
+            .split(|c: char| c == ',' || c.is_whitespace() || c == '"')
+            .find_map(|part| part.split_once("type=").map(|(_, t)| t.to_owned()))
+            .unwrap_or_else(|| "registry".to_owned());
+        let backend = match kind.as_str() {
+            "gha" => return None, // the Actions cache: see CACHE_ACTIONS' rules
+            "local" => {
+                "a buildx layer cache directory that a later step or a persistent runner keeps"
+                    .to_owned()
+            }
+            other => format!(
+                "the buildx `{other}` layer cache (`cache-to`, with the registry or bucket credentials the job logs in with)"
+            ),
+        };
+        return Some(ExternalSave {
+            pos: value.pos,
+            backend,
+        });
+    }
+    let (_, saves, backend) = EXTERNAL_CACHE_ACTIONS
+        .iter()
+        .find(|(n, _, _)| n.eq_ignore_ascii_case(name))?;
+    let writes = match saves {
+        Saves::Always => true,
+        Saves::UnlessFalse(inputs) => !inputs.iter().any(|i| is_false(step.input(i))),
+        Saves::UnlessTrue(inputs) => !inputs
+            .iter()
+            .any(|i| step.input(i).is_some_and(|v| v.value.trim() == "true")),
+        Saves::WhenSet(input) => step
+            .input(input)
+            .is_some_and(|v| !v.value.trim().is_empty() && v.value.trim() != "false"),
+        Saves::WhenContains(input, text) => {
+            step.input(input).is_some_and(|v| v.value.contains(text))
+        }
+        Saves::Never => false,
+    };
+    writes.then(|| ExternalSave {
+        pos: uses.pos,
+        backend: (*backend).to_owned(),
+    })
+}
+
+/// The Actions-cache writes of buildx (`cache-to: type=gha`), which
+/// `cache-mode:` governs like any other Actions-cache save.
+fn buildx_gha_save(step: &Step) -> Option<(Pos, String)> {
+    let (name, _) = step.action()?;
+    let is_buildx = name.eq_ignore_ascii_case("docker/build-push-action")
+        || name.eq_ignore_ascii_case("docker/bake-action");
+    let value = step
+        .input("cache-to")
+        .or_else(|| step.input("set"))
+        .filter(|v| is_buildx && v.value.contains("type=gha"))?;
+    Some((
+        value.pos,
+        format!("`{name}` with `cache-to` of `type=gha` saves"),
+    ))
 }
 
 #[cfg(test)]

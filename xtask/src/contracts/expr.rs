@@ -6,6 +6,8 @@
 //! each answers one question and fails closed (an unrecognised form is
 //! treated as the risky one by its caller).
 
+use std::collections::BTreeSet;
+
 /// The body of a value that is exactly one `${{ … }}`, trimmed.
 pub fn sole_expression(value: &str) -> Option<&str> {
     let body = value.trim().strip_prefix("${{")?.strip_suffix("}}")?;
@@ -216,31 +218,286 @@ fn strip_parens(text: &str) -> &str {
     text
 }
 
-/// The first line of a shell script that fetches or switches to other code:
-/// `git checkout`, `git switch`, `git pull`, `git worktree`, `git clone`,
-/// `git reset --hard <ref>`, `gh pr checkout`, `gh run download` (another
-/// run's artifacts), or a `git fetch` of a `pull/` ref. Git's global options (`git -C pr checkout`, `git -c k=v switch`)
-/// do not hide the subcommand.
+/// A `run:` line that fetches code a pull request controls, under the
+/// strictest reading (a `pull_request_target` run): see [`fetches_pr_code`].
+#[cfg(test)]
 pub fn fetches_other_code(script: &str) -> Option<&str> {
+    let events = BTreeSet::from(["pull_request_target".to_owned()]);
+    fetches_pr_code(script, &events, &[])
+}
+
+/// Events whose payload names pull-request content (a head SHA, a head
+/// branch, a fork): in a run started by one of them, a git ref the
+/// workflow does not spell out may be the pull request's.
+pub const PR_CARRYING_EVENTS: &[&str] = &["pull_request_target", "issue_comment", "workflow_run"];
+
+/// The events under which an event-specific context has a value; under
+/// any other event GitHub evaluates it to empty. `None`: not event-specific.
+pub fn context_events(context: &str) -> Option<&'static [&'static str]> {
+    const PR: &[&str] = &[
+        "pull_request",
+        "pull_request_target",
+        "pull_request_review",
+        "pull_request_review_comment",
+    ];
+    let c = context.trim();
+    let table: &[(&str, &'static [&'static str])] = &[
+        ("github.event.pull_request", PR),
+        ("github.head_ref", PR),
+        ("github.base_ref", PR),
+        ("github.event.number", PR),
+        ("github.event.workflow_run", &["workflow_run"]),
+        ("github.event.issue", &["issue_comment", "issues"]),
+        (
+            "github.event.comment",
+            &["issue_comment", "pull_request_review_comment"],
+        ),
+        ("github.event.review", &["pull_request_review"]),
+        ("github.event.client_payload", &["repository_dispatch"]),
+        ("github.event.release", &["release"]),
+        ("github.event.merge_group", &["merge_group"]),
+        ("github.event.inputs", &["workflow_dispatch"]),
+        ("inputs.", &["workflow_dispatch", "workflow_call"]),
+    ];
+    table
+        .iter()
+        .find(|(prefix, _)| {
+            c.starts_with(prefix)
+                && (prefix.ends_with('.')
+                    || c.len() == prefix.len()
+                    || matches!(c.as_bytes()[prefix.len()], b'.' | b'['))
+        })
+        .map(|(_, events)| *events)
+}
+
+/// The context names (`github.event.pull_request.head.sha`, `inputs.ref`)
+/// an expression body reads.
+pub fn contexts(body: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes = body.as_bytes();
+    let mut i = 0;
+    let mut quoted = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\'' {
+            quoted = !quoted;
+            i += 1;
+            continue;
+        }
+        if quoted || !(b.is_ascii_alphabetic() || b == b'_') {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len()
+            && (bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'-' | b'.' | b'*'))
+        {
+            i += 1;
+        }
+        out.push(&body[start..i]);
+    }
+    out
+}
+
+/// True when `context` may hold pull-request content in a run started by
+/// one of `events`: it is set by such an event and names PR-side data.
+fn pr_context(context: &str, events: &BTreeSet<String>) -> bool {
+    let pr_side = [
+        "github.event.pull_request",
+        "github.head_ref",
+        "github.event.number",
+        "github.event.workflow_run",
+        "github.event.issue",
+        "github.event.comment",
+        "github.event.client_payload",
+    ]
+    .iter()
+    .any(|p| context.starts_with(p));
+    pr_side && context_events(context).is_some_and(|set| set.iter().any(|e| events.contains(*e)))
+}
+
+/// True when the expressions in `text` may carry pull-request content in a
+/// run started by one of `events`.
+pub fn carries_pr_content(text: &str, events: &BTreeSet<String>) -> bool {
+    expressions(text)
+        .iter()
+        .any(|(_, body)| contexts(body).iter().any(|c| pr_context(c, events)))
+        || (text.contains("GITHUB_HEAD_REF")
+            && events.iter().any(|e| e.starts_with("pull_request")))
+}
+
+/// A checkout `ref:` that is trusted in every run started by one of
+/// `events`: each `||` alternative is a trusted ref, the default branch,
+/// an event-specific context that is empty under all of `events` (so the
+/// checkout falls through to the next one, or to the triggering commit),
+/// or an input when `inputs_trusted` (a maintainer-only dispatch).
+pub fn is_trusted_ref_under(
+    value: &str,
+    default_branch: &str,
+    events: &BTreeSet<String>,
+    inputs_trusted: bool,
+) -> bool {
+    if is_trusted_ref(value, default_branch) {
+        return true;
+    }
+    let absent = |context: &str| {
+        context_events(context).is_some_and(|set| {
+            !set.iter().any(|e| events.contains(*e))
+                && !(inputs_trusted && context.contains("inputs"))
+        })
+    };
+    let inputs_ok = |context: &str| {
+        inputs_trusted
+            && (context.starts_with("inputs.") || context.starts_with("github.event.inputs."))
+    };
+    let Some(body) = sole_expression(value) else {
+        // Text around expressions: trusted only when every expression in it
+        // is empty under these events (the checkout then fails, it runs nothing foreign).
+        let exprs = expressions(value);
+        return !exprs.is_empty()
+            && exprs
+                .iter()
+                .all(|(_, body)| contexts(body).iter().all(|c| absent(c) || inputs_ok(c)));
+    };
+    let Some(alternatives) = top_level_split(body, b'|') else {
+        return false;
+    };
+    alternatives.iter().all(|alt| {
+        let alt = strip_parens(alt);
+        if matches!(alt, "github.sha" | "github.workflow_sha" | "github.ref") {
+            return true;
+        }
+        if let Some(literal) = alt.strip_prefix('\'').and_then(|a| a.strip_suffix('\'')) {
+            return is_trusted_ref(literal, default_branch) || literal.is_empty();
+        }
+        let found = contexts(alt);
+        !found.is_empty() && found.iter().all(|c| absent(c) || inputs_ok(c))
+    })
+}
+
+/// The top-level `op op`-separated parts (`||` for b'|', `&&` for b'&').
+fn top_level_split(body: &str, op: u8) -> Option<Vec<&str>> {
+    let bytes = body.as_bytes();
+    let (mut depth, mut quoted, mut start) = (0i32, false, 0);
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => quoted = !quoted,
+            b'(' if !quoted => depth += 1,
+            b')' if !quoted => depth -= 1,
+            c if c == op && !quoted && depth == 0 && bytes.get(i + 1) == Some(&op) => {
+                parts.push(&body[start..i]);
+                start = i + 2;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (depth == 0 && !quoted).then(|| {
+        parts.push(&body[start..]);
+        parts
+    })
+}
+
+/// The events a job's `if:` lets through, of those its workflow is started
+/// by: a top-level `github.event_name == 'X'` keeps X only, `!= 'X'`
+/// drops X, and `github.ref == 'refs/heads/…'` or `startsWith(github.ref,
+/// 'refs/tags/')` drops `pull_request` (whose ref is `refs/pull/N/merge`).
+/// Any other condition restricts nothing.
+pub fn guard_events(cond: &str, events: &BTreeSet<String>) -> BTreeSet<String> {
+    let body = sole_expression(cond).unwrap_or(cond.trim());
+    let Some(conjuncts) = top_level_conjuncts(body) else {
+        return events.clone();
+    };
+    let mut kept = events.clone();
+    for conjunct in conjuncts {
+        let c: String = strip_parens(conjunct).split_whitespace().collect();
+        let compare = |op: &str| -> Option<String> {
+            let (left, right) = c.split_once(op)?;
+            let (name, literal) = if left == "github.event_name" {
+                (left, right)
+            } else if right == "github.event_name" {
+                (right, left)
+            } else {
+                return None;
+            };
+            let _ = name;
+            literal
+                .strip_prefix('\'')
+                .and_then(|l| l.strip_suffix('\''))
+                .map(str::to_owned)
+        };
+        if let Some(event) = compare("==") {
+            kept.retain(|e| *e == event);
+        } else if let Some(event) = compare("!=") {
+            kept.remove(&event);
+        } else if c.starts_with("github.ref=='refs/heads/")
+            || c.starts_with("github.ref=='refs/tags/")
+            || c.starts_with("startsWith(github.ref,'refs/tags/')")
+            || c.starts_with("startsWith(github.ref,'refs/heads/")
+        {
+            kept.remove("pull_request");
+        }
+    }
+    kept
+}
+
+/// The line of `script` that fetches code a pull request controls, in a
+/// run started by one of `events`: `gh pr checkout`, `gh run download`, or
+/// a git `checkout`/`switch`/`fetch`/`pull`/`clone`/`worktree`/`reset
+/// --hard` of a `pull/` ref, of an expression or environment variable
+/// (`tainted_vars`) that carries the pull request's head, or, in a run
+/// whose event carries pull-request content (`pull_request_target`,
+/// `issue_comment`, `workflow_run`), of any ref the script does not spell
+/// out (`$VAR`, `FETCH_HEAD`). `git checkout -b NAME` (a new branch at
+/// HEAD), or cloning a named repository, is not.
+pub fn fetches_pr_code<'s>(
+    script: &'s str,
+    events: &BTreeSet<String>,
+    tainted_vars: &[String],
+) -> Option<&'s str> {
+    let strict = PR_CARRYING_EVENTS.iter().any(|e| events.contains(*e));
     script.lines().find(|line| {
         let words: Vec<&str> = line
             .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '`'))
             .filter(|w| !w.is_empty())
             .collect();
         let has = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
+        let tainted = tainted_vars
+            .iter()
+            .any(|v| line.contains(&format!("${v}")) || line.contains(&format!("${{{v}}}")));
+        let controlled = |args: &[&str]| {
+            line.contains("pull/")
+                || carries_pr_content(line, events)
+                || tainted
+                || strict
+                    && args
+                        .iter()
+                        .any(|a| a.contains('$') || a.contains("FETCH_HEAD"))
+        };
         let git = words.iter().enumerate().any(|(i, w)| {
             if *w != "git" && !w.ends_with("/git") {
                 return false;
             }
             let args = git_subcommand(&words[i + 1..]);
-            match args.first().copied() {
-                Some("checkout" | "switch" | "pull" | "worktree" | "clone") => true,
-                Some("fetch") => line.contains("pull/"),
-                Some("reset") => {
-                    args.contains(&"--hard")
-                        && args[1..]
-                            .iter()
-                            .any(|a| !a.starts_with('-') && *a != "HEAD")
+            let Some((sub, rest)) = args.split_first() else {
+                return false;
+            };
+            match *sub {
+                "checkout" | "switch" => {
+                    let creates = rest
+                        .iter()
+                        .any(|a| matches!(*a, "-b" | "-B" | "-c" | "-C" | "--orphan"));
+                    let targets = rest.iter().filter(|a| !a.starts_with('-')).count();
+                    !(creates && targets <= 1) && controlled(rest)
+                }
+                "pull" | "worktree" | "clone" | "fetch" => controlled(rest),
+                "reset" => {
+                    rest.contains(&"--hard")
+                        && rest.iter().any(|a| !a.starts_with('-') && *a != "HEAD")
+                        && controlled(rest)
                 }
                 _ => false,
             }
@@ -250,8 +507,6 @@ pub fn fetches_other_code(script: &str) -> Option<&str> {
     })
 }
 
-/// The words of a git invocation from its subcommand on, past the global
-/// options (`-C DIR`, `-c NAME=VALUE`, `--git-dir=DIR`, `--no-pager`, …).
 fn git_subcommand<'w>(mut args: &'w [&'w str]) -> &'w [&'w str] {
     while let Some((first, rest)) = args.split_first() {
         if !first.starts_with('-') {
@@ -371,6 +626,69 @@ mod tests {
     }
 
     #[test]
+    fn refs_are_judged_under_the_events_that_start_the_run() {
+        let events = |list: &[&str]| {
+            list.iter()
+                .map(|e| (*e).to_owned())
+                .collect::<BTreeSet<_>>()
+        };
+        let dispatch = events(&["workflow_dispatch"]);
+        let target = events(&["pull_request_target"]);
+        let head = "${{ github.event.pull_request.head.sha || github.sha }}";
+        assert!(is_trusted_ref_under(head, "main", &dispatch, false));
+        assert!(!is_trusted_ref_under(head, "main", &target, false));
+        assert!(is_trusted_ref_under(
+            "${{ inputs.ref }}",
+            "main",
+            &dispatch,
+            true
+        ));
+        assert!(!is_trusted_ref_under(
+            "${{ inputs.ref }}",
+            "main",
+            &dispatch,
+            false
+        ));
+        assert!(!is_trusted_ref_under(
+            "${{ github.event.workflow_run.head_sha }}",
+            "main",
+            &events(&["workflow_run"]),
+            true
+        ));
+        assert!(!is_trusted_ref_under(
+            "${{ steps.x.outputs.sha }}",
+            "main",
+            &dispatch,
+            true
+        ));
+        assert!(is_trusted_ref_under(
+            "${{ github.head_ref || 'main' }}",
+            "main",
+            &dispatch,
+            false
+        ));
+    }
+
+    #[test]
+    fn job_guards_restrict_events() {
+        let all: BTreeSet<String> = ["push", "pull_request", "workflow_dispatch"]
+            .iter()
+            .map(|e| (*e).to_owned())
+            .collect();
+        let kept = |cond| guard_events(cond, &all).into_iter().collect::<Vec<_>>();
+        assert_eq!(kept("${{ github.event_name == 'push' }}"), ["push"]);
+        assert_eq!(
+            kept("github.event_name != 'pull_request' && always()"),
+            ["push", "workflow_dispatch"]
+        );
+        assert_eq!(
+            kept("github.ref == 'refs/heads/main'"),
+            ["push", "workflow_dispatch"]
+        );
+        assert_eq!(kept("github.event_name == 'push' || true").len(), 3);
+    }
+
+    #[test]
     fn shapes_replace_expressions() {
         assert_eq!(
             key_shape("gpu-archive-v3-${{ steps.k.outputs.key }}"),
@@ -391,7 +709,7 @@ mod tests {
             "git -C pr checkout \"$SHA\"",
             "git -c advice.detachedHead=false checkout FETCH_HEAD",
             "cd pr&&git --git-dir=.git switch -d x",
-            "/usr/bin/git pull origin feature",
+            "/usr/bin/git pull origin \"$BRANCH\"",
             "git worktree add ../pr \"$SHA\"",
             "git clone --depth 1 \"https://github.com/$HEAD_REPO\" pr",
             "git fetch origin \"$SHA\" && git reset --hard FETCH_HEAD",
@@ -407,8 +725,30 @@ mod tests {
             "git reset --hard HEAD",
             "git fetch --tags",
             "echo checkout",
+            "git checkout -b release-notes",
+            "git clone --depth 1 https://github.com/org/data pr",
+            "git pull origin gh-pages",
         ] {
             assert!(fetches_other_code(benign).is_none(), "{benign}");
+        }
+        // Under a schedule or a dispatch, only what names a pull request counts.
+        let nightly = BTreeSet::from(["schedule".to_owned(), "workflow_dispatch".to_owned()]);
+        for pr in [
+            "git fetch origin pull/${{ inputs.pr }}/head",
+            "gh pr checkout 12",
+            "git checkout \"$PR_SHA\"",
+        ] {
+            assert!(
+                fetches_pr_code(pr, &nightly, &["PR_SHA".to_owned()]).is_some(),
+                "{pr}"
+            );
+        }
+        for benign in [
+            "git checkout \"$SHA\"",
+            "git checkout ${{ github.event.pull_request.head.sha }}",
+            "git clone https://github.com/$OWNER/tool",
+        ] {
+            assert!(fetches_pr_code(benign, &nightly, &[]).is_none(), "{benign}");
         }
         assert_eq!(
             builds_code("cargo xtask ci-key --github-output\ncargo nextest archive"),

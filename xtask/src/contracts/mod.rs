@@ -14,7 +14,9 @@ mod report;
 mod roles;
 mod rules;
 mod workflow;
+mod yaml;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -48,23 +50,89 @@ impl flags::CheckContracts {
 /// Checks the workflows of `root` and returns every finding, suppressed ones
 /// included (marked), sorted by file and position.
 pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
-    let workflows = load_workflows(root)?;
-    validate_policy_names(policy, &workflows)?;
-    let model = roles::Model::new(workflows, policy, root)?;
-    let mut checker = rules::Checker::new(&model, policy, root);
+    let (workflows, unparsable) = load_workflows(root)?;
+    let mut policy = policy.clone();
+    let mut notes = Vec::new();
+    if policy.source.is_some() {
+        validate_policy_names(&policy, &workflows)?;
+    } else {
+        notes.extend(apply_defaults(&mut policy, &workflows));
+    }
+    let broken: BTreeSet<String> = unparsable.iter().map(|f| f.workflow.clone()).collect();
+    let model = roles::Model::build(workflows, &policy, root, &broken)?;
+    let mut checker = rules::Checker::new(&model, &policy, root);
     checker.run_all()?;
     let mut findings = checker.findings;
+    findings.extend(unparsable);
+    findings.extend(notes);
     findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
     findings.dedup_by(|a, b| {
         a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message
     });
-    apply_allows(&mut findings, &model.workflows, policy);
+    apply_allows(&mut findings, &model.workflows, &policy);
     Ok(findings)
 }
 
+/// The rule families that need to know which workflow is the publisher.
+const PUBLISHER_FAMILIES: &str = "publisher-trigger, publisher-guard, publisher-untrusted-ref, key-mismatch, key-coverage, key-xtask-checkout, restore-keys, key-shape, artifact-key, artifact-binding";
+
+/// No policy file: the documented defaults name this repository's own
+/// workflows, which another repository does not have. Names that do not
+/// exist are dropped (never an error without a policy file); without a
+/// publisher, one is inferred (a workflow whose job saves a cache under a
+/// `github.ref == 'refs/heads/<default>'` guard), else the publisher, key
+/// and artifact rules are skipped, and a note says so once.
+fn apply_defaults(policy: &mut Policy, workflows: &[Workflow]) -> Vec<Finding> {
+    let exists = |name: &String| workflows.iter().any(|w| &w.name == name);
+    policy.publisher.workflows.retain(exists);
+    policy.artifacts.trusted_workflows.retain(exists);
+    let note = |message: String| Finding {
+        rule: "policy",
+        severity: Severity::Note,
+        file: crate::policy::DEFAULT_POLICY_PATH.to_owned(),
+        pos: Pos { line: 1, column: 1 },
+        workflow: String::new(),
+        job: None,
+        message,
+        suppressed: None,
+    };
+    if !policy.publisher.workflows.is_empty() {
+        return Vec::new();
+    }
+    let inferred: Vec<(String, String)> = workflows
+        .iter()
+        .filter_map(|wf| {
+            let job = wf.jobs.iter().find(|job| {
+                let guarded = job.if_cond.as_ref().is_some_and(|c| {
+                    ["main", "master", policy.default_branch.as_str()]
+                        .iter()
+                        .any(|b| expr::requires_ref(&c.value, b))
+                });
+                guarded && job.steps.iter().any(|s| caches::cache_save(s).is_some())
+            })?;
+            Some((wf.name.clone(), job.id.value.clone()))
+        })
+        .collect();
+    if inferred.is_empty() {
+        return vec![note(format!(
+            "no .github/ci-trust.toml and no publisher found, so these rules were skipped: {PUBLISHER_FAMILIES}; name the workflow that saves the shared caches under [publisher] workflows in .github/ci-trust.toml to enable them (docs/contracts.md#the-policy)"
+        ))];
+    }
+    let list: Vec<String> = inferred
+        .iter()
+        .map(|(w, j)| format!("{w} (job `{j}` saves a cache under a default-branch guard)"))
+        .collect();
+    policy.publisher.workflows = inferred.into_iter().map(|(w, _)| w).collect();
+    vec![note(format!(
+        "no .github/ci-trust.toml: the publisher was inferred as {}; name it under [publisher] workflows in .github/ci-trust.toml to make this explicit",
+        list.join(", ")
+    ))]
+}
+
 /// Every `*.yml`/`*.yaml` directly under `.github/workflows` (GitHub reads no
-/// subdirectories), sorted by name.
-fn load_workflows(root: &Path) -> Result<Vec<Workflow>> {
+/// subdirectories), sorted by name, and a `parse-error` finding for each
+/// file GitHub would refuse: the other files are still checked.
+fn load_workflows(root: &Path) -> Result<(Vec<Workflow>, Vec<Finding>)> {
     let dir = root.join(".github/workflows");
     if !dir.is_dir() {
         bail!(
@@ -85,13 +153,52 @@ fn load_workflows(root: &Path) -> Result<Vec<Workflow>> {
         }
     }
     paths.sort();
-    paths
-        .iter()
-        .map(|path| {
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
-            Workflow::load(path, &format!(".github/workflows/{name}"))
-        })
-        .collect()
+    let mut workflows = Vec::new();
+    let mut unparsable = Vec::new();
+    for path in &paths {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let rel = format!(".github/workflows/{name}");
+        match Workflow::load(path, &rel) {
+            Ok(wf) => workflows.push(wf),
+            Err(err) => unparsable.push(parse_error(&rel, &name, &format!("{err:#}"))),
+        }
+    }
+    Ok((workflows, unparsable))
+}
+
+/// A `parse-error` finding from a workflow error, which reads
+/// `REL:LINE:COL: message` (the position is optional).
+fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
+    let rest = error.strip_prefix(rel).unwrap_or(error);
+    let rest = rest.strip_prefix(':').unwrap_or(rest);
+    let mut numbers = Vec::new();
+    let mut tail = rest;
+    while numbers.len() < 2 {
+        let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(n) = digits.parse::<usize>() else {
+            break;
+        };
+        numbers.push(n);
+        tail = &tail[digits.len()..];
+        tail = tail.strip_prefix(':').unwrap_or(tail);
+    }
+    let pos = Pos {
+        line: numbers.first().copied().unwrap_or(1).max(1),
+        column: numbers.get(1).copied().unwrap_or(1).max(1),
+    };
+    Finding {
+        rule: "parse-error",
+        severity: Severity::Error,
+        file: rel.to_owned(),
+        pos,
+        workflow: name.to_owned(),
+        job: None,
+        message: format!(
+            "GitHub would not load this workflow: {}; none of its jobs was checked",
+            tail.trim()
+        ),
+        suppressed: None,
+    }
 }
 
 /// A policy that names a workflow, job or rule that does not exist is an

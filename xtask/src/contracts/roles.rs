@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::expr;
 use super::workflow::{Job, Permissions, Pos, Scalar, Step, Workflow};
@@ -77,6 +77,9 @@ pub struct JobInfo {
     pub untrusted: Vec<Why>,
     /// Set when the job runs on a self-hosted (pod) runner.
     pub pod: Option<Why>,
+    /// The pod is known to be ephemeral (policy `ephemeral-labels`, or a
+    /// label made for this run by an earlier job): it keeps no state.
+    pub ephemeral: bool,
     pub lifecycle: bool,
     /// One entry per way the job can be started (several callers may differ).
     pub permissions: Vec<EffectivePermissions>,
@@ -116,7 +119,19 @@ pub struct Model {
 
 impl Model {
     /// `root` is the repository whose local actions (`uses: ./…`) are read.
+    #[cfg(test)]
     pub fn new(workflows: Vec<Workflow>, policy: &Policy, root: &Path) -> Result<Model> {
+        Model::build(workflows, policy, root, &BTreeSet::new())
+    }
+
+    /// As [`Model::new`]; `broken` names the workflow files that did not
+    /// parse (reported as `parse-error`), whose callers are not an error.
+    pub fn build(
+        workflows: Vec<Workflow>,
+        policy: &Policy,
+        root: &Path,
+        broken: &BTreeSet<String>,
+    ) -> Result<Model> {
         let by_name: BTreeMap<&str, usize> = workflows
             .iter()
             .enumerate()
@@ -133,6 +148,9 @@ impl Model {
                     continue;
                 };
                 let name = local.rsplit('/').next().unwrap_or(local);
+                if broken.contains(name) {
+                    continue;
+                }
                 let Some(&callee) = by_name.get(name) else {
                     bail!(
                         "{}:{}:{}: job `{}` calls {}, which is not in .github/workflows",
@@ -167,35 +185,83 @@ impl Model {
                     workflow: w,
                     job: j,
                 };
-                let pod = runs_on_pod(job, policy);
-                let mut untrusted = Vec::new();
-                if let Some(why) = &pod {
-                    untrusted.push(why.clone());
-                }
-                let privileged: Vec<&String> = triggers[w]
+                let job_triggers = job.if_cond.as_ref().map_or_else(
+                    || triggers[w].clone(),
+                    |c| expr::guard_events(&c.value, &triggers[w]),
+                );
+                let runner = runs_on_pod(&workflows, &callers, at, policy);
+                let pod = runner.as_ref().map(|(why, _)| why.clone());
+                let ephemeral = runner.as_ref().is_some_and(|(_, e)| *e);
+                let privileged: Vec<&String> = job_triggers
                     .iter()
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
                     .collect();
                 let publisher = publisher_wf[w];
+                let mut untrusted = Vec::new();
+                // A pod runs pull-request code in a privileged scope only
+                // when a privileged event starts it; on `pull_request` its
+                // cache token is the PR's own (rule persistent-runner
+                // covers the runner's state instead).
+                // A publisher on a pod runs the default branch's code only.
+                if let Some(why) = pod
+                    .as_ref()
+                    .filter(|_| !privileged.is_empty() && !publisher)
+                {
+                    untrusted.push(why.clone());
+                }
                 if !privileged.is_empty() {
-                    untrusted.extend(other_code(job, policy, &privileged, root)?);
+                    let privileged_set: BTreeSet<String> =
+                        privileged.iter().map(|e| (*e).clone()).collect();
+                    // Inputs are maintainer-chosen in a dispatch; a callee's
+                    // come from callers this job cannot see all of.
+                    let inputs_trusted = !wf.events().any(|e| e == "workflow_call");
+                    let judge = Judge {
+                        policy,
+                        root,
+                        events: &privileged_set,
+                        inputs_trusted,
+                        tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
+                    };
+                    untrusted.extend(other_code(job, &judge, &privileged)?);
                     // A remote reusable workflow's jobs are not in this
-                    // repository: fail closed and hold the caller, whose
-                    // token, cache-mode and secrets are their ceiling, to the
-                    // untrusted-code rules.
+                    // repository. It runs foreign code only with evidence: a
+                    // pull-request ref or SHA flows into its inputs, or an
+                    // event that carries pull-request content starts it.
                     let remote = job
                         .uses
                         .as_ref()
                         .filter(|u| !u.value.trim().starts_with("./"));
                     if let Some(uses) = remote.filter(|_| !publisher) {
-                        untrusted.push(Why {
-                            pos: uses.pos,
-                            text: format!(
-                                "calls the reusable workflow `{}`, whose jobs this check cannot see, in a workflow started by {}",
-                                uses.value,
-                                events_text(&privileged)
-                            ),
+                        let carrying: Vec<&String> = privileged
+                            .iter()
+                            .copied()
+                            .filter(|e| expr::PR_CARRYING_EVENTS.contains(&e.as_str()))
+                            .collect();
+                        let input = job.with.iter().find(|(_, v)| {
+                            expr::carries_pr_content(&v.value, &privileged_set)
+                                || !inputs_trusted && v.value.contains("inputs.")
                         });
+                        let evidence = match (input, carrying.is_empty()) {
+                            (Some((name, value)), _) => Some(format!(
+                                "passes `{}: {}`, which a pull request controls,",
+                                name.value, value.value
+                            )),
+                            (None, false) => Some(format!(
+                                "is started by {}, whose payload a pull request controls,",
+                                events_text(&carrying)
+                            )),
+                            (None, true) => None,
+                        };
+                        if let Some(evidence) = evidence {
+                            untrusted.push(Why {
+                                pos: uses.pos,
+                                text: format!(
+                                    "calls the reusable workflow `{}`, whose jobs this check cannot see, and {evidence} in a workflow started by {}",
+                                    uses.value,
+                                    events_text(&privileged)
+                                ),
+                            });
+                        }
                     }
                 }
                 let permissions = effective_permissions(&workflows, &callers, at, 0);
@@ -205,10 +271,11 @@ impl Model {
                 index.insert(at, jobs.len());
                 jobs.push(JobInfo {
                     at,
-                    triggers: triggers[w].clone(),
+                    triggers: job_triggers,
                     publisher,
                     untrusted,
                     pod,
+                    ephemeral,
                     lifecycle,
                     permissions,
                     callee: callees.get(&at).copied(),
@@ -327,12 +394,13 @@ fn effective_triggers(
         return set;
     }
     for caller in callers.get(&w).into_iter().flatten() {
-        set.extend(effective_triggers(
-            workflows,
-            callers,
-            caller.workflow,
-            seen,
-        ));
+        let events = effective_triggers(workflows, callers, caller.workflow, seen);
+        // The calling job's own `if:` narrows what reaches the callee.
+        let calling = &workflows[caller.workflow].jobs[caller.job];
+        set.extend(match &calling.if_cond {
+            Some(cond) => expr::guard_events(&cond.value, &events),
+            None => events,
+        });
     }
     set
 }
@@ -364,10 +432,70 @@ fn is_publisher(
 /// The standard images are matched exactly (`ubuntu-latest`, `ubuntu-24.04`,
 /// `ubuntu-24.04-arm`, `windows-2022`, `macos-15-xlarge`, …), not by prefix:
 /// `runs-on: ubuntu-gpu` is a custom label that a self-hosted runner may
-/// carry, and larger hosted runners have names their owner chose, which the
-/// policy lists in `contracts.hosted-labels`.
+/// carry. Labels compare case-insensitively, as GitHub compares them.
+pub fn is_hosted(label: &str, policy: &Policy) -> bool {
+    is_hosted_label(label, policy)
+}
+
 fn is_hosted_label(label: &str, policy: &Policy) -> bool {
-    is_standard_hosted_label(label) || policy.contracts.hosted_labels.iter().any(|l| l == label)
+    let label = label.trim().to_ascii_lowercase();
+    is_standard_hosted_label(&label)
+        || is_larger_hosted_label(&label)
+        || is_third_party_hosted_label(&label)
+        || policy
+            .contracts
+            .hosted_labels
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(&label))
+}
+
+/// GitHub's larger runners as their owners usually name them after the
+/// image: `ubuntu-latest-16-cores`, `ubuntu-22.04-8core`, `windows-2022-64core`,
+/// `ubuntu-24.04-arm64-4-core`, `macos-14-arm64`.
+fn is_larger_hosted_label(label: &str) -> bool {
+    let mut parts: Vec<&str> = label.split('-').collect();
+    if parts.len() < 3 {
+        return false;
+    }
+    let cores = |p: &str| {
+        p.strip_suffix("cores")
+            .or_else(|| p.strip_suffix("core"))
+            .is_some_and(|n| n.is_empty() || is_number(n))
+    };
+    // Trailing `N-cores`, `Ncore`, `arm64`.
+    let mut sized = false;
+    while let Some(last) = parts.last().copied() {
+        if cores(last) || is_number(last) || last == "arm64" || last == "arm" {
+            sized |= cores(last) || last == "arm64";
+            parts.pop();
+        } else {
+            break;
+        }
+    }
+    sized && parts.len() >= 2 && is_standard_hosted_label(&parts[..2].join("-"))
+}
+
+/// Hosted-runner services whose runners are fresh virtual machines per job
+/// (so not persistent pods) and the label forms they document. The policy
+/// adds others with `contracts.hosted-labels`.
+pub const THIRD_PARTY_HOSTED: &[(&str, &str)] = &[
+    ("depot", "depot-"),
+    ("Namespace", "namespace-profile-"),
+    ("Namespace", "nscloud-"),
+    ("Blacksmith", "blacksmith-"),
+    ("WarpBuild", "warp-"),
+    ("RunsOn", "runs-on="),
+    ("RunsOn", "runs-on/"),
+    ("Ubicloud", "ubicloud-"),
+    ("BuildJet", "buildjet-"),
+    ("Cirun", "cirun-"),
+    ("Actuated", "actuated-"),
+];
+
+fn is_third_party_hosted_label(label: &str) -> bool {
+    THIRD_PARTY_HOSTED.iter().any(|(_, prefix)| {
+        label.starts_with(prefix) || label == prefix.trim_end_matches(['-', '=', '/'])
+    })
 }
 
 fn is_standard_hosted_label(label: &str) -> bool {
@@ -395,39 +523,197 @@ fn is_number(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn runs_on_pod(job: &Job, policy: &Policy) -> Option<Why> {
-    if let Some(unresolved) = &job.runs_on_unresolved {
-        return Some(Why {
-            pos: unresolved.pos,
-            text: format!(
-                "runs on `{}`, which may be a self-hosted runner",
-                unresolved.value
-            ),
-        });
-    }
-    job.runs_on
+/// True for a label that names one runner made for this run: an output of
+/// an earlier job (`needs.create-pod.outputs.label`) or one built from the
+/// run id. Such a runner is registered and removed around the run.
+fn is_per_run_label(label: &str) -> bool {
+    expr::expressions(label)
         .iter()
-        .find(|label| !is_hosted_label(&label.value, policy))
-        .map(|label| Why {
-            pos: label.pos,
-            text: format!("runs on the self-hosted runner label `{}`", label.value),
+        .any(|(_, body)| body.starts_with("needs.") || body.contains("github.run_id"))
+}
+
+/// Whether a job runs on a self-hosted pod, why, and whether that pod is
+/// known to be ephemeral. A `${{ inputs.NAME }}` runner of a reusable
+/// workflow is resolved from its callers' `with:` (each caller's label).
+fn runs_on_pod(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    at: JobRef,
+    policy: &Policy,
+) -> Option<(Why, bool)> {
+    let job = &workflows[at.workflow].jobs[at.job];
+    let ephemeral_label = |label: &str| {
+        is_per_run_label(label)
+            || policy
+                .contracts
+                .ephemeral_labels
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(label.trim()))
+    };
+    if let Some(unresolved) = &job.runs_on_unresolved {
+        let input = expr::sole_expression(&unresolved.value)
+            .and_then(|body| body.strip_prefix("inputs."))
+            .filter(|name| {
+                name.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            });
+        let passed: Vec<(String, String)> = input
+            .map(|name| {
+                callers
+                    .get(&at.workflow)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|caller| {
+                        let calling = &workflows[caller.workflow].jobs[caller.job];
+                        super::workflow::lookup(&calling.with, name).map(|v| {
+                            (
+                                v.value.clone(),
+                                format!(
+                                    "`{}` of {}",
+                                    calling.id.value, workflows[caller.workflow].name
+                                ),
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let all_callers = callers.get(&at.workflow).map_or(0, Vec::len);
+        if input.is_some() && !passed.is_empty() && passed.len() == all_callers {
+            let pod = passed
+                .iter()
+                .find(|(label, _)| label.contains("${{") || !is_hosted_label(label, policy));
+            return pod.map(|(label, caller)| {
+                (
+                    Why {
+                        pos: unresolved.pos,
+                        text: format!(
+                            "runs on the runner its caller {caller} passes as `{}`: `{label}`, which may be a self-hosted runner",
+                            unresolved.value
+                        ),
+                    },
+                    ephemeral_label(label),
+                )
+            });
+        }
+        return Some((
+            Why {
+                pos: unresolved.pos,
+                text: format!(
+                    "runs on `{}`, which may be a self-hosted runner",
+                    unresolved.value
+                ),
+            },
+            ephemeral_label(&unresolved.value),
+        ));
+    }
+    let pod = job
+        .runs_on
+        .iter()
+        .find(|label| !is_hosted_label(&label.value, policy))?;
+    let ephemeral = job.runs_on.iter().any(|l| ephemeral_label(&l.value));
+    Some((
+        Why {
+            pos: pod.pos,
+            text: format!("runs on the self-hosted runner label `{}`", pod.value),
+        },
+        ephemeral,
+    ))
+}
+
+/// What judging a privileged job's steps needs: the events that start its
+/// privileged runs, whether its `inputs.*` are maintainer-chosen, and the
+/// environment variables that carry pull-request content.
+struct Judge<'a> {
+    policy: &'a Policy,
+    root: &'a Path,
+    events: &'a BTreeSet<String>,
+    inputs_trusted: bool,
+    tainted: Vec<String>,
+}
+
+/// The environment variables (workflow, job, steps) whose value carries
+/// pull-request content under `events`, or an input a caller chose.
+fn tainted_env(
+    wf: &Workflow,
+    job: &Job,
+    events: &BTreeSet<String>,
+    inputs_trusted: bool,
+) -> Vec<String> {
+    wf.env
+        .iter()
+        .chain(job.env.iter())
+        .chain(job.steps.iter().flat_map(|s| s.env.iter()))
+        .filter(|(_, value)| {
+            expr::carries_pr_content(&value.value, events)
+                || !inputs_trusted && value.value.contains("inputs.")
         })
+        .map(|(name, _)| name.value.clone())
+        .collect()
 }
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
-fn other_code(job: &Job, policy: &Policy, privileged: &[&String], root: &Path) -> Result<Vec<Why>> {
+fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Why>> {
     let events = events_text(privileged);
     let mut whys = Vec::new();
-    for step in &job.steps {
+    for (index, step) in job.steps.iter().enumerate() {
         let mut budget = super::rules::LOCAL_ACTION_BUDGET;
-        for (pos, what) in step_other_code(step, policy, root, None, &mut budget)? {
+        for (pos, what) in step_other_code(step, judge, None, &mut budget)? {
             whys.push(Why {
                 pos,
                 text: format!("{what} in a workflow started by {events}"),
             });
         }
+        // Another run's artifacts are that run's bytes: code when the job
+        // builds, runs or caches after downloading them; data otherwise.
+        if let Some(at) = other_run_download(step) {
+            if let Some(use_) = uses_download_as_code(&job.steps[index + 1..]) {
+                whys.push(Why {
+                    pos: at.pos,
+                    text: format!(
+                        "downloads artifacts of another run (`{}`) and then {use_} in a workflow started by {events}",
+                        at.value
+                    ),
+                });
+            }
+        }
     }
     Ok(whys)
+}
+
+/// What a job does after downloading another run's artifacts that makes
+/// them code rather than data: builds or runs something, uses a local
+/// action, or saves a cache (which hands the bytes to later runs).
+pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
+    const RUNNERS: &[&str] = &[
+        "bash", "sh", "source", "python", "python3", "node", "npm", "npx", "pip", "pip3", "chmod",
+        "docker", "uv", "pnpm", "yarn",
+    ];
+    for step in later {
+        if let Some(run) = &step.run {
+            if let Some(line) = expr::builds_code(&run.value) {
+                return Some(format!("builds (`{}`)", line.trim()));
+            }
+            let runs = run.value.lines().find(|line| {
+                line.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+                    .any(|w| RUNNERS.contains(&w) || w.starts_with("./") && !w.ends_with('/'))
+            });
+            if let Some(line) = runs {
+                return Some(format!("runs `{}`", line.trim()));
+            }
+        }
+        if let Some(uses) = step
+            .uses
+            .as_ref()
+            .filter(|u| u.value.trim().starts_with("./"))
+        {
+            return Some(format!("runs the local action `{}`", uses.value));
+        }
+        if let Some((_, why)) = super::caches::cache_save(step) {
+            return Some(format!("saves a cache ({why})"));
+        }
+    }
+    None
 }
 
 /// "`workflow_run`, `schedule`", for messages.
@@ -453,11 +739,11 @@ struct Inside<'a> {
 /// a checkout made during the run, which is other code itself.
 fn step_other_code(
     step: &Step,
-    policy: &Policy,
-    root: &Path,
+    judge: &Judge,
     inside: Option<&Inside>,
     budget: &mut usize,
 ) -> Result<Vec<(Pos, String)>> {
+    let (policy, root) = (judge.policy, judge.root);
     let place = |pos: Pos, what: String| match inside {
         None => (pos, what),
         Some(inside) => (
@@ -465,28 +751,36 @@ fn step_other_code(
             format!("{what} (in {}, line {})", inside.file, pos.line),
         ),
     };
-    let resolve = |value: &str| -> String {
-        let input = expr::sole_expression(value).and_then(|e| e.strip_prefix("inputs."));
-        match (input, inside) {
-            (Some(name), Some(inside)) => inside
-                .inputs
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or_else(|| value.to_owned(), |(_, v)| v.clone()),
-            _ => value.to_owned(),
-        }
-    };
+    // Inner steps arrive with their inputs resolved (expand_local_action).
+    let resolve = |value: &str| value.to_owned();
     let mut found = Vec::new();
     if step.uses_action("actions/checkout") {
         if let Some(reference) = step.input("ref") {
             let value = resolve(&reference.value);
-            if !expr::is_trusted_ref(&value, &policy.default_branch) {
+            let trusted = expr::is_trusted_ref_under(
+                &value,
+                &policy.default_branch,
+                judge.events,
+                judge.inputs_trusted,
+            );
+            if !trusted {
                 found.push(place(reference.pos, format!("checks out `{value}`")));
             }
         }
         if let Some(repository) = step.input("repository") {
             let value = resolve(&repository.value);
-            if expr::sole_expression(&value) != Some("github.repository") {
+            // Another named repository is not pull-request code; a fork's
+            // name from the event payload is.
+            let foreign = expr::sole_expression(&value) != Some("github.repository")
+                && (expr::carries_pr_content(&value, judge.events)
+                    || value.contains("${{")
+                        && !expr::is_trusted_ref_under(
+                            &value,
+                            &policy.default_branch,
+                            judge.events,
+                            judge.inputs_trusted,
+                        ));
+            if foreign {
                 found.push(place(
                     repository.pos,
                     format!("checks out repository `{value}`"),
@@ -494,14 +788,8 @@ fn step_other_code(
             }
         }
     }
-    if let Some(at) = other_run_download(step) {
-        found.push(place(
-            at.pos,
-            format!("downloads artifacts of another run (`{}`)", at.value),
-        ));
-    }
     if let Some(run) = &step.run {
-        if let Some(line) = expr::fetches_other_code(&run.value) {
+        if let Some(line) = expr::fetches_pr_code(&run.value, judge.events, &judge.tainted) {
             found.push(place(run.pos, format!("runs `{}`", line.trim())));
         }
     }
@@ -512,7 +800,8 @@ fn step_other_code(
     else {
         return Ok(found);
     };
-    let Some(file) = super::workflow::local_action_file(root, &uses.value) else {
+    let outer = inside.map_or(&[][..], |i| i.inputs);
+    let Some(action) = super::workflow::expand_local_action(root, step, outer)? else {
         found.push(place(
             uses.pos,
             format!(
@@ -523,6 +812,7 @@ fn step_other_code(
         ));
         return Ok(found);
     };
+    let file = &action.file;
     if *budget == 0 {
         found.push(place(
             uses.pos,
@@ -534,24 +824,13 @@ fn step_other_code(
         return Ok(found);
     }
     *budget -= 1;
-    let text = std::fs::read_to_string(root.join(&file))
-        .with_context(|| format!("cannot read the local action {file}"))?;
-    let Some(action) = super::workflow::composite_action(&file, &text)? else {
-        return Ok(found);
-    };
-    let mut inputs = action.input_defaults.clone();
-    for (name, value) in &step.with {
-        let value = resolve(&value.value);
-        inputs.retain(|(n, _)| *n != name.value);
-        inputs.push((name.value.clone(), value));
-    }
     let nested = Inside {
         at: inside.map_or(uses.pos, |i| i.at),
-        file: &file,
-        inputs: &inputs,
+        file,
+        inputs: &action.inputs,
     };
     for inner in &action.steps {
-        found.extend(step_other_code(inner, policy, root, Some(&nested), budget)?);
+        found.extend(step_other_code(inner, judge, Some(&nested), budget)?);
     }
     Ok(found)
 }

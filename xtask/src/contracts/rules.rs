@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use globset::GlobMatcher;
 
-use super::caches::{cache_env_saves, cache_save, is_false};
+use super::caches::{self, cache_env_saves, cache_save, is_false};
 use super::expr;
 use super::roles::{JobInfo, JobRef, Model};
 use super::workflow::{Job, Permissions, Pos, Step, Workflow};
@@ -96,6 +96,16 @@ pub const RULES: &[Rule] = &[
         hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",
     },
     Rule {
+        id: "persistent-runner",
+        summary: "Pull-request code runs on a self-hosted runner that is not known to be ephemeral.",
+        hint: "run pull-request code on GitHub-hosted or ephemeral runners (a fresh machine per job) and list their labels under [contracts] ephemeral-labels in .github/ci-trust.toml",
+    },
+    Rule {
+        id: "parse-error",
+        summary: "A workflow file GitHub would not load; none of its jobs was checked.",
+        hint: "fix the file as the message says (GitHub rejects it too), then rerun",
+    },
+    Rule {
         id: "unpinned-action",
         summary: "A third-party action in a privileged job is not pinned to a full commit SHA.",
         hint: "pin to the 40-hex commit SHA (keep the tag in a comment)",
@@ -157,12 +167,18 @@ impl<'a> Checker<'a> {
     }
 
     pub fn run_all(&mut self) -> Result<()> {
+        // Without a publisher (none configured, none inferred) the
+        // publisher, key and artifact rules have nothing to compare with.
+        let publisher_rules = !self.policy.publisher.workflows.is_empty();
         for info in &self.model.jobs {
             let job = self.model.job(info.at);
             if info.is_untrusted() {
                 self.untrusted_cache_save(info, job)?;
                 self.untrusted_write_permissions(info, job);
+            } else if info.triggers.contains("pull_request") {
+                self.pull_request_external_saves(info, job);
             }
+            self.persistent_runner(info, job);
             if info.is_untrusted() || info.pod.is_some() {
                 self.untrusted_secrets(info, job);
             }
@@ -177,12 +193,146 @@ impl<'a> Checker<'a> {
             if info.publisher || info.is_untrusted() || info.lifecycle {
                 self.unpinned_action(info, job);
             }
-            self.artifact_key(info, job);
+            if publisher_rules {
+                self.artifact_key(info, job);
+            }
         }
-        self.publisher_workflows();
-        self.key_pairing()?;
-        self.cache_keys();
+        if publisher_rules {
+            self.publisher_workflows();
+            self.key_pairing()?;
+            self.cache_keys();
+        }
         Ok(())
+    }
+
+    /// The secrets a job's environment and inputs name: the credentials an
+    /// external cache write would use, for messages.
+    fn credentials(&self, at: JobRef) -> String {
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        let mut names: Vec<String> = Vec::new();
+        let values = wf
+            .env
+            .iter()
+            .chain(job.env.iter())
+            .chain(
+                job.steps
+                    .iter()
+                    .flat_map(|s| s.env.iter().chain(s.with.iter())),
+            )
+            .map(|(_, v)| v);
+        for value in values {
+            for r in expr::secret_refs(&value.value) {
+                let name = r.name.unwrap_or_else(|| "(every secret)".to_owned());
+                if name != "GITHUB_TOKEN" && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        if names.is_empty() {
+            "the runner's ambient credentials".to_owned()
+        } else {
+            names.truncate(3);
+            names
+                .iter()
+                .map(|n| format!("`secrets.{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+
+    /// Rule 1, for caches outside GitHub's: a `pull_request` job's Actions
+    /// cache writes stay in the pull request's scope, but a write to an S3
+    /// bucket, a registry or a binary cache lands where default-branch
+    /// builds read, and `cache-mode:` cannot stop it.
+    fn pull_request_external_saves(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let who = self.label(at);
+        let credentials = self.credentials(at);
+        for save in caches::external_saves(wf, job) {
+            self.push(
+                "untrusted-cache-save",
+                at,
+                at.workflow,
+                save.pos,
+                format!(
+                    "{who} runs pull-request code (`pull_request`) and writes to {}, with {credentials}; that store is shared with default-branch builds and `cache-mode:` does not govern it",
+                    save.backend
+                ),
+            );
+        }
+    }
+
+    /// Pull-request code on a self-hosted runner that keeps its state
+    /// between jobs: what it leaves (the tool cache, `~/`, cargo and ccache
+    /// directories, a process left running) reaches the next job there,
+    /// trusted ones and their secrets included.
+    fn persistent_runner(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let pr_code = info.triggers.contains("pull_request")
+            || info
+                .untrusted
+                .iter()
+                .any(|why| info.pod.as_ref().is_none_or(|pod| pod.text != why.text));
+        if let Some(pod) = info.pod.as_ref().filter(|_| pr_code && !info.ephemeral) {
+            let how = if info.triggers.contains("pull_request") {
+                "on `pull_request`".to_owned()
+            } else {
+                info.untrusted
+                    .iter()
+                    .find(|why| why.text != pod.text)
+                    .map_or_else(String::new, |why| format!("({})", why.text))
+            };
+            self.push(
+                "persistent-runner",
+                at,
+                at.workflow,
+                pod.pos,
+                format!(
+                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: what that code leaves on the machine (tool cache, `~/`, build caches, a process left running) reaches later jobs on it, trusted ones and their secrets included",
+                    self.label(at),
+                    pod.text
+                ),
+            );
+        }
+        // A reusable workflow handed a self-hosted runner by a job that
+        // pull requests start, with secrets in scope.
+        let remote = job
+            .uses
+            .as_ref()
+            .filter(|u| !u.value.trim().starts_with("./"));
+        let pr_started =
+            info.triggers.contains("pull_request") || info.triggers.contains("pull_request_target");
+        let secrets = job.secrets_inherit.is_some()
+            || job
+                .scalars
+                .iter()
+                .any(|s| !expr::secret_refs(&s.value).is_empty());
+        if let (Some(uses), true, true) = (remote, pr_started, secrets) {
+            let runner = job.with.iter().find(|(name, value)| {
+                let name = name.value.to_ascii_lowercase();
+                (name.contains("runner") || name.contains("runs-on"))
+                    && !value.value.contains("${{")
+                    && value
+                        .value
+                        .split([',', ' ', '[', ']', '"', '\''])
+                        .filter(|l| !l.is_empty())
+                        .any(|l| !super::roles::is_hosted(l, self.policy))
+            });
+            if let Some((name, value)) = runner {
+                self.push(
+                    "persistent-runner",
+                    at,
+                    at.workflow,
+                    value.pos,
+                    format!(
+                        "job `{}` hands the self-hosted runner `{}` to the reusable workflow `{}` as `{}`, in a run pull requests start with secrets in scope: the pull request's code runs on that machine, whose state outlives the job",
+                        job.id.value, value.value, uses.value, name.value
+                    ),
+                );
+            }
+        }
     }
 
     fn push(&mut self, rule: &'static str, at: JobRef, file: usize, pos: Pos, message: String) {
@@ -230,6 +380,18 @@ impl<'a> Checker<'a> {
             saves.extend(self.step_saves(step)?);
         }
         saves.extend(cache_env_saves(wf, job));
+        let credentials = self.credentials(at);
+        for save in caches::external_saves(wf, job) {
+            if !saves.iter().any(|(pos, _)| *pos == save.pos) {
+                saves.push((
+                    save.pos,
+                    format!(
+                        "it writes to {}, with {credentials}, which `cache-mode:` does not govern",
+                        save.backend
+                    ),
+                ));
+            }
+        }
         for (pos, why) in saves {
             self.push(
                 "untrusted-cache-save",
@@ -320,7 +482,7 @@ impl<'a> Checker<'a> {
     fn collect_step_saves(
         &self,
         step: &Step,
-        outer: Option<(Pos, &str)>,
+        outer: Option<(Pos, &str, &[(String, String)])>,
         budget: &mut usize,
         found: &mut Vec<(Pos, String)>,
     ) -> Result<()> {
@@ -328,7 +490,7 @@ impl<'a> Checker<'a> {
         // and name the action file's line.
         let place = |pos: Pos, why: String| match outer {
             None => (pos, why),
-            Some((at, file)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+            Some((at, file, _)) => (at, format!("{why} (in {file}, line {})", pos.line)),
         };
         if let Some((pos, why)) = cache_save(step) {
             found.push(place(pos, why));
@@ -339,8 +501,9 @@ impl<'a> Checker<'a> {
         if !uses.value.trim().starts_with("./") {
             return Ok(());
         }
-        let at = outer.map_or(uses.pos, |(at, _)| at);
-        let Some(file) = super::workflow::local_action_file(self.root, &uses.value) else {
+        let at = outer.map_or(uses.pos, |(at, _, _)| at);
+        let inputs = outer.map_or(&[][..], |(_, _, inputs)| inputs);
+        let Some(action) = super::workflow::expand_local_action(self.root, step, inputs)? else {
             // Fail closed: an action that is not in the trusted tree comes
             // from a checkout made during the run.
             found.push(place(
@@ -353,6 +516,7 @@ impl<'a> Checker<'a> {
             ));
             return Ok(());
         };
+        let file = &action.file;
         if *budget == 0 {
             found.push((
                 at,
@@ -363,13 +527,8 @@ impl<'a> Checker<'a> {
             return Ok(());
         }
         *budget -= 1;
-        let text = std::fs::read_to_string(self.root.join(&file))
-            .with_context(|| format!("cannot read the local action {file}"))?;
-        let Some(action) = super::workflow::composite_action(&file, &text)? else {
-            return Ok(());
-        };
         for inner in &action.steps {
-            self.collect_step_saves(inner, Some((at, &file)), budget, found)?;
+            self.collect_step_saves(inner, Some((at, file, &action.inputs)), budget, found)?;
         }
         Ok(())
     }
@@ -382,19 +541,30 @@ impl<'a> Checker<'a> {
             .map(|g| g.read_scopes.clone())
             .unwrap_or_default();
         let who = self.label(at);
+        // Reached through several callers, the repository default is one
+        // finding for the job, listing the callers.
+        let defaults: Vec<&str> = info
+            .permissions
+            .iter()
+            .filter(|p| p.permissions.is_none())
+            .map(|p| p.origin.as_str())
+            .collect();
+        if !defaults.is_empty() {
+            self.push(
+                "untrusted-write-permissions",
+                at,
+                at.workflow,
+                job.id.pos,
+                format!(
+                    "{who} runs untrusted code with {}, which may be write; add `permissions: {{ contents: read }}`",
+                    defaults.join("; and ")
+                ),
+            );
+        }
         for effective in &info.permissions {
             let file = effective.workflow;
             match &effective.permissions {
-                None => self.push(
-                    "untrusted-write-permissions",
-                    at,
-                    at.workflow,
-                    job.id.pos,
-                    format!(
-                        "{who} runs untrusted code with {}, which may be write; add `permissions: {{ contents: read }}`",
-                        effective.origin
-                    ),
-                ),
+                None => {}
                 Some(Permissions::Shorthand(level)) => {
                     // An empty `permissions:` is not `{}`: fail closed.
                     if level.value.trim() != "{}" {
@@ -682,7 +852,7 @@ impl<'a> Checker<'a> {
                 ));
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_other_code(&run.value) {
+                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[]) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!(
@@ -1183,7 +1353,7 @@ impl<'a> Checker<'a> {
                 }
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_other_code(&run.value) {
+                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[]) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} runs `{}`", line.trim()),

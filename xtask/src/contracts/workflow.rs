@@ -1,7 +1,8 @@
 //! The workflow model: the parts of a GitHub Actions workflow file that the
 //! contracts look at, each value carrying the line and column it came from.
 //!
-//! Parsing is done by `marked-yaml` (a real YAML parser that keeps spans);
+//! Parsing is done by [`super::yaml`] (a real YAML parser, anchors and
+//! aliases included, that keeps spans, into `marked-yaml` nodes);
 //! this module turns its tree into plain structs so that the rules never deal
 //! with YAML shapes. A file that is not valid YAML, or whose structure GitHub
 //! would refuse (a `jobs` that is not a mapping, a step that is not a
@@ -10,7 +11,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use marked_yaml::{LoaderOptions, Node, types::MarkedMappingNode};
+use marked_yaml::{Node, types::MarkedMappingNode};
 
 /// A 1-based line and column in a workflow file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,7 +93,7 @@ pub struct Job {
     pub scalars: Vec<Scalar>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Step {
     /// Where the step starts (its first key).
     pub pos: Pos,
@@ -149,12 +150,7 @@ impl Workflow {
     }
 
     pub fn parse(rel: &str, text: &str) -> Result<Workflow> {
-        let options = LoaderOptions::default().error_on_duplicate_keys(true);
-        let root = marked_yaml::parse_yaml_with_options(0, text, options).map_err(|err| {
-            anyhow::anyhow!(
-                "{rel}:{err}; fix the YAML (check-contracts does not support anchors, aliases or tags)"
-            )
-        })?;
+        let root = super::yaml::parse(text).map_err(|err| anyhow::anyhow!("{rel}:{err}"))?;
         let root = root
             .as_mapping()
             .with_context(|| format!("{rel}:1:1: a workflow must be a mapping"))?;
@@ -251,8 +247,7 @@ pub struct CompositeAction {
 /// composite action; `None` for JavaScript and Docker actions, which have no
 /// steps to check.
 pub fn composite_action(rel: &str, text: &str) -> Result<Option<CompositeAction>> {
-    let options = LoaderOptions::default().error_on_duplicate_keys(true);
-    let root = marked_yaml::parse_yaml_with_options(0, text, options)
+    let root = super::yaml::parse(text)
         .map_err(|err| anyhow::anyhow!("{rel}:{err}; fix the action's YAML"))?;
     let ctx = Ctx { file: rel };
     let root = ctx.mapping(&root, "the action file")?;
@@ -292,6 +287,79 @@ pub fn composite_action(rel: &str, text: &str) -> Result<Option<CompositeAction>
         steps,
         input_defaults,
     }))
+}
+
+/// A local composite action opened for one use of it: its file, and its
+/// steps with every `${{ inputs.NAME }}` that is a whole value resolved
+/// from the caller's `with:` (itself resolved from `outer`) or the input's
+/// default. This is the one place composite actions are expanded; the
+/// role inference and the rules both read these steps.
+pub struct ExpandedAction {
+    pub file: String,
+    pub steps: Vec<Step>,
+    /// The inputs as resolved, for nested expansion.
+    pub inputs: Vec<(String, String)>,
+}
+
+/// What `uses: ./DIR` names: `Ok(None)` when the tree at `root` has no
+/// `action.yml` there (the caller decides what that means), an expansion
+/// with no steps for JavaScript and Docker actions.
+pub fn expand_local_action(
+    root: &Path,
+    step: &Step,
+    outer: &[(String, String)],
+) -> Result<Option<ExpandedAction>> {
+    let Some(uses) = &step.uses else {
+        return Ok(None);
+    };
+    let Some(file) = local_action_file(root, &uses.value) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(root.join(&file))
+        .with_context(|| format!("cannot read the local action {file}"))?;
+    let Some(action) = composite_action(&file, &text)? else {
+        return Ok(Some(ExpandedAction {
+            file,
+            steps: Vec::new(),
+            inputs: Vec::new(),
+        }));
+    };
+    let mut inputs = action.input_defaults.clone();
+    for (name, value) in &step.with {
+        let value = resolve_input(&value.value, outer);
+        inputs.retain(|(n, _)| *n != name.value);
+        inputs.push((name.value.clone(), value));
+    }
+    let steps = action
+        .steps
+        .iter()
+        .map(|inner| {
+            let mut inner = inner.clone();
+            for (_, value) in inner.with.iter_mut().chain(inner.env.iter_mut()) {
+                value.value = resolve_input(&value.value, &inputs);
+            }
+            inner
+        })
+        .collect();
+    Ok(Some(ExpandedAction {
+        file,
+        steps,
+        inputs,
+    }))
+}
+
+/// `${{ inputs.NAME }}` (the whole value) replaced by the input's value.
+pub fn resolve_input(value: &str, inputs: &[(String, String)]) -> String {
+    let name = value
+        .trim()
+        .strip_prefix("${{")
+        .and_then(|v| v.strip_suffix("}}"))
+        .map(str::trim)
+        .and_then(|body| body.strip_prefix("inputs."));
+    match name.and_then(|name| inputs.iter().find(|(n, _)| n == name)) {
+        Some((_, resolved)) => resolved.clone(),
+        None => value.to_owned(),
+    }
 }
 
 /// The `action.yml` (or `action.yaml`) of a local action `uses: ./DIR`,
@@ -703,8 +771,8 @@ jobs:
         for (text, needle) in [
             ("on: [push\n", "x.yml:"),
             ("on: push\njobs: *x\n", "unknown anchor"),
-            ("on: push\na: &x 1\njobs: {}\n", "anchor"),
-            ("on: push\non: pull_request\njobs: {}\n", "Duplicate key"),
+            ("on: push\na: &x {b: 1}\njobs:\n  <<: *x\n", "merge keys"),
+            ("on: push\non: pull_request\njobs: {}\n", "repeated"),
             ("- a\n", "mapping"),
             (
                 "on: push\njobs: [a]\n",
