@@ -198,17 +198,10 @@ impl Model {
                     .collect();
                 let publisher = publisher_wf[w];
                 let mut untrusted = Vec::new();
-                // A pod runs pull-request code in a privileged scope only
-                // when a privileged event starts it; on `pull_request` its
-                // cache token is the PR's own (rule persistent-runner
-                // covers the runner's state instead).
-                // A publisher on a pod runs the default branch's code only.
-                if let Some(why) = pod
-                    .as_ref()
-                    .filter(|_| !privileged.is_empty() && !publisher)
-                {
-                    untrusted.push(why.clone());
-                }
+                // A pod alone is not foreign code: it runs what the job
+                // checks out or downloads, judged below and by the same-run
+                // download taint. (On `pull_request` the persistent-runner
+                // rule covers the runner's state.)
                 if !privileged.is_empty() {
                     let privileged_set: BTreeSet<String> =
                         privileged.iter().map(|e| (*e).clone()).collect();
@@ -462,17 +455,24 @@ fn is_larger_hosted_label(label: &str) -> bool {
             .or_else(|| p.strip_suffix("core"))
             .is_some_and(|n| n.is_empty() || is_number(n))
     };
-    // Trailing `N-cores`, `Ncore`, `arm64`.
+    // A size (`16core`, `16-cores`, `4-core`), then optionally `arm64`/`arm`.
     let mut sized = false;
-    while let Some(last) = parts.last().copied() {
-        if cores(last) || is_number(last) || last == "arm64" || last == "arm" {
-            sized |= cores(last) || last == "arm64";
-            parts.pop();
-        } else {
-            break;
+    match parts.as_slice() {
+        [.., n, c] if (*c == "cores" || *c == "core") && is_number(n) => {
+            parts.truncate(parts.len() - 2);
+            sized = true;
         }
+        [.., c] if cores(c) => {
+            parts.pop();
+            sized = true;
+        }
+        _ => {}
     }
-    sized && parts.len() >= 2 && is_standard_hosted_label(&parts[..2].join("-"))
+    if matches!(parts.last(), Some(&"arm64" | &"arm")) {
+        parts.pop();
+        sized = true;
+    }
+    sized && parts.len() == 2 && is_standard_hosted_label(&parts.join("-"))
 }
 
 /// Hosted-runner services whose runners are fresh virtual machines per job

@@ -568,16 +568,16 @@ fn runs_on(job: &MarkedMappingNode) -> (Vec<Scalar>, Option<Scalar>) {
             labels.push(label);
             continue;
         }
-        let inner = label
+        let Some(inner) = label
             .value
             .trim()
             .strip_prefix("${{")
             .and_then(|s| s.strip_suffix("}}"))
-            .map(str::trim);
-        let resolved = inner
-            .and_then(|expr| expr.strip_prefix("matrix."))
-            .and_then(|name| matrix_values(job, name, label.pos));
-        match resolved {
+            .map(str::trim)
+        else {
+            return (labels, Some(label));
+        };
+        match expression_labels(job, inner, label.pos) {
             Some(values) if !values.is_empty() => labels.extend(values),
             _ => return (labels, Some(label)),
         }
@@ -585,18 +585,100 @@ fn runs_on(job: &MarkedMappingNode) -> (Vec<Scalar>, Option<Scalar>) {
     (labels, None)
 }
 
-fn matrix_values(job: &MarkedMappingNode, name: &str, pos: Pos) -> Option<Vec<Scalar>> {
+/// The labels a `runs-on` expression can name: `matrix.a.b` (through
+/// nested objects and `include` entries), `fromJSON('["l1","l2"]')` or
+/// `fromJSON(matrix.x)`, and the literal branches of a conditional
+/// (`cond && 'gpu' || 'ubuntu-latest'`). `None` for anything else.
+fn expression_labels(job: &MarkedMappingNode, inner: &str, pos: Pos) -> Option<Vec<Scalar>> {
+    let at = |values: Vec<String>| {
+        values
+            .into_iter()
+            .map(|value| Scalar { value, pos })
+            .collect::<Vec<_>>()
+    };
+    if let Some(path) = inner.strip_prefix("matrix.") {
+        return matrix_values(job, path, pos);
+    }
+    let lower = inner.to_ascii_lowercase();
+    if let Some(arg) = lower
+        .strip_prefix("fromjson(")
+        .and_then(|_| inner.get("fromJSON(".len()..))
+        .and_then(|a| a.trim().strip_suffix(')'))
+        .map(str::trim)
+    {
+        if let Some(path) = arg.strip_prefix("matrix.") {
+            // A matrix value holding JSON text.
+            let texts = matrix_values(job, path, pos)?;
+            let mut out = Vec::new();
+            for text in texts {
+                out.extend(json_labels(&text.value)?);
+            }
+            return Some(at(out));
+        }
+        let literal = arg.strip_prefix('\'')?.strip_suffix('\'')?;
+        return json_labels(&literal.replace("''", "'")).map(at);
+    }
+    // `a && 'x' || 'y'`: the literals after `&&` and `||` are the outcomes.
+    if inner.contains("&&") || inner.contains("||") {
+        let mut out = Vec::new();
+        let mut rest = inner;
+        while let Some(i) = rest.find(['&', '|']) {
+            let after = rest[i..].trim_start_matches(['&', '|']).trim_start();
+            if let Some(lit) = after.strip_prefix('\'') {
+                let end = lit.find('\'')?;
+                out.push(lit[..end].to_owned());
+            } else if !after.starts_with('(') && !after.starts_with("github.") && !after.starts_with("inputs.") && !after.starts_with('!') {
+                // An outcome that is not a literal (`|| matrix.os`).
+                if rest[i..].starts_with("||") {
+                    return None;
+                }
+            }
+            rest = rest[i..].trim_start_matches(['&', '|']);
+        }
+        return (!out.is_empty()).then(|| at(out));
+    }
+    None
+}
+
+/// The labels of a JSON runner value: a string or a list of strings.
+fn json_labels(text: &str) -> Option<Vec<String>> {
+    match serde_json::from_str::<serde_json::Value>(text).ok()? {
+        serde_json::Value::String(label) => Some(vec![label]),
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => None,
+    }
+}
+
+/// The values of `matrix.PATH` (`os`, or `platform.runner` through nested
+/// objects), from the listed values and the `include` entries.
+fn matrix_values(job: &MarkedMappingNode, path: &str, pos: Pos) -> Option<Vec<Scalar>> {
     let matrix = job.get_mapping("strategy")?.get_mapping("matrix")?;
+    let (name, rest) = match path.split_once('.') {
+        Some((name, rest)) => (name, Some(rest)),
+        None => (path, None),
+    };
+    let descend = |node: &Node| -> Option<Vec<Scalar>> {
+        let mut node = node;
+        if let Some(rest) = rest {
+            for key in rest.split('.') {
+                node = node.as_mapping()?.get_node(key)?;
+            }
+        }
+        runner_labels(node)
+    };
     let mut values = Vec::new();
     if let Some(listed) = matrix.get_node(name) {
         for value in listed.as_sequence()?.iter() {
-            values.extend(runner_labels(value)?);
+            values.extend(descend(value)?);
         }
     }
     if let Some(include) = matrix.get_sequence("include") {
         for entry in include.iter() {
             if let Some(value) = entry.as_mapping().and_then(|m| m.get_node(name)) {
-                values.extend(runner_labels(value)?);
+                values.extend(descend(value)?);
             }
         }
     }
