@@ -223,7 +223,7 @@ fn strip_parens(text: &str) -> &str {
 #[cfg(test)]
 pub fn fetches_other_code(script: &str) -> Option<&str> {
     let events = BTreeSet::from(["pull_request_target".to_owned()]);
-    fetches_pr_code(script, &events, &[])
+    fetches_pr_code(script, &events, &[], true)
 }
 
 /// Events whose payload names pull-request content (a head SHA, a head
@@ -309,7 +309,6 @@ fn pr_context(context: &str, events: &BTreeSet<String>) -> bool {
         "github.event.workflow_run",
         "github.event.issue",
         "github.event.comment",
-        "github.event.client_payload",
     ]
     .iter()
     .any(|p| context.starts_with(p));
@@ -346,9 +345,13 @@ pub fn is_trusted_ref_under(
                 && !(inputs_trusted && context.contains("inputs"))
         })
     };
+    // A dispatch's inputs and a repository_dispatch's payload come from
+    // someone holding write access (a token that can send the event).
     let inputs_ok = |context: &str| {
         inputs_trusted
-            && (context.starts_with("inputs.") || context.starts_with("github.event.inputs."))
+            && (context.starts_with("inputs.")
+                || context.starts_with("github.event.inputs.")
+                || context.starts_with("github.event.client_payload."))
     };
     let Some(body) = sole_expression(value) else {
         // Text around expressions: trusted only when every expression in it
@@ -364,7 +367,17 @@ pub fn is_trusted_ref_under(
     };
     alternatives.iter().all(|alt| {
         let alt = strip_parens(alt);
-        if matches!(alt, "github.sha" | "github.workflow_sha" | "github.ref") {
+        // The base of a pull request is this repository's own branch.
+        if matches!(
+            alt,
+            "github.sha"
+                | "github.workflow_sha"
+                | "github.ref"
+                | "github.base_ref"
+                | "github.event.pull_request.base.sha"
+                | "github.event.pull_request.base.ref"
+                | "github.event.repository.default_branch"
+        ) {
             return true;
         }
         if let Some(literal) = alt.strip_prefix('\'').and_then(|a| a.strip_suffix('\'')) {
@@ -444,21 +457,27 @@ pub fn guard_events(cond: &str, events: &BTreeSet<String>) -> BTreeSet<String> {
     kept
 }
 
-/// The line of `script` that fetches code a pull request controls, in a
-/// run started by one of `events`: `gh pr checkout`, `gh run download`, or
-/// a git `checkout`/`switch`/`fetch`/`pull`/`clone`/`worktree`/`reset
-/// --hard` of a `pull/` ref, of an expression or environment variable
-/// (`tainted_vars`) that carries the pull request's head, or, in a run
-/// whose event carries pull-request content (`pull_request_target`,
-/// `issue_comment`, `workflow_run`), of any ref the script does not spell
-/// out (`$VAR`, `FETCH_HEAD`). `git checkout -b NAME` (a new branch at
-/// HEAD), or cloning a named repository, is not.
+/// The line of `script` that brings code a pull request controls into the
+/// working tree, in a run started by one of `events`: `gh pr checkout`,
+/// `gh run download`, or a git `checkout`/`switch`/`pull`/`clone`/
+/// `worktree`/`reset --hard` of a `pull/` ref, of an expression or
+/// environment variable (`tainted_vars`) that carries the pull request's
+/// head, of what an earlier line fetched from a pull request
+/// (`FETCH_HEAD`), or, in a run whose event carries pull-request content
+/// (`pull_request_target`, `issue_comment`, `workflow_run`), of any ref the
+/// script does not spell out (`$VAR`), unless the script works in another
+/// repository it set up itself (`git init`, `git remote add`). A `git
+/// fetch` counts itself only when `fetch_counts` (the publisher must not
+/// even fetch); `git checkout -b NAME`, or cloning a named repository, never.
 pub fn fetches_pr_code<'s>(
     script: &'s str,
     events: &BTreeSet<String>,
     tainted_vars: &[String],
+    fetch_counts: bool,
 ) -> Option<&'s str> {
-    let strict = PR_CARRYING_EVENTS.iter().any(|e| events.contains(*e));
+    let other_repo = script.contains("git init") || script.contains("git remote add");
+    let strict = PR_CARRYING_EVENTS.iter().any(|e| events.contains(*e)) && !other_repo;
+    let mut pr_fetched = false;
     script.lines().find(|line| {
         let words: Vec<&str> = line
             .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '`'))
@@ -468,41 +487,47 @@ pub fn fetches_pr_code<'s>(
         let tainted = tainted_vars
             .iter()
             .any(|v| line.contains(&format!("${v}")) || line.contains(&format!("${{{v}}}")));
-        let controlled = |args: &[&str]| {
-            line.contains("pull/")
-                || carries_pr_content(line, events)
-                || tainted
-                || strict
-                    && args
-                        .iter()
-                        .any(|a| a.contains('$') || a.contains("FETCH_HEAD"))
-        };
-        let git = words.iter().enumerate().any(|(i, w)| {
+        let named = line.contains("pull/") || carries_pr_content(line, events) || tainted;
+        let mut foreign = false;
+        for (i, w) in words.iter().enumerate() {
             if *w != "git" && !w.ends_with("/git") {
-                return false;
+                continue;
             }
             let args = git_subcommand(&words[i + 1..]);
             let Some((sub, rest)) = args.split_first() else {
-                return false;
+                continue;
             };
+            let unspelled = |args: &[&str]| {
+                args.iter().any(|a| {
+                    a.contains("FETCH_HEAD") && pr_fetched
+                        || strict && (a.contains('$') || a.contains("FETCH_HEAD"))
+                })
+            };
+            let controlled = named || unspelled(rest);
             match *sub {
                 "checkout" | "switch" => {
                     let creates = rest
                         .iter()
                         .any(|a| matches!(*a, "-b" | "-B" | "-c" | "-C" | "--orphan"));
                     let targets = rest.iter().filter(|a| !a.starts_with('-')).count();
-                    !(creates && targets <= 1) && controlled(rest)
+                    foreign |=
+                        !(creates && targets <= 1) && (controlled || pr_fetched && targets > 0);
                 }
-                "pull" | "worktree" | "clone" | "fetch" => controlled(rest),
+                "pull" | "worktree" | "clone" => foreign |= controlled,
+                "fetch" => {
+                    pr_fetched |= controlled;
+                    foreign |= fetch_counts && controlled;
+                }
                 "reset" => {
-                    rest.contains(&"--hard")
+                    foreign |= rest.contains(&"--hard")
                         && rest.iter().any(|a| !a.starts_with('-') && *a != "HEAD")
-                        && controlled(rest)
+                        && (controlled || pr_fetched);
                 }
-                _ => false,
+                _ => {}
             }
-        });
-        git || (has("gh", "pr") && words.contains(&"checkout"))
+        }
+        foreign
+            || (has("gh", "pr") && words.contains(&"checkout"))
             || has("gh", "run") && words.contains(&"download")
     })
 }
@@ -625,13 +650,13 @@ mod tests {
         assert!(!requires_ref("always()", "main"));
     }
 
+    fn events_of(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|e| (*e).to_owned()).collect()
+    }
+
     #[test]
     fn refs_are_judged_under_the_events_that_start_the_run() {
-        let events = |list: &[&str]| {
-            list.iter()
-                .map(|e| (*e).to_owned())
-                .collect::<BTreeSet<_>>()
-        };
+        let events = events_of;
         let dispatch = events(&["workflow_dispatch"]);
         let target = events(&["pull_request_target"]);
         let head = "${{ github.event.pull_request.head.sha || github.sha }}";
@@ -665,6 +690,15 @@ mod tests {
             "${{ github.head_ref || 'main' }}",
             "main",
             &dispatch,
+            false
+        ));
+        let payload = "${{ github.event.client_payload.sha }}";
+        let sent = events(&["repository_dispatch", "workflow_dispatch"]);
+        assert!(is_trusted_ref_under(payload, "main", &sent, true));
+        assert!(is_trusted_ref_under(
+            "${{ github.event.pull_request.base.sha }}",
+            "main",
+            &target,
             false
         ));
     }
@@ -708,7 +742,7 @@ mod tests {
         for other in [
             "git -C pr checkout \"$SHA\"",
             "git -c advice.detachedHead=false checkout FETCH_HEAD",
-            "cd pr&&git --git-dir=.git switch -d x",
+            "cd pr&&git --git-dir=.git switch -d \"$SHA\"",
             "/usr/bin/git pull origin \"$BRANCH\"",
             "git worktree add ../pr \"$SHA\"",
             "git clone --depth 1 \"https://github.com/$HEAD_REPO\" pr",
@@ -734,12 +768,12 @@ mod tests {
         // Under a schedule or a dispatch, only what names a pull request counts.
         let nightly = BTreeSet::from(["schedule".to_owned(), "workflow_dispatch".to_owned()]);
         for pr in [
-            "git fetch origin pull/${{ inputs.pr }}/head",
+            "git fetch origin pull/${{ inputs.pr }}/head && git checkout FETCH_HEAD",
             "gh pr checkout 12",
             "git checkout \"$PR_SHA\"",
         ] {
             assert!(
-                fetches_pr_code(pr, &nightly, &["PR_SHA".to_owned()]).is_some(),
+                fetches_pr_code(pr, &nightly, &["PR_SHA".to_owned()], false).is_some(),
                 "{pr}"
             );
         }
@@ -748,8 +782,26 @@ mod tests {
             "git checkout ${{ github.event.pull_request.head.sha }}",
             "git clone https://github.com/$OWNER/tool",
         ] {
-            assert!(fetches_pr_code(benign, &nightly, &[]).is_none(), "{benign}");
+            assert!(
+                fetches_pr_code(benign, &nightly, &[], false).is_none(),
+                "{benign}"
+            );
         }
+        // Fetching a pull request only to read it (a diff) is not running it;
+        // checking out what was fetched is.
+        let target = BTreeSet::from(["pull_request_target".to_owned()]);
+        let diff =
+            "git fetch origin refs/pull/${{ github.event.number }}/merge:pr\ngit diff main..pr";
+        assert!(fetches_pr_code(diff, &target, &[], false).is_none());
+        assert!(fetches_pr_code(diff, &target, &[], true).is_some());
+        let run = "git fetch origin pull/1/head\ngit checkout FETCH_HEAD";
+        assert_eq!(
+            fetches_pr_code(run, &nightly, &[], false),
+            Some("git checkout FETCH_HEAD")
+        );
+        // A data branch of another repository the script set up itself.
+        let data = "git init ctx\ncd ctx\ngit remote add origin https://github.com/o/data.git\ngit fetch origin \"refs/heads/$branch\"\ngit checkout FETCH_HEAD";
+        assert!(fetches_pr_code(data, &events_of(&["issue_comment"]), &[], false).is_none());
         assert_eq!(
             builds_code("cargo xtask ci-key --github-output\ncargo nextest archive"),
             Some("cargo nextest archive")

@@ -144,7 +144,7 @@ impl Model {
         for (w, wf) in workflows.iter().enumerate() {
             for (j, job) in wf.jobs.iter().enumerate() {
                 let Some(uses) = &job.uses else { continue };
-                let Some(local) = uses.value.trim().strip_prefix("./") else {
+                let Some(local) = super::workflow::local_uses(&uses.value) else {
                     continue;
                 };
                 let name = local.rsplit('/').next().unwrap_or(local);
@@ -207,7 +207,7 @@ impl Model {
                         privileged.iter().map(|e| (*e).clone()).collect();
                     // Inputs are maintainer-chosen in a dispatch; a callee's
                     // come from callers this job cannot see all of.
-                    let inputs_trusted = !wf.events().any(|e| e == "workflow_call");
+                    let inputs_trusted = inputs_are_maintainers(&workflows, &callers, &triggers, w);
                     let judge = Judge {
                         policy,
                         root,
@@ -223,12 +223,17 @@ impl Model {
                     let remote = job
                         .uses
                         .as_ref()
-                        .filter(|u| !u.value.trim().starts_with("./"));
+                        .filter(|u| super::workflow::local_uses(&u.value).is_none());
                     if let Some(uses) = remote.filter(|_| !publisher) {
+                        // The events whose run is a pull request's own
+                        // (`workflow_run` is another run's: what the callee
+                        // takes from it must flow in through `with:`).
                         let carrying: Vec<&String> = privileged
                             .iter()
                             .copied()
-                            .filter(|e| expr::PR_CARRYING_EVENTS.contains(&e.as_str()))
+                            .filter(|e| {
+                                matches!(e.as_str(), "pull_request_target" | "issue_comment")
+                            })
                             .collect();
                         let input = job.with.iter().find(|(_, v)| {
                             expr::carries_pr_content(&v.value, &privileged_set)
@@ -490,9 +495,18 @@ pub const THIRD_PARTY_HOSTED: &[(&str, &str)] = &[
     ("BuildJet", "buildjet-"),
     ("Cirun", "cirun-"),
     ("Actuated", "actuated-"),
+    ("CodSpeed", "codspeed-"),
+    ("Blaze", "blaze/"),
 ];
 
 fn is_third_party_hosted_label(label: &str) -> bool {
+    // Larger GitHub runners named `github-<image>-…` by their owners.
+    if let Some(rest) = label.strip_prefix("github-") {
+        let image: Vec<&str> = rest.splitn(3, '-').take(2).collect();
+        if image.len() == 2 && is_standard_hosted_label(&image.join("-")) {
+            return true;
+        }
+    }
     THIRD_PARTY_HOSTED.iter().any(|(_, prefix)| {
         label.starts_with(prefix) || label == prefix.trim_end_matches(['-', '=', '/'])
     })
@@ -514,7 +528,9 @@ fn is_standard_hosted_label(label: &str) -> bool {
     match image {
         "ubuntu" => rest == "slim" || version(v, true) && matches!(suffix, None | Some("arm")),
         "windows" => rest == "11-arm" || version(v, false) && suffix.is_none(),
-        "macos" => version(v, false) && matches!(suffix, None | Some("large" | "xlarge" | "intel")),
+        "macos" => {
+            version(v, false) && matches!(suffix, None | Some("large" | "xlarge" | "xl" | "intel"))
+        }
         _ => false,
     }
 }
@@ -621,6 +637,33 @@ fn runs_on_pod(
     ))
 }
 
+/// True when a workflow's `inputs.*` are chosen by maintainers: it is not
+/// a reusable workflow (a dispatch's inputs need write access), or every
+/// caller is in this repository and passes nothing that carries
+/// pull-request content (or its own callee-chosen inputs) in its `with:`.
+fn inputs_are_maintainers(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    triggers: &[BTreeSet<String>],
+    w: usize,
+) -> bool {
+    if !workflows[w].events().any(|e| e == "workflow_call") {
+        return true;
+    }
+    let list = callers.get(&w).map(Vec::as_slice).unwrap_or_default();
+    !list.is_empty()
+        && list.iter().all(|caller| {
+            let calling = &workflows[caller.workflow].jobs[caller.job];
+            let own_inputs_ok = !workflows[caller.workflow]
+                .events()
+                .any(|e| e == "workflow_call");
+            calling.with.iter().all(|(_, value)| {
+                !expr::carries_pr_content(&value.value, &triggers[caller.workflow])
+                    && (own_inputs_ok || !value.value.contains("inputs."))
+            })
+        })
+}
+
 /// What judging a privileged job's steps needs: the events that start its
 /// privileged runs, whether its `inputs.*` are maintainer-chosen, and the
 /// environment variables that carry pull-request content.
@@ -705,7 +748,7 @@ pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
         if let Some(uses) = step
             .uses
             .as_ref()
-            .filter(|u| u.value.trim().starts_with("./"))
+            .filter(|u| super::workflow::local_uses(&u.value).is_some())
         {
             return Some(format!("runs the local action `{}`", uses.value));
         }
@@ -789,14 +832,14 @@ fn step_other_code(
         }
     }
     if let Some(run) = &step.run {
-        if let Some(line) = expr::fetches_pr_code(&run.value, judge.events, &judge.tainted) {
+        if let Some(line) = expr::fetches_pr_code(&run.value, judge.events, &judge.tainted, false) {
             found.push(place(run.pos, format!("runs `{}`", line.trim())));
         }
     }
     let Some(uses) = step
         .uses
         .as_ref()
-        .filter(|u| u.value.trim().starts_with("./"))
+        .filter(|u| super::workflow::local_uses(&u.value).is_some())
     else {
         return Ok(found);
     };

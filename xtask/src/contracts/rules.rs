@@ -179,7 +179,10 @@ impl<'a> Checker<'a> {
                 self.pull_request_external_saves(info, job);
             }
             self.persistent_runner(info, job);
-            if info.is_untrusted() || info.pod.is_some() {
+            // A pod on `pull_request` gets secrets only for branches of this
+            // repository, whose authors can push anyway; persistent-runner
+            // covers what its state exposes.
+            if info.is_untrusted() {
                 self.untrusted_secrets(info, job);
             }
             self.secrets_inherit(info, job);
@@ -301,7 +304,7 @@ impl<'a> Checker<'a> {
         let remote = job
             .uses
             .as_ref()
-            .filter(|u| !u.value.trim().starts_with("./"));
+            .filter(|u| super::workflow::local_uses(&u.value).is_none());
         let pr_started =
             info.triggers.contains("pull_request") || info.triggers.contains("pull_request_target");
         let secrets = job.secrets_inherit.is_some()
@@ -498,7 +501,7 @@ impl<'a> Checker<'a> {
         let Some(uses) = &step.uses else {
             return Ok(());
         };
-        if !uses.value.trim().starts_with("./") {
+        if super::workflow::local_uses(&uses.value).is_none() {
             return Ok(());
         }
         let at = outer.map_or(uses.pos, |(at, _, _)| at);
@@ -631,26 +634,46 @@ impl<'a> Checker<'a> {
             .scalars
             .iter()
             .chain(wf.env.iter().map(|(_, value)| value));
-        let mut found = Vec::new();
+        // One finding per job and secret, at its first use, listing the others.
+        let mut found: Vec<(Option<String>, Vec<Pos>)> = Vec::new();
         for scalar in scalars {
             for reference in expr::secret_refs(&scalar.value) {
-                match &reference.name {
-                    Some(name) if name == "GITHUB_TOKEN" || granted.contains(name) => {}
-                    Some(name) => found.push((
-                        wf.locate(scalar.pos, &format!("secrets.{name}")),
-                        format!(
-                            "{who} receives the secret `{name}`, which the policy does not list for it"
-                        ),
-                    )),
-                    None => found.push((
-                        wf.locate(scalar.pos, "secrets"),
-                        format!("{who} can read every secret through a dynamic `secrets` access"),
-                    )),
+                let name = reference.name;
+                if name
+                    .as_ref()
+                    .is_some_and(|n| n == "GITHUB_TOKEN" || granted.contains(n))
+                {
+                    continue;
+                }
+                let needle = name
+                    .as_ref()
+                    .map_or("secrets".to_owned(), |n| format!("secrets.{n}"));
+                let pos = wf.locate(scalar.pos, &needle);
+                match found.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, positions)) => positions.push(pos),
+                    None => found.push((name, vec![pos])),
                 }
             }
         }
-        for (pos, message) in found {
-            self.push("untrusted-secrets", at, at.workflow, pos, message);
+        for (name, mut positions) in found {
+            positions.sort();
+            positions.dedup();
+            let also = if positions.len() > 1 {
+                let lines: Vec<String> =
+                    positions[1..].iter().map(|p| p.line.to_string()).collect();
+                format!(" (also on line {})", lines.join(", "))
+            } else {
+                String::new()
+            };
+            let message = match name {
+                Some(name) => format!(
+                    "{who} receives the secret `{name}`, which the policy does not list for it{also}"
+                ),
+                None => {
+                    format!("{who} can read every secret through a dynamic `secrets` access{also}")
+                }
+            };
+            self.push("untrusted-secrets", at, at.workflow, positions[0], message);
         }
     }
 
@@ -678,7 +701,7 @@ impl<'a> Checker<'a> {
         let risky: Vec<String> = self
             .model
             .jobs_of(callee)
-            .filter(|j| j.is_untrusted() || j.pod.is_some())
+            .filter(|j| j.is_untrusted())
             .map(|j| format!("`{}`", self.model.job(j.at).id.value))
             .collect();
         if !risky.is_empty() {
@@ -709,7 +732,7 @@ impl<'a> Checker<'a> {
             }
             let wanted = format!("inputs.{}", input.value);
             for reader in self.model.jobs_of(callee) {
-                if !(reader.is_untrusted() || reader.pod.is_some()) {
+                if !reader.is_untrusted() {
                     continue;
                 }
                 let reads = self.model.job(reader.at).scalars.iter().any(|s| {
@@ -852,7 +875,7 @@ impl<'a> Checker<'a> {
                 ));
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[]) {
+                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[], true) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!(
@@ -1204,7 +1227,7 @@ impl<'a> Checker<'a> {
                     .or_else(|| {
                         step.uses
                             .as_ref()
-                            .filter(|u| u.value.starts_with("./"))
+                            .filter(|u| super::workflow::local_uses(&u.value).is_some())
                             .map(|u| (u.pos, u.value.as_str()))
                     });
                 if let Some((pos, line)) = builds {
@@ -1353,7 +1376,7 @@ impl<'a> Checker<'a> {
                 }
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[]) {
+                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[], true) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} runs `{}`", line.trim()),
@@ -1389,7 +1412,7 @@ impl<'a> Checker<'a> {
         let mut found = Vec::new();
         for uses in uses {
             let value = uses.value.trim();
-            if value.starts_with("./") {
+            if super::workflow::local_uses(value).is_some() {
                 continue;
             }
             if let Some(image) = value.strip_prefix("docker://") {

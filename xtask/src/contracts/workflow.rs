@@ -289,6 +289,15 @@ pub fn composite_action(rel: &str, text: &str) -> Result<Option<CompositeAction>
     }))
 }
 
+/// The repository path of a `uses:` that names this repository: `./PATH`
+/// (the workspace, for actions; this commit, for reusable workflows) or
+/// `$/PATH` (GitHub's self-repository form: the workflow's own repository
+/// at the commit that is running, for actions and reusable workflows alike).
+pub fn local_uses(uses: &str) -> Option<&str> {
+    let uses = uses.trim();
+    uses.strip_prefix("./").or_else(|| uses.strip_prefix("$/"))
+}
+
 /// A local composite action opened for one use of it: its file, and its
 /// steps with every `${{ inputs.NAME }}` that is a whole value resolved
 /// from the caller's `with:` (itself resolved from `outer`) or the input's
@@ -366,7 +375,7 @@ pub fn resolve_input(value: &str, inputs: &[(String, String)]) -> String {
 /// repository-relative, when the tree at `root` has one.
 pub fn local_action_file(root: &Path, uses: &str) -> Option<String> {
     // `uses: ./` is the action at the workspace root.
-    let dir = uses.trim().strip_prefix("./")?.trim_end_matches('/');
+    let dir = local_uses(uses)?.trim_end_matches('/');
     ["action.yml", "action.yaml"]
         .iter()
         .map(|name| match dir {
@@ -627,7 +636,11 @@ fn expression_labels(job: &MarkedMappingNode, inner: &str, pos: Pos) -> Option<V
             if let Some(lit) = after.strip_prefix('\'') {
                 let end = lit.find('\'')?;
                 out.push(lit[..end].to_owned());
-            } else if !after.starts_with('(') && !after.starts_with("github.") && !after.starts_with("inputs.") && !after.starts_with('!') {
+            } else if !after.starts_with('(')
+                && !after.starts_with("github.")
+                && !after.starts_with("inputs.")
+                && !after.starts_with('!')
+            {
                 // An outcome that is not a literal (`|| matrix.os`).
                 if rest[i..].starts_with("||") {
                     return None;
