@@ -348,10 +348,12 @@ pub fn is_trusted_ref_under(
     // A dispatch's inputs and a repository_dispatch's payload come from
     // someone holding write access (a token that can send the event).
     let inputs_ok = |context: &str| {
-        inputs_trusted
-            && (context.starts_with("inputs.")
-                || context.starts_with("github.event.inputs.")
-                || context.starts_with("github.event.client_payload."))
+        // Matrix values are written in the workflow itself.
+        context.starts_with("matrix.")
+            || inputs_trusted
+                && (context.starts_with("inputs.")
+                    || context.starts_with("github.event.inputs.")
+                    || context.starts_with("github.event.client_payload."))
     };
     let Some(body) = sole_expression(value) else {
         // Text around expressions: trusted only when every expression in it

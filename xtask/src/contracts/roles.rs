@@ -797,8 +797,14 @@ fn step_other_code(
     // Inner steps arrive with their inputs resolved (expand_local_action).
     let resolve = |value: &str| value.to_owned();
     let mut found = Vec::new();
+    // A `ref:` of another repository is that repository's, not the pull request's.
+    let other_repository = step.input("repository").is_some_and(|r| {
+        expr::sole_expression(&r.value) != Some("github.repository")
+            && !expr::carries_pr_content(&r.value, judge.events)
+            && !(r.value.contains("inputs.") && !judge.inputs_trusted)
+    });
     if step.uses_action("actions/checkout") {
-        if let Some(reference) = step.input("ref") {
+        if let Some(reference) = step.input("ref").filter(|_| !other_repository) {
             let value = resolve(&reference.value);
             let trusted = expr::is_trusted_ref_under(
                 &value,
@@ -814,15 +820,8 @@ fn step_other_code(
             let value = resolve(&repository.value);
             // Another named repository is not pull-request code; a fork's
             // name from the event payload is.
-            let foreign = expr::sole_expression(&value) != Some("github.repository")
-                && (expr::carries_pr_content(&value, judge.events)
-                    || value.contains("${{")
-                        && !expr::is_trusted_ref_under(
-                            &value,
-                            &policy.default_branch,
-                            judge.events,
-                            judge.inputs_trusted,
-                        ));
+            let foreign =
+                expr::sole_expression(&value) != Some("github.repository") && !other_repository;
             if foreign {
                 found.push(place(
                     repository.pos,

@@ -253,6 +253,17 @@ impl<'a> Checker<'a> {
         let wf = self.model.workflow(at);
         let who = self.label(at);
         let credentials = self.credentials(at);
+        // A fork's pull request gets no secrets (and a read-only
+        // GITHUB_TOKEN): a write that needs one fails for it. A write with
+        // ambient credentials (a runner's instance role) does not.
+        let holds_token = job
+            .scalars
+            .iter()
+            .chain(wf.env.iter().map(|(_, v)| v))
+            .any(|s| !expr::secret_refs(&s.value).is_empty() || s.value.contains("github.token"));
+        if holds_token {
+            return;
+        }
         for save in caches::external_saves(wf, job) {
             self.push(
                 "untrusted-cache-save",
@@ -260,7 +271,7 @@ impl<'a> Checker<'a> {
                 at.workflow,
                 save.pos,
                 format!(
-                    "{who} runs pull-request code (`pull_request`) and writes to {}, with {credentials}; that store is shared with default-branch builds and `cache-mode:` does not govern it",
+                    "{who} runs pull-request code (`pull_request`, forks included) and writes to {}, with {credentials} and no secret, so a fork's code can write too; that store is shared with default-branch builds and `cache-mode:` does not govern it",
                     save.backend
                 ),
             );

@@ -605,6 +605,61 @@ fn expression_labels(job: &MarkedMappingNode, inner: &str, pos: Pos) -> Option<V
             .map(|value| Scalar { value, pos })
             .collect::<Vec<_>>()
     };
+    // `a && 'x' || 'y'`, `matrix.os || 'ubuntu-latest'`: the outcomes are
+    // the literals and matrix values among the operands; a condition
+    // (`x == 'y'`) is skipped; any other outcome is unknown.
+    if inner.contains("&&") || inner.contains("||") {
+        let mut out = Vec::new();
+        let mut rest = inner;
+        let mut op_before: Option<&str> = None;
+        loop {
+            let next = [rest.find("&&"), rest.find("||")]
+                .into_iter()
+                .flatten()
+                .min();
+            let (operand, op_after) = match next {
+                Some(i) => (&rest[..i], Some(&rest[i..i + 2])),
+                None => (rest, None),
+            };
+            let operand = operand
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .trim();
+            let identifier = |p: &str| {
+                p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            };
+            if let Some(lit) = operand
+                .strip_prefix('\'')
+                .and_then(|l| l.strip_suffix('\''))
+            {
+                if op_before.is_some() || op_after == Some("||") {
+                    out.push(Scalar {
+                        value: lit.to_owned(),
+                        pos,
+                    });
+                }
+            } else if let Some(path) = operand.strip_prefix("matrix.").filter(|p| identifier(p)) {
+                out.extend(matrix_values(job, path, pos)?);
+            } else if op_before == Some("||")
+                || op_after == Some("||")
+                    && op_before.is_none()
+                    && !operand.contains("==")
+                    && !operand.contains("!=")
+            {
+                return None;
+            }
+            match next {
+                Some(i) => {
+                    op_before = op_after;
+                    rest = &rest[i + 2..];
+                }
+                None => break,
+            }
+        }
+        return (!out.is_empty()).then_some(out);
+    }
     if let Some(path) = inner.strip_prefix("matrix.") {
         return matrix_values(job, path, pos);
     }
@@ -626,29 +681,6 @@ fn expression_labels(job: &MarkedMappingNode, inner: &str, pos: Pos) -> Option<V
         }
         let literal = arg.strip_prefix('\'')?.strip_suffix('\'')?;
         return json_labels(&literal.replace("''", "'")).map(at);
-    }
-    // `a && 'x' || 'y'`: the literals after `&&` and `||` are the outcomes.
-    if inner.contains("&&") || inner.contains("||") {
-        let mut out = Vec::new();
-        let mut rest = inner;
-        while let Some(i) = rest.find(['&', '|']) {
-            let after = rest[i..].trim_start_matches(['&', '|']).trim_start();
-            if let Some(lit) = after.strip_prefix('\'') {
-                let end = lit.find('\'')?;
-                out.push(lit[..end].to_owned());
-            } else if !after.starts_with('(')
-                && !after.starts_with("github.")
-                && !after.starts_with("inputs.")
-                && !after.starts_with('!')
-            {
-                // An outcome that is not a literal (`|| matrix.os`).
-                if rest[i..].starts_with("||") {
-                    return None;
-                }
-            }
-            rest = rest[i..].trim_start_matches(['&', '|']);
-        }
-        return (!out.is_empty()).then(|| at(out));
     }
     None
 }
