@@ -304,7 +304,7 @@ impl<'a> Checker<'a> {
                 at.workflow,
                 pod.pos,
                 format!(
-                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: what that code leaves on the machine (tool cache, `~/`, build caches, a process left running) reaches later jobs on it, trusted ones and their secrets included",
+                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: the runner state that code leaves (tool cache, `~/`, build caches, a process left running) reaches later jobs on that machine, trusted ones and their secrets included",
                     self.label(at),
                     pod.text
                 ),
@@ -557,21 +557,27 @@ impl<'a> Checker<'a> {
         let who = self.label(at);
         // Reached through several callers, the repository default is one
         // finding for the job, listing the callers.
-        let defaults: Vec<&str> = info
+        let defaults: BTreeSet<&str> = info
             .permissions
             .iter()
             .filter(|p| p.permissions.is_none())
-            .map(|p| p.origin.as_str())
+            .map(|p| self.model.workflows[p.workflow].name.as_str())
             .collect();
         if !defaults.is_empty() {
+            let own = &self.model.workflow(at).name;
+            let callers: Vec<&str> = defaults.iter().copied().filter(|n| n != own).collect();
+            let via = if callers.is_empty() {
+                String::new()
+            } else {
+                format!(", reached through {}", callers.join(", "))
+            };
             self.push(
                 "untrusted-write-permissions",
                 at,
                 at.workflow,
                 job.id.pos,
                 format!(
-                    "{who} runs untrusted code with {}, which may be write; add `permissions: {{ contents: read }}`",
-                    defaults.join("; and ")
+                    "{who} runs untrusted code with the repository default token (no `permissions:` anywhere{via}), which may be write; add `permissions: {{ contents: read }}`"
                 ),
             );
         }

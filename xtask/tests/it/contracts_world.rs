@@ -1,0 +1,445 @@
+//! `cargo xtask check-contracts` on repositories that are not this one (issue
+//! 10): no policy file, workflows written the many ways GitHub accepts,
+//! runners and references judged as GitHub would, every cache seen. Each
+//! test is a small workflow tree shaped after what the real-world corpus
+//! (docs/contracts.md, "Real-world corpus") showed.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::support::{Fixture, stderr, stdout};
+
+/// A tree with only `.github/workflows/*` (no policy unless given).
+fn repo(files: &[(&str, &str)]) -> Fixture {
+    let fixture = Fixture::new();
+    for (name, text) in files {
+        let path = if name.contains('/') {
+            (*name).to_owned()
+        } else {
+            format!(".github/workflows/{name}")
+        };
+        fixture.file(&path, text);
+    }
+    fixture
+}
+
+/// The findings (JSON), asserting the run ended in 0 or 1.
+fn findings(fixture: &Fixture) -> Vec<Value> {
+    let output = fixture.xtask(&["check-contracts", "--format", "json"]);
+    let code = output.status.code().expect("exit code");
+    assert!(
+        code == 0 || code == 1,
+        "exit {code}: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let all: Value = serde_json::from_str(&stdout(&output))
+        .unwrap_or_else(|err| panic!("JSON output: {err}\n{}", stdout(&output)));
+    all.as_array().unwrap().clone()
+}
+
+fn errors(findings: &[Value]) -> Vec<&Value> {
+    findings
+        .iter()
+        .filter(|f| f["severity"] == "error" && f["suppressed"] == false)
+        .collect()
+}
+
+fn rules(findings: &[Value]) -> BTreeSet<String> {
+    errors(findings)
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn messages(findings: &[Value]) -> String {
+    errors(findings)
+        .iter()
+        .map(|f| format!("{}: {}", f["rule"], f["message"]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const PR_CI: &str = "on: pull_request\npermissions: {}\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - uses: Swatinem/rust-cache@v2\n      - run: cargo test\n";
+
+#[test]
+fn without_a_policy_every_format_prints_a_document_and_one_note() {
+    let fixture = repo(&[("ci.yml", PR_CI)]);
+    let all = findings(&fixture);
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let notes: Vec<&Value> = all.iter().filter(|f| f["severity"] == "note").collect();
+    assert_eq!(notes.len(), 1, "{all:#?}");
+    let note = notes[0]["message"].as_str().unwrap();
+    assert!(
+        note.contains("publisher-trigger") && note.contains("[publisher] workflows"),
+        "{note}"
+    );
+    let sarif = fixture.xtask(&["check-contracts", "--format", "sarif"]);
+    assert_eq!(sarif.status.code(), Some(0), "{}", stderr(&sarif));
+    let doc: Value = serde_json::from_str(&stdout(&sarif)).unwrap();
+    assert_eq!(doc["version"], "2.1.0");
+    let human = fixture.xtask(&["check-contracts"]);
+    assert!(
+        stdout(&human).contains("0 finding(s)"),
+        "{}",
+        stdout(&human)
+    );
+    let github = fixture.xtask(&["check-contracts", "--format", "github"]);
+    assert!(
+        stdout(&github).starts_with("::notice"),
+        "{}",
+        stdout(&github)
+    );
+}
+
+#[test]
+fn a_publisher_is_inferred_from_a_save_guarded_to_the_default_branch() {
+    let publish = "on: [push, pull_request]\njobs:\n  warm:\n    if: github.ref == 'refs/heads/main'\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/cache/save@v4\n        with: { path: target, key: k }\n";
+    let fixture = repo(&[("ci.yml", PR_CI), ("warm.yml", publish)]);
+    let all = findings(&fixture);
+    let note = all.iter().find(|f| f["severity"] == "note").unwrap();
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("inferred as warm.yml"),
+        "{note}"
+    );
+    // The publisher rules now apply: a publisher may not run on pull_request.
+    assert!(
+        rules(&all).contains("publisher-trigger"),
+        "{}",
+        messages(&all)
+    );
+}
+
+/// A `workflow_run` job that checks out the pull request's head and saves.
+const POISON_STEPS: &str = "      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n      - uses: actions/cache@v4\n        with: { path: target, key: k }\n";
+
+#[test]
+fn anchors_aliases_bom_and_flow_collections_are_read_as_github_does() {
+    let text = format!(
+        "\u{feff}on:\n  workflow_run:\n    workflows: [CI]\npermissions: {{ contents: read,\n  actions: read }}\njobs:\n  first:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps: &steps\n{POISON_STEPS}  second:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps: *steps\n"
+    );
+    let fixture = repo(&[("consumer.yml", &text)]);
+    let all = findings(&fixture);
+    let jobs: BTreeSet<&str> = errors(&all)
+        .iter()
+        .filter(|f| f["rule"] == "untrusted-cache-save")
+        .map(|f| f["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        jobs,
+        BTreeSet::from(["first", "second"]),
+        "the alias carries the steps: {}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn a_workflow_github_would_refuse_is_one_finding_and_the_others_are_checked() {
+    let merge =
+        "on: push\nx: &base\n  runs-on: ubuntu-latest\njobs:\n  a:\n    <<: *base\n    steps: []\n";
+    let poison = format!(
+        "on: workflow_run\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n{POISON_STEPS}"
+    );
+    let fixture = repo(&[
+        ("merge.yml", merge),
+        ("broken.yml", "on: [push\njobs: {}\n"),
+        ("consumer.yml", &poison),
+    ]);
+    let all = findings(&fixture);
+    let parse: Vec<&Value> = errors(&all)
+        .into_iter()
+        .filter(|f| f["rule"] == "parse-error")
+        .collect();
+    assert_eq!(parse.len(), 2, "{}", messages(&all));
+    let merge_finding = parse
+        .iter()
+        .find(|f| f["file"] == ".github/workflows/merge.yml")
+        .unwrap();
+    assert_eq!(merge_finding["line"], 6);
+    assert!(
+        merge_finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("merge keys"),
+        "{merge_finding}"
+    );
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn a_job_reached_through_several_callers_is_reported_once() {
+    let callee = "on: workflow_call\njobs:\n  build:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n";
+    let caller = |name: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [{name}]\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n"
+        )
+    };
+    let fixture = repo(&[
+        ("build.yml", callee),
+        ("a.yml", &caller("A")),
+        ("b.yml", &caller("B")),
+    ]);
+    let all = findings(&fixture);
+    let perms: Vec<&Value> = errors(&all)
+        .into_iter()
+        .filter(|f| f["rule"] == "untrusted-write-permissions" && f["job"] == "build")
+        .collect();
+    assert_eq!(perms.len(), 1, "{}", messages(&all));
+    let message = perms[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("a.yml") && message.contains("b.yml"),
+        "{message}"
+    );
+}
+
+/// A `pull_request` job on `runs-on: LABELS` (YAML), with `strategy`.
+fn on_runner(runs_on: &str, strategy: &str) -> String {
+    format!(
+        "on: pull_request\npermissions: {{}}\njobs:\n  test:\n    runs-on: {runs_on}\n{strategy}    steps:\n      - run: cargo test\n"
+    )
+}
+
+#[test]
+fn runner_labels_resolve_and_hosted_services_are_not_pods() {
+    let hosted = [
+        on_runner("Ubuntu-Latest", ""),
+        on_runner("windows-2022-16core", ""),
+        on_runner("depot-ubuntu-24.04-4", ""),
+        on_runner("blacksmith-4vcpu-ubuntu-2404", ""),
+        on_runner("namespace-profile-default", ""),
+        on_runner(
+            "${{ matrix.platform.runner }}",
+            "    strategy:\n      matrix:\n        platform:\n          - { runner: ubuntu-latest }\n          - { runner: macos-15 }\n",
+        ),
+        on_runner(
+            "${{ matrix.os }}",
+            "    strategy:\n      matrix:\n        include:\n          - os: windows-latest\n",
+        ),
+        on_runner("${{ fromJSON('[\"ubuntu-24.04\"]') }}", ""),
+        on_runner(
+            "${{ github.repository == 'o/r' && 'ubuntu-latest' || 'macos-latest' }}",
+            "",
+        ),
+    ];
+    for text in &hosted {
+        let all = findings(&repo(&[("ci.yml", text)]));
+        assert!(errors(&all).is_empty(), "{text}\n{}", messages(&all));
+    }
+    let pods = [
+        on_runner("[self-hosted, gpu]", ""),
+        on_runner(
+            "${{ matrix.platform.runner }}",
+            "    strategy:\n      matrix:\n        platform:\n          - { runner: ubuntu-latest }\n          - { runner: gpu-box }\n",
+        ),
+        on_runner("${{ fromJSON('[\"self-hosted\", \"cuda\"]') }}", ""),
+    ];
+    for text in &pods {
+        let all = findings(&repo(&[("ci.yml", text)]));
+        assert_eq!(
+            rules(&all),
+            BTreeSet::from(["persistent-runner".to_owned()]),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn ephemeral_runners_from_the_policy_are_not_persistent() {
+    let text = on_runner("[self-hosted, GPU-Ephemeral]", "");
+    let fixture = repo(&[("ci.yml", &text)]);
+    let all = findings(&fixture);
+    let message = messages(&all);
+    assert!(message.contains("state"), "{message}");
+    assert!(message.contains("secrets"), "{message}");
+    assert!(!message.contains("cache-mode"), "{message}");
+    fixture.file(
+        ".github/ci-trust.toml",
+        "[publisher]\nworkflows = []\n[artifacts]\ntrusted-workflows = []\n[contracts]\nephemeral-labels = [\"gpu-ephemeral\"]\n",
+    );
+    let all = findings(&fixture);
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
+
+#[test]
+fn self_repository_reusable_workflows_are_followed_and_inherit_triggers() {
+    let callee = "on: workflow_call\njobs:\n  build:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    permissions: {}\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n      - uses: actions/cache@v4\n        with: { path: t, key: k }\n";
+    let caller = "on: workflow_run\njobs:\n  call:\n    uses: $/.github/workflows/build.yml\n";
+    let all = findings(&repo(&[("build.yml", callee), ("consumer.yml", caller)]));
+    let found = rules(&all);
+    assert!(found.contains("untrusted-cache-save"), "{}", messages(&all));
+    assert!(
+        !messages(&all).contains("cannot see") && !found.contains("unpinned-action"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn remote_reusable_workflows_need_evidence() {
+    let release = "on:\n  push:\n    tags: ['v*']\njobs:\n  publish:\n    uses: org/release/.github/workflows/publish.yml@0123456789abcdef0123456789abcdef01234567\n    secrets: inherit\n";
+    let all = findings(&repo(&[("release.yml", release)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let dispatch = "on: workflow_dispatch\njobs:\n  docs:\n    uses: org/docs/.github/workflows/build.yml@0123456789abcdef0123456789abcdef01234567\n    with:\n      sha: ${{ github.event.pull_request.head.sha || github.sha }}\n";
+    let all = findings(&repo(&[("docs.yml", dispatch)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let target = "on: pull_request_target\npermissions: {}\njobs:\n  docs:\n    cache-mode: read\n    uses: org/docs/.github/workflows/build.yml@0123456789abcdef0123456789abcdef01234567\n    secrets: inherit\n";
+    let all = findings(&repo(&[("docs.yml", target)]));
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["untrusted-secrets".to_owned()]),
+        "{}",
+        messages(&all)
+    );
+    let run = "on: workflow_run\npermissions: {}\njobs:\n  docs:\n    cache-mode: read\n    uses: org/docs/.github/workflows/build.yml@0123456789abcdef0123456789abcdef01234567\n    with:\n      sha: ${{ github.event.workflow_run.head_sha }}\n    secrets:\n      token: ${{ secrets.DOCS_TOKEN }}\n";
+    let all = findings(&repo(&[("docs.yml", run)]));
+    assert!(
+        rules(&all).contains("untrusted-secrets"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn guards_and_event_contexts_are_evaluated() {
+    // The PR head is empty under workflow_dispatch; pull_request is isolated.
+    let head = "on: [pull_request, workflow_dispatch]\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n      - uses: actions/cache@v4\n        with: { path: t, key: k }\n";
+    // A dispatch's inputs are the maintainer's.
+    let input = "on:\n  workflow_dispatch:\n    inputs:\n      ref: { type: string }\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ inputs.ref }}\n      - uses: actions/cache@v4\n        with: { path: t, key: k }\n";
+    // The guard keeps the job to pushes.
+    let guarded = format!(
+        "on: [push, workflow_run]\njobs:\n  a:\n    if: github.event_name == 'push'\n    runs-on: ubuntu-latest\n    steps:\n{POISON_STEPS}"
+    );
+    for text in [head, input, guarded.as_str()] {
+        let all = findings(&repo(&[("w.yml", text)]));
+        assert!(errors(&all).is_empty(), "{text}\n{}", messages(&all));
+    }
+    let unguarded = guarded.replace("    if: github.event_name == 'push'\n", "");
+    let all = findings(&repo(&[("w.yml", &unguarded)]));
+    assert!(rules(&all).contains("untrusted-cache-save"));
+}
+
+#[test]
+fn git_commands_count_only_when_they_bring_in_what_a_pull_request_controls() {
+    let job = |script: &str| {
+        format!(
+            "on: schedule\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: |\n{script}      - uses: actions/cache@v4\n        with: {{ path: t, key: k }}\n"
+        )
+    };
+    for benign in [
+        "          git checkout -b notes\n",
+        "          git clone --depth 1 https://github.com/org/data data\n",
+        "          git fetch origin gh-pages && git worktree list\n",
+    ] {
+        let all = findings(&repo(&[("w.yml", &job(benign))]));
+        assert!(errors(&all).is_empty(), "{benign}\n{}", messages(&all));
+    }
+    let pr = "          git fetch origin pull/12/head\n          git checkout FETCH_HEAD\n";
+    let all = findings(&repo(&[("w.yml", &job(pr))]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn another_runs_artifact_read_as_data_is_not_code() {
+    let consumer = |then: &str| {
+        format!(
+            "on: workflow_run\npermissions: {{ pull-requests: write }}\njobs:\n  comment:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{{{ github.event.workflow_run.id }}}}\n          name: report\n      - run: {then}\n"
+        )
+    };
+    let data = consumer("jq -r .summary report.json | gh pr comment 1 --body-file -");
+    let all = findings(&repo(&[("comment.yml", &data)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let code = consumer("bash ./report/post.sh");
+    let all = findings(&repo(&[("comment.yml", &code)]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn caches_outside_github_are_writes_cache_mode_cannot_stop() {
+    let consumer = format!(
+        "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    env:\n      RUSTC_WRAPPER: sccache\n      SCCACHE_BUCKET: ci-cache\n      AWS_SECRET_ACCESS_KEY: ${{{{ secrets.CACHE_KEY }}}}\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n      - uses: runs-on/cache@v4\n        with: {{ path: t, key: k }}\n      - uses: docker/build-push-action@v6\n        with:\n          cache-to: type=s3,region=us-east-1,bucket=layers\n      - run: cargo build\n"
+    );
+    let all = findings(&repo(&[("consumer.yml", &consumer)]));
+    let saves: Vec<String> = errors(&all)
+        .iter()
+        .filter(|f| f["rule"] == "untrusted-cache-save")
+        .map(|f| f["message"].as_str().unwrap().to_owned())
+        .collect();
+    let text = saves.join("\n");
+    assert!(text.contains("S3 bucket of sccache"), "{text}");
+    assert!(text.contains("secrets.CACHE_KEY"), "{text}");
+    assert!(text.contains("RunsOn"), "{text}");
+    assert!(text.contains("buildx `s3`"), "{text}");
+    // On pull_request, a write with no secret (a runner's own role) is one a fork can make.
+    let pr = "on: pull_request\npermissions: {}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    env:\n      SCCACHE_BUCKET: ci-cache\n    steps:\n      - run: cargo build\n";
+    let all = findings(&repo(&[("ci.yml", pr)]));
+    assert!(messages(&all).contains("fork"), "{}", messages(&all));
+}
+
+#[test]
+fn a_reusable_workflow_handed_a_self_hosted_runner_by_a_pull_request() {
+    let call = "on: pull_request\njobs:\n  t:\n    uses: org/ci/.github/workflows/test.yml@0123456789abcdef0123456789abcdef01234567\n    with:\n      runner: gpu-box\n    secrets: inherit\n";
+    let all = findings(&repo(&[("ci.yml", call)]));
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["persistent-runner".to_owned()]),
+        "{}",
+        messages(&all)
+    );
+    let hosted = call.replace("gpu-box", "ubuntu-latest");
+    let all = findings(&repo(&[("ci.yml", &hosted)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
+
+#[test]
+fn a_publisher_on_a_self_hosted_gpu_runner_is_not_untrusted() {
+    let publish = "on:\n  push:\n    branches: [main]\n  workflow_dispatch:\npermissions: {}\njobs:\n  publish:\n    if: github.ref == 'refs/heads/main'\n    runs-on: [self-hosted, gpu]\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/cache/save@v4\n        with: { path: t, key: k }\n";
+    let fixture = repo(&[("publish.yml", publish)]);
+    fixture.file(
+        ".github/ci-trust.toml",
+        "[publisher]\nworkflows = [\"publish.yml\"]\n[artifacts]\ntrusted-workflows = []\n",
+    );
+    let all = findings(&fixture);
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
+
+#[test]
+fn composite_action_inputs_resolve_before_the_cache_table_decides() {
+    let action = "name: warm\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: Swatinem/rust-cache@v2\n      with:\n        save-if: ${{ inputs.save }}\n";
+    let consumer = |save: &str| {
+        format!(
+            "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n      - uses: ./.github/actions/warm\n        with:\n          save: {save}\n"
+        )
+    };
+    let off = consumer("'false'");
+    let all = findings(&repo(&[
+        (".github/actions/warm/action.yml", action),
+        ("consumer.yml", &off),
+    ]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let on = consumer("'true'");
+    let all = findings(&repo(&[
+        (".github/actions/warm/action.yml", action),
+        ("consumer.yml", &on),
+    ]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
+}
