@@ -278,6 +278,51 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A trusted job that runs on the same self-hosted runners as `info`
+    /// (a shared specific label, or runner group) and has something to
+    /// lose: secrets, a cache write, or the publisher role. In words.
+    fn trusted_sharer(&self, info: &JobInfo, job: &Job) -> Option<String> {
+        let keys = runner_keys(job);
+        self.model.jobs.iter().find_map(|other| {
+            let other_job = self.model.job(other.at);
+            let trusted_events: Vec<&String> = other
+                .triggers
+                .iter()
+                .filter(|t| !t.starts_with("pull_request"))
+                .collect();
+            if other.pod.is_none()
+                || other.is_untrusted()
+                || trusted_events.is_empty()
+                || runner_keys(other_job).is_disjoint(&keys)
+            {
+                return None;
+            }
+            let wf = self.model.workflow(other.at);
+            let secret = other_job
+                .scalars
+                .iter()
+                .chain(wf.env.iter().map(|(_, v)| v))
+                .flat_map(|s| expr::secret_refs(&s.value))
+                .find_map(|r| r.name.filter(|n| n != "GITHUB_TOKEN"));
+            let saves = other_job.steps.iter().any(|s| cache_save(s).is_some());
+            let stake = match (secret, saves || other.publisher) {
+                (Some(name), _) => format!("receives `secrets.{name}`"),
+                (None, true) => "writes the cache".to_owned(),
+                (None, false) => return None,
+            };
+            let which = if other.at == info.at {
+                "this job itself".to_owned()
+            } else {
+                format!("`{}` of {}", other_job.id.value, wf.name)
+            };
+            let events: Vec<String> = trusted_events.iter().map(|e| format!("`{e}`")).collect();
+            Some(format!(
+                "{which}, which {stake} when started by {}",
+                events.join(", ")
+            ))
+        })
+    }
+
     /// Pull-request code on a self-hosted runner that keeps its state
     /// between jobs: what it leaves (the tool cache, `~/`, cargo and ccache
     /// directories, a process left running) reaches the next job there,
@@ -289,7 +334,11 @@ impl<'a> Checker<'a> {
                 .untrusted
                 .iter()
                 .any(|why| info.pod.as_ref().is_none_or(|pod| pod.text != why.text));
-        if let Some(pod) = info.pod.as_ref().filter(|_| pr_code && !info.ephemeral) {
+        let pod = info.pod.as_ref().filter(|_| pr_code && !info.ephemeral);
+        // The state matters where a trusted job with something to lose
+        // (secrets, cache writes, the publisher) runs on the same runners.
+        let exposed = pod.and_then(|_| self.trusted_sharer(info, job));
+        if let (Some(pod), Some(exposed)) = (pod, exposed) {
             let how = if info.triggers.contains("pull_request") {
                 "on `pull_request`".to_owned()
             } else {
@@ -304,7 +353,7 @@ impl<'a> Checker<'a> {
                 at.workflow,
                 pod.pos,
                 format!(
-                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: the runner state that code leaves (tool cache, `~/`, build caches, a process left running) reaches later jobs on that machine, trusted ones and their secrets included",
+                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: the runner state that code leaves (tool cache, `~/`, build caches, a process left running) reaches later jobs on that machine, such as {exposed}",
                     self.label(at),
                     pod.text
                 ),
@@ -606,9 +655,13 @@ impl<'a> Checker<'a> {
                     for (scope, level) in scopes {
                         let allowed = match level.value.as_str() {
                             "none" => true,
+                            // Read scopes beyond contents are a reviewed grant
+                            // when a policy file exists; without one, reading
+                            // is allowed (the defaults govern writes).
                             "read" => {
                                 matches!(scope.value.as_str(), "contents" | "metadata")
                                     || granted.contains(&scope.value)
+                                    || self.policy.source.is_none()
                             }
                             _ => false,
                         };
@@ -1463,6 +1516,38 @@ impl<'a> Checker<'a> {
             self.push("unpinned-action", at, at.workflow, pos, message);
         }
     }
+}
+
+/// The runners a job may land on, for comparing jobs: its specific labels
+/// (lowercased; `self-hosted`, OS and architecture labels say nothing on
+/// their own) or its runner group, else `self-hosted` (any runner).
+fn runner_keys(job: &Job) -> BTreeSet<String> {
+    const GENERIC: &[&str] = &[
+        "self-hosted",
+        "linux",
+        "windows",
+        "macos",
+        "x64",
+        "x86_64",
+        "arm64",
+        "arm",
+        "aarch64",
+    ];
+    let mut keys: BTreeSet<String> = job
+        .runs_on
+        .iter()
+        .map(|l| l.value.trim().to_ascii_lowercase())
+        .filter(|l| !GENERIC.contains(&l.as_str()))
+        .collect();
+    keys.extend(
+        job.runs_on_unresolved
+            .iter()
+            .map(|u| u.value.trim().to_ascii_lowercase()),
+    );
+    if keys.is_empty() {
+        keys.insert("self-hosted".to_owned());
+    }
+    keys
 }
 
 /// How many local actions one step may expand (nested uses included)

@@ -1124,7 +1124,16 @@ fn a_directory_with_only_github_and_the_default_policy() {
         fixture.file(&workflow(name), &text);
     }
     let (code, findings) = check(&fixture);
-    // Without the policy's grant, the archive job's `actions: read` is a finding.
+    // The defaults' publisher exists, so every rule family runs; without a
+    // policy file, read scopes need no grant (the archive job's `actions: read`).
+    assert_eq!(code, 0, "{findings:#?}");
+    assert_eq!(findings, Vec::<Value>::new());
+    // With a policy file, the same read scope is a reviewed grant.
+    fixture.file(
+        ".github/ci-trust.toml",
+        "[publisher]\nworkflows = [\"ci-cache-publish.yml\"]\n",
+    );
+    let (code, findings) = check(&fixture);
     assert_eq!(code, 1);
     assert_eq!(
         failing_rules(&findings),

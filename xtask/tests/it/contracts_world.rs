@@ -200,10 +200,11 @@ fn a_job_reached_through_several_callers_is_reported_once() {
     );
 }
 
-/// A `pull_request` job on `runs-on: LABELS` (YAML), with `strategy`.
+/// A job on `runs-on: LABELS` (YAML), with `strategy`, started by pull
+/// requests and by pushes to main (where it receives a secret).
 fn on_runner(runs_on: &str, strategy: &str) -> String {
     format!(
-        "on: pull_request\npermissions: {{}}\njobs:\n  test:\n    runs-on: {runs_on}\n{strategy}    steps:\n      - run: cargo test\n"
+        "on:\n  pull_request:\n  push:\n    branches: [main]\npermissions: {{}}\njobs:\n  test:\n    runs-on: {runs_on}\n{strategy}    env:\n      UPLOAD: ${{{{ secrets.UPLOAD_TOKEN }}}}\n    steps:\n      - run: cargo test\n"
     )
 }
 
@@ -266,6 +267,24 @@ fn ephemeral_runners_from_the_policy_are_not_persistent() {
     );
     let all = findings(&fixture);
     assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
+
+#[test]
+fn persistent_runner_names_the_trusted_job_that_shares_the_runner() {
+    let pr = "on: pull_request\npermissions: {}\njobs:\n  test:\n    runs-on: [self-hosted, gpu]\n    steps:\n      - run: cargo test\n";
+    let all = findings(&repo(&[("ci.yml", pr)]));
+    assert!(errors(&all).is_empty(), "PR jobs only: {}", messages(&all));
+    let nightly = "on: schedule\npermissions: {}\njobs:\n  bench:\n    runs-on: [self-hosted, GPU]\n    steps:\n      - run: cargo bench\n        env:\n          HF_TOKEN: ${{ secrets.HF_TOKEN }}\n";
+    let all = findings(&repo(&[("ci.yml", pr), ("nightly.yml", nightly)]));
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["persistent-runner".to_owned()])
+    );
+    let message = messages(&all);
+    assert!(
+        message.contains("`bench` of nightly.yml") && message.contains("secrets.HF_TOKEN"),
+        "{message}"
+    );
 }
 
 #[test]
