@@ -327,7 +327,10 @@ impl Checker<'_> {
             );
             for script in scripts {
                 for (_, body) in expr::expressions(&script.value) {
-                    if let Some(context) = attacker_controlled(body) {
+                    let context = attacker_controlled(body)
+                        .map(str::to_owned)
+                        .or_else(|| self.attacker_controlled_input(info.at, body));
+                    if let Some(context) = context {
                         found.push((
                             wf.locate(script.pos, body),
                             format!(
@@ -349,6 +352,35 @@ impl Checker<'_> {
                 message,
             );
         }
+    }
+
+    /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
+    /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
+    fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
+        let name: String = body
+            .split("inputs.")
+            .nth(1)?
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            .collect();
+        self.model
+            .jobs
+            .iter()
+            .filter(|caller| caller.callee == Some(at.workflow))
+            .find_map(|caller| {
+                let job = self.model.job(caller.at);
+                let value = super::workflow::lookup(&job.with, &name)?;
+                expr::expressions(&value.value)
+                    .into_iter()
+                    .find_map(|(_, passed)| attacker_controlled(passed))
+                    .map(|context| {
+                        format!(
+                            "{context}, passed as `inputs.{name}` by `{}` of {}",
+                            job.id.value,
+                            self.model.workflow(caller.at).name
+                        )
+                    })
+            })
     }
 
     /// `remote-script`: a script downloaded and run in a privileged job.

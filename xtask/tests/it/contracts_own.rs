@@ -742,3 +742,82 @@ fn harmless_edits_of_this_repositorys_ci_raise_nothing() {
     assert!(HARMLESS.len() >= 15);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// An attacker-controlled value passed as a reusable workflow's input is as
+/// dangerous in the callee's privileged script as the context itself; the
+/// head SHA passed the same way is not.
+#[test]
+fn attacker_text_passed_as_an_input_reaches_privileged_scripts() {
+    for (passed, rules) in [
+        (
+            "${{ github.event.workflow_run.head_branch }}",
+            BTreeSet::from(["privileged-injection".to_owned()]),
+        ),
+        ("${{ github.event.workflow_run.head_sha }}", BTreeSet::new()),
+    ] {
+        let fixture = own();
+        let callee = OwnEdit {
+            what: "create-pod names the pod after an input",
+            gain: "",
+            file: EXECUTE,
+            edits: &[
+                (
+                    "      max_minutes:\n",
+                    "      branch:\n        required: false\n        type: string\n        default: \"\"\n      max_minutes:\n",
+                ),
+                (
+                    CREATE_POD_SCRIPT,
+                    "          label=\"gha-$REPO_ID-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-${{ inputs.branch }}\"\n",
+                ),
+            ],
+            rules: &[],
+        };
+        apply(&fixture, &callee).unwrap();
+        let path = fixture.join(&workflow(TEST));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let from = "      archives: xtask-tests.tar.zst\n";
+        assert_eq!(text.matches(from).count(), 1);
+        std::fs::write(
+            &path,
+            text.replacen(from, &format!("{from}      branch: {passed}\n"), 1),
+        )
+        .unwrap();
+        let (_, findings) = check(&fixture);
+        assert_eq!(failing_rules(&findings), rules, "{passed}: {findings:#?}");
+    }
+}
+
+/// Only a reviewed policy entry silences `untrusted-cache-save`; the inline
+/// comment of the same edit does not (r36 of the corpus).
+#[test]
+fn a_policy_allow_entry_can_silence_what_an_inline_comment_cannot() {
+    let fixture = own();
+    let entry = OWN_REGRESSIONS
+        .iter()
+        .find(|e| {
+            e.what.contains("silenced by an inline allow comment")
+                && e.rules == ["untrusted-cache-save"]
+        })
+        .unwrap();
+    apply(&fixture, entry).unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1);
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot silence untrusted-cache-save"),
+        "{message}"
+    );
+    let policy = fixture.join(".github/ci-trust.toml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(
+        &policy,
+        format!("{text}\n[[allow]]\nrule = \"untrusted-cache-save\"\nworkflow = \"runpod-gpu-test.yml\"\njob = \"cuda-archive\"\nreason = \"reviewed: warm cache experiment until 2026-12\"\n"),
+    )
+    .unwrap();
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 0, "{findings:#?}");
+    assert!(
+        findings.iter().all(|f| f["suppressed"] == true),
+        "{findings:#?}"
+    );
+}
