@@ -329,6 +329,7 @@ impl Checker<'_> {
                 for (_, body) in expr::expressions(&script.value) {
                     let context = attacker_controlled(body)
                         .map(str::to_owned)
+                        .or_else(|| self.untrusted_output(info.at, body))
                         .or_else(|| self.attacker_controlled_input(info.at, body));
                     if let Some(context) = context {
                         found.push((
@@ -354,6 +355,35 @@ impl Checker<'_> {
         }
     }
 
+    /// `needs.JOB.outputs.…` of an untrusted-code job of the same workflow:
+    /// the pull request's code runs in that job and can set what its steps
+    /// output (the runner's output files lie in a directory it can list), so
+    /// every output of it is attacker-controlled text.
+    fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
+        let wf = self.model.workflow(at);
+        body.match_indices("needs.").find_map(|(i, _)| {
+            let rest = &body[i + "needs.".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+                .collect();
+            if !rest[name.len()..].starts_with(".outputs") {
+                return None;
+            }
+            let j = wf.jobs.iter().position(|j| j.id.value == name)?;
+            let source = self.model.info(JobRef {
+                workflow: at.workflow,
+                job: j,
+            });
+            source.is_untrusted().then(|| {
+                format!(
+                    "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
+                    source.role()
+                )
+            })
+        })
+    }
+
     /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
     /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
     fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
@@ -372,7 +402,11 @@ impl Checker<'_> {
                 let value = super::workflow::lookup(&job.with, &name)?;
                 expr::expressions(&value.value)
                     .into_iter()
-                    .find_map(|(_, passed)| attacker_controlled(passed))
+                    .find_map(|(_, passed)| {
+                        attacker_controlled(passed)
+                            .map(str::to_owned)
+                            .or_else(|| self.untrusted_output(caller.at, passed))
+                    })
                     .map(|context| {
                         format!(
                             "{context}, passed as `inputs.{name}` by `{}` of {}",

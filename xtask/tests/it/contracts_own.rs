@@ -334,6 +334,16 @@ pub const OWN_REGRESSIONS: &[OwnEdit] = &[
         )],
         rules: &["privileged-injection"],
     },
+    OwnEdit {
+        what: "a new job comments on the pull request where the archive came from",
+        gain: "the PR's build code sets the archive job's `source` output, which runs as shell with a pull-requests: write token",
+        file: TEST,
+        edits: &[(
+            "  # --- GPU-project template job ---------------------------------------------\n",
+            "  report:\n    needs: [authorize, cuda-archive]\n    runs-on: ubuntu-24.04\n    permissions:\n      pull-requests: write\n    cache-mode: none\n    steps:\n      - env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ needs.authorize.outputs.pr_number }}\n        run: |\n          gh pr comment \"$PR\" -R \"$GITHUB_REPOSITORY\" --body \"GPU archive: ${{ needs.cuda-archive.outputs.source }}\"\n\n  # --- GPU-project template job ---------------------------------------------\n",
+        )],
+        rules: &["privileged-injection"],
+    },
     // --- The publisher builds; it never reuses ---------------------------------
     OwnEdit {
         what: "publisher reuses an archive artifact instead of building",
@@ -617,6 +627,16 @@ pub const HARMLESS: &[OwnEdit] = &[
         edits: &[(
             "  CARGO_TERM_COLOR: always\n  RUST_TOOLCHAIN: stable\n",
             "  CARGO_TERM_COLOR: always\n  RUST_TOOLCHAIN: \"1.91\"\n",
+        )],
+        rules: &[],
+    },
+    OwnEdit {
+        what: "a new job comments on the pull request with its authorized number, through env",
+        gain: "",
+        file: TEST,
+        edits: &[(
+            "  # --- GPU-project template job ---------------------------------------------\n",
+            "  report:\n    needs: [authorize, cuda-archive]\n    runs-on: ubuntu-24.04\n    permissions:\n      pull-requests: write\n    cache-mode: none\n    steps:\n      - env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ needs.authorize.outputs.pr_number }}\n          SOURCE: ${{ needs.cuda-archive.outputs.source }}\n        run: |\n          gh pr comment \"$PR\" -R \"$GITHUB_REPOSITORY\" --body \"GPU archive: $SOURCE\"\n\n  # --- GPU-project template job ---------------------------------------------\n",
         )],
         rules: &[],
     },
