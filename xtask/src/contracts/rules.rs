@@ -117,7 +117,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "remote-script",
-        summary: "A publisher, secret-holding or write-token job runs a script it downloads at run time.",
+        summary: "A publisher or secret-holding job runs a script it downloads at run time.",
         hint: "vendor the script in the repository, or check a pinned checksum (`sha256sum -c`) before running it",
     },
     Rule {

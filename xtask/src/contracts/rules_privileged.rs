@@ -58,9 +58,13 @@ impl Checker<'_> {
                 self.persist_credentials(info, job);
             }
             self.trusted_step_environment(info, job);
-            if let Some(why) = self.privilege(info, job) {
+            if let Some((why, writes_only)) = self.privilege(info, job) {
                 self.privileged_injection(info, job, &why);
-                self.remote_script(info, job, &why);
+                // A write token alone is rule 2's business; a fetched script
+                // matters where secrets or the publisher's cache token are.
+                if !writes_only {
+                    self.remote_script(info, job, &why);
+                }
             }
             if info.publisher {
                 self.publisher_reuse(info, job);
@@ -70,10 +74,11 @@ impl Checker<'_> {
     }
 
     /// Why the job's code matters beyond its own logs: it is a publisher, it
-    /// holds a secret, or its token may write. `None` for the rest.
-    fn privilege(&self, info: &JobInfo, job: &Job) -> Option<String> {
+    /// holds a secret, or its token may write (then the flag is true: the
+    /// write token is its only privilege). `None` for the rest.
+    fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
         if info.publisher {
-            return Some("publisher job".to_owned());
+            return Some(("publisher job".to_owned(), false));
         }
         let wf = self.model.workflow(info.at);
         let scalars = job
@@ -84,8 +89,8 @@ impl Checker<'_> {
             for reference in expr::secret_refs(&scalar.value) {
                 match reference.name {
                     Some(name) if name == "GITHUB_TOKEN" => {}
-                    Some(name) => return Some(format!("job holding the secret `{name}`")),
-                    None => return Some("job reading every secret".to_owned()),
+                    Some(name) => return Some((format!("job holding the secret `{name}`"), false)),
+                    None => return Some(("job reading every secret".to_owned(), false)),
                 }
             }
         }
@@ -101,7 +106,7 @@ impl Checker<'_> {
                     .any(|(_, level)| level.value.trim() == "write"),
             };
             if writes {
-                return Some("job whose token can write".to_owned());
+                return Some(("job whose token can write".to_owned(), true));
             }
         }
         None
@@ -478,6 +483,9 @@ impl Checker<'_> {
     /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
     /// be able to stop it.
     fn gate_bypass(&mut self, info: &JobInfo, job: &Job) {
+        // Gates matter where pull-request bytes run in a privileged run; a
+        // pod job of a push workflow has nothing to be gated from.
+        let Some(bytes) = pr_bytes(info) else { return };
         let gates = self.gates(info.at);
         let mut found = Vec::new();
         for gate in &gates {
@@ -523,7 +531,10 @@ impl Checker<'_> {
         }
         // A status function other than success() runs the job whatever its
         // needs concluded, unless the condition asks for their results.
-        if let Some(cond) = &job.if_cond {
+        // A pod cleanup job's `always()` is its purpose; only a job that
+        // brings in pull-request bytes itself is held to its gates here.
+        let own_bytes = info.pod.as_ref().is_none_or(|pod| pod.pos != bytes.pos);
+        if let Some(cond) = job.if_cond.as_ref().filter(|_| own_bytes) {
             let text = cond.value.replace(' ', "");
             let bypasses = ["always()", "failure()", "cancelled()"]
                 .iter()
@@ -774,7 +785,9 @@ pub fn attacker_controlled(body: &str) -> Option<&str> {
                     | "body"
                     | "message"
                     | "page_name"
+                    | "description"
             )
+            || path.ends_with("workflow_run.name")
             || path.ends_with(".head.ref")
             || path.ends_with(".head.label")
             || path.contains(".author.")
@@ -926,6 +939,8 @@ mod tests {
             "github.event.comment.body",
             "format('{0}', github.event.issue.body)",
             "github.event.head_commit.author.email",
+            "github.event.workflow_run.head_repository.description",
+            "github.event.workflow_run.name",
         ] {
             assert!(attacker_controlled(bad).is_some(), "{bad}");
         }
@@ -937,6 +952,7 @@ mod tests {
             "github.event.pull_request.number",
             "steps.x.outputs.title",
             "github.event.workflow_run.id",
+            "github.event.repository.name",
         ] {
             assert!(attacker_controlled(ok).is_none(), "{ok}");
         }
