@@ -41,6 +41,7 @@ const EXECUTE: &str = "runpod-gpu-execute.yml";
 const PUBLISH: &str = "ci-cache-publish.yml";
 const CI: &str = "ci.yml";
 const REAP: &str = "runpod-reap.yml";
+const POLICY: &str = "ci-trust.toml";
 
 /// Anchors used by several edits.
 const KEY_STEP: &str = "      - name: Compute the archive key with the trusted xtask\n        id: archive_key\n        working-directory: trusted\n        run: cargo xtask ci-key --root ../pr --github-output\n      # Exact key only";
@@ -86,6 +87,16 @@ pub const OWN_REGRESSIONS: &[OwnEdit] = &[
             "      - uses: actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093 # v4.3.0\n        with:\n          name: pods\n          run-id: ${{ vars.LAST_GPU_RUN }}\n          github-token: ${{ github.token }}\n      # --- RunPod API (outside the xtask) ---\n",
         )],
         rules: &["untrusted-secrets", "untrusted-write-permissions"],
+    },
+    OwnEdit {
+        what: "the policy grants the pod job a model-hub token for upcoming tests",
+        gain: "the PR's tests, root on the pod, read HF_TOKEN the moment a workflow passes it",
+        file: POLICY,
+        edits: &[(
+            "[[contracts.job]]\nworkflow = \"runpod-reap.yml\"\n",
+            "[[contracts.job]]\nworkflow = \"runpod-gpu-execute.yml\"\njob = \"run-gpu-tests\"\nsecrets = [\"HF_TOKEN\"]\n\n[[contracts.job]]\nworkflow = \"runpod-reap.yml\"\n",
+        )],
+        rules: &["untrusted-secrets"],
     },
     // --- The trusted key step sees no PR bytes -------------------------------
     OwnEdit {
@@ -637,6 +648,16 @@ pub const HARMLESS: &[OwnEdit] = &[
         edits: &[(
             "  # --- GPU-project template job ---------------------------------------------\n",
             "  report:\n    needs: [authorize, cuda-archive]\n    runs-on: ubuntu-24.04\n    permissions:\n      pull-requests: write\n    cache-mode: none\n    steps:\n      - env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ needs.authorize.outputs.pr_number }}\n          SOURCE: ${{ needs.cuda-archive.outputs.source }}\n        run: |\n          gh pr comment \"$PR\" -R \"$GITHUB_REPOSITORY\" --body \"GPU archive: $SOURCE\"\n\n  # --- GPU-project template job ---------------------------------------------\n",
+        )],
+        rules: &[],
+    },
+    OwnEdit {
+        what: "the policy grants create-pod, which runs trusted code only, one more secret",
+        gain: "",
+        file: POLICY,
+        edits: &[(
+            "job = \"create-pod\"\nsecrets = [\"RUNPOD_API_KEY\", \"RUNNER_ADMIN_TOKEN\"]\n",
+            "job = \"create-pod\"\nsecrets = [\"RUNPOD_API_KEY\", \"RUNNER_ADMIN_TOKEN\", \"RUNPOD_REGISTRY_AUTH\"]\n",
         )],
         rules: &[],
     },
