@@ -666,8 +666,10 @@ fn runs_xtask(script: &str) -> bool {
 /// the trusted commit: a `ref:` that is not trusted, or another repository.
 /// A checkout without `ref:` is the commit the run is for (the default
 /// branch's, in a privileged or publisher run).
+/// The artifacts of another run (the pull request's CI run, for a
+/// `workflow_run` consumer) unpacked before it count the same way.
 fn untrusted_checkouts(job: &Job, index: usize, default: &str) -> Vec<String> {
-    checkouts_before(job, index)
+    let mut paths: Vec<String> = checkouts_before(job, index)
         .into_iter()
         .filter(|(_, step)| {
             let bad_ref = step
@@ -679,7 +681,16 @@ fn untrusted_checkouts(job: &Job, index: usize, default: &str) -> Vec<String> {
             bad_ref || bad_repo
         })
         .map(|(path, _)| path)
-        .collect()
+        .collect();
+    for step in &job.steps[..index] {
+        if super::roles::other_run_download(step).is_some() {
+            // download-artifact unpacks into the workspace without `path:`.
+            paths.push(normalize_dir(
+                step.input("path").map_or(".", |p| p.value.as_str()),
+            ));
+        }
+    }
+    paths
 }
 
 /// The workspace-relative form of a path in a variable or script (a

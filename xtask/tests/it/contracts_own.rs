@@ -150,6 +150,16 @@ pub const OWN_REGRESSIONS: &[OwnEdit] = &[
         rules: &["trusted-step-environment"],
     },
     OwnEdit {
+        what: "archive job loads toolchain settings from the PR's CI run (an artifact) into GITHUB_ENV",
+        gain: "the PR's CI run writes that artifact; its values (RUSTC_WRAPPER, CARGO_HOME) reach the trusted key step",
+        file: TEST,
+        edits: &[(
+            KEY_STEP,
+            "      - uses: actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093 # v4.3.0\n        with:\n          name: ci-meta\n          path: meta\n          run-id: ${{ github.event.workflow_run.id }}\n          github-token: ${{ github.token }}\n      - run: cat meta/toolchain.env >> \"$GITHUB_ENV\"\n      - name: Compute the archive key with the trusted xtask\n        id: archive_key\n        working-directory: trusted\n        run: cargo xtask ci-key --root ../pr --github-output\n      # Exact key only",
+        )],
+        rules: &["trusted-step-environment"],
+    },
+    OwnEdit {
         what: "the archive build runs from the PR checkout so that relative paths resolve",
         gain: "the PR's own xtask decides what to reuse and uploads anything under the key's name",
         file: TEST,
