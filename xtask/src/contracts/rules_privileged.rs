@@ -914,9 +914,10 @@ fn runs_file(line: &str, file: &str) -> bool {
             return false;
         }
         let before = i.checked_sub(1).map(|j| words[j]);
-        // `./x.sh`, `bash x.sh`, `sudo x.sh`, `chmod +x x.sh && …` is not yet a run.
-        w.starts_with("./")
-            || w.starts_with('/')
+        // `./x.sh` or `/tmp/x.sh` as the command, `bash x.sh`, `sudo x.sh`;
+        // `chmod +x x.sh` or `tar -xf /tmp/x.tgz` is not a run.
+        let command = i == 0 || before.is_some_and(|b| matches!(b, "sudo" | "exec" | "nohup"));
+        (w.starts_with("./") || w.starts_with('/')) && command
             || before.is_some_and(|b| {
                 INTERPRETERS.contains(&b.rsplit('/').next().unwrap_or(b)) || b == "sudo"
             })
@@ -987,6 +988,8 @@ mod tests {
         for ok in [
             "curl --fail -d \"$body\" \"$URL/pods\"",
             "curl -o x.tar.gz https://x.example/x.tar.gz\ntar -xf x.tar.gz",
+            "curl -o /tmp/x.tgz https://x.example/x.tgz\ntar -xf /tmp/x.tgz -C /opt",
+            "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh",
             "curl -fsSLo i.sh https://x.example/i.sh\necho \"$SUM  i.sh\" | sha256sum -c -\nbash i.sh",
             "gh api repos/x/y | jq .id",
             "echo curl | tee log",
