@@ -64,7 +64,7 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
     // The usual hand-written form of the same export.
     (
         "actions/github-script",
-        Saves::WhenContains("script", "ACTIONS_RUNTIME_TOKEN"),
+        Saves::WhenContains("script", "ACTIONS_"),
     ),
     // Write on the default branch by default, and `workflow_run`,
     // `schedule` and dispatch runs are on the default branch.
@@ -205,17 +205,94 @@ pub fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
     }
     for step in &job.steps {
         if let Some(run) = &step.run {
-            if let Some(line) = run.value.lines().find(|l| {
-                l.contains("SCCACHE_GHA_ENABLED=") && !l.contains("SCCACHE_GHA_ENABLED=false")
-            }) {
-                found.push((
-                    wf.locate(run.pos, line),
-                    "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache".to_owned(),
-                ));
+            for (what, find) in CACHE_COMMANDS {
+                if let Some(line) = find(&run.value) {
+                    found.push((
+                        wf.locate(run.pos, line),
+                        format!("`{}`: {what}", line.trim()),
+                    ));
+                }
             }
         }
     }
     found
+}
+
+/// A recogniser of one command-line form: the first line of a `run:` script
+/// that uses it.
+type CommandForm = fn(&str) -> Option<&str>;
+
+/// The command-line forms of cache writes in `run:` scripts, beside
+/// [`CACHE_ACTIONS`]: the same cache service, reached without an action.
+/// Add rows as tools grow GHA cache backends.
+const CACHE_COMMANDS: &[(&str, CommandForm)] = &[
+    (
+        "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache",
+        |script| {
+            script.lines().find(|l| {
+                l.contains("SCCACHE_GHA_ENABLED=")
+                    && !["false", "0", "off"]
+                        .iter()
+                        .any(|v| l.contains(&format!("SCCACHE_GHA_ENABLED={v}")))
+            })
+        },
+    ),
+    (
+        "a BuildKit cache export to the Actions cache (`--cache-to type=gha`)",
+        |script| {
+            script
+                .lines()
+                .find(|l| l.contains("cache-to") && l.contains("type=gha"))
+        },
+    ),
+    (
+        "a BuildKit cache export to the Actions cache (`--export-cache type=gha`)",
+        |script| {
+            script
+                .lines()
+                .find(|l| l.contains("--export-cache") && l.contains("type=gha"))
+        },
+    ),
+    (
+        "the Actions cache toolkit's `saveCache` writes the cache",
+        |script| script.lines().find(|l| l.contains("saveCache(")),
+    ),
+    (
+        "the runner's cache credentials (`ACTIONS_RUNTIME_TOKEN`, `ACTIONS_CACHE_URL`, `ACTIONS_RESULTS_URL`) reach a script, which can write the cache",
+        |script| {
+            script.lines().find(|l| {
+                [
+                    "ACTIONS_RUNTIME_TOKEN",
+                    "ACTIONS_CACHE_URL",
+                    "ACTIONS_RESULTS_URL",
+                    "ACTIONS_ID_TOKEN_REQUEST",
+                ]
+                .iter()
+                .any(|name| l.contains(name))
+            })
+        },
+    ),
+    (
+        "the runner's `ACTIONS_*` variables are exported to later steps, which can then write the cache",
+        exports_actions_variables,
+    ),
+];
+
+/// A script that writes `ACTIONS_…` variables (by name, prefix or loop) to
+/// `GITHUB_ENV` or `GITHUB_OUTPUT`; the debug switches do not count.
+fn exports_actions_variables(script: &str) -> Option<&str> {
+    let exports = script
+        .lines()
+        .any(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_OUTPUT"));
+    if !exports {
+        return None;
+    }
+    script.lines().find(|l| {
+        l.match_indices("ACTIONS_").any(|(at, _)| {
+            let rest = &l[at + "ACTIONS_".len()..];
+            !(rest.starts_with("STEP_DEBUG") || rest.starts_with("RUNNER_DEBUG"))
+        })
+    })
 }
 
 /// A cache outside GitHub's Actions cache: `cache-mode:` does not govern

@@ -315,14 +315,29 @@ fn pr_context(context: &str, events: &BTreeSet<String>) -> bool {
     pr_side && context_events(context).is_some_and(|set| set.iter().any(|e| events.contains(*e)))
 }
 
+/// An input whose name says it carries a pull request (`inputs.head_sha`,
+/// `inputs.pr_number`, `github.event.inputs.pull_request`): whoever
+/// dispatches, the bytes it names are the pull request's.
+pub fn names_pull_request_input(context: &str) -> bool {
+    let Some(name) = context
+        .strip_prefix("inputs.")
+        .or_else(|| context.strip_prefix("github.event.inputs."))
+    else {
+        return false;
+    };
+    name.to_ascii_lowercase()
+        .split(['_', '-', '.'])
+        .any(|part| matches!(part, "head" | "pr" | "pull" | "fork" | "pullrequest"))
+}
+
 /// True when the expressions in `text` may carry pull-request content in a
 /// run started by one of `events`.
 pub fn carries_pr_content(text: &str, events: &BTreeSet<String>) -> bool {
-    expressions(text)
-        .iter()
-        .any(|(_, body)| contexts(body).iter().any(|c| pr_context(c, events)))
-        || (text.contains("GITHUB_HEAD_REF")
-            && events.iter().any(|e| e.starts_with("pull_request")))
+    expressions(text).iter().any(|(_, body)| {
+        contexts(body)
+            .iter()
+            .any(|c| pr_context(c, events) || names_pull_request_input(c))
+    }) || (text.contains("GITHUB_HEAD_REF") && events.iter().any(|e| e.starts_with("pull_request")))
 }
 
 /// A checkout `ref:` that is trusted in every run started by one of
@@ -351,6 +366,7 @@ pub fn is_trusted_ref_under(
         // Matrix values are written in the workflow itself.
         context.starts_with("matrix.")
             || inputs_trusted
+                && !names_pull_request_input(context)
                 && (context.starts_with("inputs.")
                     || context.starts_with("github.event.inputs.")
                     || context.starts_with("github.event.client_payload."))

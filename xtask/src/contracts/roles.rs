@@ -737,6 +737,16 @@ pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
             if let Some(line) = expr::builds_code(&run.value) {
                 return Some(format!("builds (`{}`)", line.trim()));
             }
+            // A command given by path (`scripts/ci/reap.sh`, `./bin/x`)
+            // runs a program that may read what was downloaded.
+            let by_path = run.value.lines().find(|line| {
+                line.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.contains('/') && !w.starts_with('-') && !w.starts_with('#'))
+            });
+            if let Some(line) = by_path {
+                return Some(format!("runs `{}`", line.trim()));
+            }
             let runs = run.value.lines().find(|line| {
                 line.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
                     .any(|w| RUNNERS.contains(&w) || w.starts_with("./") && !w.ends_with('/'))

@@ -110,7 +110,38 @@ pub const RULES: &[Rule] = &[
         summary: "A third-party action in a privileged job is not pinned to a full commit SHA.",
         hint: "pin to the 40-hex commit SHA (keep the tag in a comment)",
     },
+    // The rules below are checked in rules_privileged.rs.
+    Rule {
+        id: "untrusted-persist-credentials",
+        summary: "A checkout in a job that runs untrusted code, or in a pod job, keeps the token in .git/config.",
+        hint: "add `persist-credentials: false` to every actions/checkout step of the job",
+    },
+    Rule {
+        id: "trusted-step-environment",
+        summary: "A trusted `cargo xtask` step (the key step, a trusted build) can see pull-request bytes: tools, configuration or environment from the PR checkout.",
+        hint: "check the pull request out beside the trusted tree (`path: pr`), and never point CARGO_HOME, RUSTUP_HOME, RUSTC_WRAPPER, PATH or GITHUB_ENV/GITHUB_PATH at it before the trusted steps",
+    },
+    Rule {
+        id: "privileged-injection",
+        summary: "An attacker-controlled expression (PR title or body, branch name, commit message, comment) expands into a script of a publisher, secret-holding or write-token job.",
+        hint: "pass the value through `env:` and quote it in the script (`\"$TITLE\"`)",
+    },
+    Rule {
+        id: "remote-script",
+        summary: "A publisher or secret-holding job runs a script it downloads at run time.",
+        hint: "vendor the script in the repository, or check a pinned checksum (`sha256sum -c`) before running it",
+    },
+    Rule {
+        id: "gate-bypass",
+        summary: "A job that untrusted code waits for can no longer stop it (`continue-on-error`, or an `if:` that ignores its result).",
+        hint: "remove `continue-on-error` from the gate, and require `needs.<gate>.result == 'success'` next to `always()`/`!cancelled()`",
+    },
 ];
+
+/// Rules only a policy `[[allow]]` entry can suppress: an inline comment in
+/// the workflow is written by whoever edits the workflow, while a policy
+/// change is reviewed on its own.
+pub const POLICY_ONLY_RULES: &[&str] = &["untrusted-cache-save", "untrusted-secrets"];
 
 pub fn rule(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)
@@ -205,6 +236,7 @@ impl<'a> Checker<'a> {
             self.key_pairing()?;
             self.cache_keys();
         }
+        self.run_privileged();
         Ok(())
     }
 
@@ -398,7 +430,14 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn push(&mut self, rule: &'static str, at: JobRef, file: usize, pos: Pos, message: String) {
+    pub(super) fn push(
+        &mut self,
+        rule: &'static str,
+        at: JobRef,
+        file: usize,
+        pos: Pos,
+        message: String,
+    ) {
         let wf = &self.model.workflows[at.workflow];
         self.findings.push(Finding {
             rule,
@@ -412,7 +451,7 @@ impl<'a> Checker<'a> {
         });
     }
 
-    fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {
+    pub(super) fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {
         let wf = self.model.workflow(at);
         let job = self.model.job(at);
         self.policy
@@ -422,7 +461,7 @@ impl<'a> Checker<'a> {
             .find(|g| g.workflow == wf.name && g.job == job.id.value)
     }
 
-    fn label(&self, at: JobRef) -> String {
+    pub(super) fn label(&self, at: JobRef) -> String {
         let info = self.model.info(at);
         format!(
             "{} `{}` of {}",
@@ -925,6 +964,15 @@ impl<'a> Checker<'a> {
             if step.uses_action("actions/checkout") {
                 for input in ["ref", "repository"] {
                     if let Some(value) = step.input(input) {
+                        // The commit the publisher runs for, by another name.
+                        let same_commit = input == "ref"
+                            && matches!(
+                                expr::sole_expression(&value.value),
+                                Some("github.sha" | "github.workflow_sha")
+                            );
+                        if same_commit {
+                            continue;
+                        }
                         found.push((
                             value.pos,
                             format!(
@@ -1592,7 +1640,7 @@ impl KeySignature {
 
     /// The directory cargo runs the xtask from: the working directory, or
     /// the directory of a `--manifest-path`.
-    fn xtask_dir(&self) -> String {
+    pub(super) fn xtask_dir(&self) -> String {
         let Some(line) = &self.ci_key else {
             return self.working_directory.clone();
         };
@@ -1614,7 +1662,7 @@ impl KeySignature {
     }
 }
 
-fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
+pub(super) fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
     let working_directory = normalize_dir(
         step.working_directory
             .as_ref()
@@ -1656,7 +1704,7 @@ fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
 }
 
 /// `./a/`, `${{ github.workspace }}/a` → `a`; empty → `.`.
-fn normalize_dir(dir: &str) -> String {
+pub(super) fn normalize_dir(dir: &str) -> String {
     let mut dir = dir.trim();
     for prefix in [
         "${{ github.workspace }}",
@@ -1682,7 +1730,7 @@ fn normalize_dir(dir: &str) -> String {
     }
 }
 
-fn join_dir(base: &str, rel: &str) -> String {
+pub(super) fn join_dir(base: &str, rel: &str) -> String {
     if base == "." {
         normalize_dir(rel)
     } else {
@@ -1691,13 +1739,13 @@ fn join_dir(base: &str, rel: &str) -> String {
 }
 
 /// True when `dir` is `checkout` or inside it.
-fn is_within(dir: &str, checkout: &str) -> bool {
+pub(super) fn is_within(dir: &str, checkout: &str) -> bool {
     checkout == "." || dir == checkout || dir.starts_with(&format!("{checkout}/"))
 }
 
 /// The checkouts in effect before step `index`, by path, in step order (a
 /// later checkout into the same path replaces an earlier one).
-fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
+pub(super) fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
     let mut by_path: Vec<(String, &Step)> = Vec::new();
     for step in job.steps[..index]
         .iter()

@@ -433,6 +433,19 @@ fn a_publisher_on_a_self_hosted_gpu_runner_is_not_untrusted() {
         ".github/ci-trust.toml",
         "[publisher]\nworkflows = [\"publish.yml\"]\n[artifacts]\ntrusted-workflows = []\n",
     );
+    // Trusted code: no cache or secret rule; only the token its checkout
+    // leaves on a runner that keeps its disk.
+    let all = findings(&fixture);
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["untrusted-persist-credentials".to_owned()]),
+        "{}",
+        messages(&all)
+    );
+    fixture.file(
+        ".github/ci-trust.toml",
+        "[publisher]\nworkflows = [\"publish.yml\"]\n[artifacts]\ntrusted-workflows = []\n[contracts]\nephemeral-labels = [\"gpu\"]\n",
+    );
     let all = findings(&fixture);
     assert!(errors(&all).is_empty(), "{}", messages(&all));
 }
@@ -442,7 +455,7 @@ fn composite_action_inputs_resolve_before_the_cache_table_decides() {
     let action = "name: warm\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: Swatinem/rust-cache@v2\n      with:\n        save-if: ${{ inputs.save }}\n";
     let consumer = |save: &str| {
         format!(
-            "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n      - uses: ./.github/actions/warm\n        with:\n          save: {save}\n"
+            "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n          persist-credentials: false\n      - uses: ./.github/actions/warm\n        with:\n          save: {save}\n"
         )
     };
     let off = consumer("'false'");

@@ -3,6 +3,7 @@
 
 mod archive;
 mod contracts;
+mod contracts_own;
 mod contracts_world;
 mod key;
 mod scripts;
