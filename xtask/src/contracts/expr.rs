@@ -345,11 +345,24 @@ pub fn carries_pr_content(text: &str, events: &BTreeSet<String>) -> bool {
 /// an event-specific context that is empty under all of `events` (so the
 /// checkout falls through to the next one, or to the triggering commit),
 /// or an input when `inputs_trusted` (a maintainer-only dispatch).
+#[cfg(test)]
 pub fn is_trusted_ref_under(
     value: &str,
     default_branch: &str,
     events: &BTreeSet<String>,
     inputs_trusted: bool,
+) -> bool {
+    is_trusted_ref_in(value, default_branch, events, inputs_trusted, true)
+}
+
+/// As [`is_trusted_ref_under`]; `static_matrix`: the job's matrix is
+/// written in the workflow (else `matrix.*` may carry anything).
+pub fn is_trusted_ref_in(
+    value: &str,
+    default_branch: &str,
+    events: &BTreeSet<String>,
+    inputs_trusted: bool,
+    static_matrix: bool,
 ) -> bool {
     if is_trusted_ref(value, default_branch) {
         return true;
@@ -364,7 +377,7 @@ pub fn is_trusted_ref_under(
     // someone holding write access (a token that can send the event).
     let inputs_ok = |context: &str| {
         // Matrix values are written in the workflow itself.
-        context.starts_with("matrix.")
+        static_matrix && context.starts_with("matrix.")
             || inputs_trusted
                 && !names_pull_request_input(context)
                 && (context.starts_with("inputs.")

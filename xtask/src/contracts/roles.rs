@@ -208,11 +208,15 @@ impl Model {
                     // Inputs are maintainer-chosen in a dispatch; a callee's
                     // come from callers this job cannot see all of.
                     let inputs_trusted = inputs_are_maintainers(&workflows, &callers, &triggers, w);
+                    let caller_inputs = caller_inputs(&workflows, &callers, w);
                     let judge = Judge {
                         policy,
                         root,
                         events: &privileged_set,
                         inputs_trusted,
+                        static_matrix: !job.dynamic_matrix,
+                        callers: &caller_inputs,
+                        call_inputs: &wf.call_inputs,
                         tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
                     };
                     untrusted.extend(other_code(job, &judge, &privileged)?);
@@ -664,6 +668,87 @@ fn inputs_are_maintainers(
         })
 }
 
+/// What one calling job passes to a reusable workflow, and how to judge it.
+struct CallerInputs {
+    with: Vec<(String, String)>,
+    inputs_trusted: bool,
+    static_matrix: bool,
+}
+
+fn caller_inputs(
+    workflows: &[Workflow],
+    callers: &BTreeMap<usize, Vec<JobRef>>,
+    w: usize,
+) -> Vec<CallerInputs> {
+    callers
+        .get(&w)
+        .into_iter()
+        .flatten()
+        .map(|caller| {
+            let calling = &workflows[caller.workflow].jobs[caller.job];
+            CallerInputs {
+                with: calling
+                    .with
+                    .iter()
+                    .map(|(k, v)| (k.value.clone(), v.value.clone()))
+                    .collect(),
+                inputs_trusted: !workflows[caller.workflow]
+                    .events()
+                    .any(|e| e == "workflow_call"),
+                static_matrix: !calling.dynamic_matrix,
+            }
+        })
+        .collect()
+}
+
+/// `inputs.NAME` inside the expressions of `value` replaced by what `with`
+/// (else the input's default, else nothing) gives it, as an expression.
+fn substitute_inputs(
+    value: &str,
+    with: &[(String, String)],
+    defaults: &[(String, Option<String>)],
+) -> String {
+    let mut out = value.to_owned();
+    let names: BTreeSet<&str> = with
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .chain(defaults.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    for name in names {
+        let given = with
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                defaults
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, d)| d.clone())
+            })
+            .unwrap_or_default();
+        let as_expr = match expr::sole_expression(&given) {
+            Some(body) => format!("({body})"),
+            None => format!("'{}'", given.trim().replace('\'', "''")),
+        };
+        let needle = format!("inputs.{name}");
+        let mut rebuilt = String::new();
+        let mut rest = out.as_str();
+        while let Some(at) = rest.find(&needle) {
+            let end = at + needle.len();
+            let boundary = rest[end..]
+                .bytes()
+                .next()
+                .is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+            rebuilt.push_str(&rest[..at]);
+            rebuilt.push_str(if boundary { &as_expr } else { &needle });
+            rest = &rest[end..];
+        }
+        rebuilt.push_str(rest);
+        out = rebuilt;
+    }
+    out
+}
+
 /// What judging a privileged job's steps needs: the events that start its
 /// privileged runs, whether its `inputs.*` are maintainer-chosen, and the
 /// environment variables that carry pull-request content.
@@ -672,6 +757,10 @@ struct Judge<'a> {
     root: &'a Path,
     events: &'a BTreeSet<String>,
     inputs_trusted: bool,
+    static_matrix: bool,
+    /// For a reusable workflow: what each caller passes.
+    callers: &'a [CallerInputs],
+    call_inputs: &'a [(String, Option<String>)],
     tainted: Vec<String>,
 }
 
@@ -816,12 +905,27 @@ fn step_other_code(
     if step.uses_action("actions/checkout") {
         if let Some(reference) = step.input("ref").filter(|_| !other_repository) {
             let value = resolve(&reference.value);
-            let trusted = expr::is_trusted_ref_under(
-                &value,
-                &policy.default_branch,
-                judge.events,
-                judge.inputs_trusted,
-            );
+            // In a reusable workflow, an input is what each caller passes.
+            let trusted = if !judge.callers.is_empty() && value.contains("inputs.") {
+                judge.callers.iter().all(|caller| {
+                    let passed = substitute_inputs(&value, &caller.with, judge.call_inputs);
+                    expr::is_trusted_ref_in(
+                        &passed,
+                        &policy.default_branch,
+                        judge.events,
+                        caller.inputs_trusted,
+                        caller.static_matrix,
+                    )
+                })
+            } else {
+                expr::is_trusted_ref_in(
+                    &value,
+                    &policy.default_branch,
+                    judge.events,
+                    judge.inputs_trusted,
+                    judge.static_matrix,
+                )
+            };
             if !trusted {
                 found.push(place(reference.pos, format!("checks out `{value}`")));
             }

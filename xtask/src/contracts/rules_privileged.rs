@@ -54,8 +54,10 @@ impl Checker<'_> {
                 self.grant_to_untrusted_code(info, job);
                 self.gate_bypass(info, job);
             }
-            // An ephemeral pod keeps no .git/config for the next job.
-            if info.is_untrusted() || info.pod.is_some() && !info.ephemeral {
+            // A pod that runs only trusted code reads its own token; the
+            // token expires with the job, so a persistent pod's disk keeps
+            // nothing usable (persistent-runner covers what PR code leaves).
+            if info.is_untrusted() {
                 self.persist_credentials(info, job);
             }
             self.trusted_step_environment(info, job);

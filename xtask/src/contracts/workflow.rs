@@ -32,6 +32,8 @@ pub struct Scalar {
 pub struct Workflow {
     /// The file name, as policies and `uses: ./.github/workflows/NAME` name it.
     pub name: String,
+    /// The `on.workflow_call.inputs` names and their `default:` (if any).
+    pub call_inputs: Vec<(String, Option<String>)>,
     /// The repository-relative path, `/`-separated, as findings report it.
     pub path: String,
     /// The raw lines, for snippets, inline allow comments and locating text in `run:` blocks.
@@ -72,6 +74,9 @@ pub enum Permissions {
 #[derive(Debug)]
 pub struct Job {
     pub id: Scalar,
+    /// `strategy.matrix` is computed (`${{ fromJSON(...) }}` anywhere in
+    /// it), so `matrix.*` values are not written in the workflow.
+    pub dynamic_matrix: bool,
     pub if_cond: Option<Scalar>,
     /// Every label `runs-on` names (plain, list, or `labels:` of a group form),
     /// with matrix expressions resolved where the matrix lists the values.
@@ -172,12 +177,29 @@ impl Workflow {
             env: Vec::new(),
             default_working_directory: None,
             jobs: Vec::new(),
+            call_inputs: Vec::new(),
         };
         let ctx = Ctx { file: rel };
         let Some(on) = root.get_node("on") else {
             bail!("{rel}:1:1: the workflow has no `on:`; GitHub would refuse it");
         };
         workflow.triggers = ctx.triggers(on)?;
+        if let Some(inputs) = on
+            .as_mapping()
+            .and_then(|m| m.get_mapping("workflow_call"))
+            .and_then(|m| m.get_mapping("inputs"))
+        {
+            for (name, spec) in inputs.iter() {
+                let default = spec
+                    .as_mapping()
+                    .and_then(|s| s.get_node("default"))
+                    .and_then(scalar)
+                    .map(|d| d.value);
+                workflow
+                    .call_inputs
+                    .push((name.as_str().to_owned(), default));
+            }
+        }
         workflow.permissions = root
             .get_node("permissions")
             .map(|node| ctx.permissions(node))
@@ -486,7 +508,16 @@ impl Ctx<'_> {
     fn job(&self, id: Scalar, node: &Node) -> Result<Job> {
         let map = self.mapping(node, &format!("jobs.{}", id.value))?;
         let (runs_on, runs_on_unresolved) = runs_on(map);
+        let dynamic_matrix = map
+            .get_mapping("strategy")
+            .and_then(|s| s.get_node("matrix"))
+            .is_some_and(|m| {
+                let mut values = Vec::new();
+                collect_scalars(m, &mut values);
+                values.iter().any(|v| v.value.contains("${{"))
+            });
         let mut job = Job {
+            dynamic_matrix,
             if_cond: map.get_node("if").map(|v| value_scalar(&id, v)),
             runs_on,
             runs_on_unresolved,

@@ -484,9 +484,8 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, gpu-box]",
         )],
         // A `pull_request` job's cache token is the PR's own scope; on a
-        // persistent self-hosted runner its state (and the token left in
-        // .git/config) is what leaks.
-        rules: &["persistent-runner", "untrusted-persist-credentials"],
+        // persistent self-hosted runner its state is what leaks.
+        rules: &["persistent-runner"],
     },
     Regression {
         what: "archive job installs CUDA with an action that caches its installer by default",
@@ -589,9 +588,8 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, [self-hosted, gpu]]",
         )],
         // A `pull_request` job's cache token is the PR's own scope; on a
-        // persistent self-hosted runner its state (and the token left in
-        // .git/config) is what leaks.
-        rules: &["persistent-runner", "untrusted-persist-credentials"],
+        // persistent self-hosted runner its state is what leaks.
+        rules: &["persistent-runner"],
     },
     Regression {
         what: "the pull request is checked out at the workspace root after the trusted tooling",
@@ -652,9 +650,8 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, ubuntu-gpu]",
         )],
         // A `pull_request` job's cache token is the PR's own scope; on a
-        // persistent self-hosted runner its state (and the token left in
-        // .git/config) is what leaks.
-        rules: &["persistent-runner", "untrusted-persist-credentials"],
+        // persistent self-hosted runner its state is what leaks.
+        rules: &["persistent-runner"],
     },
     Regression {
         what: "archive job reuses artifacts without binding them to its head commit",
