@@ -790,16 +790,39 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
     let mut whys = Vec::new();
     for (index, step) in job.steps.iter().enumerate() {
         let mut budget = super::rules::LOCAL_ACTION_BUDGET;
-        for (pos, what) in step_other_code(step, judge, None, &mut budget)? {
-            whys.push(Why {
-                pos,
-                text: format!("{what} in a workflow started by {events}"),
-            });
+        let found = step_other_code(step, judge, None, &mut budget)?;
+        // Pull-request bytes in a working tree matter when something runs
+        // them: a build, a program, an action other than GitHub's own, or a
+        // cache save that hands them on. Checked out only to be read by git
+        // (rebased, diffed, pushed), they are not code.
+        let local = step
+            .uses
+            .as_ref()
+            .is_some_and(|u| super::workflow::local_uses(&u.value).is_some());
+        let then = if found.is_empty() {
+            None
+        } else if local {
+            Some(String::new())
+        } else {
+            runs_code(&job.steps[index..], true)
+        };
+        if let Some(then) = then {
+            for (pos, what) in found {
+                let then = if then.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and then {then}")
+                };
+                whys.push(Why {
+                    pos,
+                    text: format!("{what}{then} in a workflow started by {events}"),
+                });
+            }
         }
         // Another run's artifacts are that run's bytes: code when the job
         // builds, runs or caches after downloading them; data otherwise.
         if let Some(at) = other_run_download(step) {
-            if let Some(use_) = uses_download_as_code(&job.steps[index + 1..]) {
+            if let Some(use_) = runs_code(&job.steps[index + 1..], false) {
                 whys.push(Why {
                     pos: at.pos,
                     text: format!(
@@ -813,10 +836,11 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
     Ok(whys)
 }
 
-/// What a job does after downloading another run's artifacts that makes
-/// them code rather than data: builds or runs something, uses a local
-/// action, or saves a cache (which hands the bytes to later runs).
-pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
+/// What a job does after bringing in bytes that makes them code rather than
+/// data: builds or runs something, uses a local action (or, with
+/// `actions_run`, any action not owned by GitHub, which may run the
+/// project's code), or saves a cache (which hands the bytes to later runs).
+pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
     const RUNNERS: &[&str] = &[
         "bash", "sh", "source", "python", "python3", "node", "npm", "npx", "pip", "pip3", "chmod",
         "docker", "uv", "pnpm", "yarn",
@@ -826,19 +850,20 @@ pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
             if let Some(line) = expr::builds_code(&run.value) {
                 return Some(format!("builds (`{}`)", line.trim()));
             }
-            // A command given by path (`scripts/ci/reap.sh`, `./bin/x`)
-            // runs a program that may read what was downloaded.
-            let by_path = run.value.lines().find(|line| {
-                line.split_whitespace()
-                    .next()
-                    .is_some_and(|w| w.contains('/') && !w.starts_with('-') && !w.starts_with('#'))
-            });
-            if let Some(line) = by_path {
-                return Some(format!("runs `{}`", line.trim()));
-            }
+            // The commands (the first word of each `;`/`&&`/`|` segment,
+            // after `sudo` and `VAR=value`): an interpreter, or a program
+            // given by path (`scripts/ci/reap.sh`, `./bin/x`).
             let runs = run.value.lines().find(|line| {
-                line.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
-                    .any(|w| RUNNERS.contains(&w) || w.starts_with("./") && !w.ends_with('/'))
+                line.split([';', '&', '|', '(', ')', '`'])
+                    .filter_map(|segment| {
+                        segment
+                            .split_whitespace()
+                            .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
+                    })
+                    .any(|w| {
+                        RUNNERS.contains(&w)
+                            || w.contains('/') && !w.starts_with('-') && !w.starts_with('#')
+                    })
             });
             if let Some(line) = runs {
                 return Some(format!("runs `{}`", line.trim()));
@@ -853,6 +878,17 @@ pub fn uses_download_as_code(later: &[Step]) -> Option<String> {
         }
         if let Some((_, why)) = super::caches::cache_save(step) {
             return Some(format!("saves a cache ({why})"));
+        }
+        if let Some(uses) = step.uses.as_ref().filter(|_| actions_run) {
+            let owner = uses
+                .value
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            if !matches!(owner.as_str(), "actions" | "github") {
+                return Some(format!("uses `{}`", uses.value.trim()));
+            }
         }
     }
     None

@@ -366,7 +366,14 @@ impl<'a> Checker<'a> {
                 .untrusted
                 .iter()
                 .any(|why| info.pod.as_ref().is_none_or(|pod| pod.text != why.text));
-        let pod = info.pod.as_ref().filter(|_| pr_code && !info.ephemeral);
+        // A runner group (or a runner named by an expression) usually fronts
+        // an autoscaled fleet whose ephemerality the workflow cannot show;
+        // labels of individually registered runners are what is reported.
+        let labelled = job.runs_on_unresolved.is_none();
+        let pod = info
+            .pod
+            .as_ref()
+            .filter(|_| pr_code && !info.ephemeral && labelled);
         // The state matters where a trusted job with something to lose
         // (secrets, cache writes, the publisher) runs on the same runners.
         let exposed = pod.and_then(|_| self.trusted_sharer(info, job));

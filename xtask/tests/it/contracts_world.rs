@@ -176,7 +176,7 @@ fn a_workflow_github_would_refuse_is_one_finding_and_the_others_are_checked() {
 
 #[test]
 fn a_job_reached_through_several_callers_is_reported_once() {
-    let callee = "on: workflow_call\njobs:\n  build:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n";
+    let callee = "on: workflow_call\njobs:\n  build:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n      - run: cargo build\n";
     let caller = |name: &str| {
         format!(
             "on:\n  workflow_run:\n    workflows: [{name}]\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n"
