@@ -215,6 +215,7 @@ impl Model {
                         events: &privileged_set,
                         inputs_trusted,
                         static_matrix: !job.dynamic_matrix,
+                        env_values: env_values(wf, job),
                         callers: &caller_inputs,
                         call_inputs: &wf.call_inputs,
                         tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
@@ -668,6 +669,90 @@ fn inputs_are_maintainers(
         })
 }
 
+/// The values `${{ env.NAME }}` can have in a job (see [`Judge`]).
+fn env_values(wf: &Workflow, job: &Job) -> Vec<(String, String, Vec<(String, String)>)> {
+    let pairs = |list: &[(Scalar, Scalar)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.value.clone(), v.value.clone()))
+            .collect()
+    };
+    let mut out: Vec<(String, String, Vec<(String, String)>)> = wf
+        .env
+        .iter()
+        .chain(job.env.iter())
+        .map(|(k, v)| (k.value.clone(), v.value.clone(), Vec::new()))
+        .collect();
+    for step in &job.steps {
+        let Some(run) = &step.run else { continue };
+        for line in run.value.lines().filter(|l| l.contains("GITHUB_ENV")) {
+            let text = line.trim().trim_start_matches("echo").trim();
+            let text = text.trim_start_matches(['"', '\'']);
+            if let Some((name, rest)) = text.split_once('=') {
+                let value = rest.split(['"', '\'']).next().unwrap_or("");
+                let value = value.split(" >>").next().unwrap_or(value).trim();
+                out.push((name.trim().to_owned(), value.to_owned(), pairs(&step.env)));
+            }
+        }
+    }
+    out
+}
+
+/// A `${{ env.NAME }}` ref is trusted when every value the job gives NAME
+/// is: a literal without `pull/`, `$GITHUB_REF`/`$GITHUB_SHA`, or shell
+/// variables whose step `env:` values are trusted refs themselves.
+fn env_ref_trusted(name: &str, judge: &Judge) -> bool {
+    let values: Vec<&(String, String, Vec<(String, String)>)> = judge
+        .env_values
+        .iter()
+        .filter(|(n, _, _)| n == name)
+        .collect();
+    !values.is_empty()
+        && values.iter().all(|(_, value, step_env)| {
+            if value.contains("pull/") {
+                return false;
+            }
+            if value.contains("${{") {
+                return expr::is_trusted_ref_in(
+                    value,
+                    &judge.policy.default_branch,
+                    judge.events,
+                    judge.inputs_trusted,
+                    judge.static_matrix,
+                );
+            }
+            value
+                .split('$')
+                .skip(1)
+                .map(|v| {
+                    v.trim_start_matches('{')
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .next()
+                        .unwrap_or("")
+                })
+                .all(|var| {
+                    matches!(var, "GITHUB_REF" | "GITHUB_SHA" | "GITHUB_REF_NAME")
+                        && step_env.iter().all(|(k, v)| {
+                            k != var
+                                || expr::sole_expression(v)
+                                    == Some(&format!(
+                                        "github.{}",
+                                        var.trim_start_matches("GITHUB_").to_ascii_lowercase()
+                                    ))
+                        })
+                        || step_env.iter().any(|(k, v)| {
+                            k == var
+                                && expr::is_trusted_ref_in(
+                                    v,
+                                    &judge.policy.default_branch,
+                                    judge.events,
+                                    judge.inputs_trusted,
+                                    judge.static_matrix,
+                                )
+                        })
+                })
+        })
+}
+
 /// What one calling job passes to a reusable workflow, and how to judge it.
 struct CallerInputs {
     with: Vec<(String, String)>,
@@ -758,6 +843,10 @@ struct Judge<'a> {
     events: &'a BTreeSet<String>,
     inputs_trusted: bool,
     static_matrix: bool,
+    /// `${{ env.NAME }}` values the job can give a `ref:`: its `env:`
+    /// entries and the `NAME=…` lines its scripts write to `$GITHUB_ENV`,
+    /// with the step environment that expands them.
+    env_values: Vec<(String, String, Vec<(String, String)>)>,
     /// For a reusable workflow: what each caller passes.
     callers: &'a [CallerInputs],
     call_inputs: &'a [(String, Option<String>)],
@@ -953,6 +1042,10 @@ fn step_other_code(
                         caller.static_matrix,
                     )
                 })
+            } else if let Some(name) =
+                expr::sole_expression(&value).and_then(|b| b.strip_prefix("env."))
+            {
+                env_ref_trusted(name, judge)
             } else {
                 expr::is_trusted_ref_in(
                     &value,

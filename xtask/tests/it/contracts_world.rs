@@ -340,6 +340,19 @@ fn guards_and_event_contexts_are_evaluated() {
         let all = findings(&repo(&[("w.yml", text)]));
         assert!(errors(&all).is_empty(), "{text}\n{}", messages(&all));
     }
+    // A ref set through $GITHUB_ENV from trusted values (the diffusers form).
+    let env_ref = "on: [push, workflow_dispatch]\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - env:\n          GITHUB_REF: ${{ github.ref }}\n          INPUT_REF: ${{ github.event.inputs.ref }}\n        run: |\n          echo \"CHECKOUT_REF=refs/tags/$INPUT_REF\" >> $GITHUB_ENV\n          echo \"CHECKOUT_REF=$GITHUB_REF\" >> $GITHUB_ENV\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ env.CHECKOUT_REF }}\n      - run: pip install .\n      - uses: actions/cache@v4\n        with: { path: t, key: k }\n";
+    let all = findings(&repo(&[("w.yml", env_ref)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let pr_env = env_ref
+        .replace("on: [push, workflow_dispatch]", "on: pull_request_target")
+        .replace("$INPUT_REF", "${{ github.event.pull_request.head.sha }}");
+    let all = findings(&repo(&[("w.yml", &pr_env)]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
     let unguarded = guarded.replace("    if: github.event_name == 'push'\n", "");
     let all = findings(&repo(&[("w.yml", &unguarded)]));
     assert!(rules(&all).contains("untrusted-cache-save"));
