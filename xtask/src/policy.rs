@@ -111,7 +111,14 @@ pub struct ArtifactPolicy {
     /// Seconds one API request or a stalled download may take before falling back.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// The whole name (`run-name:`) of a consumer run built for a head
+    /// commit, with `{head_sha}` where the commit goes.
+    #[serde(default = "default_consumer_run_name")]
+    pub consumer_run_name: String,
 }
+
+/// The placeholder of `artifacts.consumer-run-name`.
+pub const HEAD_SHA_PLACEHOLDER: &str = "{head_sha}";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -195,6 +202,9 @@ fn default_max_download_bytes() -> u64 {
 fn default_timeout_secs() -> u64 {
     60
 }
+fn default_consumer_run_name() -> String {
+    "GPU tests for {head_sha}".to_owned()
+}
 
 impl Default for Policy {
     fn default() -> Self {
@@ -220,6 +230,7 @@ impl Default for ArtifactPolicy {
             trusted_events: default_trusted_events(),
             max_download_bytes: default_max_download_bytes(),
             timeout_secs: default_timeout_secs(),
+            consumer_run_name: default_consumer_run_name(),
         }
     }
 }
@@ -336,6 +347,16 @@ impl Policy {
                     allow.workflow
                 );
             }
+        }
+        let run_name = &self.artifacts.consumer_run_name;
+        if run_name.matches(HEAD_SHA_PLACEHOLDER).count() != 1
+            || run_name
+                .replace(HEAD_SHA_PLACEHOLDER, "")
+                .contains(['{', '}'])
+        {
+            bail!(
+                "artifacts.consumer-run-name = {run_name:?} must hold `{HEAD_SHA_PLACEHOLDER}` exactly once and no other braces, such as \"GPU tests for {HEAD_SHA_PLACEHOLDER}\""
+            );
         }
         for event in &self.artifacts.trusted_events {
             if UNTRUSTED_EVENTS.contains(&event.as_str()) {
