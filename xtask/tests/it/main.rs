@@ -4,6 +4,7 @@
 mod archive;
 mod contracts;
 mod key;
+mod output;
 mod scripts;
 mod support;
 mod verify;
