@@ -82,6 +82,27 @@ fn append_lines(path: &PathBuf, pairs: &[(&str, &str)]) -> Result<()> {
         .with_context(|| format!("cannot append to {}", path.display()))
 }
 
+/// `text` as a Markdown code span that stays one table cell: fenced by more
+/// backticks than any run inside it, `|` escaped (GitHub splits table cells
+/// before it reads code spans), line breaks and control characters as spaces.
+/// Nothing in a code span is markup, so nothing can be injected.
+pub fn markdown_code(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('|', "\\|");
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    // A span that starts or ends with a backtick needs a space inside the
+    // fence; one space each side is stripped again by the renderer.
+    if text.starts_with('`') || text.ends_with('`') {
+        format!("{fence} {text} {fence}")
+    } else {
+        format!("{fence}{text}{fence}")
+    }
+}
+
 /// Appends Markdown to `$GITHUB_STEP_SUMMARY`; a no-op outside Actions.
 ///
 /// Every attacker-controlled part of `markdown` must have gone through
@@ -330,6 +351,9 @@ mod tests {
             "\\# h &lt;b&gt;&amp;amp\\;&lt;\\/b&gt; \\[a\\]\\(b\\) \\| c"
         );
         assert_eq!(escape_markdown("plain text 42"), "plain text 42");
+        assert_eq!(markdown_code("a.yml:3:1"), "`a.yml:3:1`");
+        assert_eq!(markdown_code("x``y|<img>\n# h"), "```x``y\\|<img> # h```");
+        assert_eq!(markdown_code("`a"), "`` `a ``");
     }
 
     #[test]

@@ -1862,3 +1862,26 @@ fn the_step_summary_escapes_attacker_text() {
         assert!(!line.starts_with('|') || line.starts_with("| archive") || line == "|---|---|");
     }
 }
+
+/// The table of trust checks in `docs/gpu-archive.md` names the checks of
+/// `trust.rs`, in their order.
+#[test]
+fn the_documented_checks_are_the_checks_in_their_order() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/gpu-archive.md"),
+    )
+    .unwrap();
+    let section = &doc[doc.find("## Trust checks").expect("the section")..];
+    let documented: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| Check |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').nth(1).unwrap().trim().trim_matches('`'))
+        .collect();
+    let code: Vec<&str> = trust::CHECKS.iter().map(|c| c.name()).collect();
+    assert_eq!(
+        documented, code,
+        "docs/gpu-archive.md's table and trust::CHECKS differ"
+    );
+}

@@ -1,6 +1,7 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+mod architecture;
 mod archive;
 mod contracts;
 mod key;
