@@ -209,6 +209,13 @@ pub fn error_line(message: &str, in_actions: bool) -> String {
     format!("error: {}", log_text(message, in_actions))
 }
 
+/// A multi-line report for the log (`--explain`, `verify-key`'s listing):
+/// its lines stay lines, and none can start a workflow command, whatever
+/// the file names in it hold.
+pub fn log_block(text: &str) -> String {
+    log_text(text, false)
+}
+
 /// Prints a progress line on stderr, encoded by [`log_text`].
 pub fn log(text: &str) {
     eprintln!("{}", log_text(text, in_actions()));
@@ -221,7 +228,8 @@ pub fn log(text: &str) {
 /// In Actions the text is encoded as workflow-command data (`%`, CR, LF), so
 /// it stays on the one line the caller starts with its own prefix. Elsewhere
 /// line breaks stay readable. Either way a line that would start with `::`
-/// (after the blanks the runner trims) has its first colon encoded as `%3A`.
+/// (after the blanks the runner trims) has its first colon encoded as `%3A`,
+/// and the older `##[` command prefix is encoded wherever it appears.
 pub fn log_text(text: &str, in_actions: bool) -> String {
     let text = if in_actions {
         escape_data(text)
@@ -229,6 +237,9 @@ pub fn log_text(text: &str, in_actions: bool) -> String {
         // A lone CR ends a line for the runner too.
         text.replace('\r', "%0D")
     };
+    // The runner's older command syntax, `##[name]data`, is looked for
+    // anywhere in a line.
+    let text = text.replace("##[", "##%5B");
     let mut out = String::with_capacity(text.len());
     for (index, line) in text.split('\n').enumerate() {
         if index > 0 {
