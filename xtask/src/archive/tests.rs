@@ -1827,6 +1827,23 @@ fn decoys_beyond_a_page_cap_do_not_hide_the_trusted_artifact() {
         .filter(|r| r.url.path().starts_with("/repos/o/r/actions/runs/"))
         .count();
     assert_eq!(run_lookups, 1, "only the newest candidate's run was read");
+    assert_eq!(
+        trust::tally(&[
+            trust::Skipped {
+                artifact: "1".into(),
+                rejection: trust::Rejection::CurrentRun
+            },
+            trust::Skipped {
+                artifact: "2".into(),
+                rejection: trust::Rejection::Expired { at: None }
+            },
+            trust::Skipped {
+                artifact: "3".into(),
+                rejection: trust::Rejection::Expired { at: None }
+            },
+        ]),
+        "unexpired 2, not-current-run 1"
+    );
 }
 
 /// The step summary shows hostile run, branch and artifact names as text:

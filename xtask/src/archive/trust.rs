@@ -694,9 +694,10 @@ pub async fn find(
                     .and_then(Result::ok)
                     .expect("judged Ok above");
                 gha::log(&format!(
-                    "artifact search: {} candidate(s) seen, {} skipped; accepted artifact {} from run {}",
+                    "artifact search: {} candidate(s) seen, {} skipped (by check: {}); accepted artifact {} from run {}",
                     listed,
                     skipped.len(),
+                    tally(&skipped),
                     artifact.id,
                     run.id
                 ));
@@ -710,14 +711,35 @@ pub async fn find(
         }
     }
     gha::log(&format!(
-        "artifact search: {listed} candidate(s) seen, {} skipped, none trusted",
-        skipped.len()
+        "artifact search: {listed} candidate(s) seen, {} skipped (by check: {}), none trusted",
+        skipped.len(),
+        tally(&skipped)
     ));
     Ok(Search {
         accepted: None,
         skipped,
         stopped,
     })
+}
+
+/// How many candidates each check rejected, in the order of [`CHECKS`]:
+/// `listing 2, workflow 1`, or `none`.
+pub fn tally(skipped: &[Skipped]) -> String {
+    let counts: Vec<String> = CHECKS
+        .iter()
+        .filter_map(|check| {
+            let count = skipped
+                .iter()
+                .filter(|s| s.rejection.check() == *check)
+                .count();
+            (count > 0).then(|| format!("{} {count}", check.name()))
+        })
+        .collect();
+    if counts.is_empty() {
+        "none".to_owned()
+    } else {
+        counts.join(", ")
+    }
 }
 
 fn skip(skipped: &mut Vec<Skipped>, artifact: String, rejection: Rejection) {
