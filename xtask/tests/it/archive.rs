@@ -613,3 +613,28 @@ fn hostile_api_text_starts_no_workflow_command() {
         );
     }
 }
+
+/// A named trust policy that is not there is an error, never a quiet
+/// fallback to the tree's own policy.
+#[test]
+fn a_missing_trust_policy_is_an_error() {
+    let ws = gpu_workspace();
+    let scratch = Fixture::new();
+    let missing = scratch.join("trusted/.github/ci-trust.toml");
+    let output = xtask_cmd(&["gpu-archive", "--reuse", "--trust-policy"])
+        .arg(&missing)
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .arg("--root")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("--trust-policy")
+            && text.contains(&format!("policy file {} does not exist", missing.display())),
+        "{text}"
+    );
+    assert!(!scratch.join("out").exists());
+}
