@@ -4,6 +4,7 @@
 mod architecture;
 mod archive;
 mod contracts;
+mod contracts_own;
 mod key;
 mod output;
 mod scripts;
