@@ -368,10 +368,7 @@ pub fn is_trusted_ref_in(
         return true;
     }
     let absent = |context: &str| {
-        context_events(context).is_some_and(|set| {
-            !set.iter().any(|e| events.contains(*e))
-                && !(inputs_trusted && context.contains("inputs"))
-        })
+        context_events(context).is_some_and(|set| !set.iter().any(|e| events.contains(*e)))
     };
     // A dispatch's inputs and a repository_dispatch's payload come from
     // someone holding write access (a token that can send the event).

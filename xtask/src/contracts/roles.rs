@@ -669,14 +669,18 @@ fn inputs_are_maintainers(
         })
 }
 
+/// One value an environment variable can have: its name, the value, and
+/// the environment of the step that writes it (for `$VAR` in the value).
+type EnvValue = (String, String, Vec<(String, String)>);
+
 /// The values `${{ env.NAME }}` can have in a job (see [`Judge`]).
-fn env_values(wf: &Workflow, job: &Job) -> Vec<(String, String, Vec<(String, String)>)> {
+fn env_values(wf: &Workflow, job: &Job) -> Vec<EnvValue> {
     let pairs = |list: &[(Scalar, Scalar)]| -> Vec<(String, String)> {
         list.iter()
             .map(|(k, v)| (k.value.clone(), v.value.clone()))
             .collect()
     };
-    let mut out: Vec<(String, String, Vec<(String, String)>)> = wf
+    let mut out: Vec<EnvValue> = wf
         .env
         .iter()
         .chain(job.env.iter())
@@ -701,7 +705,7 @@ fn env_values(wf: &Workflow, job: &Job) -> Vec<(String, String, Vec<(String, Str
 /// is: a literal without `pull/`, `$GITHUB_REF`/`$GITHUB_SHA`, or shell
 /// variables whose step `env:` values are trusted refs themselves.
 fn env_ref_trusted(name: &str, judge: &Judge) -> bool {
-    let values: Vec<&(String, String, Vec<(String, String)>)> = judge
+    let values: Vec<&EnvValue> = judge
         .env_values
         .iter()
         .filter(|(n, _, _)| n == name)
@@ -846,7 +850,7 @@ struct Judge<'a> {
     /// `${{ env.NAME }}` values the job can give a `ref:`: its `env:`
     /// entries and the `NAME=…` lines its scripts write to `$GITHUB_ENV`,
     /// with the step environment that expands them.
-    env_values: Vec<(String, String, Vec<(String, String)>)>,
+    env_values: Vec<EnvValue>,
     /// For a reusable workflow: what each caller passes.
     callers: &'a [CallerInputs],
     call_inputs: &'a [(String, Option<String>)],
@@ -1025,7 +1029,7 @@ fn step_other_code(
     let other_repository = step.input("repository").is_some_and(|r| {
         expr::sole_expression(&r.value) != Some("github.repository")
             && !expr::carries_pr_content(&r.value, judge.events)
-            && !(r.value.contains("inputs.") && !judge.inputs_trusted)
+            && (judge.inputs_trusted || !r.value.contains("inputs."))
     });
     if step.uses_action("actions/checkout") {
         if let Some(reference) = step.input("ref").filter(|_| !other_repository) {

@@ -614,7 +614,7 @@ impl<'a> Checker<'a> {
     fn collect_step_saves(
         &self,
         step: &Step,
-        outer: Option<(Pos, &str, &[(String, String)])>,
+        outer: Option<Outer<'_>>,
         budget: &mut usize,
         found: &mut Vec<(Pos, String)>,
     ) -> Result<()> {
@@ -703,23 +703,22 @@ impl<'a> Checker<'a> {
             let file = effective.workflow;
             match &effective.permissions {
                 None => {}
-                Some(Permissions::Shorthand(level)) => {
-                    // An empty `permissions:` is not `{}`: fail closed.
-                    if level.value.trim() != "{}" {
-                        // The shorthand is written in `file`, which may be the caller's.
-                        let pos = level.pos;
-                        self.push(
-                            "untrusted-write-permissions",
-                            at,
-                            file,
-                            pos,
-                            format!(
-                                "{who} runs untrusted code with `permissions: {}` ({}); list read scopes instead",
-                                level.value, effective.origin
-                            ),
-                        );
-                    }
+                // An empty `permissions:` is not `{}`: fail closed.
+                Some(Permissions::Shorthand(level)) if level.value.trim() != "{}" => {
+                    // The shorthand is written in `file`, which may be the caller's.
+                    let pos = level.pos;
+                    self.push(
+                        "untrusted-write-permissions",
+                        at,
+                        file,
+                        pos,
+                        format!(
+                            "{who} runs untrusted code with `permissions: {}` ({}); list read scopes instead",
+                            level.value, effective.origin
+                        ),
+                    );
                 }
+                Some(Permissions::Shorthand(_)) => {}
                 Some(Permissions::Map { scopes, .. }) => {
                     for (scope, level) in scopes {
                         let allowed = match level.value.as_str() {
@@ -1644,6 +1643,10 @@ fn runner_keys(job: &Job) -> BTreeSet<String> {
     }
     keys
 }
+
+/// Where a step inside a local action is reported: the workflow's `uses:`
+/// position, the action file, and the action's resolved inputs.
+type Outer<'o> = (Pos, &'o str, &'o [(String, String)]);
 
 /// How many local actions one step may expand (nested uses included)
 /// before the check stops and reports: a cycle or a wide tree of actions

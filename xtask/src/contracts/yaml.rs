@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
 enum Frame {
     Sequence(Marker, Vec<Node>),
     /// A mapping and the key waiting for its value.
-    Mapping(Marker, MarkedMappingNode, Option<MarkedScalarNode>),
+    Mapping(Marker, Box<MarkedMappingNode>, Option<MarkedScalarNode>),
 }
 
 #[derive(Default)]
@@ -159,7 +159,8 @@ impl MarkedEventReceiver for Loader {
             }
             Event::MappingStart(anchor, _) => {
                 let map = MarkedMappingNode::new_empty(Span::new_start(mark));
-                self.stack.push((Frame::Mapping(mark, map, None), anchor));
+                self.stack
+                    .push((Frame::Mapping(mark, Box::new(map), None), anchor));
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let Some((frame, anchor)) = self.stack.pop() else {
@@ -173,7 +174,7 @@ impl MarkedEventReceiver for Loader {
                     )),
                     Frame::Mapping(start, mut map, _) => {
                         *map.span_mut() = Span::new_with_marks(start, mark);
-                        Node::from(map)
+                        Node::from(*map)
                     }
                 };
                 self.add(node, anchor, mark);
