@@ -1204,7 +1204,7 @@ mod tests {
         let m = model(&[
             (
                 "consumer.yml",
-                "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n  call:\n    permissions:\n      actions: write\n    uses: ./.github/workflows/pod.yml\n",
+                "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n      - run: cargo build\n  call:\n    permissions:\n      actions: write\n    uses: ./.github/workflows/pod.yml\n",
             ),
             (
                 "pod.yml",
@@ -1242,7 +1242,7 @@ mod tests {
             (
                 "consumer.yml",
                 &format!(
-                    "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: gh pr checkout 1\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
+                    "on: workflow_run\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: gh pr checkout 1 && cargo build\n  cache:\n{download}  call:\n    uses: ./.github/workflows/shared.yml\n"
                 ),
             ),
             (
