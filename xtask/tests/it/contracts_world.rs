@@ -285,6 +285,17 @@ fn persistent_runner_names_the_trusted_job_that_shares_the_runner() {
         message.contains("`bench` of nightly.yml") && message.contains("secrets.HF_TOKEN"),
         "{message}"
     );
+    // Runner groups front autoscaled fleets whose ephemerality the workflow
+    // cannot show: not reported.
+    let grouped = |text: &str| {
+        text.replace("[self-hosted, gpu]", "{ group: gpu }")
+            .replace("[self-hosted, GPU]", "{ group: gpu }")
+    };
+    let all = findings(&repo(&[
+        ("ci.yml", &grouped(pr)),
+        ("nightly.yml", &grouped(nightly)),
+    ]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
 }
 
 #[test]
@@ -474,6 +485,25 @@ fn composite_action_inputs_resolve_before_the_cache_table_decides() {
         (".github/actions/warm/action.yml", action),
         ("consumer.yml", &on),
     ]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
+}
+
+#[test]
+fn pull_request_bytes_only_read_by_git_are_not_code() {
+    let job = |then: &str| {
+        format!(
+            "on: workflow_run\npermissions: {{}}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n          persist-credentials: false\n      - run: {then}\n"
+        )
+    };
+    let read = job("git diff --stat HEAD~1 > changes.txt");
+    let all = findings(&repo(&[("w.yml", &read)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let built = job("make test");
+    let all = findings(&repo(&[("w.yml", &built)]));
     assert!(
         rules(&all).contains("untrusted-cache-save"),
         "{}",
