@@ -74,9 +74,6 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     Ok(findings)
 }
 
-/// The rule families that need to know which workflow is the publisher.
-const PUBLISHER_FAMILIES: &str = "publisher-trigger, publisher-guard, publisher-untrusted-ref, key-mismatch, key-coverage, key-xtask-checkout, restore-keys, key-shape, artifact-key, artifact-binding";
-
 /// No policy file: the documented defaults name this repository's own
 /// workflows, which another repository does not have. Names that do not
 /// exist are dropped (never an error without a policy file); without a
@@ -115,8 +112,9 @@ fn apply_defaults(policy: &mut Policy, workflows: &[Workflow]) -> Vec<Finding> {
         })
         .collect();
     if inferred.is_empty() {
+        let skipped = rules::publisher_rule_ids().join(", ");
         return vec![note(format!(
-            "no .github/ci-trust.toml and no publisher found, so these rules were skipped: {PUBLISHER_FAMILIES}; name the workflow that saves the shared caches under [publisher] workflows in .github/ci-trust.toml to enable them (docs/contracts.md#the-policy)"
+            "no .github/ci-trust.toml and no publisher found, so these rules were skipped: {skipped}; name the workflow that saves the shared caches under [publisher] workflows in .github/ci-trust.toml to enable them (docs/contracts.md#the-policy)"
         ))];
     }
     let list: Vec<String> = inferred

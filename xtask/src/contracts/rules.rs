@@ -22,6 +22,10 @@ pub struct Rule {
     pub id: &'static str,
     pub summary: &'static str,
     pub hint: &'static str,
+    /// The rule compares against the publisher (its workflows, its key,
+    /// its artifacts): without one, configured or inferred, it is skipped
+    /// and the skip note lists it.
+    pub needs_publisher: bool,
 }
 
 pub const RULES: &[Rule] = &[
@@ -29,112 +33,134 @@ pub const RULES: &[Rule] = &[
         id: "untrusted-cache-save",
         summary: "A job that runs untrusted code saves to the shared cache.",
         hint: "use actions/cache/restore, `save-if: false` on rust-cache, turn the action's cache saving off, or `cache-mode: read`; only the publisher saves",
+        needs_publisher: false,
     },
     Rule {
         id: "untrusted-write-permissions",
         summary: "A job that runs untrusted code holds a token that can write, or read scopes the policy does not grant.",
         hint: "give the job `permissions: { contents: read }` and list reviewed extra read scopes under [contracts] job in .github/ci-trust.toml",
+        needs_publisher: false,
     },
     Rule {
         id: "untrusted-secrets",
         summary: "A job that runs untrusted code, or a pod job, receives a secret the policy does not list for it.",
         hint: "move the secret to a trusted job, or list it under [contracts] job secrets if the job must have it",
+        needs_publisher: false,
     },
     Rule {
         id: "publisher-trigger",
         summary: "The publisher can be started by something other than a push to the default branch, a schedule or a dispatch.",
         hint: "limit `on:` to `push: branches: [<default>]`, `schedule` and `workflow_dispatch`",
+        needs_publisher: true,
     },
     Rule {
         id: "publisher-guard",
         summary: "A publisher job does not refuse to run off the default branch.",
         hint: "add `if: github.ref == 'refs/heads/<default>'` to the job (other conditions may be joined with &&)",
+        needs_publisher: true,
     },
     Rule {
         id: "publisher-untrusted-ref",
         summary: "The publisher checks out or fetches something other than the commit it runs for.",
         hint: "remove the `ref:`/`repository:` override or the git command; the publisher builds default-branch content only",
+        needs_publisher: true,
     },
     Rule {
         id: "key-mismatch",
         summary: "A reader computes the archive key differently from the publisher.",
         hint: "make the key step's `run` (and working directory) identical in the publisher and every reader",
+        needs_publisher: true,
     },
     Rule {
         id: "key-coverage",
         summary: "A `hashFiles` key misses an input `ci-key` would include, or hashes the workflow files.",
         hint: "use `cargo xtask ci-key`, or add patterns for the missing inputs and drop patterns under .github/workflows",
+        needs_publisher: true,
     },
     Rule {
         id: "key-xtask-checkout",
         summary: "`cargo xtask ci-key` runs from a checkout that is not trusted.",
         hint: "run the xtask from a checkout of `${{ github.workflow_sha }}` (for example `path: trusted`) and point `--root` at the code to key",
+        needs_publisher: true,
     },
     Rule {
         id: "restore-keys",
         summary: "A restore of a key the publisher saves falls back to other keys with `restore-keys`.",
         hint: "remove `restore-keys`; a miss must rebuild, not reuse a near match",
+        needs_publisher: true,
     },
     Rule {
         id: "key-shape",
         summary: "A reader restores a cache key whose shape the publisher never saves.",
         hint: "use the publisher's key (same literal parts, same `vN`), or make the publisher save this one",
+        needs_publisher: true,
     },
     Rule {
         id: "artifact-key",
         summary: "The GPU archive artifact is not named by the key step, or the key is computed after code was built.",
         hint: "compute the key first and upload with `name: ${{ steps.<key.step-id>.outputs.artifact_name }}`",
+        needs_publisher: true,
     },
     Rule {
         id: "artifact-binding",
         summary: "A job that builds pull-request code reuses artifacts without binding them to its head commit.",
         hint: "pass `--head-sha` and the trusted checkout's `--trust-policy` to `cargo xtask gpu-archive --reuse`, and name the workflow's runs `artifacts.consumer-run-name` (`run-name:` with the head commit for `{head_sha}`)",
+        needs_publisher: true,
     },
     Rule {
         id: "lifecycle-job",
         summary: "A job holding `actions: write` checks out untrusted code, keeps credentials, builds, or saves caches.",
         hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",
+        needs_publisher: false,
     },
     Rule {
         id: "persistent-runner",
         summary: "Pull-request code runs on a self-hosted runner that is not known to be ephemeral.",
         hint: "run pull-request code on GitHub-hosted or ephemeral runners (a fresh machine per job) and list their labels under [contracts] ephemeral-labels in .github/ci-trust.toml",
+        needs_publisher: false,
     },
     Rule {
         id: "parse-error",
         summary: "A workflow file GitHub would not load; none of its jobs was checked.",
         hint: "fix the file as the message says (GitHub rejects it too), then rerun",
+        needs_publisher: false,
     },
     Rule {
         id: "unpinned-action",
         summary: "A third-party action in a privileged job is not pinned to a full commit SHA.",
         hint: "pin to the 40-hex commit SHA (keep the tag in a comment)",
+        needs_publisher: false,
     },
     // The rules below are checked in rules_privileged.rs.
     Rule {
         id: "untrusted-persist-credentials",
         summary: "A checkout in a job that runs untrusted code, or in a pod job, keeps the token in .git/config.",
         hint: "add `persist-credentials: false` to every actions/checkout step of the job",
+        needs_publisher: false,
     },
     Rule {
         id: "trusted-step-environment",
         summary: "A trusted `cargo xtask` step (the key step, a trusted build) can see pull-request bytes: tools, configuration or environment from the PR checkout.",
         hint: "check the pull request out beside the trusted tree (`path: pr`), and never point CARGO_HOME, RUSTUP_HOME, RUSTC_WRAPPER, PATH or GITHUB_ENV/GITHUB_PATH at it before the trusted steps",
+        needs_publisher: false,
     },
     Rule {
         id: "privileged-injection",
         summary: "An attacker-controlled expression (PR title or body, branch name, commit message, comment) expands into a script of a publisher, secret-holding or write-token job.",
         hint: "pass the value through `env:` and quote it in the script (`\"$TITLE\"`)",
+        needs_publisher: false,
     },
     Rule {
         id: "remote-script",
         summary: "A publisher or secret-holding job runs a script it downloads at run time.",
         hint: "vendor the script in the repository, or check a pinned checksum (`sha256sum -c`) before running it",
+        needs_publisher: false,
     },
     Rule {
         id: "gate-bypass",
         summary: "A job that untrusted code waits for can no longer stop it (`continue-on-error`, or an `if:` that ignores its result).",
         hint: "remove `continue-on-error` from the gate, and require `needs.<gate>.result == 'success'` next to `always()`/`!cancelled()`",
+        needs_publisher: false,
     },
 ];
 
@@ -165,6 +191,15 @@ fn render_run_name(text: &str) -> String {
 /// the workflow is written by whoever edits the workflow, while a policy
 /// change is reviewed on its own.
 pub const POLICY_ONLY_RULES: &[&str] = &["untrusted-cache-save", "untrusted-secrets"];
+
+/// The ids of the rules that need a publisher, for the skip note.
+pub fn publisher_rule_ids() -> Vec<&'static str> {
+    RULES
+        .iter()
+        .filter(|r| r.needs_publisher)
+        .map(|r| r.id)
+        .collect()
+}
 
 pub fn rule(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)
@@ -221,8 +256,8 @@ impl<'a> Checker<'a> {
     }
 
     pub fn run_all(&mut self) -> Result<()> {
-        // Without a publisher (none configured, none inferred) the
-        // publisher, key and artifact rules have nothing to compare with.
+        // Without a publisher (none configured, none inferred) the rules
+        // marked `needs_publisher` have nothing to compare with.
         let publisher_rules = !self.policy.publisher.workflows.is_empty();
         for info in &self.model.jobs {
             let job = self.model.job(info.at);
@@ -468,6 +503,12 @@ impl<'a> Checker<'a> {
         pos: Pos,
         message: String,
     ) {
+        // The registry decides: a rule that needs a publisher reports
+        // nothing without one (its note says it was skipped).
+        let needs_publisher = RULES.iter().any(|r| r.id == rule && r.needs_publisher);
+        if needs_publisher && self.policy.publisher.workflows.is_empty() {
+            return;
+        }
         let wf = &self.model.workflows[at.workflow];
         self.findings.push(Finding {
             rule,
