@@ -934,9 +934,14 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
 /// `actions_run`, any action not owned by GitHub, which may run the
 /// project's code), or saves a cache (which hands the bytes to later runs).
 pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
+    // Interpreters and tools that run project code (build tools are
+    // `expr::builds_code`'s); a command given by path counts too.
     const RUNNERS: &[&str] = &[
-        "bash", "sh", "source", "python", "python3", "node", "npm", "npx", "pip", "pip3", "chmod",
-        "docker", "uv", "pnpm", "yarn",
+        "bash", "sh", "zsh", "source", ".", "eval", "python", "python3", "node", "npm", "npx",
+        "pip", "pip3", "chmod", "docker", "uv", "uvx", "pnpm", "yarn", "bun", "deno", "go", "mvn",
+        "gradle", "dotnet", "ruby", "bundle", "rake", "perl", "php", "composer", "java", "pytest",
+        "tox", "nox", "just", "bazel", "bazelisk", "nix", "poetry", "hatch", "maturin", "xargs",
+        "env", "make", "cmake", "ninja", "meson",
     ];
     for step in later {
         if let Some(run) = &step.run {
@@ -982,6 +987,14 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
             if !matches!(owner.as_str(), "actions" | "github") {
                 return Some(format!("uses `{}`", uses.value.trim()));
             }
+        }
+        // A script that loads a file of the workspace runs it.
+        let loads = step.uses_action("actions/github-script")
+            && step
+                .input("script")
+                .is_some_and(|s| s.value.contains("require(") || s.value.contains("import("));
+        if loads {
+            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
         }
     }
     None

@@ -502,6 +502,16 @@ fn pull_request_bytes_only_read_by_git_are_not_code() {
     let read = job("git diff --stat HEAD~1 > changes.txt");
     let all = findings(&repo(&[("w.yml", &read)]));
     assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let loaded = read.replace(
+        "      - run: git diff --stat HEAD~1 > changes.txt\n",
+        "      - uses: actions/github-script@v7\n        with:\n          script: require('./ci/label.js')(github)\n",
+    );
+    let all = findings(&repo(&[("w.yml", &loaded)]));
+    assert!(
+        rules(&all).contains("untrusted-cache-save"),
+        "{}",
+        messages(&all)
+    );
     let built = job("make test");
     let all = findings(&repo(&[("w.yml", &built)]));
     assert!(
