@@ -349,12 +349,22 @@ impl CargoConfig {
                         .get("relative")
                         .and_then(|r| r.as_bool())
                         .unwrap_or(false);
-                    if let (true, Some(value)) =
-                        (relative, spec.get("value").and_then(|v| v.as_str()))
-                    {
+                    let Some(value) = spec.as_str().or_else(|| spec.get("value")?.as_str()) else {
+                        continue;
+                    };
+                    // `relative = true` makes it config-relative; otherwise
+                    // the value is handed over as written, and a build
+                    // script may open it from the root (its package's
+                    // directory) or as an absolute path: both are looked up.
+                    let candidates = if relative {
+                        vec![file.base.join(value)]
+                    } else {
+                        vec![root.join(value)]
+                    };
+                    for path in candidates {
                         out.insert(Reference {
-                            path: normalize(&file.base.join(value)),
-                            why: format!("env.{name} (relative) in {label}"),
+                            path: normalize(&path),
+                            why: format!("env.{name} in {label}"),
                         });
                     }
                 }

@@ -200,6 +200,7 @@ directory = "vendor"
 
 [env]
 KERNELS = { value = "kernels", relative = true }
+TABLE = "assets/table.bin"
 "#,
     )
     .file("tools/wrap.sh", "#!/bin/sh\nexec \"$@\"\n")
@@ -210,6 +211,7 @@ KERNELS = { value = "kernels", relative = true }
     .file("libs/libcuda_shim.a", "!<arch>\n")
     .file("vendor/dep/src/lib.rs", "pub fn f() {}\n")
     .file("kernels/k.ptx", ".version 8\n")
+    .file("assets/table.bin", "t")
     .file("unrelated/notes.txt", "no one reads this\n");
     for rel in [
         "tools/wrap.sh",
@@ -220,6 +222,7 @@ KERNELS = { value = "kernels", relative = true }
         "libs/libcuda_shim.a",
         "vendor/dep/src/lib.rs",
         "kernels/k.ptx",
+        "assets/table.bin",
     ] {
         assert_input(&f, rel);
     }
@@ -448,5 +451,18 @@ fn verify_key_follows_the_configured_build_target() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(f.join(&format!("target/{host}/debug/deps")).is_dir());
     let output = run(&f, &["verify-key"], &[]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    let report = stderr(&output);
+    assert!(output.status.success(), "{report}");
+    // The host directory exists too (cargo creates it), but holds no
+    // dep-info: reading it would check nothing.
+    let dep_infos: usize = report
+        .split("read ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        dep_infos > 0,
+        "verify-key read the wrong directory:\n{report}"
+    );
 }
