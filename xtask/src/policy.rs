@@ -44,7 +44,8 @@ pub struct KeyPolicy {
     /// The first component of the key: what it names.
     #[serde(default = "default_key_name")]
     pub name: String,
-    /// The manual `vN` bumped when archive build commands or toolkit selection change.
+    /// The manual `vN`, bumped when something the key cannot see changes the
+    /// archives (the recipe and the build environment are components already).
     #[serde(default = "default_key_version")]
     pub version: String,
     /// Literal labels, in order, after the version.
@@ -273,7 +274,7 @@ impl Policy {
             && key.version[1..].bytes().all(|b| b.is_ascii_digit());
         if !is_version {
             bail!(
-                "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change",
+                "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives",
                 key.version
             );
         }
