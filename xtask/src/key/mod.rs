@@ -254,9 +254,12 @@ fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, S
 /// to one changes what `cargo nextest archive` puts in the archive.
 const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml"];
 
+/// Gets the path out of a flag's value.
+type PathOfValue = fn(&str) -> &str;
+
 /// Arguments of an `[[archive]]` command whose value is a file the build
 /// reads: (flag, how to get the path out of its value).
-const RECIPE_FILE_FLAGS: &[(&str, fn(&str) -> &str)] = &[
+const RECIPE_FILE_FLAGS: &[(&str, PathOfValue)] = &[
     ("--config-file", |value| value),
     // `--tool-config-file TOOL:PATH`
     ("--tool-config-file", |value| {
