@@ -145,6 +145,9 @@ const FLAGS_WITHOUT_FILES: &[&str] = &[
     "--filterset",
 ];
 
+/// The largest configuration file read.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// The longest `include` chain followed before it is called a cycle.
 const MAX_INCLUDE_DEPTH: usize = 32;
 
@@ -200,6 +203,16 @@ impl CargoConfig {
         if chain.len() >= MAX_INCLUDE_DEPTH {
             bail!(
                 "{}: cargo configuration includes nest deeper than {MAX_INCLUDE_DEPTH} files; flatten them",
+                display(root, file)
+            );
+        }
+        // A FIFO would block the read, a huge file exhaust memory: neither is
+        // a configuration cargo could use.
+        let meta = std::fs::metadata(file)
+            .with_context(|| format!("cannot read cargo configuration {}", display(root, file)))?;
+        if !meta.is_file() || meta.len() > MAX_CONFIG_BYTES {
+            bail!(
+                "{}: a cargo configuration must be a regular file of at most {MAX_CONFIG_BYTES} bytes; replace it",
                 display(root, file)
             );
         }

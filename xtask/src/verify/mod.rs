@@ -36,7 +36,10 @@ impl flags::VerifyKey {
         let triples: Vec<Option<String>> = match &self.target {
             Some(triple) => vec![Some(triple.clone())],
             None if workspace.build_targets.is_empty() => vec![None],
-            None => workspace.build_targets.iter().cloned().map(Some).collect(),
+            None => configured_triples(&workspace, &manifest)
+                .into_iter()
+                .map(Some)
+                .collect(),
         };
         let mut misses = Vec::new();
         for triple in triples {
@@ -75,7 +78,8 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
         .archive
         .iter()
         .flat_map(|spec| {
-            archive_build_dirs(&workspace.target_dir, &workspace.build_targets, root, spec)
+            let triples = configured_triples(&workspace, manifest);
+            archive_build_dirs(&workspace.target_dir, &triples, root, spec)
         })
         .collect();
     dirs.sort();
@@ -152,6 +156,27 @@ pub fn archive_profile_dir(
         profile_dir: dir.join(profile_dir(&profile)),
         target_dir,
     }
+}
+
+/// The configuration's `build.target` triples, `host-tuple` replaced by the
+/// host triple the key recorded (cargo builds it into `<target-dir>/<host>`).
+fn configured_triples(
+    workspace: &key::workspace::Workspace,
+    manifest: &KeyManifest,
+) -> Vec<String> {
+    let host = manifest
+        .components
+        .iter()
+        .find(|c| c.name == "host")
+        .map(|c| c.value.clone());
+    workspace
+        .build_targets
+        .iter()
+        .map(|t| match (t.as_str(), &host) {
+            ("host-tuple", Some(host)) => host.clone(),
+            _ => t.clone(),
+        })
+        .collect()
 }
 
 /// [`archive_profile_dir`], with the configuration's `build.target` triples

@@ -156,6 +156,14 @@ fn cargo_config_includes_are_inputs_and_cycles_are_refused() {
     fails_with(&f, &["include` cycle", "ci/cargo.toml"]);
     f.file("ci/deeper.toml", "include = \"../../outside.toml\"\n");
     fails_with(&f, &["ci/deeper.toml", "outside the checkout"]);
+    // A FIFO would block the read forever.
+    f.file("ci/deeper.toml", "include = \"pipe.toml\"\n");
+    let status = Command::new("mkfifo")
+        .arg(f.join("ci/pipe.toml"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    fails_with(&f, &["ci/pipe.toml", "regular file"]);
 }
 
 #[test]
