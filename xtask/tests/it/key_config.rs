@@ -474,3 +474,41 @@ fn verify_key_follows_the_configured_build_target() {
         "verify-key read the wrong directory:\n{report}"
     );
 }
+
+#[test]
+fn patches_and_target_dir_from_an_included_file_apply() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\npatched = \"1\"\n",
+    )
+    .file("Cargo.lock", "version = 4\n")
+    .file("src/lib.rs", "")
+    .file("build.rs", "fn main() {}\n")
+    .file(".cargo/config.toml", "include = \"ci.toml\"\n")
+    .file(
+        ".cargo/ci.toml",
+        "[patch.crates-io]\npatched = { path = \"third_party/patched\" }\n[build]\ntarget-dir = \"out\"\n",
+    )
+    .file(
+        "third_party/patched/Cargo.toml",
+        "[package]\nname = \"patched\"\nversion = \"1.0.0\"\nedition = \"2021\"\n",
+    )
+    .file("third_party/patched/src/lib.rs", "pub fn p() {}\n")
+    .file("out/debug/stale", "1");
+    let output = run(&f, &["ci-key", "--explain"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("[patch.crates-io] `patched` in .cargo/ci.toml"),
+        "{}",
+        stderr(&output)
+    );
+    assert_input(&f, "third_party/patched/src/lib.rs");
+    let before = key(&f);
+    f.file("out/debug/stale", "2");
+    assert_eq!(
+        key(&f),
+        before,
+        "out/ is the build output the included file sets"
+    );
+}
