@@ -416,11 +416,9 @@ fn base_of(file: &Path) -> PathBuf {
     dir.parent().unwrap_or(dir).to_path_buf()
 }
 
+/// Repository-relative, control characters escaped (see [`super::inputs::shown`]).
 fn display(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    super::inputs::shown(path.strip_prefix(root).unwrap_or(path))
 }
 
 /// The files `include` names, relative to the including file, each with

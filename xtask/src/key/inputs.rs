@@ -47,6 +47,17 @@ impl Kind {
     }
 }
 
+/// A path for a message, control characters escaped (`\n` stays two
+/// characters), so attacker-chosen names cannot break the line.
+pub fn shown(path: &Path) -> String {
+    let text = path.display().to_string();
+    if text.chars().any(char::is_control) {
+        text.escape_debug().to_string()
+    } else {
+        text
+    }
+}
+
 /// A path resolved as the kernel resolves it.
 struct Resolved {
     /// The path with every symlink replaced by its target.
@@ -138,15 +149,15 @@ impl InputSet {
         let Ok(rel) = normal.strip_prefix(&self.root) else {
             bail!(
                 "{} is outside the repository root {}",
-                normal.display(),
+                shown(&normal),
                 self.root.display()
             );
         };
         let Some(rel) = rel.to_str() else {
-            bail!("{} is not valid UTF-8; rename it", normal.display());
+            bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
         if let Some(why) = excluded_reason(rel) {
-            bail!("{rel} cannot be a key input: {why}");
+            bail!("{} cannot be a key input: {why}", shown(Path::new(rel)));
         }
         if let Some(index) = self
             .skipped_dirs
@@ -158,7 +169,8 @@ impl InputSet {
                 bail!("{rel} is inside a target directory, which is build output and never hashed");
             }
             bail!(
-                "{rel} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
+                "{} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
+                shown(Path::new(rel)),
                 self.display(&self.skipped_dirs[index])
             );
         }
@@ -176,9 +188,12 @@ impl InputSet {
         self.insert(abs, reason, true)
     }
 
+    /// `abs` for a message: repository-relative, and with control
+    /// characters escaped, since a file name or link text is the pull
+    /// request's to choose and a newline in it would start a line the
+    /// runner reads as a workflow command.
     fn display(&self, abs: &Path) -> String {
-        abs.strip_prefix(&self.root)
-            .map_or_else(|_| abs.display().to_string(), |r| r.display().to_string())
+        shown(abs.strip_prefix(&self.root).unwrap_or(abs))
     }
 
     fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
@@ -257,7 +272,7 @@ impl InputSet {
                         bail!(
                             "{} is a symlink to the absolute path {}; the key only follows relative links that stay inside the checkout, so make it a relative link or a regular file",
                             self.display(&next),
-                            target.display()
+                            shown(&target)
                         );
                     }
                     if next.starts_with(&self.root) {
@@ -282,7 +297,7 @@ impl InputSet {
                 bail!(
                     "{} resolves to {}, outside the checkout, through the symlink {}; a link the build follows must stay inside the repository",
                     self.display(normal),
-                    cur.display(),
+                    shown(&cur),
                     links
                         .last()
                         .map_or_else(|| "?".to_owned(), |l| self.display(l))

@@ -120,6 +120,17 @@ fn symlinks_leaving_the_checkout_are_refused() {
         &f,
         &["scripts/ci/self.sh", "absolute path", "relative link"],
     );
+    // The link text is the pull request's: a newline in it must not start a
+    // line the runner would read as a workflow command.
+    std::fs::remove_file(f.join("scripts/ci/self.sh")).unwrap();
+    symlink("/x\n::error::pwned", f.join("scripts/ci/self.sh")).unwrap();
+    let output = run(&f, &["ci-key"], &[]);
+    let err = stderr(&output);
+    assert!(
+        !output.status.success() && err.contains("\\n::error::pwned"),
+        "{err}"
+    );
+    assert!(!err.contains("\n::error"), "{err}");
 
     let g = Fixture::new();
     minimal(&g);
