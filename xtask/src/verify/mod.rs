@@ -150,7 +150,8 @@ pub fn archive_profile_dir(
     };
     let mut dir = target_dir.clone();
     if let Some(triple) = value("--target") {
-        dir.push(triple);
+        // A `.json` specification builds into a directory named by its stem.
+        dir.push(key::cargo_config::target_dir_name(&triple));
     }
     BuildDirs {
         profile_dir: dir.join(profile_dir(&profile)),
@@ -673,6 +674,30 @@ mod tests {
                 profile_dir: PathBuf::from("/r/out/x86_64-unknown-linux-gnu/debug")
             }
         );
+    }
+
+    #[test]
+    fn configured_build_targets_choose_the_archive_build_directories() {
+        let spec = |args: &[&str]| ArchiveSpec {
+            file: "a.tar.zst".into(),
+            nextest: Some(args.iter().map(|s| s.to_string()).collect()),
+            build: None,
+            binaries: vec![],
+        };
+        let t = Path::new("/r/target");
+        let r = Path::new("/r");
+        let triples = ["aarch64-unknown-linux-gnu".to_owned()];
+        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--cargo-profile", "ci"]));
+        assert_eq!(
+            dirs,
+            [BuildDirs {
+                target_dir: PathBuf::from("/r/target"),
+                profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
+            }]
+        );
+        // The command's own --target wins over the configuration.
+        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--target", "specs/gpu.json"]));
+        assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
     #[test]
