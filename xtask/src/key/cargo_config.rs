@@ -55,6 +55,10 @@ pub struct Reference {
     pub path: PathBuf,
     /// The setting that names it, e.g. `build.rustc-wrapper in .cargo/config.toml`.
     pub why: String,
+    /// An `[env]` value: a directory it names is where the build *may*
+    /// look (`CARGO_WORKSPACE_DIR = { value = "", relative = true }` names
+    /// the whole checkout), not a set of files it reads.
+    pub env_value: bool,
 }
 
 /// Where a configured output directory was set, for messages.
@@ -352,6 +356,7 @@ impl CargoConfig {
                         out.insert(Reference {
                             path,
                             why: why.clone(),
+                            env_value: false,
                         });
                     }
                 }
@@ -378,6 +383,7 @@ impl CargoConfig {
                         out.insert(Reference {
                             path: normalize(&path),
                             why: format!("env.{name} in {label}"),
+                            env_value: true,
                         });
                     }
                 }

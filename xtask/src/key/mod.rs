@@ -291,6 +291,7 @@ fn add_build_configuration(
             references.push(cargo_config::Reference {
                 path,
                 why: format!("named by the environment variable {var}"),
+                env_value: false,
             });
         }
     }
@@ -318,6 +319,7 @@ fn add_build_configuration(
             references.push(cargo_config::Reference {
                 path,
                 why: why.clone(),
+                env_value: false,
             });
         }
     }
@@ -335,7 +337,12 @@ fn add_build_configuration(
             continue;
         }
         let reason = format!("handed to the build: {}", reference.why);
-        if reference.path == root {
+        if reference.path == root && reference.env_value {
+            // The checkout itself, handed over so code can find files in
+            // it: what it then reads is found by the source scan (an
+            // `env!` in an include) and proved by verify-key.
+            continue;
+        } else if reference.path == root {
             // `-L .`: the libraries directly in the root, not the whole checkout.
             for entry in std::fs::read_dir(root).context("cannot list the repository root")? {
                 let path = entry?.path();

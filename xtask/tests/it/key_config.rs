@@ -220,6 +220,7 @@ directory = "vendor"
 [env]
 KERNELS = { value = "kernels", relative = true }
 TABLE = "assets/table.bin"
+CARGO_WORKSPACE_DIR = { value = "", relative = true }
 "#,
     )
     .file("tools/wrap.sh", "#!/bin/sh\nexec \"$@\"\n")
@@ -246,7 +247,10 @@ TABLE = "assets/table.bin"
         assert_input(&f, rel);
     }
     let before = key(&f);
-    f.file("unrelated/notes.txt", "still no one\n");
+    f.file("unrelated/notes.txt", "still no one\n").file(
+        "README.md",
+        "the checkout itself, handed over by [env], is not read whole\n",
+    );
     assert_eq!(
         key(&f),
         before,
