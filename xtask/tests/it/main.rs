@@ -3,6 +3,7 @@
 
 mod archive;
 mod contracts;
+mod contracts_own;
 mod key;
 mod key_config;
 mod scripts;
