@@ -46,6 +46,8 @@ pub struct ConfigFile {
     /// How cargo found it, for messages: `probed` or `included by <file>`.
     pub origin: String,
     pub table: toml::Table,
+    /// A `--config KEY=VALUE` line of the policy's recipe, not a file.
+    pub inline: bool,
 }
 
 /// A checkout path the configuration hands to the build.
@@ -234,6 +236,7 @@ impl CargoConfig {
             base,
             origin,
             table,
+            inline: false,
         });
         chain.push(real);
         for (included, optional) in includes.into_iter().rev() {
@@ -256,16 +259,52 @@ impl CargoConfig {
         Ok(())
     }
 
+    /// The configuration a command line adds with `--config VALUE`: a
+    /// `.toml` file (its paths relative to two levels up, as for probed
+    /// files; its includes followed) or a `KEY=VALUE` TOML line (its paths
+    /// relative to the current directory, the root). Only the files and
+    /// references are used; where such a line moves the target directory
+    /// is not followed (point `--target-dir` at it instead).
+    pub fn from_command_line(root: &Path, values: &[&str]) -> Result<CargoConfig> {
+        let mut config = CargoConfig::default();
+        for value in values {
+            let file = normalize(&root.join(value));
+            if value.ends_with(".toml") && std::fs::metadata(&file).is_ok() {
+                let base = base_of(&file);
+                let origin = "--config of an [[archive]] command".to_owned();
+                config.read(root, &file, base, origin, &mut Vec::new())?;
+            } else {
+                let table: toml::Table = toml::from_str(value).with_context(|| {
+                    format!(
+                        "an [[archive]] command's `--config {value}` is neither a file nor a KEY=VALUE line cargo accepts"
+                    )
+                })?;
+                config.files.push(ConfigFile {
+                    path: root.join(".github/ci-trust.toml"),
+                    base: root.to_path_buf(),
+                    origin: format!("--config {value}"),
+                    table,
+                    inline: true,
+                });
+            }
+        }
+        Ok(config)
+    }
+
     /// The files cargo reads from inside the checkout (key inputs).
     pub fn checkout_files<'a>(&'a self, root: &'a Path) -> impl Iterator<Item = &'a ConfigFile> {
-        self.files.iter().filter(move |f| f.path.starts_with(root))
+        self.files
+            .iter()
+            .filter(move |f| !f.inline && f.path.starts_with(root))
     }
 
     /// The files cargo reads from outside the checkout (ancestors of the
     /// repository, `$CARGO_HOME`): not the pull request's bytes, but they
     /// change the build, so their text enters the key as a component.
     pub fn outside_files<'a>(&'a self, root: &'a Path) -> impl Iterator<Item = &'a ConfigFile> {
-        self.files.iter().filter(move |f| !f.path.starts_with(root))
+        self.files
+            .iter()
+            .filter(move |f| !f.inline && !f.path.starts_with(root))
     }
 
     /// The first value of `key` in precedence order, with its file.

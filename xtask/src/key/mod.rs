@@ -315,6 +315,22 @@ fn add_build_configuration(
             }
             previous = Some(arg);
         }
+        // `--config FILE|KEY=VALUE` adds configuration for this command only.
+        let cli_configs: Vec<&str> = args
+            .clone()
+            .zip(args.clone().skip(1))
+            .filter(|(flag, _)| *flag == "--config")
+            .map(|(_, value)| value.as_str())
+            .chain(args.clone().filter_map(|a| a.strip_prefix("--config=")))
+            .collect();
+        let cli = cargo_config::CargoConfig::from_command_line(root, &cli_configs)?;
+        for file in cli.checkout_files(root) {
+            inputs.add(
+                &file.path,
+                &format!("cargo configuration ({})", file.origin),
+            )?;
+        }
+        references.extend(cli.references(root));
         for path in cargo_config::flag_paths(args.map(String::as_str), root) {
             references.push(cargo_config::Reference {
                 path,

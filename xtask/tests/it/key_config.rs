@@ -527,3 +527,19 @@ fn patches_and_target_dir_from_an_included_file_apply() {
         "out/ is the build output the included file sets"
     );
 }
+
+#[test]
+fn config_given_on_the_recipes_command_line_is_read_too() {
+    let f = Fixture::new();
+    minimal(&f);
+    f.file(
+        ".github/ci-trust.toml",
+        "[[archive]]\nfile = \"t.tar.zst\"\nnextest = [\"--config\", \"ci/gpu.toml\", \"--config=build.rustflags=['@flags/inline.args']\"]\n",
+    )
+    .file("ci/gpu.toml", "[build]\nrustc-wrapper = \"tools/wrap.sh\"\n")
+    .file("tools/wrap.sh", "#!/bin/sh\n")
+    .file("flags/inline.args", "--cfg\nx\n");
+    for rel in ["ci/gpu.toml", "tools/wrap.sh", "flags/inline.args"] {
+        assert_input(&f, rel);
+    }
+}
