@@ -124,7 +124,8 @@ const CHECKOUT_FILE_KEYS: &[(&str, Shape)] = &[
 
 /// Flags whose value never names a file the build reads; their values are
 /// not looked up (`--remap-path-prefix=$PWD=.` would otherwise name the
-/// whole checkout).
+/// whole checkout). An `@file` is looked up wherever it stands: rustc
+/// expands argfiles before it parses options, so `--cfg @f` reads `f`.
 const FLAGS_WITHOUT_FILES: &[&str] = &[
     "--remap-path-prefix",
     "--cfg",
@@ -134,8 +135,13 @@ const FLAGS_WITHOUT_FILES: &[&str] = &[
     "--artifact-dir",
     "--out-dir",
     "--archive-file",
-    // cargo and nextest flags of an `[[archive]]` command that take names:
-    // a package called like a directory must not pull that directory in.
+];
+
+/// cargo and nextest flags of an `[[archive]]` command that take names, not
+/// paths: a package called like a directory must not pull that directory
+/// in. Only for command lines, never for rustflags (rustc's `--test` takes
+/// no value, so skipping what follows it would hide an argfile).
+pub const RECIPE_NAME_FLAGS: &[&str] = &[
     "-p",
     "--package",
     "--exclude",
@@ -560,7 +566,11 @@ fn value_paths(value: &toml::Value, shape: Shape, base: &Path, root: &Path) -> V
             let items = strings(value, true);
             let mut out: Vec<PathBuf> =
                 items.first().and_then(|p| program(p)).into_iter().collect();
-            out.extend(flag_paths(items.iter().skip(1).map(String::as_str), root));
+            out.extend(flag_paths(
+                items.iter().skip(1).map(String::as_str),
+                root,
+                &[],
+            ));
             out
         }
         Shape::Path => value
@@ -568,7 +578,7 @@ fn value_paths(value: &toml::Value, shape: Shape, base: &Path, root: &Path) -> V
             .map(|p| normalize(&base.join(p)))
             .into_iter()
             .collect(),
-        Shape::Flags => flag_paths(strings(value, true).iter().map(String::as_str), root),
+        Shape::Flags => flag_paths(strings(value, true).iter().map(String::as_str), root, &[]),
         Shape::SearchDirs => strings(value, false)
             .iter()
             .map(|dir| {
@@ -590,15 +600,20 @@ fn value_paths(value: &toml::Value, shape: Shape, base: &Path, root: &Path) -> V
 /// any other piece after splitting on `=`, `,` and `:`. Over-reading is
 /// harmless (a candidate that does not exist is dropped later); missing a
 /// form is not, hence the catch-all rather than a list of forms.
-pub fn flag_paths<'a>(flags: impl Iterator<Item = &'a str>, cwd: &Path) -> Vec<PathBuf> {
+pub fn flag_paths<'a>(
+    flags: impl Iterator<Item = &'a str>,
+    cwd: &Path,
+    name_flags: &[&str],
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut skip_next = false;
     for flag in flags {
-        if std::mem::take(&mut skip_next) {
+        if std::mem::take(&mut skip_next) && !flag.starts_with('@') {
             continue;
         }
         if let Some(name) = FLAGS_WITHOUT_FILES
             .iter()
+            .chain(name_flags)
             .find(|name| flag == **name || flag.starts_with(&format!("{name}=")))
         {
             skip_next = flag == *name;
@@ -651,14 +666,20 @@ mod tests {
             "--remap-path-prefix=/x=.",
             "--cfg",
             "evil",
+            "--cfg",
+            "@hidden.args",
+            "--test",
+            "@after-test.args",
         ];
-        let found = flag_paths(flags.into_iter(), cwd);
+        let found = flag_paths(flags.into_iter(), cwd, &[]);
         for want in [
             "/r/args.txt",
             "/r/libs",
             "/r/link.ld",
             "/r/other.ld",
             "/r/ver.map",
+            "/r/hidden.args",
+            "/r/after-test.args",
         ] {
             assert!(found.contains(&PathBuf::from(want)), "{want}: {found:?}");
         }

@@ -287,7 +287,7 @@ fn add_build_configuration(
     let mut references = config.references(root);
     for (var, value) in components::build_environment() {
         let flags = value.split(['\u{1f}', ' ', '\t']);
-        for path in cargo_config::flag_paths(flags, root) {
+        for path in cargo_config::flag_paths(flags, root, &[]) {
             references.push(cargo_config::Reference {
                 path,
                 why: format!("named by the environment variable {var}"),
@@ -331,7 +331,8 @@ fn add_build_configuration(
             )?;
         }
         references.extend(cli.references(root));
-        for path in cargo_config::flag_paths(args.map(String::as_str), root) {
+        let names = cargo_config::RECIPE_NAME_FLAGS;
+        for path in cargo_config::flag_paths(args.map(String::as_str), root, names) {
             references.push(cargo_config::Reference {
                 path,
                 why: why.clone(),
