@@ -397,7 +397,16 @@ impl CargoConfig {
                 let pattern: Vec<&str> = pattern.split('.').collect();
                 for (key, value) in matching(&file.table, &pattern) {
                     let why = format!("{key} in {label}");
-                    for path in value_paths(value, *shape, &file.base, root) {
+                    // Config-relative means two levels up from the file
+                    // (cargo's reference); for an included file cargo's
+                    // behaviour has varied (rust-lang/cargo#15769), so its
+                    // own directory is tried as well: hashing a file the
+                    // build does not read costs nothing but a rebuild.
+                    let dir = file.path.parent().unwrap_or(root);
+                    let paths = value_paths(value, *shape, &file.base, root)
+                        .into_iter()
+                        .chain(value_paths(value, *shape, dir, root));
+                    for path in paths {
                         out.insert(Reference {
                             path,
                             why: why.clone(),
