@@ -87,7 +87,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "artifact-binding",
         summary: "A job that builds pull-request code reuses artifacts without binding them to its head commit.",
-        hint: "pass `--head-sha` to `cargo xtask gpu-archive --reuse` and state the head commit in the workflow's `run-name:`",
+        hint: "pass `--head-sha` and the trusted checkout's `--trust-policy` to `cargo xtask gpu-archive --reuse`, and name the workflow's runs `artifacts.consumer-run-name` (`run-name:` with the head commit for `{head_sha}`)",
     },
     Rule {
         id: "lifecycle-job",
@@ -126,6 +126,29 @@ pub const RULES: &[Rule] = &[
         hint: "remove `continue-on-error` from the gate, and require `needs.<gate>.result == 'success'` next to `always()`/`!cancelled()`",
     },
 ];
+
+/// A `run-name:` as the artifact finder sees it: each `${{ … }}` that
+/// yields the head commit becomes `{head_sha}`; any other stays as written,
+/// so that it cannot match the policy's format.
+fn render_run_name(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text.trim();
+    while let Some(start) = rest.find("${{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let body = &rest[start + 3..start + len];
+        if body.contains("head_sha") {
+            out.push_str(crate::policy::HEAD_SHA_PLACEHOLDER);
+        } else {
+            out.push_str(&rest[start..start + len + 2]);
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
 
 /// Rules only a policy `[[allow]]` entry can suppress: an inline comment in
 /// the workflow is written by whoever edits the workflow, while a policy
@@ -1171,17 +1194,34 @@ impl<'a> Checker<'a> {
                     ),
                 ));
             }
-            let states_commit = wf.run_name.as_ref().is_some_and(|name| {
-                expr::expressions(&name.value)
-                    .iter()
-                    .any(|(_, body)| body.contains("head_sha"))
-            });
-            if !states_commit {
-                let pos = wf.run_name.as_ref().map_or(pos, |n| n.pos);
+            // The trust policy is the trusted checkout's; without it the
+            // pull request's own policy would name the trusted workflows.
+            if !run.value.contains("--trust-policy") {
                 found.push((
                     pos,
                     format!(
-                        "workflow {} has no `run-name:` stating the head commit, so artifacts its runs upload cannot be told apart from another pull request's",
+                        "job `{}` reuses artifacts without `--trust-policy`, so the policy of the tree it keys (pull-request code) chooses which runs are trusted; pass the trusted checkout's policy",
+                        job.id.value
+                    ),
+                ));
+            }
+            // The finder accepts a consumer run only under the whole name
+            // `artifacts.consumer-run-name` renders to for the head commit.
+            let expected = &self.policy.artifacts.consumer_run_name;
+            let rendered = wf
+                .run_name
+                .as_ref()
+                .map(|name| render_run_name(&name.value));
+            if rendered.as_deref() != Some(expected.as_str()) {
+                let pos = wf.run_name.as_ref().map_or(pos, |n| n.pos);
+                let has = match &rendered {
+                    Some(rendered) => format!("a `run-name:` that renders to {rendered:?}"),
+                    None => "no `run-name:`".to_owned(),
+                };
+                found.push((
+                    pos,
+                    format!(
+                        "workflow {} has {has}, not artifacts.consumer-run-name = {expected:?} stating the head commit, so artifacts its runs upload cannot be told apart from another pull request's",
                         wf.name
                     ),
                 ));

@@ -667,6 +667,21 @@ const REGRESSIONS: &[Regression] = &[
         rules: &["artifact-binding"],
     },
     Regression {
+        what: "archive job lets the pull request's policy choose the trusted runs",
+        file: TEST,
+        edits: &[("            --trust-policy .github/ci-trust.toml \\\n", "")],
+        rules: &["artifact-binding"],
+    },
+    Regression {
+        what: "consumer run-name states another commit beside its head commit",
+        file: TEST,
+        edits: &[(
+            "run-name: GPU tests for ${{",
+            "run-name: GPU tests for ${{ github.event.workflow_run.head_commit.id }} ${{",
+        )],
+        rules: &["artifact-binding"],
+    },
+    Regression {
         what: "consumer loses the run-name that states its head commit",
         file: TEST,
         edits: &[(

@@ -562,12 +562,14 @@ pub const HARMLESS: &[OwnEdit] = &[
         rules: &[],
     },
     OwnEdit {
-        what: "consumer's run-name is reworded around the head SHA",
+        // A reworded run-name is no longer harmless: it must render to the
+        // policy's artifacts.consumer-run-name, or reuse never matches.
+        what: "consumer's run-name takes the head SHA from its operands in the other order",
         gain: "",
         file: TEST,
         edits: &[(
             RUN_NAME,
-            "run-name: \"RunPod GPU tests (${{ github.event.workflow_run.head_sha || inputs.head_sha }})\"\n",
+            "run-name: GPU tests for ${{ inputs.head_sha || github.event.workflow_run.head_sha }}\n",
         )],
         rules: &[],
     },
