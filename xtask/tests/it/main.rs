@@ -7,6 +7,7 @@ mod contracts;
 mod contracts_own;
 mod contracts_world;
 mod key;
+mod key_config;
 mod output;
 mod scripts;
 mod support;
