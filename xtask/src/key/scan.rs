@@ -3,18 +3,20 @@
 //! `include_bytes!`, `include!`), plus string literals that a build script
 //! prints as `cargo:rerun-if-changed=`.
 //!
-//! `syn` parses the file; macro bodies stay token trees, so embeds inside
-//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies)
-//! are found by walking tokens. A file `syn` cannot parse (newer syntax) is
-//! walked as tokens only, which still sees every embed and module. Text in
-//! string literals and comments is never mistaken for a macro call, because
-//! the lexer has already made it a literal or dropped it.
+//! The file is read as a token stream (`proc-macro2`'s lexer, the same
+//! token rules as rustc's), never as a syntax tree: `mod x;`, attributes and
+//! macro calls are all visible at the token level, including embeds inside
+//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies).
+//! Text in string literals and comments is never mistaken for a macro call,
+//! because the lexer has already made it a literal or dropped it. The walk
+//! recurses once per group level, after an iterative check that the file
+//! nests no deeper than [`MAX_NESTING`].
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
-use syn::visit::Visit;
+use syn::ext::IdentExt;
 
 /// Where a construct stands: the file and its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +76,9 @@ pub struct FileScan {
     pub embeds: Vec<Embed>,
     /// String literals that contain `rerun-if-changed`, with their lines.
     pub rerun_literals: Vec<(String, usize)>,
-    /// Set when `syn` could not parse the file and the token walk was used.
-    pub parse_error: Option<String>,
+    /// Set when the file cannot be read faithfully: the line and why. The
+    /// key is refused.
+    pub refused: Option<(usize, String)>,
 }
 
 /// The context a file is read in.
@@ -89,259 +92,141 @@ pub struct FileContext<'a> {
 
 /// A cheap test, before any parsing, of whether a file can hold anything
 /// this module looks for. Most files of a large workspace hold none.
+///
+/// It must never say no to a file the parser would find something in: it
+/// over-approximates. `include` covers every include macro (aliases are
+/// found by name later, see `sources`), `debugger_visualizer` the files
+/// rustc reads for that attribute.
 pub fn may_reference_files(text: &[u8]) -> bool {
-    contains(text, b"include") || contains(text, b"rerun-if-changed") || has_file_module_decl(text)
+    contains(text, b"include")
+        || contains(text, b"rerun-if-changed")
+        || contains(text, b"debugger_visualizer")
+        || has_file_module_decl(text)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
 
-/// Looks for `mod <ident> ;` (with any white space), the only form that loads a file.
+/// Looks for `mod <ident> ;`, the only form that loads a file, loosely:
+/// after `mod` and a separator, any run of identifier bytes, white space,
+/// `#` (`r#match`), `$` (`mod $name;` in a macro) and non-ASCII bytes
+/// (Unicode identifiers, and rustc's Pattern_White_Space beyond ASCII:
+/// U+0085, U+200E, U+200F, U+2028, U+2029) that ends in `;` or a comment.
 fn has_file_module_decl(text: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    // Vertical tab (0x0B) is Pattern_White_Space but not `is_ascii_whitespace`.
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
     let mut start = 0;
     while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
         let at = start + pos;
         start = at + 3;
-        if at > 0 && is_ident(text[at - 1]) {
+        // A byte of a longer identifier before `mod` (`model`, `émod`).
+        if at > 0 && (is_ident(text[at - 1]) || text[at - 1] >= 0x80) {
             continue;
         }
         let mut i = at + 3;
-        // A comment may stand anywhere in `mod name;`; when one does, let the
-        // parser decide rather than risk skipping a file module.
-        if text.get(i) == Some(&b'/') {
+        match text.get(i) {
+            // A comment may stand anywhere in `mod name;`; when one does,
+            // let the parser decide rather than risk skipping a file module.
+            Some(b'/') => return true,
+            Some(&b) if is_space(b) => {}
+            _ => continue,
+        }
+        while i < text.len()
+            && (is_ident(text[i]) || is_space(text[i]) || matches!(text[i], b'#' | b'$'))
+        {
+            i += 1;
+        }
+        if matches!(text.get(i), Some(b';' | b'/')) {
             return true;
         }
-        let ws_start = i;
-        while i < text.len() && text[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == ws_start {
-            continue;
-        }
-        let ident_start = i;
-        while i < text.len() && (is_ident(text[i]) || text[i] == b'#') {
-            i += 1;
-        }
-        if i == ident_start {
-            if text.get(i) == Some(&b'/') {
-                return true;
-            }
-            continue;
-        }
-        while i < text.len() && text[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i < text.len() && (text[i] == b';' || text[i] == b'/') {
-            return true;
-        }
+        // Every `mod` inside the run just read ends where it ended: skip
+        // them, so a hostile `mod mod mod …` stays linear.
+        start = start.max(i);
     }
     false
 }
 
-/// Reads one file. Never fails: a file that cannot even be tokenised is
-/// reported through `parse_error` with no findings, and the caller refuses it.
+/// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
+/// token walk recurses once per level; real code stays far below this, and
+/// a hostile file nested thousands deep gets a clear refusal instead of a
+/// stack overflow.
+pub const MAX_NESTING: usize = 256;
+
+/// Reads one file. Never fails: a file that cannot be tokenised, or nests
+/// deeper than [`MAX_NESTING`], is reported through `refused`, with no
+/// findings, and the caller refuses the key.
+///
+/// The file is read as tokens, never as a syntax tree: every form that
+/// loads a file (`mod x;`, attributes, macro calls) is visible at the token
+/// level, a token walk needs no more memory than the tokens, recursion is
+/// bounded by the group depth checked first, and syntax newer than any
+/// parser this tool links is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
     let mut scan = FileScan::default();
-    match syn::parse_file(text) {
-        Ok(file) => {
-            let mut visitor = SynVisitor {
-                ctx,
-                scopes: vec![ctx.module_dir.to_path_buf()],
-                scan: &mut scan,
-                defining: None,
-            };
-            visitor.visit_file(&file);
-        }
-        Err(err) => {
-            let line = err.span().start().line;
-            scan.parse_error = Some(format!("line {line}: {err}"));
-            match TokenStream::from_str(text) {
-                Ok(tokens) => {
-                    let mut walker = TokenWalker {
-                        ctx,
-                        scan: &mut scan,
-                        in_macro_rules: None,
-                    };
-                    walker.walk_items(tokens, ctx.module_dir, 0);
-                }
-                Err(lex) => {
-                    scan.parse_error = Some(format!("cannot tokenise it either: {lex}"));
-                    scan.modules.clear();
-                    scan.embeds.push(Embed {
-                        macro_name: "(file)".into(),
-                        target: EmbedTarget::Unresolved("a file that cannot be tokenised".into()),
-                        site: Site {
-                            file: ctx.file.to_path_buf(),
-                            line: 1,
-                        },
-                        caller_relative: None,
-                    });
-                }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match TokenStream::from_str(text) {
+        Ok(tokens) => match deepest_group(&tokens) {
+            Some((depth, line)) if depth > MAX_NESTING => {
+                scan.refused = Some((
+                    line,
+                    format!(
+                        "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
+                    ),
+                ));
             }
+            _ => {
+                let mut walker = TokenWalker {
+                    ctx,
+                    scan: &mut scan,
+                    in_macro_rules: None,
+                };
+                walker.walk_items(tokens, ctx.module_dir, 0);
+            }
+        },
+        Err(lex) => {
+            scan.refused = Some((
+                lex.span().start().line,
+                format!("cannot tokenise it ({lex}), so neither can rustc"),
+            ));
         }
     }
+    // The span source map keeps a copy of every file read on this thread;
+    // no span of this file outlives this call, so release it.
+    proc_macro2::extra::invalidate_current_thread_spans();
     scan
 }
 
-struct SynVisitor<'a, 'b> {
-    ctx: &'a FileContext<'a>,
-    /// The module directory of each enclosing inline module; the first is the file's.
-    scopes: Vec<PathBuf>,
-    scan: &'b mut FileScan,
-    /// The name of the `macro_rules!` item about to be visited.
-    defining: Option<String>,
-}
-
-impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
-    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
-        if item.mac.path.is_ident("macro_rules") {
-            self.defining = item.ident.as_ref().map(|i| i.to_string());
-        }
-        syn::visit::visit_item_macro(self, item);
-        self.defining = None;
-    }
-
-    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        for attr in &item.attrs {
-            self.visit_attribute(attr);
-        }
-        let path_attr = item.attrs.iter().find_map(path_attribute);
-        let cfg_paths: Vec<String> = item
-            .attrs
-            .iter()
-            .filter_map(|attr| match &attr.meta {
-                syn::Meta::List(list) if list.path.is_ident("cfg_attr") => {
-                    Some(cfg_attr_paths(list.tokens.clone()))
+/// The deepest group nesting of `tokens`, with the line where it is first
+/// reached; `None` for a stream without groups. Iterative, so it cannot
+/// overflow the stack it guards.
+fn deepest_group(tokens: &TokenStream) -> Option<(usize, usize)> {
+    let mut deepest: Option<(usize, usize)> = None;
+    let mut stack = vec![tokens.clone().into_iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(TokenTree::Group(group)) => {
+                let depth = stack.len();
+                if deepest.is_none_or(|(d, _)| depth > d) {
+                    deepest = Some((depth, group.span_open().start().line));
                 }
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        let name = item.ident.to_string();
-        let line = item.ident.span().start().line;
-        let inline_depth = self.scopes.len() - 1;
-        let scope = self
-            .scopes
-            .last()
-            .expect("the file scope is never popped")
-            .clone();
-        match &item.content {
-            Some((_, items)) => {
-                self.scopes.push(inline_scope(
-                    self.ctx,
-                    &scope,
-                    inline_depth,
-                    &name,
-                    path_attr,
-                ));
-                for item in items {
-                    self.visit_item(item);
+                if depth > MAX_NESTING {
+                    return deepest;
                 }
-                self.scopes.pop();
+                stack.push(group.stream().into_iter());
             }
+            Some(_) => {}
             None => {
-                let decls = module_decls(
-                    self.ctx,
-                    &scope,
-                    inline_depth,
-                    name,
-                    path_attr,
-                    cfg_paths,
-                    line,
-                );
-                self.scan.modules.extend(decls);
+                stack.pop();
             }
         }
     }
-
-    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        let name = mac
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        let line = mac
-            .path
-            .segments
-            .last()
-            .map_or(1, |s| s.ident.span().start().line);
-        let scope = self
-            .scopes
-            .last()
-            .expect("the file scope is never popped")
-            .clone();
-        let inline_depth = self.scopes.len() - 1;
-        let mut walker = TokenWalker {
-            ctx: self.ctx,
-            scan: self.scan,
-            in_macro_rules: None,
-        };
-        if is_include_macro(&name) {
-            walker.record_embed(&name, mac.tokens.clone(), line);
-        } else if name == "macro_rules" {
-            // A `mod x;` in a macro body is declared where the macro is
-            // invoked, not here; its embeds are still worth resolving.
-            walker.in_macro_rules = self.defining.take();
-            walker.walk_for_embeds(mac.tokens.clone());
-        } else {
-            // Item macros such as `cfg_if! { if #[cfg(unix)] { mod unix; } }`
-            // declare file modules that rustc loads like any other.
-            walker.walk_items(mac.tokens.clone(), &scope, inline_depth);
-        }
-    }
-
-    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
-        match &attr.meta {
-            // `#[cfg_attr(…, doc = include_str!(…))]` keeps its arguments as tokens.
-            syn::Meta::List(list) => {
-                let mut walker = TokenWalker {
-                    ctx: self.ctx,
-                    scan: self.scan,
-                    in_macro_rules: None,
-                };
-                walker.walk_for_embeds(list.tokens.clone());
-            }
-            // Documentation is never printed by a build script, so its text
-            // must not count as a `rerun-if-changed` declaration; an embed in
-            // `#[doc = include_str!(…)]` is still found.
-            syn::Meta::NameValue(nv)
-                if nv.path.is_ident("doc") && matches!(nv.value, syn::Expr::Lit(_)) => {}
-            _ => syn::visit::visit_attribute(self, attr),
-        }
-    }
-
-    fn visit_lit_str(&mut self, lit: &'ast syn::LitStr) {
-        let value = lit.value();
-        if value.contains("rerun-if-changed") {
-            self.scan
-                .rerun_literals
-                .push((value, lit.span().start().line));
-        }
-    }
+    deepest
 }
 
 fn is_include_macro(name: &str) -> bool {
     matches!(name, "include_str" | "include_bytes" | "include")
-}
-
-/// The value of `#[path = "…"]`.
-fn path_attribute(attr: &syn::Attribute) -> Option<String> {
-    let syn::Meta::NameValue(nv) = &attr.meta else {
-        return None;
-    };
-    if !nv.path.is_ident("path") {
-        return None;
-    }
-    match &nv.value {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value()),
-        _ => None,
-    }
 }
 
 /// The directory a `#[path]` attribute is relative to: outside inline
@@ -552,7 +437,7 @@ impl TokenWalker<'_, '_> {
                 TokenTree::Ident(ident) if ident == "mod" => {
                     if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
                         let line = name.span().start().line;
-                        let name = name.to_string();
+                        let name = name.unraw().to_string();
                         match tokens.get(i + 2) {
                             Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
                                 let decls = module_decls(
@@ -882,7 +767,7 @@ struct S;
             ]
         );
         assert_eq!(scan.embeds[1].site.line, 5);
-        assert!(scan.parse_error.is_none());
+        assert!(scan.refused.is_none());
     }
 
     #[test]
@@ -945,16 +830,16 @@ mod tests { #[test] fn t() {} }
     }
 
     #[test]
-    fn unparsable_file_is_read_as_tokens() {
-        // Not valid Rust for syn (a missing comma stands in for syntax newer
-        // than syn), but it tokenises.
+    fn syntax_no_parser_knows_is_still_read() {
+        // Not valid Rust (a missing comma stands in for syntax newer than
+        // any parser), but it tokenises.
         let text = r#"
 struct Future { a: u8 b: u8 }
 mod kept;
 const A: &str = include_str!("still_found.txt");
 "#;
         let scan = scan(text, "/ws/pkg/src/lib.rs");
-        assert!(scan.parse_error.is_some());
+        assert!(scan.refused.is_none());
         assert_eq!(scan.modules.len(), 1);
         assert_eq!(
             targets(&scan),
@@ -1007,7 +892,7 @@ mod sys;
                 text.to_owned()
             };
             let scan = scan(&text, "/ws/pkg/src/lib.rs");
-            assert_eq!(scan.parse_error.is_some(), parse_fails);
+            assert!(scan.refused.is_none());
             let p = PathBuf::from;
             assert_eq!(
                 module_files(&scan),
@@ -1088,7 +973,7 @@ struct B {{ a: u8 b: u8 }}
                 scan.rerun_literals,
                 vec![("cargo:rerun-if-changed=real.txt".to_owned(), 6)],
                 "{:?}",
-                scan.parse_error
+                scan.refused
             );
         }
     }

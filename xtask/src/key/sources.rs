@@ -48,9 +48,6 @@ struct Job {
     file: PathBuf,
     module_dir: PathBuf,
     root: usize,
-    /// Read through `include!`: often an expression (`static T: [u8; 4] =
-    /// include!("t.in");`), not a file of items, so syn's refusal is expected.
-    included: bool,
 }
 
 enum Outcome {
@@ -93,7 +90,6 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 file: root.file.clone(),
                 module_dir,
                 root: index,
-                included: false,
             });
         }
     }
@@ -154,10 +150,9 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 }
             };
             discovery.parsed_files += 1;
-            if let Some(error) = scan.parse_error.as_ref().filter(|_| !job.included) {
-                discovery.warnings.push(format!(
-                    "{rel}: syn cannot parse it ({error}); read it as tokens instead, so its modules and embeds still count"
-                ));
+            if let Some((line, why)) = &scan.refused {
+                discovery.errors.push(format!("{rel}:{line}: {why}"));
+                continue;
             }
             for module in &scan.modules {
                 let site = format!(
@@ -182,7 +177,6 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                 file: file.clone(),
                                 module_dir: dir.clone(),
                                 root: job.root,
-                                included: false,
                             });
                         }
                     }
@@ -265,7 +259,6 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                                     file: path,
                                     module_dir: dir,
                                     root: job.root,
-                                    included: true,
                                 });
                             }
                         }
