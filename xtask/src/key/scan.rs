@@ -12,6 +12,7 @@
 //! recurses once per group level, after an iterative check that the file
 //! nests no deeper than [`MAX_NESTING`].
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -69,6 +70,38 @@ pub struct CallerRelative {
     pub is_pattern: bool,
 }
 
+/// A `[#[path = "…"]] mod name;` in a `macro_rules!` body: rustc loads it
+/// when the macro is expanded, from the module of the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MacroModule {
+    pub macro_rules: String,
+    pub name: String,
+    pub path: Option<String>,
+    pub line: usize,
+}
+
+impl MacroModule {
+    /// The files this declaration loads when `macro_rules!` is called at the
+    /// top level of `caller`, whose child modules live in `module_dir`.
+    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> ModuleDecl {
+        let aliases = HashMap::new();
+        let ctx = FileContext {
+            file: caller,
+            module_dir,
+            package_dir,
+            aliases: &aliases,
+        };
+        module_decl(
+            &ctx,
+            module_dir,
+            0,
+            self.name.clone(),
+            self.path.clone(),
+            self.line,
+        )
+    }
+}
+
 /// Everything one file contributes.
 #[derive(Debug, Default)]
 pub struct FileScan {
@@ -76,6 +109,11 @@ pub struct FileScan {
     pub embeds: Vec<Embed>,
     /// String literals that contain `rerun-if-changed`, with their lines.
     pub rerun_literals: Vec<(String, usize)>,
+    /// Every `A as B` of a `use` declaration: a rename that may make `B!`
+    /// an include macro, anywhere in the crate (`crate::B!`, `use super::*`).
+    pub use_renames: Vec<(String, String)>,
+    /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
+    pub macro_modules: Vec<MacroModule>,
     /// Set when the file cannot be read faithfully: the line and why. The
     /// key is refused.
     pub refused: Option<(usize, String)>,
@@ -88,6 +126,19 @@ pub struct FileContext<'a> {
     pub module_dir: &'a Path,
     /// `CARGO_MANIFEST_DIR` of the package that compiles the file.
     pub package_dir: &'a Path,
+    /// Names that `use … as …` gave the include macros (`embed` for
+    /// `use std::include_str as embed;`), each with the macro it names.
+    pub aliases: &'a HashMap<String, String>,
+}
+
+impl FileContext<'_> {
+    /// The include macro a call of `name!` is, if any.
+    fn include_macro(&self, name: &str) -> Option<String> {
+        if INCLUDE_MACROS.contains(&name) {
+            return Some(name.to_owned());
+        }
+        self.aliases.get(name).cloned()
+    }
 }
 
 /// A cheap test, before any parsing, of whether a file can hold anything
@@ -181,6 +232,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                     ctx,
                     scan: &mut scan,
                     in_macro_rules: None,
+                    in_alternative: false,
                 };
                 walker.walk_items(tokens, ctx.module_dir, 0);
             }
@@ -225,9 +277,8 @@ fn deepest_group(tokens: &TokenStream) -> Option<(usize, usize)> {
     deepest
 }
 
-fn is_include_macro(name: &str) -> bool {
-    matches!(name, "include_str" | "include_bytes" | "include")
-}
+/// The macros that make rustc read a file named by their argument.
+pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
 /// The directory a `#[path]` attribute is relative to: outside inline
 /// modules the directory of the file itself, inside them the scope's module
@@ -353,6 +404,9 @@ struct TokenWalker<'a, 'b> {
     scan: &'b mut FileScan,
     /// The `macro_rules!` whose body is being walked, if any.
     in_macro_rules: Option<String>,
+    /// Inside an inline module with `cfg_attr(…, path = …)` directories,
+    /// where a module file's absence in one of them is expected.
+    in_alternative: bool,
 }
 
 impl TokenWalker<'_, '_> {
@@ -361,6 +415,8 @@ impl TokenWalker<'_, '_> {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
         while i < tokens.len() {
+            self.record_use_renames(&tokens, i);
+            self.record_debugger_visualizers(&tokens, i);
             if self.record_embed_at(&tokens, i) {
                 i += 3;
                 continue;
@@ -385,6 +441,8 @@ impl TokenWalker<'_, '_> {
         let mut cfg_paths: Vec<String> = Vec::new();
         let mut i = 0;
         while i < tokens.len() {
+            self.record_use_renames(&tokens, i);
+            self.record_debugger_visualizers(&tokens, i);
             if self.record_embed_at(&tokens, i) {
                 i += 3;
                 continue;
@@ -417,8 +475,9 @@ impl TokenWalker<'_, '_> {
                     }
                 }
                 TokenTree::Ident(ident) if ident == "macro_rules" => {
-                    // As in the syn reading: the body's modules belong to
-                    // the invocation site, its embeds are resolved here.
+                    // The body's `mod x;` declarations load files where the
+                    // macro is invoked (see `MacroModule`); its embeds are
+                    // resolved here and from its callers.
                     if let (
                         Some(TokenTree::Punct(bang)),
                         Some(TokenTree::Ident(name)),
@@ -429,6 +488,7 @@ impl TokenWalker<'_, '_> {
                             let outer = self.in_macro_rules.replace(name.to_string());
                             self.walk_for_embeds(body.stream());
                             self.in_macro_rules = outer;
+                            self.record_macro_modules(&name.to_string(), body.stream());
                             i += 4;
                             continue;
                         }
@@ -449,20 +509,42 @@ impl TokenWalker<'_, '_> {
                                     std::mem::take(&mut cfg_paths),
                                     line,
                                 );
-                                self.scan.modules.extend(decls);
+                                let in_alternative = self.in_alternative;
+                                self.scan.modules.extend(decls.into_iter().map(|mut d| {
+                                    d.has_alternatives |= in_alternative;
+                                    d
+                                }));
                                 i += 3;
                                 continue;
                             }
                             Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
-                                let inner = inline_scope(
+                                // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
+                                // moves where `c` is loaded from when the cfg
+                                // holds: the body is read once per directory.
+                                let alternatives = std::mem::take(&mut cfg_paths);
+                                let default = inline_scope(
                                     self.ctx,
                                     scope,
                                     inline_depth,
                                     &name,
                                     path_attr.take(),
                                 );
-                                cfg_paths.clear();
-                                self.walk_items(g.stream(), &inner, inline_depth + 1);
+                                let outer = self.in_alternative;
+                                self.in_alternative = outer || !alternatives.is_empty();
+                                self.walk_items(g.stream(), &default, inline_depth + 1);
+                                for path in alternatives {
+                                    let inner = inline_scope(
+                                        self.ctx,
+                                        scope,
+                                        inline_depth,
+                                        &name,
+                                        Some(path),
+                                    );
+                                    if inner != default {
+                                        self.walk_items(g.stream(), &inner, inline_depth + 1);
+                                    }
+                                }
+                                self.in_alternative = outer;
                                 i += 3;
                                 continue;
                             }
@@ -490,13 +572,166 @@ impl TokenWalker<'_, '_> {
         }
     }
 
+    /// The `[#[path = "…"]] mod name;` declarations anywhere in a
+    /// `macro_rules!` body. One whose file a metavariable chooses (`mod $m;`,
+    /// `#[path = $p]`) is refused: each caller picks another file.
+    fn record_macro_modules(&mut self, macro_rules: &str, body: TokenStream) {
+        let mut pending = vec![body];
+        while let Some(stream) = pending.pop() {
+            let tokens: Vec<TokenTree> = stream.into_iter().collect();
+            let mut path_attr: Option<Result<String, ()>> = None;
+            for (i, token) in tokens.iter().enumerate() {
+                match token {
+                    TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket => {
+                        let body: Vec<TokenTree> = g.stream().into_iter().collect();
+                        if matches!(body.first(), Some(TokenTree::Ident(p)) if p == "path") {
+                            path_attr = Some(lexical_path_attribute(g.stream()).ok_or(()));
+                        }
+                        pending.push(g.stream());
+                        continue;
+                    }
+                    TokenTree::Group(g) => pending.push(g.stream()),
+                    TokenTree::Ident(m) if m == "mod" => {
+                        let line = m.span().start().line;
+                        let (name, after) = match (tokens.get(i + 1), tokens.get(i + 2)) {
+                            (Some(TokenTree::Ident(name)), after) => {
+                                (Some(name.unraw().to_string()), after)
+                            }
+                            (Some(TokenTree::Punct(d)), Some(TokenTree::Ident(_)))
+                                if d.as_char() == '$' =>
+                            {
+                                (None, tokens.get(i + 3))
+                            }
+                            _ => (None, None),
+                        };
+                        if !matches!(after, Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+                            path_attr = None;
+                            continue;
+                        }
+                        let path = match path_attr.take() {
+                            Some(Ok(path)) => Some(path),
+                            Some(Err(())) => {
+                                self.refuse_macro_module(macro_rules, line, "`#[path = $…]`");
+                                continue;
+                            }
+                            None => None,
+                        };
+                        match (name, path) {
+                            (None, None) => {
+                                self.refuse_macro_module(macro_rules, line, "`mod $…;`");
+                            }
+                            (name, path) => self.scan.macro_modules.push(MacroModule {
+                                macro_rules: macro_rules.to_owned(),
+                                name: name.unwrap_or_else(|| "(named by the caller)".into()),
+                                path,
+                                line,
+                            }),
+                        }
+                        continue;
+                    }
+                    TokenTree::Punct(p) if p.as_char() == '#' => continue,
+                    TokenTree::Ident(v) if v == "pub" => continue,
+                    _ => {}
+                }
+                path_attr = None;
+            }
+        }
+    }
+
+    fn refuse_macro_module(&mut self, macro_rules: &str, line: usize, form: &str) {
+        self.scan.refused.get_or_insert((
+            line,
+            format!(
+                "macro_rules! {macro_rules} declares a file module with {form}, so each caller loads another file and ci-key cannot know which; declare the module outside the macro, or give it a literal #[path]"
+            ),
+        ));
+    }
+
+    /// At `debugger_visualizer(…)` (`tokens[i]`, an attribute, perhaps
+    /// inside `cfg_attr`): records the `natvis_file` / `gdb_script_file`
+    /// rustc reads, relative to the directory of this file (checked with
+    /// rustc 1.95's dep-info: not the module directory).
+    fn record_debugger_visualizers(&mut self, tokens: &[TokenTree], i: usize) {
+        let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
+            (tokens.get(i), tokens.get(i + 1))
+        else {
+            return;
+        };
+        if name != "debugger_visualizer" || args.delimiter() != Delimiter::Parenthesis {
+            return;
+        }
+        let line = name.span().start().line;
+        for part in split_commas(args.stream()) {
+            let part: Vec<TokenTree> = part.into_iter().collect();
+            let target = match part.as_slice() {
+                [
+                    TokenTree::Ident(key),
+                    TokenTree::Punct(eq),
+                    TokenTree::Literal(lit),
+                ] if eq.as_char() == '=' => match literal_str(lit) {
+                    Some(text) => EmbedTarget::File(
+                        self.ctx.file.parent().unwrap_or(Path::new("/")).join(text),
+                    ),
+                    None => EmbedTarget::Unresolved(format!("{key} = {lit}")),
+                },
+                other => {
+                    let text: TokenStream = other.iter().cloned().collect();
+                    EmbedTarget::Unresolved(format!("`{text}`"))
+                }
+            };
+            self.scan.embeds.push(Embed {
+                macro_name: "#[debugger_visualizer]".into(),
+                target,
+                site: Site {
+                    file: self.ctx.file.to_path_buf(),
+                    line,
+                },
+                caller_relative: None,
+            });
+        }
+    }
+
+    /// At `use` (`tokens[i]`): records every `A as B` up to its `;`,
+    /// nested groups (`use std::{include_str as s}`) included.
+    fn record_use_renames(&mut self, tokens: &[TokenTree], i: usize) {
+        if !matches!(&tokens[i], TokenTree::Ident(u) if u == "use") {
+            return;
+        }
+        let end = tokens[i..]
+            .iter()
+            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
+            .map_or(tokens.len(), |n| i + n);
+        let mut pending: Vec<TokenStream> = vec![tokens[i + 1..end].iter().cloned().collect()];
+        while let Some(stream) = pending.pop() {
+            let tree: Vec<TokenTree> = stream.into_iter().collect();
+            for (at, token) in tree.iter().enumerate() {
+                match token {
+                    TokenTree::Group(g) => pending.push(g.stream()),
+                    TokenTree::Ident(r#as) if r#as == "as" && at > 0 => {
+                        if let (TokenTree::Ident(from), Some(TokenTree::Ident(to))) =
+                            (&tree[at - 1], tree.get(at + 1))
+                        {
+                            self.scan
+                                .use_renames
+                                .push((from.unraw().to_string(), to.unraw().to_string()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// Records `include_*!(…)` starting at `tokens[i]`; says whether there was one.
     fn record_embed_at(&mut self, tokens: &[TokenTree], i: usize) -> bool {
         match macro_call_at(tokens, i) {
-            Some((name, args, line)) if is_include_macro(&name) => {
-                self.record_embed(&name, args, line);
-                true
-            }
+            Some((name, args, line)) => match self.ctx.include_macro(&name) {
+                Some(include) => {
+                    self.record_embed(&include, args, line);
+                    true
+                }
+                None => false,
+            },
             _ => false,
         }
     }
@@ -731,6 +966,7 @@ mod tests {
             file,
             module_dir,
             package_dir: Path::new("/ws/pkg"),
+            aliases: &HashMap::new(),
         };
         scan_file(text, &ctx)
     }
@@ -935,6 +1171,7 @@ mod sys;
                 file,
                 module_dir: Path::new("/ws/pkg/src/a"),
                 package_dir: Path::new("/ws/pkg"),
+                aliases: &HashMap::new(),
             };
             let scan = scan_file(&text, &ctx);
             let p = PathBuf::from;

@@ -61,7 +61,52 @@ enum Outcome {
 }
 
 /// Walks every root's module tree, adding module files and embedded files to `inputs`.
+///
+/// `use std::include_str as embed;` makes `embed!` an include macro in the
+/// whole crate (`crate::embed!`, `use super::*`) and, re-exported, in other
+/// crates. So the aliases are gathered workspace-wide, and when a walk finds
+/// a rename it did not know, the walk is done again knowing it (inputs are
+/// a set: the first walk's are a subset of the second's). Aliases made by
+/// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
+    let mut aliases: HashMap<String, String> = HashMap::new();
+    loop {
+        let (discovery, renames) = walk(roots, inputs, policy, &aliases);
+        let known = aliases.len();
+        // A fixpoint: `use crate::embed as e2;` renames an alias.
+        loop {
+            let before = aliases.len();
+            for (from, to) in &renames {
+                let origin = scan::INCLUDE_MACROS
+                    .iter()
+                    .find(|m| **m == from)
+                    .map(|m| (*m).to_owned())
+                    .or_else(|| aliases.get(from).cloned());
+                if let Some(origin) = origin {
+                    if !scan::INCLUDE_MACROS.contains(&to.as_str()) {
+                        aliases.entry(to.clone()).or_insert(origin);
+                    }
+                }
+            }
+            if aliases.len() == before {
+                break;
+            }
+        }
+        if aliases.len() == known {
+            return discovery;
+        }
+    }
+}
+
+/// One walk of every module tree, knowing `aliases`; returns what it found
+/// and every `use … as …` rename it saw.
+fn walk(
+    roots: &[Root],
+    inputs: &mut InputSet,
+    policy: &KeyPolicy,
+    aliases: &HashMap<String, String>,
+) -> (Discovery, Vec<(String, String)>) {
+    let mut renames: Vec<(String, String)> = Vec::new();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -81,6 +126,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
     // For embeds in `macro_rules!` bodies, resolved again from each caller
     // once every module file of the package is known.
     let mut package_files: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
+    // Every file read, with its context, and the `mod x;` of `macro_rules!`
+    // bodies: loaded from each file that calls the macro.
+    let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
+    let mut macro_modules: Vec<(PathBuf, scan::MacroModule)> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -93,74 +142,260 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
             });
         }
     }
-    while !frontier.is_empty() {
-        let outcomes: Vec<(Job, Outcome)> = frontier
-            .into_par_iter()
-            .map(|job| {
-                let outcome = read_and_scan(&job, &roots[job.root]);
-                (job, outcome)
-            })
-            .collect();
-        let mut next = Vec::new();
-        for (job, outcome) in outcomes {
-            let root = &roots[job.root];
-            let rel = display(inputs.root(), &job.file);
-            let reason = format!("module of {}", root.label);
-            let scan = match outcome {
-                Outcome::Missing => {
-                    discovery.errors.push(format!(
-                        "{rel}: the crate root of {} does not exist",
-                        root.label
-                    ));
-                    continue;
-                }
-                Outcome::Failed(message) => {
-                    discovery.errors.push(message);
-                    continue;
-                }
-                Outcome::Read {
-                    hashed,
-                    symlink_target,
-                    scan,
-                } => {
-                    if let Err(err) = inputs.add(&job.file, &reason) {
-                        discovery.errors.push(format!("{rel}: {err:#}"));
+    loop {
+        while !frontier.is_empty() {
+            let outcomes: Vec<(Job, Outcome)> = frontier
+                .into_par_iter()
+                .map(|job| {
+                    let outcome = read_and_scan(&job, &roots[job.root], aliases);
+                    (job, outcome)
+                })
+                .collect();
+            let mut next = Vec::new();
+            for (job, outcome) in outcomes {
+                let root = &roots[job.root];
+                let rel = display(inputs.root(), &job.file);
+                let reason = format!("module of {}", root.label);
+                let scan = match outcome {
+                    Outcome::Missing => {
+                        discovery.errors.push(format!(
+                            "{rel}: the crate root of {} does not exist",
+                            root.label
+                        ));
                         continue;
                     }
-                    discovery
-                        .known
-                        .insert(super::workspace::normalize(&job.file), hashed);
-                    package_files
-                        .entry(root.package_dir.clone())
-                        .or_default()
-                        .push(job.file.clone());
-                    if let Some((target, target_hash)) = symlink_target {
-                        let why = format!("target of symlink {rel}, a module of {}", root.label);
-                        if let Err(err) = inputs.add(&target, &why) {
-                            discovery.errors.push(format!(
-                                "{rel} is a symlink whose target cannot be hashed: {err:#}"
-                            ));
-                        }
-                        discovery.known.insert(target, target_hash);
+                    Outcome::Failed(message) => {
+                        discovery.errors.push(message);
+                        continue;
                     }
-                    match scan {
-                        Some(scan) => scan,
-                        None => continue,
+                    Outcome::Read {
+                        hashed,
+                        symlink_target,
+                        scan,
+                    } => {
+                        if let Err(err) = inputs.add(&job.file, &reason) {
+                            discovery.errors.push(format!("{rel}: {err:#}"));
+                            continue;
+                        }
+                        discovery
+                            .known
+                            .insert(super::workspace::normalize(&job.file), hashed);
+                        package_files
+                            .entry(root.package_dir.clone())
+                            .or_default()
+                            .push(job.file.clone());
+                        walked.push((job.file.clone(), job.module_dir.clone(), job.root));
+                        if let Some((target, target_hash)) = symlink_target {
+                            let why =
+                                format!("target of symlink {rel}, a module of {}", root.label);
+                            if let Err(err) = inputs.add(&target, &why) {
+                                discovery.errors.push(format!(
+                                    "{rel} is a symlink whose target cannot be hashed: {err:#}"
+                                ));
+                            }
+                            discovery.known.insert(target, target_hash);
+                        }
+                        match scan {
+                            Some(scan) => scan,
+                            None => continue,
+                        }
+                    }
+                };
+                discovery.parsed_files += 1;
+                renames.extend(scan.use_renames.iter().cloned());
+                for module in &scan.macro_modules {
+                    macro_modules.push((root.package_dir.clone(), module.clone()));
+                }
+                if let Some((line, why)) = &scan.refused {
+                    discovery.errors.push(format!("{rel}:{line}: {why}"));
+                    continue;
+                }
+                for module in &scan.modules {
+                    let site = format!(
+                        "{}:{}",
+                        display(inputs.root(), &module.site.file),
+                        module.site.line
+                    );
+                    match module
+                        .candidates
+                        .iter()
+                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                    {
+                        Some((file, dir)) => {
+                            if inputs.relative(file).is_err() {
+                                discovery.errors.push(format!(
+                                "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                                module.name,
+                                file.display()
+                            ));
+                            } else if visited.insert(visit_key(file, dir, job.root)) {
+                                next.push(Job {
+                                    file: file.clone(),
+                                    module_dir: dir.clone(),
+                                    root: job.root,
+                                });
+                            }
+                        }
+                        None => {
+                            // A `cfg`-gated module whose file is absent compiles;
+                            // hashing the absence makes its arrival change the key.
+                            // With `cfg_attr(…, path = …)` alternatives, the
+                            // default file is often absent by design.
+                            if !module.has_alternatives {
+                                let tried: Vec<String> = module
+                                    .candidates
+                                    .iter()
+                                    .map(|(f, _)| display(inputs.root(), f))
+                                    .collect();
+                                discovery.warnings.push(format!(
+                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                                module.name,
+                                tried.join(", ")
+                            ));
+                            }
+                            for (file, _) in &module.candidates {
+                                if let Err(err) = inputs.add_maybe_absent(
+                                    file,
+                                    &format!("missing module `{}` declared at {site}", module.name),
+                                ) {
+                                    discovery.errors.push(format!("{site}: {err:#}"));
+                                }
+                            }
+                        }
                     }
                 }
-            };
-            discovery.parsed_files += 1;
-            if let Some((line, why)) = &scan.refused {
-                discovery.errors.push(format!("{rel}:{line}: {why}"));
-                continue;
+                for embed in &scan.embeds {
+                    let site = format!(
+                        "{}:{}",
+                        display(inputs.root(), &embed.site.file),
+                        embed.site.line
+                    );
+                    let why = format!("embedded by {} at {site}", embed.macro_name);
+                    if let Some(relative) = &embed.caller_relative {
+                        macro_embeds.push(MacroEmbed {
+                            package_dir: root.package_dir.clone(),
+                            definition: embed.site.file.clone(),
+                            site: site.clone(),
+                            macro_name: embed.macro_name.clone(),
+                            relative: relative.clone(),
+                        });
+                    }
+                    match &embed.target {
+                        EmbedTarget::File(path) => {
+                            let path = super::workspace::normalize(path);
+                            if path.is_dir() {
+                                discovery.errors.push(format!(
+                                    "{site}: {} names a directory, {}",
+                                    embed.macro_name,
+                                    path.display()
+                                ));
+                            } else if let Err(err) = inputs
+                                .add_maybe_absent(&path, &why)
+                                .and_then(|()| inputs.add_link_target(&path, &why))
+                            {
+                                discovery.errors.push(format!(
+                                    "{site}: {} cannot be a key input: {err:#}",
+                                    embed.macro_name
+                                ));
+                            } else if std::fs::symlink_metadata(&path).is_err() {
+                                discovery.warnings.push(format!(
+                                "{site}: {} names {}, which does not exist; its absence is hashed",
+                                embed.macro_name,
+                                display(inputs.root(), &path)
+                            ));
+                            } else if embed.macro_name == "include!" {
+                                // rustc parses an `include!`d file as code of the
+                                // including module, with its own directory as the
+                                // module directory: its `mod x;`, `#[path]` and
+                                // embeds resolve from there, so it is walked like
+                                // a module file.
+                                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                                if visited.insert(visit_key(&path, &dir, job.root)) {
+                                    next.push(Job {
+                                        file: path,
+                                        module_dir: dir,
+                                        root: job.root,
+                                    });
+                                }
+                            }
+                        }
+                        EmbedTarget::Pattern(pattern) => {
+                            let pattern = super::workspace::normalize(pattern);
+                            let result = pattern
+                                .strip_prefix(inputs.root())
+                                .ok()
+                                .and_then(|p| p.to_str())
+                                .map(str::to_owned)
+                                .ok_or_else(|| {
+                                    anyhow::anyhow!("{} leaves the repository", pattern.display())
+                                })
+                                .and_then(|rel| inputs.add_pattern(&rel, &why));
+                            if let Err(err) = result {
+                                discovery
+                                    .errors
+                                    .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                            }
+                        }
+                        EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+                        EmbedTarget::Unresolved(what) => {
+                            let file_rel = display(inputs.root(), &embed.site.file);
+                            let declared: Vec<_> = policy
+                                .dynamic_include
+                                .iter()
+                                .filter(|d| d.site == file_rel)
+                                .collect();
+                            if declared.is_empty() {
+                                discovery.errors.push(format!(
+                                "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
+                                 [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+                                embed.macro_name
+                            ));
+                            }
+                            for dynamic in declared {
+                                used_dynamic.insert(dynamic.site.clone());
+                                for glob in &dynamic.files {
+                                    let reason =
+                                        format!("declared in key.dynamic-include for {site}");
+                                    match inputs.add_glob(glob, &reason) {
+                                    Ok(0) => discovery.warnings.push(format!(
+                                        "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
+                                    )),
+                                    Ok(_) => {}
+                                    Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
+                                }
+                                }
+                            }
+                        }
+                    }
+                }
+                if root.build_script {
+                    let literals = discovery.rerun_literals.entry(job.root).or_default();
+                    for (value, line) in scan.rerun_literals {
+                        literals.push((value, job.file.clone(), line));
+                    }
+                }
             }
-            for module in &scan.modules {
+            frontier = next;
+        }
+        // rustc loads a `macro_rules!` body's `mod x;` from the module where
+        // the macro is called; calls at the top of a file are resolved here
+        // (one inside an inline module loads from a subdirectory of `src/`,
+        // which is hashed whole).
+        for (package_dir, module) in macro_modules.clone() {
+            for (caller, module_dir, root) in walked.clone() {
+                if roots[root].package_dir != package_dir
+                    || !std::fs::read(&caller).is_ok_and(|t| calls_macro(&t, &module.macro_rules))
+                {
+                    continue;
+                }
+                let decl = module.decl(&caller, &module_dir, &package_dir);
                 let site = format!(
-                    "{}:{}",
-                    display(inputs.root(), &module.site.file),
-                    module.site.line
+                    "`mod {};` of macro_rules! {} called in {}",
+                    module.name,
+                    module.macro_rules,
+                    display(inputs.root(), &caller)
                 );
-                match module
+                match decl
                     .candidates
                     .iter()
                     .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
@@ -168,157 +403,32 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                     Some((file, dir)) => {
                         if inputs.relative(file).is_err() {
                             discovery.errors.push(format!(
-                                "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
-                                module.name,
-                                file.display()
-                            ));
-                        } else if visited.insert(visit_key(file, dir, job.root)) {
-                            next.push(Job {
+                            "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
+                            file.display()
+                        ));
+                        } else if visited.insert(visit_key(file, dir, root)) {
+                            frontier.push(Job {
                                 file: file.clone(),
                                 module_dir: dir.clone(),
-                                root: job.root,
+                                root,
                             });
                         }
                     }
                     None => {
-                        // A `cfg`-gated module whose file is absent compiles;
-                        // hashing the absence makes its arrival change the key.
-                        // With `cfg_attr(…, path = …)` alternatives, the
-                        // default file is often absent by design.
-                        if !module.has_alternatives {
-                            let tried: Vec<String> = module
-                                .candidates
-                                .iter()
-                                .map(|(f, _)| display(inputs.root(), f))
-                                .collect();
-                            discovery.warnings.push(format!(
-                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
-                                module.name,
-                                tried.join(", ")
-                            ));
-                        }
-                        for (file, _) in &module.candidates {
-                            if let Err(err) = inputs.add_maybe_absent(
-                                file,
-                                &format!("missing module `{}` declared at {site}", module.name),
-                            ) {
+                        for (file, _) in &decl.candidates {
+                            if let Err(err) =
+                                inputs.add_maybe_absent(file, &format!("missing {site}"))
+                            {
                                 discovery.errors.push(format!("{site}: {err:#}"));
                             }
                         }
                     }
                 }
             }
-            for embed in &scan.embeds {
-                let site = format!(
-                    "{}:{}",
-                    display(inputs.root(), &embed.site.file),
-                    embed.site.line
-                );
-                let why = format!("embedded by {} at {site}", embed.macro_name);
-                if let Some(relative) = &embed.caller_relative {
-                    macro_embeds.push(MacroEmbed {
-                        package_dir: root.package_dir.clone(),
-                        definition: embed.site.file.clone(),
-                        site: site.clone(),
-                        macro_name: embed.macro_name.clone(),
-                        relative: relative.clone(),
-                    });
-                }
-                match &embed.target {
-                    EmbedTarget::File(path) => {
-                        let path = super::workspace::normalize(path);
-                        if path.is_dir() {
-                            discovery.errors.push(format!(
-                                "{site}: {} names a directory, {}",
-                                embed.macro_name,
-                                path.display()
-                            ));
-                        } else if let Err(err) = inputs
-                            .add_maybe_absent(&path, &why)
-                            .and_then(|()| inputs.add_link_target(&path, &why))
-                        {
-                            discovery.errors.push(format!(
-                                "{site}: {} cannot be a key input: {err:#}",
-                                embed.macro_name
-                            ));
-                        } else if std::fs::symlink_metadata(&path).is_err() {
-                            discovery.warnings.push(format!(
-                                "{site}: {} names {}, which does not exist; its absence is hashed",
-                                embed.macro_name,
-                                display(inputs.root(), &path)
-                            ));
-                        } else if embed.macro_name == "include!" {
-                            // rustc parses an `include!`d file as code of the
-                            // including module, with its own directory as the
-                            // module directory: its `mod x;`, `#[path]` and
-                            // embeds resolve from there, so it is walked like
-                            // a module file.
-                            let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                            if visited.insert(visit_key(&path, &dir, job.root)) {
-                                next.push(Job {
-                                    file: path,
-                                    module_dir: dir,
-                                    root: job.root,
-                                });
-                            }
-                        }
-                    }
-                    EmbedTarget::Pattern(pattern) => {
-                        let pattern = super::workspace::normalize(pattern);
-                        let result = pattern
-                            .strip_prefix(inputs.root())
-                            .ok()
-                            .and_then(|p| p.to_str())
-                            .map(str::to_owned)
-                            .ok_or_else(|| {
-                                anyhow::anyhow!("{} leaves the repository", pattern.display())
-                            })
-                            .and_then(|rel| inputs.add_pattern(&rel, &why));
-                        if let Err(err) = result {
-                            discovery
-                                .errors
-                                .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
-                        }
-                    }
-                    EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
-                    EmbedTarget::Unresolved(what) => {
-                        let file_rel = display(inputs.root(), &embed.site.file);
-                        let declared: Vec<_> = policy
-                            .dynamic_include
-                            .iter()
-                            .filter(|d| d.site == file_rel)
-                            .collect();
-                        if declared.is_empty() {
-                            discovery.errors.push(format!(
-                                "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-                                 [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
-                                embed.macro_name
-                            ));
-                        }
-                        for dynamic in declared {
-                            used_dynamic.insert(dynamic.site.clone());
-                            for glob in &dynamic.files {
-                                let reason = format!("declared in key.dynamic-include for {site}");
-                                match inputs.add_glob(glob, &reason) {
-                                    Ok(0) => discovery.warnings.push(format!(
-                                        "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
-                                    )),
-                                    Ok(_) => {}
-                                    Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            if root.build_script {
-                let literals = discovery.rerun_literals.entry(job.root).or_default();
-                for (value, line) in scan.rerun_literals {
-                    literals.push((value, job.file.clone(), line));
-                }
-            }
         }
-        frontier = next;
+        if frontier.is_empty() {
+            break;
+        }
     }
     resolve_from_callers(&macro_embeds, &package_files, inputs, &mut discovery);
     for dynamic in &policy.dynamic_include {
@@ -329,7 +439,12 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
             ));
         }
     }
-    discovery
+    // A body read once per `cfg_attr` directory repeats its problems.
+    let mut seen = HashSet::new();
+    discovery.errors.retain(|e| seen.insert(e.clone()));
+    let mut seen = HashSet::new();
+    discovery.warnings.retain(|w| seen.insert(w.clone()));
+    (discovery, renames)
 }
 
 /// An embed in a `macro_rules!` body, with a path relative to the file.
@@ -421,7 +536,7 @@ fn display(root: &Path, path: &Path) -> String {
 }
 
 /// Reads one module file (once) and scans it when it may reference files.
-fn read_and_scan(job: &Job, root: &Root) -> Outcome {
+fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> Outcome {
     let path = &job.file;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
@@ -467,7 +582,11 @@ fn read_and_scan(job: &Job, root: &Root) -> Outcome {
         Some(link) => (link, Some((content_path, content_hash))),
         None => (content_hash, None),
     };
-    if !scan::may_reference_files(&bytes) {
+    if !scan::may_reference_files(&bytes)
+        && !aliases
+            .keys()
+            .any(|alias| memchr::memmem::find(&bytes, alias.as_bytes()).is_some())
+    {
         return Outcome::Read {
             hashed,
             symlink_target,
@@ -484,6 +603,7 @@ fn read_and_scan(job: &Job, root: &Root) -> Outcome {
         file: path,
         module_dir: &job.module_dir,
         package_dir: &root.package_dir,
+        aliases,
     };
     Outcome::Read {
         hashed,

@@ -4,6 +4,7 @@
 mod archive;
 mod contracts;
 mod key;
+mod key_scan;
 mod scripts;
 mod support;
 mod verify;
