@@ -75,15 +75,44 @@ pub struct CallerRelative {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MacroModule {
     pub macro_rules: String,
-    pub name: String,
+    /// `None` for `mod $m;`, whose name each caller chooses.
+    pub name: Option<String>,
     pub path: Option<String>,
     pub line: usize,
 }
 
 impl MacroModule {
     /// The files this declaration loads when `macro_rules!` is called at the
-    /// top level of `caller`, whose child modules live in `module_dir`.
-    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> ModuleDecl {
+    /// top level of `caller`, whose child modules live in `module_dir`:
+    /// for `mod $m;`, every file such a `mod` could load there.
+    pub fn decls(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Vec<ModuleDecl> {
+        let Some(name) = &self.name else {
+            let mut decls = Vec::new();
+            for entry in std::fs::read_dir(module_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let path = entry.path();
+                let file_name = entry.file_name().to_string_lossy().into_owned();
+                let (name, file) = match file_name.strip_suffix(".rs") {
+                    Some(stem) => (stem.to_owned(), path.clone()),
+                    None if path.join("mod.rs").exists() => (file_name, path.join("mod.rs")),
+                    None => continue,
+                };
+                decls.push(ModuleDecl {
+                    candidates: vec![(file, module_dir.join(&name))],
+                    name,
+                    site: Site {
+                        file: caller.to_path_buf(),
+                        line: self.line,
+                    },
+                    has_alternatives: true,
+                });
+            }
+            decls.sort_by(|a, b| a.candidates.cmp(&b.candidates));
+            return decls;
+        };
         let aliases = HashMap::new();
         let ctx = FileContext {
             file: caller,
@@ -91,14 +120,14 @@ impl MacroModule {
             package_dir,
             aliases: &aliases,
         };
-        module_decl(
+        vec![module_decl(
             &ctx,
             module_dir,
             0,
-            self.name.clone(),
+            name.clone(),
             self.path.clone(),
             self.line,
-        )
+        )]
     }
 }
 
@@ -172,8 +201,10 @@ fn has_file_module_decl(text: &[u8]) -> bool {
     while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
         let at = start + pos;
         start = at + 3;
-        // A byte of a longer identifier before `mod` (`model`, `émod`).
-        if at > 0 && (is_ident(text[at - 1]) || text[at - 1] >= 0x80) {
+        // An ASCII byte of a longer identifier before `mod` (`model`); a
+        // non-ASCII byte may be white space (U+0085 ends in 0x85), so it
+        // does not skip.
+        if at > 0 && is_ident(text[at - 1]) {
             continue;
         }
         let mut i = at + 3;
@@ -611,22 +642,28 @@ impl TokenWalker<'_, '_> {
                         let path = match path_attr.take() {
                             Some(Ok(path)) => Some(path),
                             Some(Err(())) => {
-                                self.refuse_macro_module(macro_rules, line, "`#[path = $…]`");
+                                self.scan.refused.get_or_insert((
+                                    line,
+                                    format!(
+                                        "macro_rules! {macro_rules} declares a file module with `#[path = $…]`, so each caller loads another file and ci-key cannot know which; declare the module outside the macro, or give it a literal #[path]"
+                                    ),
+                                ));
                                 continue;
                             }
                             None => None,
                         };
-                        match (name, path) {
-                            (None, None) => {
-                                self.refuse_macro_module(macro_rules, line, "`mod $…;`");
-                            }
-                            (name, path) => self.scan.macro_modules.push(MacroModule {
-                                macro_rules: macro_rules.to_owned(),
-                                name: name.unwrap_or_else(|| "(named by the caller)".into()),
-                                path,
-                                line,
-                            }),
-                        }
+                        self.scan.macro_modules.push(MacroModule {
+                            macro_rules: macro_rules.to_owned(),
+                            // `mod $m;` without `#[path]`: each caller names
+                            // the file, so every candidate is read.
+                            name: match (&name, &path) {
+                                (_, Some(_)) => Some(name.unwrap_or_default()),
+                                (Some(_), None) => name,
+                                (None, None) => None,
+                            },
+                            path,
+                            line,
+                        });
                         continue;
                     }
                     TokenTree::Punct(p) if p.as_char() == '#' => continue,
@@ -636,15 +673,6 @@ impl TokenWalker<'_, '_> {
                 path_attr = None;
             }
         }
-    }
-
-    fn refuse_macro_module(&mut self, macro_rules: &str, line: usize, form: &str) {
-        self.scan.refused.get_or_insert((
-            line,
-            format!(
-                "macro_rules! {macro_rules} declares a file module with {form}, so each caller loads another file and ci-key cannot know which; declare the module outside the macro, or give it a literal #[path]"
-            ),
-        ));
     }
 
     /// At `debugger_visualizer(…)` (`tokens[i]`, an attribute, perhaps
@@ -1224,6 +1252,149 @@ struct B {{ a: u8 b: u8 }}
             matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
             "{got:?}"
         );
+    }
+
+    /// Whether the walk finds anything that loads a file, or refuses.
+    fn walk_finds_something(text: &str) -> bool {
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        !scan.modules.is_empty()
+            || !scan.embeds.is_empty()
+            || !scan.macro_modules.is_empty()
+            || !scan.rerun_literals.is_empty()
+            // Renames of aliases are found by the alias fixpoint in `sources`.
+            || scan
+                .use_renames
+                .iter()
+                .any(|(from, _)| INCLUDE_MACROS.contains(&from.as_str()))
+            || scan.refused.is_some()
+    }
+
+    #[test]
+    fn prefilter_never_skips_a_file_the_walk_finds_something_in() {
+        // rustc's Pattern_White_Space.
+        let spaces = [
+            "\t", "\n", "\u{b}", "\u{c}", "\r", " ", "\u{85}", "\u{200e}", "\u{200f}", "\u{2028}",
+            "\u{2029}",
+        ];
+        let mut cases = 0;
+        for ws in spaces {
+            for form in [
+                "mod{ws}x;",
+                "pub(crate){ws}mod{ws}x{ws};",
+                "mod{ws}r#match{ws};",
+                "mod{ws}café;",
+                "#[path{ws}={ws}\"p.rs\"]{ws}mod{ws}m;",
+                "mod/**/x;",
+                "macro_rules!{ws}m{ws}{{(){ws}=>{ws}{{mod{ws}$x;}}}}",
+                "#![debugger_visualizer(natvis_file{ws}={ws}\"a.natvis\")]",
+                "const{ws}A:&str=include_str!(\"a\");",
+                "const{ws}A:&str=core::include_str{ws}!{ws}(\"a\");",
+            ] {
+                let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
+                assert!(walk_finds_something(&text), "{text:?}");
+                assert!(
+                    may_reference_files(text.as_bytes()),
+                    "prefilter skips {text:?}"
+                );
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 110);
+    }
+
+    /// Run by hand on real material:
+    /// `CI_KEY_CORPUS=~/.cargo/registry/src cargo test -p xtask --bin xtask prefilter_agrees -- --ignored`.
+    #[test]
+    #[ignore = "reads the directory CI_KEY_CORPUS names"]
+    fn prefilter_agrees_with_the_walk_on_a_corpus() {
+        let dir = std::env::var("CI_KEY_CORPUS").expect("set CI_KEY_CORPUS");
+        let (mut files, mut skipped) = (0, 0);
+        for entry in walkdir::WalkDir::new(dir)
+            .into_iter()
+            .filter_map(Result::ok)
+        {
+            if entry.path().extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            files += 1;
+            if let Some((line, why)) = scan(&text, "/ws/pkg/src/lib.rs").refused {
+                eprintln!("refused: {}:{line}: {why}", entry.path().display());
+            }
+            if !may_reference_files(text.as_bytes()) {
+                skipped += 1;
+                assert!(!walk_finds_something(&text), "{}", entry.path().display());
+            }
+        }
+        eprintln!("{files} files, {skipped} skipped by the prefilter, none wrongly");
+        assert!(files > 0, "no .rs file in the corpus");
+    }
+
+    #[test]
+    fn raw_module_names_load_the_plain_file_name() {
+        let scan = scan("mod r#match;\n", "/ws/pkg/src/lib.rs");
+        assert_eq!(
+            module_files(&scan)[0],
+            PathBuf::from("/ws/pkg/src/match.rs")
+        );
+    }
+
+    #[test]
+    fn include_macros_by_path_and_by_alias() {
+        let text = r#"
+use std::include_str as embed;
+pub use core::{include_bytes as ib, include_str};
+extern "C" { #[doc = include_str!("ext.md")] fn f(); }
+impl S { const A: &str = ::std::include_str!("a.txt"); }
+fn g() { let _ = [core::include_bytes!("b.bin")]; embed!("c.txt"); }
+#[my_attribute(include_str!("attr.txt"))]
+fn h() {}
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        assert_eq!(
+            scan.use_renames,
+            vec![
+                ("include_str".to_owned(), "embed".to_owned()),
+                ("include_bytes".to_owned(), "ib".to_owned())
+            ]
+        );
+        let p = |f: &str| EmbedTarget::File(PathBuf::from("/ws/pkg/src").join(f));
+        // Without knowing the alias, `embed!` is not an include ...
+        assert_eq!(
+            targets(&scan),
+            vec![p("ext.md"), p("a.txt"), p("b.bin"), p("attr.txt")]
+        );
+        // ... and with it, it is (sources gathers aliases crate-wide).
+        let aliases = HashMap::from([("embed".to_owned(), "include_str".to_owned())]);
+        let ctx = FileContext {
+            file: Path::new("/ws/pkg/src/lib.rs"),
+            module_dir: Path::new("/ws/pkg/src"),
+            package_dir: Path::new("/ws/pkg"),
+            aliases: &aliases,
+        };
+        let scan = scan_file(text, &ctx);
+        assert!(targets(&scan).contains(&p("c.txt")), "{:?}", targets(&scan));
+    }
+
+    #[test]
+    fn nesting_is_limited_without_recursion() {
+        let deep = |n: usize| format!("{}{}", "mod a { ".repeat(n), "}".repeat(n));
+        assert!(
+            scan(&deep(MAX_NESTING), "/ws/pkg/src/lib.rs")
+                .refused
+                .is_none()
+        );
+        let scan = scan(&deep(100_000), "/ws/pkg/src/lib.rs");
+        assert!(scan.refused.unwrap().1.contains("nest more than"));
+    }
+
+    #[test]
+    fn a_hostile_run_of_mod_keywords_stays_linear() {
+        // Quadratic, this takes minutes; linear, milliseconds.
+        let text = "mod ".repeat(2_000_000);
+        assert!(!may_reference_files(text.as_bytes()));
     }
 
     #[test]

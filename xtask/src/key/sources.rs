@@ -388,40 +388,60 @@ fn walk(
                 {
                     continue;
                 }
-                let decl = module.decl(&caller, &module_dir, &package_dir);
-                let site = format!(
-                    "`mod {};` of macro_rules! {} called in {}",
-                    module.name,
-                    module.macro_rules,
-                    display(inputs.root(), &caller)
-                );
-                match decl
-                    .candidates
-                    .iter()
-                    .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-                {
-                    Some((file, dir)) => {
-                        if inputs.relative(file).is_err() {
-                            discovery.errors.push(format!(
+                for decl in module.decls(&caller, &module_dir, &package_dir) {
+                    let site = format!(
+                        "`mod {};` of macro_rules! {} called in {}",
+                        decl.name,
+                        module.macro_rules,
+                        display(inputs.root(), &caller)
+                    );
+                    match decl
+                        .candidates
+                        .iter()
+                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                    {
+                        Some((file, dir)) => {
+                            if inputs.relative(file).is_err() {
+                                discovery.errors.push(format!(
                             "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
                             file.display()
                         ));
-                        } else if visited.insert(visit_key(file, dir, root)) {
-                            frontier.push(Job {
-                                file: file.clone(),
-                                module_dir: dir.clone(),
-                                root,
-                            });
-                        }
-                    }
-                    None => {
-                        for (file, _) in &decl.candidates {
-                            if let Err(err) =
-                                inputs.add_maybe_absent(file, &format!("missing {site}"))
-                            {
-                                discovery.errors.push(format!("{site}: {err:#}"));
+                            } else if visited.insert(visit_key(file, dir, root)) {
+                                frontier.push(Job {
+                                    file: file.clone(),
+                                    module_dir: dir.clone(),
+                                    root,
+                                });
                             }
                         }
+                        None => {
+                            for (file, _) in &decl.candidates {
+                                if let Err(err) =
+                                    inputs.add_maybe_absent(file, &format!("missing {site}"))
+                                {
+                                    discovery.errors.push(format!("{site}: {err:#}"));
+                                }
+                            }
+                        }
+                    }
+                }
+                if module.name.is_none() {
+                    // A file added later that such a `mod` could load changes the key.
+                    let why = format!(
+                        "a `mod $…;` of macro_rules! {} called in {} may load it",
+                        module.macro_rules,
+                        display(inputs.root(), &caller)
+                    );
+                    let result = module_dir
+                        .strip_prefix(inputs.root())
+                        .ok()
+                        .and_then(|d| d.to_str())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("{} is outside the repository", module_dir.display())
+                        })
+                        .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                    if let Err(err) = result {
+                        discovery.errors.push(format!("{why}: {err:#}"));
                     }
                 }
             }

@@ -138,7 +138,46 @@ fn aliases_raw_names_unicode_space_macro_modules_and_visualizers_are_inputs() {
 }
 
 #[test]
-fn a_module_whose_file_a_macro_caller_chooses_is_refused() {
+fn a_module_a_macro_caller_names_reads_every_candidate() {
+    // As aws-lc-sys and snafu do: `mod $name;` in a macro_rules! body.
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! modules { ($($name:ident),*) => { $(pub mod $name;)* }; }\nmodules!(a, b);\n",
+    )
+    .file("code/a.rs", "pub const A: u8 = 1;\n")
+    .file("code/b.rs", "pub const B: &str = include_str!(\"../data/x.txt\");\n")
+    .file("data/x.txt", "x");
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--offline", "--quiet", "--target-dir"])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", stderr(&build));
+    let verify = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let mut key = ci_key(&f);
+    for file in ["data/x.txt", "code/a.rs", "code/new.rs"] {
+        f.file(file, "changed\n");
+        let changed = ci_key(&f);
+        assert_ne!(changed, key, "changing {file} must change the key");
+        key = changed;
+    }
+}
+
+#[test]
+fn a_module_path_a_macro_caller_chooses_is_refused() {
     let f = Fixture::new();
     f.file(
         "Cargo.toml",
@@ -146,9 +185,9 @@ fn a_module_whose_file_a_macro_caller_chooses_is_refused() {
     )
     .file(
         "src/lib.rs",
-        "macro_rules! modules { ($($name:ident),*) => { $(mod $name;)* }; }\nmodules!(a, b);\n",
+        "macro_rules! at { ($p:literal) => { #[path = $p] mod m; }; }\nat!(\"../elsewhere.rs\");\n",
     );
-    refused(&f, &["src/lib.rs:1", "macro_rules! modules", "`mod $…;`"]);
+    refused(&f, &["src/lib.rs:1", "macro_rules! at", "`#[path = $…]`"]);
 }
 
 #[test]
