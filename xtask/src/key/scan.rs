@@ -249,25 +249,30 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
     let mut scan = FileScan::default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match TokenStream::from_str(text) {
-        Ok(tokens) => match deepest_group(&tokens) {
-            Some((depth, line)) if depth > MAX_NESTING => {
-                scan.refused = Some((
-                    line,
-                    format!(
-                        "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
-                    ),
-                ));
+        Ok(tokens) => {
+            // Owned once: the depth check borrows the top level and copies
+            // only the children of the groups it is inside.
+            let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+            match deepest_group(&tokens) {
+                Some((depth, line)) if depth > MAX_NESTING => {
+                    scan.refused = Some((
+                        line,
+                        format!(
+                            "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
+                        ),
+                    ));
+                }
+                _ => {
+                    let mut walker = TokenWalker {
+                        ctx,
+                        scan: &mut scan,
+                        in_macro_rules: None,
+                        in_alternative: false,
+                    };
+                    walker.walk_items(tokens.into_iter().collect(), ctx.module_dir, 0);
+                }
             }
-            _ => {
-                let mut walker = TokenWalker {
-                    ctx,
-                    scan: &mut scan,
-                    in_macro_rules: None,
-                    in_alternative: false,
-                };
-                walker.walk_items(tokens, ctx.module_dir, 0);
-            }
-        },
+        }
         Err(lex) => {
             scan.refused = Some((
                 lex.span().start().line,
@@ -284,24 +289,32 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
 /// The deepest group nesting of `tokens`, with the line where it is first
 /// reached; `None` for a stream without groups. Iterative, so it cannot
 /// overflow the stack it guards.
-fn deepest_group(tokens: &TokenStream) -> Option<(usize, usize)> {
+fn deepest_group(tokens: &[TokenTree]) -> Option<(usize, usize)> {
     let mut deepest: Option<(usize, usize)> = None;
-    let mut stack = vec![tokens.clone().into_iter()];
-    while let Some(top) = stack.last_mut() {
-        match top.next() {
-            Some(TokenTree::Group(group)) => {
-                let depth = stack.len();
-                if deepest.is_none_or(|(d, _)| depth > d) {
-                    deepest = Some((depth, group.span_open().start().line));
+    for token in tokens {
+        let TokenTree::Group(top) = token else {
+            continue;
+        };
+        if deepest.is_none() {
+            deepest = Some((1, top.span_open().start().line));
+        }
+        let mut stack = vec![top.stream().into_iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                Some(TokenTree::Group(group)) => {
+                    let depth = stack.len() + 1;
+                    if deepest.is_none_or(|(d, _)| depth > d) {
+                        deepest = Some((depth, group.span_open().start().line));
+                    }
+                    if depth > MAX_NESTING {
+                        return deepest;
+                    }
+                    stack.push(group.stream().into_iter());
                 }
-                if depth > MAX_NESTING {
-                    return deepest;
+                Some(_) => {}
+                None => {
+                    stack.pop();
                 }
-                stack.push(group.stream().into_iter());
-            }
-            Some(_) => {}
-            None => {
-                stack.pop();
             }
         }
     }
