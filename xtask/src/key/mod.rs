@@ -82,6 +82,11 @@ const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let workspace = workspace::load(root)?;
+    // `rustc -V` is a process start: run it while the sources are read.
+    let components_thread = {
+        let (root, policy, workspace) = (root.to_path_buf(), policy.clone(), workspace.clone());
+        std::thread::spawn(move || components::compute(&root, &policy, &workspace))
+    };
     let mut skipped = vec![workspace.target_dir.clone(), root.join("target")];
     skipped.dedup();
     let mut inputs = InputSet::new(root, skipped);
@@ -205,7 +210,9 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         }
     }
 
-    let components = components::compute(root, policy, &workspace)?;
+    let components = components_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("computing the key components panicked"))??;
     let hashed = inputs.hash(&discovery.known)?;
     let digest = inputs::key_digest(&components.components, &hashed);
     let key = format!("{}-{digest}", components.segments.join("-"));
