@@ -70,8 +70,8 @@ enum Outcome {
 /// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut aliases: HashMap<String, String> = HashMap::new();
-    loop {
-        let (discovery, renames) = walk(roots, inputs, policy, &aliases);
+    for walks in 1.. {
+        let (mut discovery, renames) = walk(roots, inputs, policy, &aliases);
         let known = aliases.len();
         // A fixpoint: `use crate::embed as e2;` renames an alias.
         loop {
@@ -95,8 +95,23 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
         if aliases.len() == known {
             return discovery;
         }
+        // Each walk reveals at least one more alias; a chain this long is
+        // contrived, and reading it to the end would cost a walk per link.
+        if walks == MAX_ALIAS_WALKS {
+            let mut names: Vec<&String> = aliases.keys().collect();
+            names.sort();
+            discovery.errors.push(format!(
+                "include macros are renamed through a chain of more than {MAX_ALIAS_WALKS} `use … as …` aliases ({}); call include_str!/include_bytes!/include! by name or through fewer aliases",
+                names.iter().take(8).map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            return discovery;
+        }
     }
+    unreachable!("the loop returns")
 }
+
+/// How many walks may discover new include-macro aliases before the key is refused.
+const MAX_ALIAS_WALKS: usize = 8;
 
 /// One walk of every module tree, knowing `aliases`; returns what it found
 /// and every `use … as …` rename it saw.

@@ -248,3 +248,22 @@ fn an_absolute_path_outside_the_checkout_is_refused() {
     );
     refused(&f, &["src/lib.rs:1", "outside the repository"]);
 }
+
+#[test]
+fn a_contrived_chain_of_include_aliases_is_refused() {
+    let f = Fixture::new();
+    let mut lib = String::from("use std::include_str as alias0;\n");
+    for k in 1..=10 {
+        lib.push_str(&format!("mod c{k};\n"));
+        f.file(
+            &format!("src/c{k}.rs"),
+            &format!("pub(crate) use crate::alias{} as alias{k};\n", k - 1),
+        );
+    }
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("src/lib.rs", &lib);
+    refused(&f, &["a chain of more than 8 `use … as …` aliases"]);
+}
