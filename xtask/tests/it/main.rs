@@ -1,10 +1,13 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+mod architecture;
 mod archive;
 mod contracts;
+mod contracts_own;
 mod key;
 mod key_scan;
+mod output;
 mod scripts;
 mod support;
 mod verify;
