@@ -83,36 +83,10 @@ pub struct MacroModule {
 
 impl MacroModule {
     /// The files this declaration loads when `macro_rules!` is called at the
-    /// top level of `caller`, whose child modules live in `module_dir`:
-    /// for `mod $m;`, every file such a `mod` could load there.
-    pub fn decls(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Vec<ModuleDecl> {
-        let Some(name) = &self.name else {
-            let mut decls = Vec::new();
-            for entry in std::fs::read_dir(module_dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let path = entry.path();
-                let file_name = entry.file_name().to_string_lossy().into_owned();
-                let (name, file) = match file_name.strip_suffix(".rs") {
-                    Some(stem) => (stem.to_owned(), path.clone()),
-                    None if path.join("mod.rs").exists() => (file_name, path.join("mod.rs")),
-                    None => continue,
-                };
-                decls.push(ModuleDecl {
-                    candidates: vec![(file, module_dir.join(&name))],
-                    name,
-                    site: Site {
-                        file: caller.to_path_buf(),
-                        line: self.line,
-                    },
-                    has_alternatives: true,
-                });
-            }
-            decls.sort_by(|a, b| a.candidates.cmp(&b.candidates));
-            return decls;
-        };
+    /// top level of `caller`, whose child modules live in `module_dir`.
+    /// `None` for `mod $m;`: the caller lists the names it may take.
+    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Option<ModuleDecl> {
+        let name = self.name.as_ref()?;
         let aliases = HashMap::new();
         let ctx = FileContext {
             file: caller,
@@ -120,14 +94,14 @@ impl MacroModule {
             package_dir,
             aliases: &aliases,
         };
-        vec![module_decl(
+        Some(module_decl(
             &ctx,
             module_dir,
             0,
             name.clone(),
             self.path.clone(),
             self.line,
-        )]
+        ))
     }
 }
 

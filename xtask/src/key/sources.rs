@@ -55,7 +55,7 @@ enum Outcome {
     Read {
         hashed: Hashed,
         symlink_target: Option<(PathBuf, Hashed)>,
-        scan: Option<FileScan>,
+        scan: Option<Box<FileScan>>,
     },
     Failed(String),
 }
@@ -211,7 +211,7 @@ fn walk(
                             discovery.known.insert(target, target_hash);
                         }
                         match scan {
-                            Some(scan) => scan,
+                            Some(scan) => *scan,
                             None => continue,
                         }
                     }
@@ -403,7 +403,7 @@ fn walk(
                 {
                     continue;
                 }
-                for decl in module.decls(&caller, &module_dir, &package_dir) {
+                for decl in macro_module_decls(&module, &caller, &module_dir, &package_dir) {
                     let site = format!(
                         "`mod {};` of macro_rules! {} called in {}",
                         decl.name,
@@ -480,6 +480,50 @@ fn walk(
     let mut seen = HashSet::new();
     discovery.warnings.retain(|w| seen.insert(w.clone()));
     (discovery, renames)
+}
+
+/// What a `macro_rules!` body's `mod` loads when called in `caller`; for
+/// `mod $m;`, whose name each caller chooses, every module that the caller's
+/// module directory holds (`x.rs`, `x/mod.rs`).
+fn macro_module_decls(
+    module: &scan::MacroModule,
+    caller: &Path,
+    module_dir: &Path,
+    package_dir: &Path,
+) -> Vec<scan::ModuleDecl> {
+    let names: Vec<Option<String>> = match &module.name {
+        Some(_) => vec![module.name.clone()],
+        None => {
+            let mut names: Vec<Option<String>> = std::fs::read_dir(module_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| {
+                    let file_name = entry.file_name().to_str()?.to_owned();
+                    match file_name.strip_suffix(".rs") {
+                        Some(stem) => Some(Some(stem.to_owned())),
+                        None => entry
+                            .path()
+                            .join("mod.rs")
+                            .exists()
+                            .then_some(Some(file_name)),
+                    }
+                })
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let named = scan::MacroModule {
+                name,
+                ..module.clone()
+            };
+            named.decl(caller, module_dir, package_dir)
+        })
+        .collect()
 }
 
 /// An embed in a `macro_rules!` body, with a path relative to the file.
@@ -643,7 +687,7 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
     Outcome::Read {
         hashed,
         symlink_target,
-        scan: Some(scan::scan_file(text, &ctx)),
+        scan: Some(Box::new(scan::scan_file(text, &ctx))),
     }
 }
 
