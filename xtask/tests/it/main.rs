@@ -7,6 +7,7 @@ mod contracts;
 mod contracts_own;
 mod key;
 mod key_config;
+mod key_scan;
 mod output;
 mod scripts;
 mod support;
