@@ -6,5 +6,6 @@ mod contracts;
 mod key;
 mod scripts;
 mod support;
+mod trace;
 mod verify;
 mod workflows;
