@@ -45,7 +45,7 @@
 //! error, never a guess.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -719,59 +719,49 @@ fn split_call(text: &str, name: &str) -> Result<(Vec<String>, Option<String>)> {
         .strip_prefix(name)
         .and_then(|t| t.strip_prefix('('))
         .with_context(|| format!("expected `{name}(`"))?;
+    let bytes = body.as_bytes();
     let mut depth = 0usize;
     let mut args = Vec::new();
-    let mut current = String::new();
+    let mut start = 0;
+    let mut i = 0;
     let mut end = None;
-    let mut in_string = false;
-    let mut in_decode = false;
-    for (i, c) in body.char_indices() {
-        if in_string {
-            current.push(c);
-            if c == '"' {
-                in_string = false;
+    // Strings and decoded paths are hex (`-xx`): no delimiter hides in
+    // them, so each is skipped to its closing quote or `>` at once.
+    let skip_to = |from: usize, byte: u8| -> Result<usize> {
+        memchr::memchr(byte, &bytes[from..])
+            .map(|at| from + at + 1)
+            .with_context(|| format!("unterminated {:?}", byte as char))
+    };
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => i = skip_to(i + 1, b'"')?,
+            b'<' if bytes[i + 1..].starts_with(b"\\x") || bytes.get(i + 1) == Some(&b'>') => {
+                i = skip_to(i + 1, b'>')?;
             }
-            continue;
-        }
-        if in_decode {
-            current.push(c);
-            if c == '>' {
-                in_decode = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                current.push(c);
-            }
-            // `3<\x2f…>`: a descriptor's path (hex, so no `>` inside).
-            '<' if body[i + 1..].starts_with("\\x") || body[i + 1..].starts_with('>') => {
-                in_decode = true;
-                current.push(c);
-            }
-            '(' | '[' | '{' => {
+            b'(' | b'[' | b'{' => {
                 depth += 1;
-                current.push(c);
+                i += 1;
             }
-            ')' if depth == 0 => {
+            b')' if depth == 0 => {
                 end = Some(i);
                 break;
             }
-            ')' | ']' | '}' => {
+            b')' | b']' | b'}' => {
                 depth = depth.saturating_sub(1);
-                current.push(c);
+                i += 1;
             }
-            ',' if depth == 0 => {
-                args.push(current.trim().to_owned());
-                current.clear();
+            b',' if depth == 0 => {
+                args.push(body[start..i].trim().to_owned());
+                i += 1;
+                start = i;
             }
-            c => current.push(c),
+            _ => i += 1,
         }
     }
     let end = end.context("unbalanced parentheses")?;
-    if !current.trim().is_empty() || !args.is_empty() {
-        args.push(current.trim().to_owned());
+    let last = body[start..end].trim();
+    if !last.is_empty() || !args.is_empty() {
+        args.push(last.to_owned());
     }
     let ret = body[end + 1..]
         .trim_start()
@@ -812,20 +802,22 @@ fn decode_fd(arg: &str) -> Result<Option<Vec<u8>>> {
 }
 
 fn decode_hex(text: &str) -> Result<Vec<u8>> {
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
-        bail!("not a -xx string: {text:?}");
+    let mut out = Vec::with_capacity(bytes.len() / 4);
+    for chunk in bytes.chunks(4) {
+        let byte = match chunk {
+            [b'\\', b'x', high, low] => digit(*high).zip(digit(*low)).map(|(h, l)| h << 4 | l),
+            _ => None,
+        };
+        out.push(byte.with_context(|| format!("not a -xx string: {text:?}"))?);
     }
-    bytes
-        .chunks(4)
-        .map(|chunk| {
-            let hex = std::str::from_utf8(chunk)
-                .ok()
-                .and_then(|c| c.strip_prefix("\\x"))
-                .with_context(|| format!("not a -xx string: {text:?}"))?;
-            u8::from_str_radix(hex, 16).with_context(|| format!("not a -xx string: {text:?}"))
-        })
-        .collect()
+    Ok(out)
 }
 
 /// An argument with its hex decoded, for messages.
@@ -896,19 +888,19 @@ struct Analysis<'a> {
     /// Each thread's working directory; threads cloned with `CLONE_FS` share one.
     cwds: HashMap<u32, Rc<RefCell<PathBuf>>>,
     /// Files the build wrote (absolute, resolved), in the order seen.
-    created: BTreeSet<PathBuf>,
+    created: HashSet<OsString>,
     /// Repository files used: path -> (first access, process, created-before?).
     used: BTreeMap<PathBuf, (&'static str, Rc<Process>)>,
-    external: BTreeSet<PathBuf>,
-    outputs: BTreeSet<PathBuf>,
-    created_used: BTreeSet<PathBuf>,
-    git: BTreeSet<PathBuf>,
+    external: HashSet<OsString>,
+    outputs: HashSet<OsString>,
+    created_used: HashSet<OsString>,
+    git: HashSet<OsString>,
     /// Directories listed by processes whose listings count.
     listed: Vec<(PathBuf, Rc<Process>)>,
     /// Canonical forms of parent directories, resolved once.
-    canonical_dirs: HashMap<PathBuf, PathBuf>,
+    canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
-    symlinks_on_the_way: HashMap<PathBuf, Vec<PathBuf>>,
+    symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
     unseen: Vec<Rc<Process>>,
     repository_opens: usize,
 }
@@ -919,12 +911,12 @@ impl<'a> Analysis<'a> {
             scope,
             processes: HashMap::new(),
             cwds: HashMap::new(),
-            created: BTreeSet::new(),
+            created: HashSet::new(),
             used: BTreeMap::new(),
-            external: BTreeSet::new(),
-            outputs: BTreeSet::new(),
-            created_used: BTreeSet::new(),
-            git: BTreeSet::new(),
+            external: HashSet::new(),
+            outputs: HashSet::new(),
+            created_used: HashSet::new(),
+            git: HashSet::new(),
             listed: Vec::new(),
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
@@ -1092,7 +1084,7 @@ impl<'a> Analysis<'a> {
                 }
                 for file in &paths {
                     if replaces {
-                        self.created.insert(file.clone());
+                        self.created.insert(file.clone().into_os_string());
                     } else if flags.contains("O_DIRECTORY") && !flags.contains("O_PATH") {
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
@@ -1103,14 +1095,14 @@ impl<'a> Analysis<'a> {
                         self.use_file(file, "examined", &process);
                     }
                     if writes && flags.contains("O_CREAT") {
-                        self.created.insert(file.clone());
+                        self.created.insert(file.clone().into_os_string());
                     }
                 }
             }
             Call::Create { dirfd, path } => {
                 if let Some(file) = self.path_arg(call, dirfd, path)? {
                     let file = self.resolve(&file, &process);
-                    self.created.insert(file);
+                    self.created.insert(file.into_os_string());
                 }
             }
             Call::Stat { dirfd, path } => {
@@ -1134,7 +1126,7 @@ impl<'a> Analysis<'a> {
                 }
                 if let Some(target) = target {
                     let target = self.resolve(&target, &process);
-                    self.created.insert(target);
+                    self.created.insert(target.into_os_string());
                 }
             }
             Call::Unseen => self.unseen.push(process),
@@ -1152,7 +1144,7 @@ impl<'a> Analysis<'a> {
         exempt_name
             && process.exe.is_absolute()
             && !process.exe.starts_with(self.scope.root)
-            && !self.created.contains(&process.exe)
+            && !self.created.contains(process.exe.as_os_str())
     }
 
     /// `path` with its directories resolved as the kernel resolved them
@@ -1170,13 +1162,14 @@ impl<'a> Analysis<'a> {
             return std::fs::canonicalize(path)
                 .unwrap_or_else(|_| crate::key::workspace::normalize(path));
         }
-        let parent = match self.canonical_dirs.get(parent) {
+        // Keyed by the bytes: hashing a path component by component is slow.
+        let parent = match self.canonical_dirs.get(parent.as_os_str()) {
             Some(dir) => dir.clone(),
             None => {
                 let dir = std::fs::canonicalize(parent)
                     .unwrap_or_else(|_| crate::key::workspace::normalize(parent));
                 self.canonical_dirs
-                    .insert(parent.to_path_buf(), dir.clone());
+                    .insert(parent.as_os_str().to_owned(), dir.clone());
                 dir
             }
         };
@@ -1186,7 +1179,7 @@ impl<'a> Analysis<'a> {
     /// The symlinks among the repository directories `dir` passes through,
     /// read lexically up to the first `..`.
     fn symlinked_dirs(&mut self, dir: &Path) -> Vec<PathBuf> {
-        if let Some(links) = self.symlinks_on_the_way.get(dir) {
+        if let Some(links) = self.symlinks_on_the_way.get(dir.as_os_str()) {
             return links.clone();
         }
         let mut links = Vec::new();
@@ -1203,30 +1196,40 @@ impl<'a> Analysis<'a> {
             }
         }
         self.symlinks_on_the_way
-            .insert(dir.to_path_buf(), links.clone());
+            .insert(dir.as_os_str().to_owned(), links.clone());
         links
     }
 
     /// Sorts a used file into a category; repository files are kept for the check.
     fn use_file(&mut self, file: &Path, access: &'static str, process: &Rc<Process>) {
-        if self.scope.output_dirs.iter().any(|d| file.starts_with(d)) {
-            self.outputs.insert(file.to_path_buf());
+        // Byte prefixes: `Path::starts_with` compares component by
+        // component, which a trace of a large build feels.
+        let bytes = file.as_os_str().as_bytes();
+        if self
+            .scope
+            .output_dirs
+            .iter()
+            .any(|d| is_under(bytes, d.as_os_str().as_bytes()))
+        {
+            self.outputs.insert(file.as_os_str().to_owned());
             return;
         }
-        let Ok(rel) = file.strip_prefix(self.scope.root) else {
-            self.external.insert(file.to_path_buf());
+        let root = self.scope.root.as_os_str().as_bytes();
+        if !is_under(bytes, root) {
+            self.external.insert(file.as_os_str().to_owned());
             return;
-        };
+        }
+        let rel = OsStr::from_bytes(bytes[root.len()..].strip_prefix(b"/").unwrap_or(&[]));
         self.repository_opens += 1;
         if crate::key::is_git_metadata(&rel.to_string_lossy()) {
-            self.git.insert(file.to_path_buf());
+            self.git.insert(file.as_os_str().to_owned());
             return;
         }
-        if self.created.contains(file) {
-            self.created_used.insert(file.to_path_buf());
+        if self.created.contains(file.as_os_str()) {
+            self.created_used.insert(file.as_os_str().to_owned());
             return;
         }
-        if rel.as_os_str().is_empty() {
+        if rel.is_empty() {
             return;
         }
         self.used
@@ -1336,6 +1339,12 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
     } else {
         format!("a tool the build ran {access} it; {include}")
     }
+}
+
+/// Whether the path `bytes` is `dir` or lies below it.
+fn is_under(bytes: &[u8], dir: &[u8]) -> bool {
+    bytes.starts_with(dir)
+        && (bytes.len() == dir.len() || bytes[dir.len()] == b'/' || dir.ends_with(b"/"))
 }
 
 /// `path` relative to the directory `base` (both absolute): `../x` when
