@@ -511,11 +511,21 @@ pub fn verify_command(
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let status = std::process::Command::new(&program)
-        .args(&args)
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("cannot run {}", program.display()))?;
+    // The build is the checkout's code: it gets no runner control channel
+    // or credential, and its output cannot issue workflow commands.
+    let mut build = std::process::Command::new(&program);
+    build.args(&args).current_dir(root);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(crate::gha::is_runner_control_var) {
+            build.env_remove(name);
+        }
+    }
+    let status = {
+        let _paused = crate::gha::CommandsPaused::start();
+        build
+            .status()
+            .with_context(|| format!("cannot run {}", program.display()))?
+    };
     if !status.success() {
         let traced = std::fs::metadata(log.path()).is_ok_and(|m| m.len() > 0);
         if !traced {
@@ -841,7 +851,13 @@ struct Process {
 }
 
 impl Process {
+    /// The process as the report names it, control characters escaped:
+    /// executable names and `--crate-name` come from the checkout.
     fn describe(&self, scope: &Scope) -> String {
+        escape_controls(&self.describe_raw(scope))
+    }
+
+    fn describe_raw(&self, scope: &Scope) -> String {
         let file_name = self
             .exe
             .file_name()
@@ -1524,5 +1540,44 @@ mod tests {
             report.render()
         );
         assert_eq!(report.created_files, 1);
+    }
+
+    #[test]
+    fn a_symlinked_directory_on_the_way_is_used_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::write(root.join("real/f.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        let r = root.to_str().unwrap();
+        let log = format!(
+            "1 execve(\"{}\", [\"{}\"], 0x1 /* 1 var */) = 0\n1 openat(AT_FDCWD<{}>, \"{}\", O_RDONLY) = 3<{}>\n",
+            hex("/usr/bin/tool"),
+            hex("tool"),
+            hex(r),
+            hex("link/f.txt"),
+            hex(&format!("{r}/real/f.txt"))
+        );
+        let check_with = |inputs: &[&str]| {
+            let inputs: BTreeSet<&str> = inputs.iter().copied().collect();
+            let report = check(
+                log.as_bytes(),
+                &Scope {
+                    root: &root,
+                    output_dirs: &[],
+                    inputs: &inputs,
+                    start_dir: &root,
+                },
+            )
+            .unwrap();
+            report
+                .misses
+                .iter()
+                .map(|m| format!("{} {}", m.path, m.access))
+                .collect::<Vec<_>>()
+        };
+        // The link's target text chose the file: it is used as well.
+        assert_eq!(check_with(&["real/f.txt"]), vec!["link followed"]);
+        assert!(check_with(&["real/f.txt", "link"]).is_empty());
     }
 }
