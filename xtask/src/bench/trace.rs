@@ -1,8 +1,9 @@
 //! `cargo xtask bench-trace`: what tracing a fresh build costs. Times, side
 //! by side, the same clean build untraced, under the strace command line
 //! `verify-key --trace` uses (`--seccomp-bpf`: only the recorded calls
-//! stop), and under plain `strace -f` with the same call list (every call
-//! stops), then the check of one trace.
+//! stop), the same without the metadata calls (the anchor's list), and
+//! under plain `strace -f` with the full list (every call stops), then the
+//! check of one trace.
 //!
 //! The build is a generated workspace (the `bench-key` generator, with a
 //! build script in every package) or, with `--this-repository`, this
@@ -27,12 +28,14 @@ use crate::verify::trace::{TraceLog, Tracer};
 enum Mode {
     Untraced,
     Seccomp,
+    SeccompOpensOnly,
     PlainStrace,
 }
 
 const CONTENDERS: &[(&str, Mode)] = &[
     ("cargo build (untraced)", Mode::Untraced),
     ("strace --seccomp-bpf (chosen)", Mode::Seccomp),
+    ("same, opens and execs only", Mode::SeccompOpensOnly),
     ("strace -f, no seccomp filter", Mode::PlainStrace),
 ];
 
@@ -83,6 +86,7 @@ impl flags::BenchTrace {
         command.push(target.clone().into());
 
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
+        let mut cpu_times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
         let mut last_log = None;
         // Round 0 warms the page cache and is not counted.
         for round in 0..=self.runs.max(1) {
@@ -95,12 +99,23 @@ impl flags::BenchTrace {
                 let (program, args) = match mode {
                     Mode::Untraced => (PathBuf::from(&command[0]), command[1..].to_vec()),
                     Mode::Seccomp => log.wrap(&tracer, &command),
+                    // The anchor's call list: what the metadata calls cost.
+                    Mode::SeccompOpensOnly => {
+                        let (program, mut args) = log.wrap(&tracer, &command);
+                        for arg in &mut args {
+                            if arg.to_string_lossy().starts_with("--trace=") {
+                                *arg = "--trace=open,openat,openat2,execve,execveat,chdir,fchdir,clone,clone3,fork,vfork".into();
+                            }
+                        }
+                        (program, args)
+                    }
                     Mode::PlainStrace => {
                         let (program, mut args) = log.wrap(&tracer, &command);
                         args.retain(|a| a != "--seccomp-bpf");
                         (program, args)
                     }
                 };
+                let cpu_before = children_cpu_time();
                 let start = Instant::now();
                 let status = std::process::Command::new(&program)
                     .args(&args)
@@ -108,12 +123,18 @@ impl flags::BenchTrace {
                     .status()
                     .with_context(|| format!("cannot run {}", program.display()))?;
                 let elapsed = start.elapsed();
+                let cpu = children_cpu_time().saturating_sub(cpu_before);
                 if !status.success() {
                     bail!("the benchmark build ({name}) failed: {status}");
                 }
-                eprintln!("round {round}: {name}: {:.2} s", elapsed.as_secs_f64());
+                eprintln!(
+                    "round {round}: {name}: {:.2} s wall, {:.2} s CPU",
+                    elapsed.as_secs_f64(),
+                    cpu.as_secs_f64()
+                );
                 if round > 0 {
                     times[index].push(elapsed);
+                    cpu_times[index].push(cpu);
                 }
                 if matches!(mode, Mode::Seccomp) {
                     last_log = Some(log);
@@ -143,21 +164,24 @@ impl flags::BenchTrace {
             t[t.len() / 2]
         };
         let base = median(&times[0]).as_secs_f64();
+        let cpu_base = median(&cpu_times[0]).as_secs_f64();
         println!(
             "fresh build of {}, {} runs each (medians):",
             workspace.display(),
             self.runs.max(1)
         );
         println!(
-            "{:<34} {:>9} {:>9} {:>9}",
-            "contender", "median s", "min s", "vs base"
+            "{:<34} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "contender", "wall s", "min s", "vs base", "CPU s", "vs base"
         );
-        for ((name, _), t) in CONTENDERS.iter().zip(&times) {
+        for ((name, _), (t, c)) in CONTENDERS.iter().zip(times.iter().zip(&cpu_times)) {
             let m = median(t).as_secs_f64();
             let min = t.iter().min().expect("runs").as_secs_f64();
+            let cpu = median(c).as_secs_f64();
             println!(
-                "{name:<34} {m:>9.2} {min:>9.2} {:>+8.1}%",
-                (m / base - 1.0) * 100.0
+                "{name:<34} {m:>9.2} {min:>9.2} {:>+8.1}% {cpu:>9.2} {:>+8.1}%",
+                (m / base - 1.0) * 100.0,
+                (cpu / cpu_base - 1.0) * 100.0
             );
         }
         println!(
@@ -175,6 +199,20 @@ impl flags::BenchTrace {
         );
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// User plus system time of every waited-for child so far: the build's
+/// processes and, for traced runs, strace's own work. Unlike wall time it
+/// barely moves when other jobs load the machine.
+fn children_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// A build script in each generated package: a process per package, as in

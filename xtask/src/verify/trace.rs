@@ -262,6 +262,11 @@ enum Call {
 /// name, outside the repository): see the module header.
 const METADATA_EXEMPT_TOOLS: &[&str] = &["cargo", "git"];
 
+/// Files those tools read only to decide which files their scans list
+/// (cargo lists a package's files through git's ignore rules): part of
+/// the scan, not of what is compiled.
+const SCAN_RULE_FILES: &[&str] = &[".gitignore", ".gitattributes"];
+
 /// The strace binary that records a build.
 #[derive(Debug, Clone)]
 pub struct Tracer {
@@ -1105,6 +1110,8 @@ impl<'a> Analysis<'a> {
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
                         }
+                    } else if reads && self.is_scan_rule(file, &process) {
+                        continue;
                     } else if reads {
                         self.use_file(file, "read", &process);
                     } else if flags.contains("O_PATH") && !self.metadata_exempt(&process) {
@@ -1161,6 +1168,14 @@ impl<'a> Analysis<'a> {
             && process.exe.is_absolute()
             && !process.exe.starts_with(self.scope.root)
             && !self.created.contains(process.exe.as_os_str())
+    }
+
+    /// A [`SCAN_RULE_FILES`] file read by a metadata-exempt tool.
+    fn is_scan_rule(&self, file: &Path, process: &Process) -> bool {
+        file.file_name()
+            .and_then(OsStr::to_str)
+            .is_some_and(|name| SCAN_RULE_FILES.contains(&name))
+            && self.metadata_exempt(process)
     }
 
     /// `path` with its directories resolved as the kernel resolved them
@@ -1579,5 +1594,72 @@ mod tests {
         // The link's target text chose the file: it is used as well.
         assert_eq!(check_with(&["real/f.txt"]), vec!["link followed"]);
         assert!(check_with(&["real/f.txt", "link"]).is_empty());
+    }
+
+    #[test]
+    fn cargo_scans_are_exempt_and_the_same_reads_by_a_build_script_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("p/kernels")).unwrap();
+        std::fs::write(root.join(".gitignore"), "target\n").unwrap();
+        std::fs::write(root.join("p/kernels/a.cu"), "x").unwrap();
+        std::fs::write(root.join("p/notes.txt"), "x").unwrap();
+        let r = root.to_str().unwrap();
+        let script = format!("{r}/target/debug/build/p-1/build-script-build");
+        let mut log = String::new();
+        for (pid, exe) in [(1, "/opt/rust/bin/cargo"), (2, script.as_str())] {
+            let _ = writeln!(
+                log,
+                "{pid} execve(\"{}\", [\"{}\"], 0x1 /* 1 var */) = 0",
+                hex(exe),
+                hex("x")
+            );
+            let _ = writeln!(
+                log,
+                "{pid} openat(AT_FDCWD<{}>, \"{}\", O_RDONLY|O_CLOEXEC) = 3<{}>",
+                hex(r),
+                hex(".gitignore"),
+                hex(&format!("{r}/.gitignore"))
+            );
+            let _ = writeln!(
+                log,
+                "{pid} openat(AT_FDCWD<{}>, \"{}\", O_RDONLY|O_CLOEXEC|O_DIRECTORY) = 3<{}>",
+                hex(r),
+                hex("p/kernels"),
+                hex(&format!("{r}/p/kernels"))
+            );
+            let _ = writeln!(
+                log,
+                "{pid} statx(AT_FDCWD<{}>, \"{}\", AT_STATX_SYNC_AS_STAT, STATX_ALL, {{stx_mode=S_IFREG|0644}}) = 0",
+                hex(r),
+                hex("p/notes.txt")
+            );
+        }
+        let inputs = BTreeSet::new();
+        let report = check(
+            log.as_bytes(),
+            &Scope {
+                root: &root,
+                output_dirs: &[root.join("target")],
+                inputs: &inputs,
+                start_dir: &root,
+            },
+        )
+        .unwrap();
+        let missed: Vec<String> = report
+            .misses
+            .iter()
+            .map(|m| format!("{} {} by {}", m.path, m.access, m.process))
+            .collect();
+        assert_eq!(
+            missed,
+            vec![
+                ".gitignore read by build script of p (pid 2)",
+                "p/kernels/a.cu listed by build script of p (pid 2)",
+                "p/notes.txt examined by build script of p (pid 2)",
+            ],
+            "{}",
+            report.render()
+        );
     }
 }
