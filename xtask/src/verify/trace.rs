@@ -361,7 +361,7 @@ impl TraceReport {
             out,
             "  {} repository files used by the build, {} of them key inputs",
             self.repository_files,
-            self.repository_files - self.misses.len()
+            self.repository_files.saturating_sub(self.misses.len())
         );
         let _ = writeln!(
             out,
@@ -453,6 +453,15 @@ impl TraceLog {
             .iter()
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
             .collect();
+        // Build output is excluded wholesale: a target directory that holds
+        // the repository would exclude everything.
+        if let Some(dir) = output_dirs.iter().find(|d| root.starts_with(d)) {
+            bail!(
+                "the target directory {} contains the repository {}, so the trace could check nothing; build into a directory of its own",
+                dir.display(),
+                root.display()
+            );
+        }
         check(
             &log,
             &Scope {

@@ -247,6 +247,25 @@ fn a_failing_build_or_a_trace_of_nothing_is_an_error() {
         "{text}"
     );
 
+    // A target directory holding the repository would exclude all of it.
+    let output = xtask_cmd(&[
+        "verify-key",
+        "--root",
+        root,
+        "--trace",
+        "--",
+        "sh",
+        "-c",
+        "cat Cargo.toml",
+        "--target-dir",
+        ".",
+    ])
+    .output()
+    .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("contains the repository"), "{text}");
+
     // A command strace cannot start: no trace, an error.
     let missing: PathBuf = ws.join("no-such-tool");
     let output = xtask_cmd(&["verify-key", "--root", root, "--trace", "--"])
