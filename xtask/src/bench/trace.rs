@@ -155,7 +155,7 @@ impl flags::BenchTrace {
         };
         let root = std::fs::canonicalize(&workspace)?;
         let start = Instant::now();
-        let report = log.check(&root, &manifest, &[target.clone()], &root)?;
+        let report = log.check(&root, &manifest, std::slice::from_ref(&target), &root)?;
         let check_time = start.elapsed();
 
         let median = |t: &Vec<Duration>| {
