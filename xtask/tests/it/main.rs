@@ -1,9 +1,12 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+mod architecture;
 mod archive;
 mod contracts;
+mod contracts_own;
 mod key;
+mod output;
 mod scripts;
 mod support;
 mod trace;
