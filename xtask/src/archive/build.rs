@@ -150,7 +150,7 @@ fn check_trace(request: &Request, log: &TraceLog, args: &[String]) -> Result<()>
     let mut output_dirs = vec![workspace.target_dir];
     output_dirs.extend(trace::command_target_dirs(root, &args));
     let report = log.check(root, &manifest, &output_dirs, root)?;
-    eprint!("{}", report.render());
+    eprint!("{}", crate::gha::log_block(&report.render()));
     if report.misses.is_empty() {
         return Ok(());
     }

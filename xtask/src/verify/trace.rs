@@ -517,14 +517,14 @@ pub fn verify_command(
     };
     let log = TraceLog::new()?;
     let (program, args) = log.wrap(&tracer, command);
-    eprintln!(
+    crate::gha::log(&format!(
         "verify-key --trace: running {} under strace",
         command
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ")
-    );
+    ));
     // The build is the checkout's code: it gets no runner control channel
     // or credential, and its output cannot issue workflow commands.
     let mut build = std::process::Command::new(&program);
@@ -551,7 +551,7 @@ pub fn verify_command(
     }
     output_dirs.extend(command_target_dirs(root, command));
     let report = log.check(root, manifest, &output_dirs, root)?;
-    eprint!("{}", report.render());
+    eprint!("{}", crate::gha::log_block(&report.render()));
     // The key was computed before the build; a build that rewrote an input
     // (cargo updating Cargo.lock, a build script writing into src/) built
     // bytes that key does not describe.
