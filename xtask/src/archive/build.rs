@@ -15,7 +15,8 @@
 //! ([`crate::verify::trace`]): every repository file the build opened,
 //! executed or examined must be a key input, or the build fails and nothing
 //! is moved into `--out`. Without strace the build says so loudly and the
-//! dep-info check alone follows; with `[verify] require-trace` it fails.
+//! dep-info check alone follows; with `[verify] require-trace` in the trust
+//! policy (`--trust-policy`) it fails.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -38,7 +39,8 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     let sh = Shell::new().context("cannot start a shell")?;
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let tracer = choose_tracer(request.policy, Tracer::find())?;
+    // Whether the trace is required is a trust setting: the trusted policy's.
+    let tracer = choose_tracer(request.trust, Tracer::find())?;
     let staging = download::staging_dir(out)?;
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
