@@ -41,6 +41,9 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     // Whether the trace is required is a trust setting: the trusted policy's.
     let tracer = choose_tracer(request.trust, Tracer::find())?;
+    // A missing lockfile is hashed as absent (ci-key warns); cargo writing
+    // one during the build does not change what the key says.
+    let lock_was_absent = !root.join("Cargo.lock").exists();
     let staging = download::staging_dir(out)?;
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
@@ -86,7 +89,9 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 .or(spec.build.as_ref())
                 .cloned()
                 .unwrap_or_default();
-            check_trace(request, log, &args).with_context(|| {
+            // The archive is written to the staging directory beside `--out`.
+            let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+            check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
                 format!(
                     "the traced build of {} is not covered by the key",
                     spec.file
@@ -136,10 +141,26 @@ fn command<'a>(sh: &'a Shell, traced: Option<(&Tracer, &TraceLog)>, argv: &[OsSt
 /// key is computed again from the tree as the build left it: the inputs'
 /// list is what the trace is checked against, and a build that changed a
 /// key input (or added one) has made the requested key wrong, which fails.
-fn check_trace(request: &Request, log: &TraceLog, args: &[String]) -> Result<()> {
+fn check_trace(
+    request: &Request,
+    log: &TraceLog,
+    args: &[String],
+    archive_dirs: &[PathBuf],
+    lock_was_absent: bool,
+) -> Result<()> {
     let root = request.root;
-    let manifest = crate::key::compute(root, request.policy)
+    let mut manifest = crate::key::compute(root, request.policy)
         .context("cannot compute the key again after the build")?;
+    let lock = root.join("Cargo.lock");
+    if manifest.artifact_name != request.artifact_name && lock_was_absent && lock.exists() {
+        // The key was computed without a lockfile: compute it so again,
+        // then put cargo's lockfile back.
+        let generated = std::fs::read(&lock).context("cannot read the generated Cargo.lock")?;
+        std::fs::remove_file(&lock).context("cannot set the generated Cargo.lock aside")?;
+        let again = crate::key::compute(root, request.policy);
+        std::fs::write(&lock, generated).context("cannot restore the generated Cargo.lock")?;
+        manifest = again.context("cannot compute the key again after the build")?;
+    }
     if manifest.artifact_name != request.artifact_name {
         bail!(
             "the build changed the repository's key inputs: the key is now {}, not {}; a build must write only to its target directory (OUT_DIR for build scripts), and cargo must not rewrite Cargo.lock",
@@ -151,6 +172,7 @@ fn check_trace(request: &Request, log: &TraceLog, args: &[String]) -> Result<()>
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut output_dirs = vec![workspace.target_dir];
     output_dirs.extend(trace::command_target_dirs(root, &args));
+    output_dirs.extend_from_slice(archive_dirs);
     let report = log.check(root, &manifest, &output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     if report.misses.is_empty() {
@@ -162,7 +184,7 @@ fn check_trace(request: &Request, log: &TraceLog, args: &[String]) -> Result<()>
         .map(|m| format!("{} ({} by {}): {}", m.path, m.access, m.process, m.fix))
         .collect();
     bail!(
-        "the build used {} repository file(s) the key does not cover, so no archive is published under it:\n  {}",
+        "the build used {} repository file(s) the key does not cover, so the archives are not published under it:\n  {}",
         list.len(),
         list.join("\n  ")
     )

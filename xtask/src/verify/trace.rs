@@ -218,6 +218,21 @@ const SYSCALLS: &[(&str, Call)] = &[
             path: 2,
         },
     ),
+    // Directories the build makes are its own, like its files.
+    (
+        "mkdir",
+        Call::Create {
+            dirfd: None,
+            path: 0,
+        },
+    ),
+    (
+        "mkdirat",
+        Call::Create {
+            dirfd: Some(0),
+            path: 1,
+        },
+    ),
     ("clone", Call::Fork),
     ("clone3", Call::Fork),
     ("fork", Call::Fork),
@@ -587,10 +602,15 @@ pub fn changed_inputs(
             .collect()
     };
     let (before, after) = (index(before), index(after));
+    // A lockfile the key hashed as absent (ci-key warned) that cargo then
+    // generated is not a change of what the key says.
+    let generated_lock = |path: &str| {
+        path == "Cargo.lock" && before.get(path).is_some_and(|(_, kind)| kind == "absent")
+    };
     let mut changed: Vec<String> = before
         .keys()
         .chain(after.keys())
-        .filter(|path| before.get(*path) != after.get(*path))
+        .filter(|path| before.get(*path) != after.get(*path) && !generated_lock(path))
         .map(|path| escape_controls(path))
         .collect();
     changed.sort();
