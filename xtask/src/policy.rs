@@ -30,6 +30,8 @@ pub struct Policy {
     pub archive: Vec<ArchiveSpec>,
     #[serde(default)]
     pub contracts: ContractsPolicy,
+    #[serde(default)]
+    pub verify: VerifyPolicy,
     /// Reviewed exceptions to `check-contracts` rules.
     #[serde(default)]
     pub allow: Vec<AllowEntry>,
@@ -134,6 +136,16 @@ pub struct ArchiveSpec {
     pub build: Option<Vec<String>>,
     #[serde(default)]
     pub binaries: Vec<String>,
+}
+
+/// How the fresh build of `gpu-archive` is proven against the key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VerifyPolicy {
+    /// Fail, rather than fall back to the dep-info check, when strace is
+    /// not available to trace the build.
+    #[serde(default)]
+    pub require_trace: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -611,5 +623,13 @@ binaries = ["cuda_tutorial"]
             policy.key.locked_crates[0].feature_prefix.as_deref(),
             Some("cuda-")
         );
+    }
+
+    #[test]
+    fn the_trace_requirement_defaults_off_and_is_read() {
+        assert!(!Policy::parse("").unwrap().verify.require_trace);
+        let policy = Policy::parse("[verify]\nrequire-trace = true\n").unwrap();
+        assert!(policy.verify.require_trace);
+        assert!(Policy::parse("[verify]\nrequire-trac = true\n").is_err());
     }
 }

@@ -253,7 +253,7 @@ pub fn obtain(
     } else {
         not_used.push("artifact reuse not requested".to_owned());
     }
-    build::build_all(request.root, specs, request.out)?;
+    build::build_all(request)?;
     Ok(Source::Build {
         reason: not_used.join("; "),
     })

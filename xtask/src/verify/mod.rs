@@ -9,6 +9,8 @@
 //! repository must be a key input; files outside it (registry sources, the
 //! toolchain) are covered by the lockfile and the rustc version instead.
 
+pub mod trace;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,13 @@ impl flags::VerifyKey {
         let policy = self.common.load_policy(&root)?;
         let manifest = key::compute(&root, &policy)?;
         let workspace = key::workspace::load(&root)?;
+        if self.trace {
+            let mut output_dirs = vec![workspace.target_dir.clone()];
+            if let Some(dir) = &self.target_dir {
+                output_dirs.push(root.join(dir));
+            }
+            return trace::verify_command(&root, &policy, &manifest, &self.command, output_dirs);
+        }
         let target_dir = match &self.target_dir {
             Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,
             None => workspace.target_dir.clone(),

@@ -11,5 +11,6 @@ mod key_scan;
 mod output;
 mod scripts;
 mod support;
+mod trace;
 mod verify;
 mod workflows;
