@@ -1299,10 +1299,23 @@ fn a_consumer_artifact_is_reused_only_for_its_own_head_commit() {
         .unwrap_err()
         .to_string();
     assert!(refused.contains("only publisher artifacts"), "{refused}");
-    // A publisher run builds main only and needs no title.
+    // A publisher run needs no title, but it is bound to nothing else, so
+    // even on `workflow_run` it must have built the default branch: a run
+    // triggered from a contributor's branch built that branch's code.
     let mut publisher = consumer(None);
     publisher.path = Some(".github/workflows/ci-cache-publish.yml".into());
-    assert_eq!(trust::judge_run(&publisher, &ctx(None)), Ok(None));
+    assert!(
+        matches!(
+            trust::judge_run(&publisher, &ctx(None)),
+            Err(trust::Rejection::OffDefaultBranch { .. })
+        ),
+        "a publisher's workflow_run run off the default branch was trusted"
+    );
+    publisher.head_branch = Some("main".into());
+    assert_eq!(
+        trust::judge_run(&publisher, &ctx(None)),
+        Ok(Some(commit(7)))
+    );
 }
 
 #[test]
@@ -1343,10 +1356,42 @@ fn rules_on_their_own() {
         assert!(trust::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
         assert!(trust::judge_run(&run(event, None, publish), &ctx).is_err());
     }
+    // A publisher's `workflow_run` run gets the branch rules too.
+    assert!(trust::judge_run(&run("workflow_run", None, publish), &ctx).is_err());
     assert_eq!(
-        trust::judge_run(&run("workflow_run", None, publish), &ctx),
-        Ok(None)
+        trust::judge_run(&run("workflow_run", Some("main"), publish), &ctx),
+        Ok(Some(commit(1)))
     );
+    // Events a pull request triggers or defines are never trusted, whatever
+    // the trust policy lists (its validation refuses them too).
+    let mut lax = policy.clone();
+    lax.artifacts.trusted_events = [
+        "pull_request_review",
+        "pull_request_review_comment",
+        "merge_group",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let lax_ctx = TrustContext {
+        trust: &lax,
+        ..ctx.clone()
+    };
+    for event in [
+        "pull_request_review",
+        "pull_request_review_comment",
+        "merge_group",
+    ] {
+        assert!(
+            matches!(
+                trust::judge_run(&run(event, Some("main"), publish), &lax_ctx),
+                Err(trust::Rejection::UntrustedEvent { .. })
+            ),
+            "{event}"
+        );
+        let text = format!("[artifacts]\ntrusted-events = [\"{event}\"]\n");
+        let err = format!("{:#}", Policy::parse(&text).unwrap_err());
+        assert!(err.contains("pull request controls"), "{event}: {err}");
+    }
     let mut no_commit = run("push", Some("main"), publish);
     no_commit.head_sha = None;
     assert!(trust::judge_run(&no_commit, &ctx).is_err());
@@ -1901,4 +1946,96 @@ fn the_documented_checks_are_the_checks_in_their_order() {
         documented, code,
         "docs/gpu-archive.md's table and trust::CHECKS differ"
     );
+}
+
+/// A zstd tar written header by header, so that tests can hold extension
+/// records (GNU long names, PAX headers) of any size and content.
+fn zstd_tar_raw(entries: &[(tar::EntryType, &[u8], &[u8])]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (kind, name, data) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(*kind);
+        header.as_old_mut().name[..name.len()].copy_from_slice(name);
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, *data).unwrap();
+    }
+    let tar = builder.into_inner().unwrap();
+    let mut out = Vec::new();
+    ruzstd::encoding::compress(
+        tar.as_slice(),
+        &mut out,
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    out
+}
+
+/// The tar reader buffers a GNU long name or a PAX header whole, whatever
+/// size its header declares, and a few bytes of zstd expand to gigabytes of
+/// zeros: an artifact of a few KiB could make the check allocate until the
+/// runner kills it, instead of falling back. Extension records are read
+/// here, bounded; a member's name comes from them as the tar reader would
+/// take it.
+#[test]
+fn an_oversized_tar_extension_record_is_refused_not_buffered() {
+    use tar::EntryType;
+    let dir = tempfile::tempdir().unwrap();
+    let spec: ArchiveSpec = policy().archive[0].clone();
+    let check = |name: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        verify::check_archive(&path, &spec).map_err(|err| format!("{err:#}"))
+    };
+    let metadata = verify::NEXTEST_METADATA_MEMBER.as_bytes();
+    let huge = vec![b'a'; (verify::MAX_EXTENSION_BYTES + 1) as usize];
+    for kind in [
+        EntryType::GNULongName,
+        EntryType::GNULongLink,
+        EntryType::XHeader,
+        EntryType::XGlobalHeader,
+    ] {
+        let err = check(
+            "huge",
+            zstd_tar_raw(&[
+                (kind, b"././@LongLink", &huge),
+                (EntryType::Regular, metadata, b"{}"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(err.contains("extension record"), "{kind:?}: {err}");
+    }
+    // A long name or a PAX path names the member after it, as in the tar
+    // reader: the header's own name is not what an extractor would see.
+    let long = format!("{}/{}", "d".repeat(150), "x");
+    let renamed = check(
+        "renamed",
+        zstd_tar_raw(&[
+            (EntryType::GNULongName, b"././@LongLink", long.as_bytes()),
+            (EntryType::Regular, metadata, b"{}"),
+        ]),
+    )
+    .unwrap_err();
+    assert!(renamed.contains("lacks the member"), "{renamed}");
+    let pax = format!(
+        "{} path={}\n",
+        6 + metadata.len() + 1,
+        verify::NEXTEST_METADATA_MEMBER
+    );
+    let pax = format!("{} path={}\n", pax.len(), verify::NEXTEST_METADATA_MEMBER);
+    let summary = check(
+        "pax",
+        zstd_tar_raw(&[
+            (EntryType::XHeader, b"PaxHeaders/x", pax.as_bytes()),
+            (EntryType::Regular, b"short-name", b"{}"),
+            (
+                EntryType::GNULongName,
+                b"././@LongLink",
+                format!("{long}\0").as_bytes(),
+            ),
+            (EntryType::Regular, b"cut", b"binary"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(summary.members, 2);
 }
