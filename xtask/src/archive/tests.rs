@@ -842,6 +842,31 @@ fn next_link_to_another_host_is_not_followed() {
             ),
     );
     expect_failure(&api, "refusing to send the token there");
+    // On the API host but another route (another repository's listing, a
+    // path that merely starts like the API's): not a page of this listing.
+    for link in [
+        "/repos/evil/r/actions/artifacts?page=2",
+        "/repos/o/r/actions/artifacts/../../../../repos/evil/r/actions/artifacts",
+        "/repos/o/r/actions/artifactsX?page=2",
+    ] {
+        let api = Api::new();
+        api.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r/actions/artifacts"))
+                .respond_with(
+                    ResponseTemplate::new(200)
+                        .insert_header("link", format!("<{}{link}>; rel=\"next\"", api.api.uri()))
+                        .set_body_json(json!({"artifacts": []})),
+                ),
+        );
+        expect_failure(&api, "is not a page of /repos/o/r/actions/artifacts");
+        assert!(
+            api.api_requests()
+                .iter()
+                .all(|r| !r.url.path().contains("evil") && !r.url.path().contains("artifactsX")),
+            "{link} was followed"
+        );
+    }
 }
 
 /// A listing whose next-page link leads back to itself is read once, not
@@ -2038,4 +2063,121 @@ fn an_oversized_tar_extension_record_is_refused_not_buffered() {
     )
     .unwrap();
     assert_eq!(summary.members, 2);
+}
+
+/// Attacks the checks already resist, each refused for its own reason.
+#[test]
+fn resisted_attacks_are_refused_for_their_reason() {
+    use trust::Rejection as R;
+    let none = |_: &mut Value| {};
+    // A workflow path naming a pull request's merge ref, or spelled with
+    // `..`, is not the trusted file at the default branch.
+    for workflow in [
+        ".github/workflows/ci-cache-publish.yml@refs/pull/1/merge",
+        ".github/workflows/../workflows/ci-cache-publish.yml",
+        ".github/workflows/ci-cache-publish.yml@refs/heads/main/../feature",
+        ".github/workflows/ci-cache-publish.yml@MAIN",
+    ] {
+        expect_skipped(
+            none,
+            |r| r["path"] = json!(workflow),
+            "is not one of artifacts.trusted-workflows",
+        );
+    }
+    // A comparison answer other than exactly `identical` or `behind`.
+    for status in ["Behind", "behind ", "ahead", "diverged", "", "unknown"] {
+        let api = Api::new();
+        api.compare(&commit(100), status, 1);
+        api.trusted(7, 100, good_zip());
+        let scratch = Scratch::new();
+        let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+        assert!(
+            reason.contains("is not in the history of branch"),
+            "{status:?}: {reason}"
+        );
+        assert!(api.blob_requests().is_empty());
+    }
+    // A consumer run name with extra whitespace or look-alike characters.
+    let policy = policy();
+    let ctx = TrustContext {
+        repository_id: REPO_ID,
+        full_name: "o/r".into(),
+        current_run_id: CURRENT_RUN,
+        trust: &policy,
+        head_sha: Some(PR_HEAD),
+        now: chrono::Utc::now(),
+    };
+    for title in [
+        format!("GPU tests for {PR_HEAD}\u{200b}"),
+        format!("GPU\u{a0}tests for {PR_HEAD}"),
+        format!("GPU tests for  {PR_HEAD}"),
+        format!(" GPU tests for {PR_HEAD}"),
+        format!("GPU tests for {PR_HEAD}\n"),
+        format!("GPU tests for {}", PR_HEAD.to_uppercase()),
+        format!("GPU tests f\u{043e}r {PR_HEAD}"),
+    ] {
+        let run = Run {
+            id: 7,
+            path: Some(".github/workflows/runpod-gpu-test.yml".into()),
+            event: "workflow_run".into(),
+            head_branch: Some("contributor".into()),
+            head_sha: Some(PR_HEAD.into()),
+            created_at: None,
+            display_title: Some(title.clone()),
+            repository: Some(RunRepository {
+                id: REPO_ID,
+                full_name: "o/r".into(),
+            }),
+            head_repository: Some(RunRepository {
+                id: REPO_ID,
+                full_name: "o/r".into(),
+            }),
+        };
+        assert!(
+            matches!(trust::judge_run(&run, &ctx), Err(R::ConsumerRunName { .. })),
+            "{title:?}"
+        );
+    }
+    // Same names, other repository ids (a deleted and recreated repository,
+    // a fork renamed to this name): refused on the id.
+    expect_skipped(
+        none,
+        |r| r["repository"] = json!({"id": 4242, "full_name": "o/r"}),
+        "its run's repository is o/r (id 4242), not o/r (id 42)",
+    );
+    // An artifact that expires between the listing and the download: the
+    // download fails, and the command falls back.
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(
+                ResponseTemplate::new(410)
+                    .set_body_json(json!({"message": "Artifact has expired"})),
+            ),
+    );
+    expect_failure(&api, "HTTP 410 Gone");
+    // API error text with line breaks and a workflow command stays one
+    // encoded line in the warning that reports it.
+    let api = Api::new();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/runs/100"))
+            .respond_with(ResponseTemplate::new(404).set_body_json(
+                json!({"message": "Not Found\n::add-mask::x\r\n::set-output name=run_id::1"}),
+            )),
+    );
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(reason.contains("run 100 cannot be read"), "{reason}");
+    let line = crate::gha::warning_line(&reason, true);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.contains("Not Found%0A::add-mask::x%0D%0A::set-output"),
+        "{line}"
+    );
 }
