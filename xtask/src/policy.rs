@@ -248,8 +248,17 @@ impl Default for ArtifactPolicy {
     }
 }
 
-/// Events whose workflow definition (and so whose code) a pull request controls.
-pub const UNTRUSTED_EVENTS: &[&str] = &["pull_request", "pull_request_target", "issue_comment"];
+/// Events a pull request triggers, or whose workflow definition (and so
+/// whose code) it controls: the review events and `merge_group` run the
+/// definition of the pull request's merge ref, not the default branch's.
+pub const UNTRUSTED_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_target",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "merge_group",
+    "issue_comment",
+];
 
 impl Policy {
     /// Reads the policy for `root`: `explicit` when given (it must exist),

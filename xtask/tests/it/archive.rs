@@ -643,3 +643,39 @@ fn a_missing_trust_policy_is_an_error() {
     );
     assert!(!scratch.join("out").exists());
 }
+
+/// A `--trust-policy` inside the tree being keyed (the pull request's
+/// checkout in the consumer), directly or through a link, is that tree's
+/// policy under another name: refused, before any lookup or build.
+#[test]
+fn a_trust_policy_inside_the_keyed_tree_is_refused() {
+    let ws = gpu_workspace();
+    let scratch = Fixture::new();
+    let inside = ws.path().join(".github/hostile-trust.toml");
+    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+    std::fs::write(
+        &inside,
+        "[artifacts]\ntrusted-workflows = [\"evil.yml\"]\n[publisher]\nworkflows = [\"evil.yml\"]\n",
+    )
+    .unwrap();
+    let link = scratch.join("trusted-looking.toml");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    for trust_policy in [inside.clone(), link] {
+        let output = xtask_cmd(&["gpu-archive", "--reuse", "--trust-policy"])
+            .arg(&trust_policy)
+            .arg("--out")
+            .arg(scratch.join("out"))
+            .arg("--root")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let text = stderr(&output);
+        assert!(
+            text.contains("is inside the tree being keyed"),
+            "{}: {text}",
+            trust_policy.display()
+        );
+        assert!(!scratch.join("out").exists());
+    }
+}
