@@ -31,6 +31,8 @@ pub enum Command {
     BenchReuse(BenchReuse),
     /// Benchmark `verify-key` after a real build of a rust-analyzer-sized workspace.
     BenchVerify(BenchVerify),
+    /// Benchmark a fresh build untraced against the same build under strace.
+    BenchTrace(BenchTrace),
 }
 
 /// The flags every command takes.
@@ -138,6 +140,13 @@ pub struct VerifyKey {
     /// The `--target` triple the build was for, if any.
     #[arg(long, value_name = "TRIPLE")]
     pub target: Option<String>,
+    /// Run BUILD COMMAND (after `--`) under strace and check every repository
+    /// file any of its processes opened, executed or examined.
+    #[arg(long, requires = "command")]
+    pub trace: bool,
+    /// The build command that `--trace` runs, from the repository root.
+    #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -161,6 +170,20 @@ pub struct BenchVerify {
     /// Runs of each measurement; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchTrace {
+    /// Where to generate and build the benchmark workspace (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Runs of each contender; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Build this repository (`cargo build --workspace --all-targets`)
+    /// instead of a generated workspace.
+    #[arg(long)]
+    pub this_repository: bool,
 }
 
 #[derive(Debug, Args)]

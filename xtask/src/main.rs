@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         flags::Command::BenchKey(cmd) => cmd.run(),
         flags::Command::BenchReuse(cmd) => cmd.run(),
         flags::Command::BenchVerify(cmd) => cmd.run(),
+        flags::Command::BenchTrace(cmd) => cmd.run(),
     };
     match result {
         Ok(code) => code,

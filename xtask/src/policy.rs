@@ -30,6 +30,8 @@ pub struct Policy {
     pub archive: Vec<ArchiveSpec>,
     #[serde(default)]
     pub contracts: ContractsPolicy,
+    #[serde(default)]
+    pub verify: VerifyPolicy,
     /// Reviewed exceptions to `check-contracts` rules.
     #[serde(default)]
     pub allow: Vec<AllowEntry>,
@@ -134,6 +136,16 @@ pub struct ArchiveSpec {
     pub build: Option<Vec<String>>,
     #[serde(default)]
     pub binaries: Vec<String>,
+}
+
+/// How the fresh build of `gpu-archive` is proven against the key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VerifyPolicy {
+    /// Fail, rather than fall back to the dep-info check, when strace is
+    /// not available to trace the build.
+    #[serde(default)]
+    pub require_trace: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -241,8 +253,17 @@ impl Default for ArtifactPolicy {
     }
 }
 
-/// Events whose workflow definition (and so whose code) a pull request controls.
-pub const UNTRUSTED_EVENTS: &[&str] = &["pull_request", "pull_request_target", "issue_comment"];
+/// Events a pull request triggers, or whose workflow definition (and so
+/// whose code) it controls: the review events and `merge_group` run the
+/// definition of the pull request's merge ref, not the default branch's.
+pub const UNTRUSTED_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_target",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "merge_group",
+    "issue_comment",
+];
 
 impl Policy {
     /// Reads the policy for `root`: `explicit` when given (it must exist),
@@ -616,5 +637,13 @@ binaries = ["cuda_tutorial"]
             policy.key.locked_crates[0].feature_prefix.as_deref(),
             Some("cuda-")
         );
+    }
+
+    #[test]
+    fn the_trace_requirement_defaults_off_and_is_read() {
+        assert!(!Policy::parse("").unwrap().verify.require_trace);
+        let policy = Policy::parse("[verify]\nrequire-trace = true\n").unwrap();
+        assert!(policy.verify.require_trace);
+        assert!(Policy::parse("[verify]\nrequire-trac = true\n").is_err());
     }
 }

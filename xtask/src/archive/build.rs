@@ -10,6 +10,13 @@
 //! its ancestors' `/proc/<pid>/environ`, so the job's read-only token stays
 //! the real boundary. Archives are built into a staging directory and
 //! verified before they are moved into `--out`.
+//!
+//! Each build command runs under strace when it is installed
+//! ([`crate::verify::trace`]): every repository file the build opened,
+//! executed or examined must be a key input, or the build fails and nothing
+//! is moved into `--out`. Without strace the build says so loudly and the
+//! dep-info check alone follows; with `[verify] require-trace` in the trust
+//! policy (`--trust-policy`) it fails.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -17,18 +24,26 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use xshell::{Cmd, Shell, cmd};
+use xshell::{Cmd, Shell};
 
-use super::{download, verify};
+use super::{Request, download, verify};
 use crate::gha;
-use crate::policy::ArchiveSpec;
+use crate::policy::Policy;
+use crate::verify::trace::{self, TraceLog, Tracer};
 
-/// Builds every archive of `specs` for the workspace at `root` into `out`.
-pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<PathBuf>> {
+/// Builds every archive of the request's policy for the workspace at its
+/// root into its `out`.
+pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
+    let (root, specs, out) = (request.root, &request.policy.archive, request.out);
     // Every command run through this shell goes through [`scrubbed`].
     let sh = Shell::new().context("cannot start a shell")?;
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    // Whether the trace is required is a trust setting: the trusted policy's.
+    let tracer = choose_tracer(request.trust, Tracer::find())?;
+    // A missing lockfile is hashed as absent (ci-key warns); cargo writing
+    // one during the build does not change what the key says.
+    let lock_was_absent = !root.join("Cargo.lock").exists();
     let staging = download::staging_dir(out)?;
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
@@ -41,17 +56,24 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
             specs.len(),
             spec.file
         );
+        let log = TraceLog::new()?;
+        let traced = tracer.as_ref().map(|t| (t, &log));
         match (&spec.nextest, &spec.build) {
             (Some(args), _) => {
-                scrubbed(cmd!(
-                    sh,
-                    "{cargo} nextest archive --archive-file {dest} {args...}"
-                ))
-                .run()
-                .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
+                let mut argv: Vec<OsString> = vec![
+                    cargo.clone(),
+                    "nextest".into(),
+                    "archive".into(),
+                    "--archive-file".into(),
+                    dest.clone().into(),
+                ];
+                argv.extend(args.iter().map(OsString::from));
+                scrubbed(command(&sh, traced, &argv))
+                    .run()
+                    .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
             }
             (None, Some(args)) => {
-                let executables = build_binaries(&sh, &cargo, args, &spec.binaries)
+                let executables = build_binaries(&sh, traced, &cargo, args, &spec.binaries)
                     .with_context(|| format!("`cargo build` for {} failed", spec.file))?;
                 let members: Vec<(String, PathBuf)> =
                     spec.binaries.iter().cloned().zip(executables).collect();
@@ -59,6 +81,22 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
                     .with_context(|| format!("cannot pack {}", spec.file))?;
             }
             (None, None) => bail!("archive {} has neither `nextest` nor `build`", spec.file),
+        }
+        if let Some((_, log)) = traced {
+            let args = spec
+                .nextest
+                .as_ref()
+                .or(spec.build.as_ref())
+                .cloned()
+                .unwrap_or_default();
+            // The archive is written to the staging directory beside `--out`.
+            let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+            check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
+                format!(
+                    "the traced build of {} is not covered by the key",
+                    spec.file
+                )
+            })?;
         }
         let summary = verify::check_archive(&dest, spec)?;
         eprintln!(
@@ -69,6 +107,87 @@ pub fn build_all(root: &Path, specs: &[ArchiveSpec], out: &Path) -> Result<Vec<P
         );
     }
     download::move_into_place(staging.path(), specs, out)
+}
+
+/// The tracer for the fresh build: strace when installed; otherwise a
+/// loud warning and `None`, or an error when the policy requires the trace.
+fn choose_tracer(policy: &Policy, found: Option<Tracer>) -> Result<Option<Tracer>> {
+    match found {
+        Some(tracer) => Ok(Some(tracer)),
+        None if policy.verify.require_trace => bail!(
+            "strace is not installed, and the policy ([verify] require-trace) requires the fresh build to run traced; install it (apt-get install strace) in the job before gpu-archive"
+        ),
+        None => {
+            gha::warning(
+                "strace is not installed: the fresh build is NOT traced, and only rustc's dep-info can show what it read (blind to files a build script or proc macro reads without declaring them); install strace (apt-get install strace), or set [verify] require-trace = true to make this an error",
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// `argv`, or `argv` under strace writing to `log`, as an xshell command.
+fn command<'a>(sh: &'a Shell, traced: Option<(&Tracer, &TraceLog)>, argv: &[OsString]) -> Cmd<'a> {
+    match traced {
+        Some((tracer, log)) => {
+            let (program, args) = log.wrap(tracer, argv);
+            sh.cmd(program).args(args)
+        }
+        None => sh.cmd(&argv[0]).args(&argv[1..]),
+    }
+}
+
+/// Checks one traced archive build against the key the request names. The
+/// key is computed again from the tree as the build left it: the inputs'
+/// list is what the trace is checked against, and a build that changed a
+/// key input (or added one) has made the requested key wrong, which fails.
+fn check_trace(
+    request: &Request,
+    log: &TraceLog,
+    args: &[String],
+    archive_dirs: &[PathBuf],
+    lock_was_absent: bool,
+) -> Result<()> {
+    let root = request.root;
+    let mut manifest = crate::key::compute(root, request.policy)
+        .context("cannot compute the key again after the build")?;
+    let lock = root.join("Cargo.lock");
+    if manifest.artifact_name != request.artifact_name && lock_was_absent && lock.exists() {
+        // The key was computed without a lockfile: compute it so again,
+        // then put cargo's lockfile back.
+        let generated = std::fs::read(&lock).context("cannot read the generated Cargo.lock")?;
+        std::fs::remove_file(&lock).context("cannot set the generated Cargo.lock aside")?;
+        let again = crate::key::compute(root, request.policy);
+        std::fs::write(&lock, generated).context("cannot restore the generated Cargo.lock")?;
+        manifest = again.context("cannot compute the key again after the build")?;
+    }
+    if manifest.artifact_name != request.artifact_name {
+        bail!(
+            "the build changed the repository's key inputs: the key is now {}, not {}; a build must write only to its target directory (OUT_DIR for build scripts), and cargo must not rewrite Cargo.lock",
+            manifest.artifact_name,
+            request.artifact_name
+        );
+    }
+    let workspace = crate::key::workspace::load(root)?;
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let mut output_dirs = vec![workspace.target_dir];
+    output_dirs.extend(trace::command_target_dirs(root, &args));
+    output_dirs.extend_from_slice(archive_dirs);
+    let report = log.check(root, &manifest, &output_dirs, root)?;
+    eprint!("{}", crate::gha::log_block(&report.render()));
+    if report.misses.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = report
+        .misses
+        .iter()
+        .map(|m| format!("{} ({} by {}): {}", m.path, m.access, m.process, m.fix))
+        .collect();
+    bail!(
+        "the build used {} repository file(s) the key does not cover, so the archives are not published under it:\n  {}",
+        list.len(),
+        list.join("\n  ")
+    )
 }
 
 /// `cmd` without any runner control variable in its environment.
@@ -86,15 +205,18 @@ pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
 /// directories need no guessing).
 fn build_binaries(
     sh: &Shell,
+    traced: Option<(&Tracer, &TraceLog)>,
     cargo: &OsString,
     args: &[String],
     binaries: &[String],
 ) -> Result<Vec<PathBuf>> {
-    let messages = scrubbed(cmd!(
-        sh,
-        "{cargo} build --message-format=json-render-diagnostics {args...}"
-    ))
-    .read()?;
+    let mut argv: Vec<OsString> = vec![
+        cargo.clone(),
+        "build".into(),
+        "--message-format=json-render-diagnostics".into(),
+    ];
+    argv.extend(args.iter().map(OsString::from));
+    let messages = scrubbed(command(sh, traced, &argv)).read()?;
     let mut found: Vec<Option<PathBuf>> = vec![None; binaries.len()];
     for message in cargo_metadata::Message::parse_stream(messages.as_bytes()) {
         let message = message.context("cannot read cargo's JSON messages")?;

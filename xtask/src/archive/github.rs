@@ -394,6 +394,17 @@ impl Github {
                 self.env.api_url
             );
         }
+        // The next page of this listing is this listing's route with another
+        // query; a link to another route (another repository's artifacts)
+        // would feed the search candidates this repository never listed.
+        let listing = format!(
+            "{}{}",
+            self.api_base_path,
+            self.repo_route("/actions/artifacts")
+        );
+        if uri.path() != listing {
+            bail!("the next-page link {link:?} is not a page of {listing}; refusing to follow it");
+        }
         Ok(uri
             .path_and_query()
             .map(|pq| pq.as_str().to_owned())

@@ -165,6 +165,7 @@ impl flags::GpuArchive {
         let (trust, trust_source) = match &self.trust_policy {
             Some(path) => {
                 let trust = Policy::load(&root, Some(path)).context("--trust-policy")?;
+                refuse_trust_policy_inside(path, &root)?;
                 let source = format!("{} (--trust-policy)", trust.describe_source());
                 (trust, source)
             }
@@ -218,6 +219,25 @@ impl flags::GpuArchive {
     }
 }
 
+/// Refuses a `--trust-policy` that is (or, through a link, resolves to) a
+/// file of the tree being keyed: that tree is the pull request's in the
+/// consumer, and its policy would choose which runs may hand it archives
+/// while the output claimed the settings came from elsewhere.
+fn refuse_trust_policy_inside(trust_policy: &Path, root: &Path) -> Result<()> {
+    let resolved = std::fs::canonicalize(trust_policy)
+        .with_context(|| format!("--trust-policy: cannot resolve {}", trust_policy.display()))?;
+    let root = std::fs::canonicalize(root)
+        .with_context(|| format!("cannot resolve the root {}", root.display()))?;
+    if resolved.starts_with(&root) {
+        bail!(
+            "--trust-policy {} is inside the tree being keyed ({}), whose settings it exists to replace; pass the trusted checkout's policy (in the consumer: .github/ci-trust.toml of the workflow's own checkout), or omit the flag",
+            resolved.display(),
+            root.display()
+        );
+    }
+    Ok(())
+}
+
 /// Fills `request.out` from the first source that works and says which.
 /// Errors only when the fresh build itself fails.
 pub fn obtain(
@@ -253,7 +273,7 @@ pub fn obtain(
     } else {
         not_used.push("artifact reuse not requested".to_owned());
     }
-    build::build_all(request.root, specs, request.out)?;
+    build::build_all(request)?;
     Ok(Source::Build {
         reason: not_used.join("; "),
     })

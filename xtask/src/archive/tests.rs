@@ -842,6 +842,31 @@ fn next_link_to_another_host_is_not_followed() {
             ),
     );
     expect_failure(&api, "refusing to send the token there");
+    // On the API host but another route (another repository's listing, a
+    // path that merely starts like the API's): not a page of this listing.
+    for link in [
+        "/repos/evil/r/actions/artifacts?page=2",
+        "/repos/o/r/actions/artifacts/../../../../repos/evil/r/actions/artifacts",
+        "/repos/o/r/actions/artifactsX?page=2",
+    ] {
+        let api = Api::new();
+        api.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r/actions/artifacts"))
+                .respond_with(
+                    ResponseTemplate::new(200)
+                        .insert_header("link", format!("<{}{link}>; rel=\"next\"", api.api.uri()))
+                        .set_body_json(json!({"artifacts": []})),
+                ),
+        );
+        expect_failure(&api, "is not a page of /repos/o/r/actions/artifacts");
+        assert!(
+            api.api_requests()
+                .iter()
+                .all(|r| !r.url.path().contains("evil") && !r.url.path().contains("artifactsX")),
+            "{link} was followed"
+        );
+    }
 }
 
 /// A listing whose next-page link leads back to itself is read once, not
@@ -1299,10 +1324,23 @@ fn a_consumer_artifact_is_reused_only_for_its_own_head_commit() {
         .unwrap_err()
         .to_string();
     assert!(refused.contains("only publisher artifacts"), "{refused}");
-    // A publisher run builds main only and needs no title.
+    // A publisher run needs no title, but it is bound to nothing else, so
+    // even on `workflow_run` it must have built the default branch: a run
+    // triggered from a contributor's branch built that branch's code.
     let mut publisher = consumer(None);
     publisher.path = Some(".github/workflows/ci-cache-publish.yml".into());
-    assert_eq!(trust::judge_run(&publisher, &ctx(None)), Ok(None));
+    assert!(
+        matches!(
+            trust::judge_run(&publisher, &ctx(None)),
+            Err(trust::Rejection::OffDefaultBranch { .. })
+        ),
+        "a publisher's workflow_run run off the default branch was trusted"
+    );
+    publisher.head_branch = Some("main".into());
+    assert_eq!(
+        trust::judge_run(&publisher, &ctx(None)),
+        Ok(Some(commit(7)))
+    );
 }
 
 #[test]
@@ -1343,10 +1381,42 @@ fn rules_on_their_own() {
         assert!(trust::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
         assert!(trust::judge_run(&run(event, None, publish), &ctx).is_err());
     }
+    // A publisher's `workflow_run` run gets the branch rules too.
+    assert!(trust::judge_run(&run("workflow_run", None, publish), &ctx).is_err());
     assert_eq!(
-        trust::judge_run(&run("workflow_run", None, publish), &ctx),
-        Ok(None)
+        trust::judge_run(&run("workflow_run", Some("main"), publish), &ctx),
+        Ok(Some(commit(1)))
     );
+    // Events a pull request triggers or defines are never trusted, whatever
+    // the trust policy lists (its validation refuses them too).
+    let mut lax = policy.clone();
+    lax.artifacts.trusted_events = [
+        "pull_request_review",
+        "pull_request_review_comment",
+        "merge_group",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let lax_ctx = TrustContext {
+        trust: &lax,
+        ..ctx.clone()
+    };
+    for event in [
+        "pull_request_review",
+        "pull_request_review_comment",
+        "merge_group",
+    ] {
+        assert!(
+            matches!(
+                trust::judge_run(&run(event, Some("main"), publish), &lax_ctx),
+                Err(trust::Rejection::UntrustedEvent { .. })
+            ),
+            "{event}"
+        );
+        let text = format!("[artifacts]\ntrusted-events = [\"{event}\"]\n");
+        let err = format!("{:#}", Policy::parse(&text).unwrap_err());
+        assert!(err.contains("pull request controls"), "{event}: {err}");
+    }
     let mut no_commit = run("push", Some("main"), publish);
     no_commit.head_sha = None;
     assert!(trust::judge_run(&no_commit, &ctx).is_err());
@@ -1900,5 +1970,214 @@ fn the_documented_checks_are_the_checks_in_their_order() {
     assert_eq!(
         documented, code,
         "docs/gpu-archive.md's table and trust::CHECKS differ"
+    );
+}
+
+/// A zstd tar written header by header, so that tests can hold extension
+/// records (GNU long names, PAX headers) of any size and content.
+fn zstd_tar_raw(entries: &[(tar::EntryType, &[u8], &[u8])]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (kind, name, data) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(*kind);
+        header.as_old_mut().name[..name.len()].copy_from_slice(name);
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, *data).unwrap();
+    }
+    let tar = builder.into_inner().unwrap();
+    let mut out = Vec::new();
+    ruzstd::encoding::compress(
+        tar.as_slice(),
+        &mut out,
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    out
+}
+
+/// The tar reader buffers a GNU long name or a PAX header whole, whatever
+/// size its header declares, and a few bytes of zstd expand to gigabytes of
+/// zeros: an artifact of a few KiB could make the check allocate until the
+/// runner kills it, instead of falling back. Extension records are read
+/// here, bounded; a member's name comes from them as the tar reader would
+/// take it.
+#[test]
+fn an_oversized_tar_extension_record_is_refused_not_buffered() {
+    use tar::EntryType;
+    let dir = tempfile::tempdir().unwrap();
+    let spec: ArchiveSpec = policy().archive[0].clone();
+    let check = |name: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        verify::check_archive(&path, &spec).map_err(|err| format!("{err:#}"))
+    };
+    let metadata = verify::NEXTEST_METADATA_MEMBER.as_bytes();
+    let huge = vec![b'a'; (verify::MAX_EXTENSION_BYTES + 1) as usize];
+    for kind in [
+        EntryType::GNULongName,
+        EntryType::GNULongLink,
+        EntryType::XHeader,
+        EntryType::XGlobalHeader,
+    ] {
+        let err = check(
+            "huge",
+            zstd_tar_raw(&[
+                (kind, b"././@LongLink", &huge),
+                (EntryType::Regular, metadata, b"{}"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(err.contains("extension record"), "{kind:?}: {err}");
+    }
+    // A long name or a PAX path names the member after it, as in the tar
+    // reader: the header's own name is not what an extractor would see.
+    let long = format!("{}/{}", "d".repeat(150), "x");
+    let renamed = check(
+        "renamed",
+        zstd_tar_raw(&[
+            (EntryType::GNULongName, b"././@LongLink", long.as_bytes()),
+            (EntryType::Regular, metadata, b"{}"),
+        ]),
+    )
+    .unwrap_err();
+    assert!(renamed.contains("lacks the member"), "{renamed}");
+    let pax = format!(
+        "{} path={}\n",
+        6 + metadata.len() + 1,
+        verify::NEXTEST_METADATA_MEMBER
+    );
+    let pax = format!("{} path={}\n", pax.len(), verify::NEXTEST_METADATA_MEMBER);
+    let summary = check(
+        "pax",
+        zstd_tar_raw(&[
+            (EntryType::XHeader, b"PaxHeaders/x", pax.as_bytes()),
+            (EntryType::Regular, b"short-name", b"{}"),
+            (
+                EntryType::GNULongName,
+                b"././@LongLink",
+                format!("{long}\0").as_bytes(),
+            ),
+            (EntryType::Regular, b"cut", b"binary"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(summary.members, 2);
+}
+
+/// Attacks the checks already resist, each refused for its own reason.
+#[test]
+fn resisted_attacks_are_refused_for_their_reason() {
+    use trust::Rejection as R;
+    let none = |_: &mut Value| {};
+    // A workflow path naming a pull request's merge ref, or spelled with
+    // `..`, is not the trusted file at the default branch.
+    for workflow in [
+        ".github/workflows/ci-cache-publish.yml@refs/pull/1/merge",
+        ".github/workflows/../workflows/ci-cache-publish.yml",
+        ".github/workflows/ci-cache-publish.yml@refs/heads/main/../feature",
+        ".github/workflows/ci-cache-publish.yml@MAIN",
+    ] {
+        expect_skipped(
+            none,
+            |r| r["path"] = json!(workflow),
+            "is not one of artifacts.trusted-workflows",
+        );
+    }
+    // A comparison answer other than exactly `identical` or `behind`.
+    for status in ["Behind", "behind ", "ahead", "diverged", "", "unknown"] {
+        let api = Api::new();
+        api.compare(&commit(100), status, 1);
+        api.trusted(7, 100, good_zip());
+        let scratch = Scratch::new();
+        let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+        assert!(
+            reason.contains("is not in the history of branch"),
+            "{status:?}: {reason}"
+        );
+        assert!(api.blob_requests().is_empty());
+    }
+    // A consumer run name with extra whitespace or look-alike characters.
+    let policy = policy();
+    let ctx = TrustContext {
+        repository_id: REPO_ID,
+        full_name: "o/r".into(),
+        current_run_id: CURRENT_RUN,
+        trust: &policy,
+        head_sha: Some(PR_HEAD),
+        now: chrono::Utc::now(),
+    };
+    for title in [
+        format!("GPU tests for {PR_HEAD}\u{200b}"),
+        format!("GPU\u{a0}tests for {PR_HEAD}"),
+        format!("GPU tests for  {PR_HEAD}"),
+        format!(" GPU tests for {PR_HEAD}"),
+        format!("GPU tests for {PR_HEAD}\n"),
+        format!("GPU tests for {}", PR_HEAD.to_uppercase()),
+        format!("GPU tests f\u{043e}r {PR_HEAD}"),
+    ] {
+        let run = Run {
+            id: 7,
+            path: Some(".github/workflows/runpod-gpu-test.yml".into()),
+            event: "workflow_run".into(),
+            head_branch: Some("contributor".into()),
+            head_sha: Some(PR_HEAD.into()),
+            created_at: None,
+            display_title: Some(title.clone()),
+            repository: Some(RunRepository {
+                id: REPO_ID,
+                full_name: "o/r".into(),
+            }),
+            head_repository: Some(RunRepository {
+                id: REPO_ID,
+                full_name: "o/r".into(),
+            }),
+        };
+        assert!(
+            matches!(trust::judge_run(&run, &ctx), Err(R::ConsumerRunName { .. })),
+            "{title:?}"
+        );
+    }
+    // Same names, other repository ids (a deleted and recreated repository,
+    // a fork renamed to this name): refused on the id.
+    expect_skipped(
+        none,
+        |r| r["repository"] = json!({"id": 4242, "full_name": "o/r"}),
+        "its run's repository is o/r (id 4242), not o/r (id 42)",
+    );
+    // An artifact that expires between the listing and the download: the
+    // download fails, and the command falls back.
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.run(good_run(100));
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts/7/zip"))
+            .respond_with(
+                ResponseTemplate::new(410)
+                    .set_body_json(json!({"message": "Artifact has expired"})),
+            ),
+    );
+    expect_failure(&api, "HTTP 410 Gone");
+    // API error text with line breaks and a workflow command stays one
+    // encoded line in the warning that reports it.
+    let api = Api::new();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/runs/100"))
+            .respond_with(ResponseTemplate::new(404).set_body_json(
+                json!({"message": "Not Found\n::add-mask::x\r\n::set-output name=run_id::1"}),
+            )),
+    );
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(reason.contains("run 100 cannot be read"), "{reason}");
+    let line = crate::gha::warning_line(&reason, true);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.contains("Not Found%0A::add-mask::x%0D%0A::set-output"),
+        "{line}"
     );
 }

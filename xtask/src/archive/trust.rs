@@ -456,7 +456,8 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, Reject
     // run's name states (`run-name:`, fixed before any job ran). The whole
     // name must be the configured one: a name that merely contains the
     // commit (`GPU tests for <other> after <this>`) proves nothing.
-    if !names_workflow(path, &ctx.trust.publisher.workflows, default_branch) {
+    let is_publisher = names_workflow(path, &ctx.trust.publisher.workflows, default_branch);
+    if !is_publisher {
         let Some(head_sha) = ctx.head_sha else {
             return Err(Rejection::ConsumerWithoutHeadSha {
                 path: path.to_owned(),
@@ -482,7 +483,15 @@ pub fn judge_run(run: &Run, ctx: &TrustContext) -> Result<Option<String>, Reject
     // its head branch is the triggering run's and says nothing. Every other
     // trusted event runs the definition of its own ref, which must therefore
     // be the default branch.
-    if event == "workflow_run" {
+    //
+    // A consumer's `workflow_run` run is bound to its head commit by its
+    // name (above). A publisher's is bound to nothing else: its artifact is
+    // reused for any pull request, so what it built must be the default
+    // branch's, as for the other events. Had it been triggered by a run on
+    // another branch (a `workflow_run` trigger without a branch filter, or
+    // one a branch can satisfy), that branch's build scripts would have held
+    // the job's artifact credential and could have uploaded under any name.
+    if event == "workflow_run" && !is_publisher {
         return Ok(None);
     }
     if run.head_branch.as_deref() != Some(default_branch) {

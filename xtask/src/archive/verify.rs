@@ -41,16 +41,16 @@ pub fn check_archive(path: &Path, spec: &ArchiveSpec) -> Result<ArchiveSummary> 
     if meta.len() == 0 {
         bail!("{} is empty", path.display());
     }
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let members = tar_members(BufReader::with_capacity(1 << 16, file))
-        .with_context(|| format!("{} is not a readable zstd tar", path.display()))?;
     let required: Vec<&str> = if spec.nextest.is_some() {
         vec![NEXTEST_METADATA_MEMBER]
     } else {
         spec.binaries.iter().map(String::as_str).collect()
     };
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let (members, found) = tar_members(BufReader::with_capacity(1 << 16, file), &required)
+        .with_context(|| format!("{} is not a readable zstd tar", path.display()))?;
     for member in required {
-        if !members.iter().any(|m| m == member) {
+        if !found.contains(&member) {
             bail!(
                 "{} lacks the member {member:?} that a {} archive must hold",
                 path.display(),
@@ -64,37 +64,94 @@ pub fn check_archive(path: &Path, spec: &ArchiveSpec) -> Result<ArchiveSummary> 
     }
     Ok(ArchiveSummary {
         bytes: meta.len(),
-        members: members.len(),
+        members,
     })
 }
 
-/// Decodes a zstd tar to its very end and returns its member paths.
-fn tar_members(source: impl BufRead) -> Result<Vec<String>> {
+/// The largest extension record (a GNU long name or link, a PAX header) the
+/// check reads into memory. A path is at most a few KiB; the tar reader
+/// would otherwise buffer a record of any declared size whole, and a zstd
+/// stream of zeros makes a record of gigabytes from a few bytes.
+pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
+
+/// Decodes a zstd tar to its very end; returns how many members it holds and
+/// which of `wanted` are among them.
+///
+/// The entries are read raw, so that no extension record is buffered by the
+/// tar reader: a GNU long name or a PAX `path` is read here, up to
+/// [`MAX_EXTENSION_BYTES`], and names the member after it. Only the wanted
+/// names are kept, so memory does not grow with the member count.
+fn tar_members<'w>(source: impl BufRead, wanted: &[&'w str]) -> Result<(usize, Vec<&'w str>)> {
     let mut decoder = ZstdFrames::new(source);
-    let mut members = Vec::new();
+    let mut count = 0usize;
+    let mut found = Vec::new();
     {
         let mut archive = tar::Archive::new(&mut decoder);
-        for entry in archive.entries().context("cannot read the tar stream")? {
+        let entries = archive
+            .entries()
+            .context("cannot read the tar stream")?
+            .raw(true);
+        let mut pending_name: Option<Vec<u8>> = None;
+        for entry in entries {
             let mut entry = entry.context("a tar header is damaged")?;
-            let path = entry
-                .path()
-                .context("a tar member has an unreadable path")?
-                .to_string_lossy()
-                .into_owned();
+            let kind = entry.header().entry_type();
+            let is_extension = kind.is_gnu_longname()
+                || kind.is_gnu_longlink()
+                || kind.is_pax_local_extensions()
+                || kind.is_pax_global_extensions();
+            if is_extension {
+                let mut record = Vec::new();
+                (&mut entry)
+                    .take(MAX_EXTENSION_BYTES + 1)
+                    .read_to_end(&mut record)
+                    .context("a tar extension record is damaged")?;
+                if record.len() as u64 > MAX_EXTENSION_BYTES {
+                    bail!(
+                        "a tar extension record (long name or PAX header) is over {MAX_EXTENSION_BYTES} bytes"
+                    );
+                }
+                if kind.is_gnu_longname() {
+                    if record.last() == Some(&0) {
+                        record.pop();
+                    }
+                    pending_name = Some(record);
+                } else if kind.is_pax_local_extensions() {
+                    for extension in tar::PaxExtensions::new(&record) {
+                        let extension = extension.context("a tar PAX header is malformed")?;
+                        if extension.key_bytes() == b"path" {
+                            pending_name = Some(extension.value_bytes().to_vec());
+                        }
+                    }
+                }
+                continue;
+            }
+            let path = match pending_name.take() {
+                Some(name) => String::from_utf8_lossy(&name).into_owned(),
+                None => entry
+                    .path()
+                    .context("a tar member has an unreadable path")?
+                    .to_string_lossy()
+                    .into_owned(),
+            };
             // Reading the content is what proves the stream is intact: a
             // truncated or corrupted block fails here or in the checksum.
             io::copy(&mut entry, &mut io::sink())
                 .with_context(|| format!("the content of tar member {path:?} is damaged"))?;
-            members.push(path);
+            count += 1;
+            if let Some(name) = wanted.iter().find(|name| **name == path)
+                && !found.contains(name)
+            {
+                found.push(*name);
+            }
         }
     }
     // The tar reader stops at the end-of-archive marker; the rest of the
     // stream (padding, the final frame checksum) must decode too.
     io::copy(&mut decoder, &mut io::sink()).context("the zstd stream after the tar is damaged")?;
-    if members.is_empty() {
+    if count == 0 {
         bail!("the tar holds no members");
     }
-    Ok(members)
+    Ok((count, found))
 }
 
 /// A reader over every zstd frame of a stream, one after another, as the

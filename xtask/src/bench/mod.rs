@@ -2,4 +2,5 @@
 
 mod key;
 mod reuse;
+mod trace;
 mod verify;

@@ -83,6 +83,11 @@ const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let workspace = workspace::load(root)?;
+    // `rustc -V` is a process start: run it while the sources are read.
+    let components_thread = {
+        let (root, policy, workspace) = (root.to_path_buf(), policy.clone(), workspace.clone());
+        std::thread::spawn(move || components::compute(&root, &policy, &workspace))
+    };
     let mut inputs = InputSet::with_output_dirs(root, output_dirs(root, &workspace));
     let mut warnings = Vec::new();
 
@@ -205,7 +210,9 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         }
     }
 
-    let components = components::compute(root, policy, &workspace)?;
+    let components = components_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("computing the key components panicked"))??;
     let hashed = inputs.hash(&discovery.known)?;
     let digest = inputs::key_digest(&components.components, &hashed);
     let key = format!("{}-{digest}", components.segments.join("-"));

@@ -3,18 +3,21 @@
 //! `include_bytes!`, `include!`), plus string literals that a build script
 //! prints as `cargo:rerun-if-changed=`.
 //!
-//! `syn` parses the file; macro bodies stay token trees, so embeds inside
-//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies)
-//! are found by walking tokens. A file `syn` cannot parse (newer syntax) is
-//! walked as tokens only, which still sees every embed and module. Text in
-//! string literals and comments is never mistaken for a macro call, because
-//! the lexer has already made it a literal or dropped it.
+//! The file is read as a token stream (`proc-macro2`'s lexer, the same
+//! token rules as rustc's), never as a syntax tree: `mod x;`, attributes and
+//! macro calls are all visible at the token level, including embeds inside
+//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies).
+//! Text in string literals and comments is never mistaken for a macro call,
+//! because the lexer has already made it a literal or dropped it. The walk
+//! recurses once per group level, after an iterative check that the file
+//! nests no deeper than [`MAX_NESTING`].
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
-use syn::visit::Visit;
+use syn::ext::IdentExt;
 
 /// Where a construct stands: the file and its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +70,41 @@ pub struct CallerRelative {
     pub is_pattern: bool,
 }
 
+/// A `[#[path = "…"]] mod name;` in a `macro_rules!` body: rustc loads it
+/// when the macro is expanded, from the module of the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MacroModule {
+    pub macro_rules: String,
+    /// `None` for `mod $m;`, whose name each caller chooses.
+    pub name: Option<String>,
+    pub path: Option<String>,
+    pub line: usize,
+}
+
+impl MacroModule {
+    /// The files this declaration loads when `macro_rules!` is called at the
+    /// top level of `caller`, whose child modules live in `module_dir`.
+    /// `None` for `mod $m;`: the caller lists the names it may take.
+    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Option<ModuleDecl> {
+        let name = self.name.as_ref()?;
+        let aliases = HashMap::new();
+        let ctx = FileContext {
+            file: caller,
+            module_dir,
+            package_dir,
+            aliases: &aliases,
+        };
+        Some(module_decl(
+            &ctx,
+            module_dir,
+            0,
+            name.clone(),
+            self.path.clone(),
+            self.line,
+        ))
+    }
+}
+
 /// Everything one file contributes.
 #[derive(Debug, Default)]
 pub struct FileScan {
@@ -74,8 +112,14 @@ pub struct FileScan {
     pub embeds: Vec<Embed>,
     /// String literals that contain `rerun-if-changed`, with their lines.
     pub rerun_literals: Vec<(String, usize)>,
-    /// Set when `syn` could not parse the file and the token walk was used.
-    pub parse_error: Option<String>,
+    /// Every `A as B` of a `use` declaration: a rename that may make `B!`
+    /// an include macro, anywhere in the crate (`crate::B!`, `use super::*`).
+    pub use_renames: Vec<(String, String)>,
+    /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
+    pub macro_modules: Vec<MacroModule>,
+    /// Set when the file cannot be read faithfully: the line and why. The
+    /// key is refused.
+    pub refused: Option<(usize, String)>,
 }
 
 /// The context a file is read in.
@@ -85,264 +129,174 @@ pub struct FileContext<'a> {
     pub module_dir: &'a Path,
     /// `CARGO_MANIFEST_DIR` of the package that compiles the file.
     pub package_dir: &'a Path,
+    /// Names that `use … as …` gave the include macros (`embed` for
+    /// `use std::include_str as embed;`), each with the macro it names.
+    pub aliases: &'a HashMap<String, String>,
+}
+
+impl FileContext<'_> {
+    /// The include macro a call of `name!` is, if any.
+    fn include_macro(&self, name: &str) -> Option<String> {
+        if INCLUDE_MACROS.contains(&name) {
+            return Some(name.to_owned());
+        }
+        self.aliases.get(name).cloned()
+    }
 }
 
 /// A cheap test, before any parsing, of whether a file can hold anything
 /// this module looks for. Most files of a large workspace hold none.
+///
+/// It must never say no to a file the parser would find something in: it
+/// over-approximates. `include` covers every include macro (aliases are
+/// found by name later, see `sources`), `debugger_visualizer` the files
+/// rustc reads for that attribute.
 pub fn may_reference_files(text: &[u8]) -> bool {
-    contains(text, b"include") || contains(text, b"rerun-if-changed") || has_file_module_decl(text)
+    contains(text, b"include")
+        || contains(text, b"rerun-if-changed")
+        || contains(text, b"debugger_visualizer")
+        || has_file_module_decl(text)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
 
-/// Looks for `mod <ident> ;` (with any white space), the only form that loads a file.
+/// Looks for `mod <ident> ;`, the only form that loads a file, loosely:
+/// after `mod` and a separator, any run of identifier bytes, white space,
+/// `#` (`r#match`), `$` (`mod $name;` in a macro) and non-ASCII bytes
+/// (Unicode identifiers, and rustc's Pattern_White_Space beyond ASCII:
+/// U+0085, U+200E, U+200F, U+2028, U+2029) that ends in `;` or a comment.
 fn has_file_module_decl(text: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    // Vertical tab (0x0B) is Pattern_White_Space but not `is_ascii_whitespace`.
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
     let mut start = 0;
     while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
         let at = start + pos;
         start = at + 3;
+        // An ASCII byte of a longer identifier before `mod` (`model`); a
+        // non-ASCII byte may be white space (U+0085 ends in 0x85), so it
+        // does not skip.
         if at > 0 && is_ident(text[at - 1]) {
             continue;
         }
         let mut i = at + 3;
-        // A comment may stand anywhere in `mod name;`; when one does, let the
-        // parser decide rather than risk skipping a file module.
-        if text.get(i) == Some(&b'/') {
+        match text.get(i) {
+            // A comment may stand anywhere in `mod name;`; when one does,
+            // let the parser decide rather than risk skipping a file module.
+            Some(b'/') => return true,
+            Some(&b) if is_space(b) => {}
+            _ => continue,
+        }
+        while i < text.len()
+            && (is_ident(text[i]) || is_space(text[i]) || matches!(text[i], b'#' | b'$'))
+        {
+            i += 1;
+        }
+        if matches!(text.get(i), Some(b';' | b'/')) {
             return true;
         }
-        let ws_start = i;
-        while i < text.len() && text[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == ws_start {
-            continue;
-        }
-        let ident_start = i;
-        while i < text.len() && (is_ident(text[i]) || text[i] == b'#') {
-            i += 1;
-        }
-        if i == ident_start {
-            if text.get(i) == Some(&b'/') {
-                return true;
-            }
-            continue;
-        }
-        while i < text.len() && text[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i < text.len() && (text[i] == b';' || text[i] == b'/') {
-            return true;
-        }
+        // Every `mod` inside the run just read ends where it ended: skip
+        // them, so a hostile `mod mod mod …` stays linear.
+        start = start.max(i);
     }
     false
 }
 
-/// Reads one file. Never fails: a file that cannot even be tokenised is
-/// reported through `parse_error` with no findings, and the caller refuses it.
+/// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
+/// token walk recurses once per level; real code stays far below this, and
+/// a hostile file nested thousands deep gets a clear refusal instead of a
+/// stack overflow.
+pub const MAX_NESTING: usize = 256;
+
+/// Reads one file. Never fails: a file that cannot be tokenised, or nests
+/// deeper than [`MAX_NESTING`], is reported through `refused`, with no
+/// findings, and the caller refuses the key.
+///
+/// The file is read as tokens, never as a syntax tree: every form that
+/// loads a file (`mod x;`, attributes, macro calls) is visible at the token
+/// level, a token walk needs no more memory than the tokens, recursion is
+/// bounded by the group depth checked first, and syntax newer than any
+/// parser this tool links is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
     let mut scan = FileScan::default();
-    match syn::parse_file(text) {
-        Ok(file) => {
-            let mut visitor = SynVisitor {
-                ctx,
-                scopes: vec![ctx.module_dir.to_path_buf()],
-                scan: &mut scan,
-                defining: None,
-            };
-            visitor.visit_file(&file);
-        }
-        Err(err) => {
-            let line = err.span().start().line;
-            scan.parse_error = Some(format!("line {line}: {err}"));
-            match TokenStream::from_str(text) {
-                Ok(tokens) => {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match TokenStream::from_str(text) {
+        Ok(tokens) => {
+            // Owned once: the depth check borrows the top level and copies
+            // only the children of the groups it is inside.
+            let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+            match deepest_group(&tokens) {
+                Some((depth, line)) if depth > MAX_NESTING => {
+                    scan.refused = Some((
+                        line,
+                        format!(
+                            "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
+                        ),
+                    ));
+                }
+                _ => {
                     let mut walker = TokenWalker {
                         ctx,
                         scan: &mut scan,
                         in_macro_rules: None,
+                        in_alternative: false,
                     };
-                    walker.walk_items(tokens, ctx.module_dir, 0);
-                }
-                Err(lex) => {
-                    scan.parse_error = Some(format!("cannot tokenise it either: {lex}"));
-                    scan.modules.clear();
-                    scan.embeds.push(Embed {
-                        macro_name: "(file)".into(),
-                        target: EmbedTarget::Unresolved("a file that cannot be tokenised".into()),
-                        site: Site {
-                            file: ctx.file.to_path_buf(),
-                            line: 1,
-                        },
-                        caller_relative: None,
-                    });
+                    walker.walk_items(tokens.into_iter().collect(), ctx.module_dir, 0);
                 }
             }
         }
+        Err(lex) => {
+            scan.refused = Some((
+                lex.span().start().line,
+                format!("cannot tokenise it ({lex}), so neither can rustc"),
+            ));
+        }
     }
+    // The span source map keeps a copy of every file read on this thread;
+    // no span of this file outlives this call, so release it.
+    proc_macro2::extra::invalidate_current_thread_spans();
     scan
 }
 
-struct SynVisitor<'a, 'b> {
-    ctx: &'a FileContext<'a>,
-    /// The module directory of each enclosing inline module; the first is the file's.
-    scopes: Vec<PathBuf>,
-    scan: &'b mut FileScan,
-    /// The name of the `macro_rules!` item about to be visited.
-    defining: Option<String>,
-}
-
-impl<'ast> Visit<'ast> for SynVisitor<'_, '_> {
-    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
-        if item.mac.path.is_ident("macro_rules") {
-            self.defining = item.ident.as_ref().map(|i| i.to_string());
-        }
-        syn::visit::visit_item_macro(self, item);
-        self.defining = None;
-    }
-
-    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        for attr in &item.attrs {
-            self.visit_attribute(attr);
-        }
-        let path_attr = item.attrs.iter().find_map(path_attribute);
-        let cfg_paths: Vec<String> = item
-            .attrs
-            .iter()
-            .filter_map(|attr| match &attr.meta {
-                syn::Meta::List(list) if list.path.is_ident("cfg_attr") => {
-                    Some(cfg_attr_paths(list.tokens.clone()))
-                }
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        let name = item.ident.to_string();
-        let line = item.ident.span().start().line;
-        let inline_depth = self.scopes.len() - 1;
-        let scope = self
-            .scopes
-            .last()
-            .expect("the file scope is never popped")
-            .clone();
-        match &item.content {
-            Some((_, items)) => {
-                self.scopes.push(inline_scope(
-                    self.ctx,
-                    &scope,
-                    inline_depth,
-                    &name,
-                    path_attr,
-                ));
-                for item in items {
-                    self.visit_item(item);
-                }
-                self.scopes.pop();
-            }
-            None => {
-                let decls = module_decls(
-                    self.ctx,
-                    &scope,
-                    inline_depth,
-                    name,
-                    path_attr,
-                    cfg_paths,
-                    line,
-                );
-                self.scan.modules.extend(decls);
-            }
-        }
-    }
-
-    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        let name = mac
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        let line = mac
-            .path
-            .segments
-            .last()
-            .map_or(1, |s| s.ident.span().start().line);
-        let scope = self
-            .scopes
-            .last()
-            .expect("the file scope is never popped")
-            .clone();
-        let inline_depth = self.scopes.len() - 1;
-        let mut walker = TokenWalker {
-            ctx: self.ctx,
-            scan: self.scan,
-            in_macro_rules: None,
+/// The deepest group nesting of `tokens`, with the line where it is first
+/// reached; `None` for a stream without groups. Iterative, so it cannot
+/// overflow the stack it guards.
+fn deepest_group(tokens: &[TokenTree]) -> Option<(usize, usize)> {
+    let mut deepest: Option<(usize, usize)> = None;
+    for token in tokens {
+        let TokenTree::Group(top) = token else {
+            continue;
         };
-        if is_include_macro(&name) {
-            walker.record_embed(&name, mac.tokens.clone(), line);
-        } else if name == "macro_rules" {
-            // A `mod x;` in a macro body is declared where the macro is
-            // invoked, not here; its embeds are still worth resolving.
-            walker.in_macro_rules = self.defining.take();
-            walker.walk_for_embeds(mac.tokens.clone());
-        } else {
-            // Item macros such as `cfg_if! { if #[cfg(unix)] { mod unix; } }`
-            // declare file modules that rustc loads like any other.
-            walker.walk_items(mac.tokens.clone(), &scope, inline_depth);
+        if deepest.is_none() {
+            deepest = Some((1, top.span_open().start().line));
         }
-    }
-
-    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
-        match &attr.meta {
-            // `#[cfg_attr(…, doc = include_str!(…))]` keeps its arguments as tokens.
-            syn::Meta::List(list) => {
-                let mut walker = TokenWalker {
-                    ctx: self.ctx,
-                    scan: self.scan,
-                    in_macro_rules: None,
-                };
-                walker.walk_for_embeds(list.tokens.clone());
+        let mut stack = vec![top.stream().into_iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                Some(TokenTree::Group(group)) => {
+                    let depth = stack.len() + 1;
+                    if deepest.is_none_or(|(d, _)| depth > d) {
+                        deepest = Some((depth, group.span_open().start().line));
+                    }
+                    if depth > MAX_NESTING {
+                        return deepest;
+                    }
+                    stack.push(group.stream().into_iter());
+                }
+                Some(_) => {}
+                None => {
+                    stack.pop();
+                }
             }
-            // Documentation is never printed by a build script, so its text
-            // must not count as a `rerun-if-changed` declaration; an embed in
-            // `#[doc = include_str!(…)]` is still found.
-            syn::Meta::NameValue(nv)
-                if nv.path.is_ident("doc") && matches!(nv.value, syn::Expr::Lit(_)) => {}
-            _ => syn::visit::visit_attribute(self, attr),
         }
     }
-
-    fn visit_lit_str(&mut self, lit: &'ast syn::LitStr) {
-        let value = lit.value();
-        if value.contains("rerun-if-changed") {
-            self.scan
-                .rerun_literals
-                .push((value, lit.span().start().line));
-        }
-    }
+    deepest
 }
 
-fn is_include_macro(name: &str) -> bool {
-    matches!(name, "include_str" | "include_bytes" | "include")
-}
-
-/// The value of `#[path = "…"]`.
-fn path_attribute(attr: &syn::Attribute) -> Option<String> {
-    let syn::Meta::NameValue(nv) = &attr.meta else {
-        return None;
-    };
-    if !nv.path.is_ident("path") {
-        return None;
-    }
-    match &nv.value {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s.value()),
-        _ => None,
-    }
-}
+/// The macros that make rustc read a file named by their argument.
+pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
 /// The directory a `#[path]` attribute is relative to: outside inline
 /// modules the directory of the file itself, inside them the scope's module
@@ -468,6 +422,9 @@ struct TokenWalker<'a, 'b> {
     scan: &'b mut FileScan,
     /// The `macro_rules!` whose body is being walked, if any.
     in_macro_rules: Option<String>,
+    /// Inside an inline module with `cfg_attr(…, path = …)` directories,
+    /// where a module file's absence in one of them is expected.
+    in_alternative: bool,
 }
 
 impl TokenWalker<'_, '_> {
@@ -476,6 +433,8 @@ impl TokenWalker<'_, '_> {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
         while i < tokens.len() {
+            self.record_use_renames(&tokens, i);
+            self.record_debugger_visualizers(&tokens, i);
             if self.record_embed_at(&tokens, i) {
                 i += 3;
                 continue;
@@ -500,6 +459,8 @@ impl TokenWalker<'_, '_> {
         let mut cfg_paths: Vec<String> = Vec::new();
         let mut i = 0;
         while i < tokens.len() {
+            self.record_use_renames(&tokens, i);
+            self.record_debugger_visualizers(&tokens, i);
             if self.record_embed_at(&tokens, i) {
                 i += 3;
                 continue;
@@ -532,8 +493,9 @@ impl TokenWalker<'_, '_> {
                     }
                 }
                 TokenTree::Ident(ident) if ident == "macro_rules" => {
-                    // As in the syn reading: the body's modules belong to
-                    // the invocation site, its embeds are resolved here.
+                    // The body's `mod x;` declarations load files where the
+                    // macro is invoked (see `MacroModule`); its embeds are
+                    // resolved here and from its callers.
                     if let (
                         Some(TokenTree::Punct(bang)),
                         Some(TokenTree::Ident(name)),
@@ -544,6 +506,7 @@ impl TokenWalker<'_, '_> {
                             let outer = self.in_macro_rules.replace(name.to_string());
                             self.walk_for_embeds(body.stream());
                             self.in_macro_rules = outer;
+                            self.record_macro_modules(&name.to_string(), body.stream());
                             i += 4;
                             continue;
                         }
@@ -552,7 +515,7 @@ impl TokenWalker<'_, '_> {
                 TokenTree::Ident(ident) if ident == "mod" => {
                     if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
                         let line = name.span().start().line;
-                        let name = name.to_string();
+                        let name = name.unraw().to_string();
                         match tokens.get(i + 2) {
                             Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
                                 let decls = module_decls(
@@ -564,20 +527,42 @@ impl TokenWalker<'_, '_> {
                                     std::mem::take(&mut cfg_paths),
                                     line,
                                 );
-                                self.scan.modules.extend(decls);
+                                let in_alternative = self.in_alternative;
+                                self.scan.modules.extend(decls.into_iter().map(|mut d| {
+                                    d.has_alternatives |= in_alternative;
+                                    d
+                                }));
                                 i += 3;
                                 continue;
                             }
                             Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
-                                let inner = inline_scope(
+                                // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
+                                // moves where `c` is loaded from when the cfg
+                                // holds: the body is read once per directory.
+                                let alternatives = std::mem::take(&mut cfg_paths);
+                                let default = inline_scope(
                                     self.ctx,
                                     scope,
                                     inline_depth,
                                     &name,
                                     path_attr.take(),
                                 );
-                                cfg_paths.clear();
-                                self.walk_items(g.stream(), &inner, inline_depth + 1);
+                                let outer = self.in_alternative;
+                                self.in_alternative = outer || !alternatives.is_empty();
+                                self.walk_items(g.stream(), &default, inline_depth + 1);
+                                for path in alternatives {
+                                    let inner = inline_scope(
+                                        self.ctx,
+                                        scope,
+                                        inline_depth,
+                                        &name,
+                                        Some(path),
+                                    );
+                                    if inner != default {
+                                        self.walk_items(g.stream(), &inner, inline_depth + 1);
+                                    }
+                                }
+                                self.in_alternative = outer;
                                 i += 3;
                                 continue;
                             }
@@ -605,13 +590,163 @@ impl TokenWalker<'_, '_> {
         }
     }
 
+    /// The `[#[path = "…"]] mod name;` declarations anywhere in a
+    /// `macro_rules!` body. One whose file a metavariable chooses (`mod $m;`,
+    /// `#[path = $p]`) is refused: each caller picks another file.
+    fn record_macro_modules(&mut self, macro_rules: &str, body: TokenStream) {
+        let mut pending = vec![body];
+        while let Some(stream) = pending.pop() {
+            let tokens: Vec<TokenTree> = stream.into_iter().collect();
+            let mut path_attr: Option<Result<String, ()>> = None;
+            for (i, token) in tokens.iter().enumerate() {
+                match token {
+                    TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket => {
+                        let body: Vec<TokenTree> = g.stream().into_iter().collect();
+                        if matches!(body.first(), Some(TokenTree::Ident(p)) if p == "path") {
+                            path_attr = Some(lexical_path_attribute(g.stream()).ok_or(()));
+                        }
+                        pending.push(g.stream());
+                        continue;
+                    }
+                    TokenTree::Group(g) => pending.push(g.stream()),
+                    TokenTree::Ident(m) if m == "mod" => {
+                        let line = m.span().start().line;
+                        let (name, after) = match (tokens.get(i + 1), tokens.get(i + 2)) {
+                            (Some(TokenTree::Ident(name)), after) => {
+                                (Some(name.unraw().to_string()), after)
+                            }
+                            (Some(TokenTree::Punct(d)), Some(TokenTree::Ident(_)))
+                                if d.as_char() == '$' =>
+                            {
+                                (None, tokens.get(i + 3))
+                            }
+                            _ => (None, None),
+                        };
+                        if !matches!(after, Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+                            path_attr = None;
+                            continue;
+                        }
+                        let path = match path_attr.take() {
+                            Some(Ok(path)) => Some(path),
+                            Some(Err(())) => {
+                                self.scan.refused.get_or_insert((
+                                    line,
+                                    format!(
+                                        "macro_rules! {macro_rules} declares a file module with `#[path = $…]`, so each caller loads another file and ci-key cannot know which; declare the module outside the macro, or give it a literal #[path]"
+                                    ),
+                                ));
+                                continue;
+                            }
+                            None => None,
+                        };
+                        self.scan.macro_modules.push(MacroModule {
+                            macro_rules: macro_rules.to_owned(),
+                            // `mod $m;` without `#[path]`: each caller names
+                            // the file, so every candidate is read.
+                            name: match (&name, &path) {
+                                (_, Some(_)) => Some(name.unwrap_or_default()),
+                                (Some(_), None) => name,
+                                (None, None) => None,
+                            },
+                            path,
+                            line,
+                        });
+                        continue;
+                    }
+                    TokenTree::Punct(p) if p.as_char() == '#' => continue,
+                    TokenTree::Ident(v) if v == "pub" => continue,
+                    _ => {}
+                }
+                path_attr = None;
+            }
+        }
+    }
+
+    /// At `debugger_visualizer(…)` (`tokens[i]`, an attribute, perhaps
+    /// inside `cfg_attr`): records the `natvis_file` / `gdb_script_file`
+    /// rustc reads, relative to the directory of this file (checked with
+    /// rustc 1.95's dep-info: not the module directory).
+    fn record_debugger_visualizers(&mut self, tokens: &[TokenTree], i: usize) {
+        let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
+            (tokens.get(i), tokens.get(i + 1))
+        else {
+            return;
+        };
+        if name != "debugger_visualizer" || args.delimiter() != Delimiter::Parenthesis {
+            return;
+        }
+        let line = name.span().start().line;
+        for part in split_commas(args.stream()) {
+            let part: Vec<TokenTree> = part.into_iter().collect();
+            let target = match part.as_slice() {
+                [
+                    TokenTree::Ident(key),
+                    TokenTree::Punct(eq),
+                    TokenTree::Literal(lit),
+                ] if eq.as_char() == '=' => match literal_str(lit) {
+                    Some(text) => EmbedTarget::File(
+                        self.ctx.file.parent().unwrap_or(Path::new("/")).join(text),
+                    ),
+                    None => EmbedTarget::Unresolved(format!("{key} = {lit}")),
+                },
+                other => {
+                    let text: TokenStream = other.iter().cloned().collect();
+                    EmbedTarget::Unresolved(format!("`{text}`"))
+                }
+            };
+            self.scan.embeds.push(Embed {
+                macro_name: "#[debugger_visualizer]".into(),
+                target,
+                site: Site {
+                    file: self.ctx.file.to_path_buf(),
+                    line,
+                },
+                caller_relative: None,
+            });
+        }
+    }
+
+    /// At `use` (`tokens[i]`): records every `A as B` up to its `;`,
+    /// nested groups (`use std::{include_str as s}`) included.
+    fn record_use_renames(&mut self, tokens: &[TokenTree], i: usize) {
+        if !matches!(&tokens[i], TokenTree::Ident(u) if u == "use") {
+            return;
+        }
+        let end = tokens[i..]
+            .iter()
+            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
+            .map_or(tokens.len(), |n| i + n);
+        let mut pending: Vec<TokenStream> = vec![tokens[i + 1..end].iter().cloned().collect()];
+        while let Some(stream) = pending.pop() {
+            let tree: Vec<TokenTree> = stream.into_iter().collect();
+            for (at, token) in tree.iter().enumerate() {
+                match token {
+                    TokenTree::Group(g) => pending.push(g.stream()),
+                    TokenTree::Ident(r#as) if r#as == "as" && at > 0 => {
+                        if let (TokenTree::Ident(from), Some(TokenTree::Ident(to))) =
+                            (&tree[at - 1], tree.get(at + 1))
+                        {
+                            self.scan
+                                .use_renames
+                                .push((from.unraw().to_string(), to.unraw().to_string()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// Records `include_*!(…)` starting at `tokens[i]`; says whether there was one.
     fn record_embed_at(&mut self, tokens: &[TokenTree], i: usize) -> bool {
         match macro_call_at(tokens, i) {
-            Some((name, args, line)) if is_include_macro(&name) => {
-                self.record_embed(&name, args, line);
-                true
-            }
+            Some((name, args, line)) => match self.ctx.include_macro(&name) {
+                Some(include) => {
+                    self.record_embed(&include, args, line);
+                    true
+                }
+                None => false,
+            },
             _ => false,
         }
     }
@@ -846,6 +981,7 @@ mod tests {
             file,
             module_dir,
             package_dir: Path::new("/ws/pkg"),
+            aliases: &HashMap::new(),
         };
         scan_file(text, &ctx)
     }
@@ -882,7 +1018,7 @@ struct S;
             ]
         );
         assert_eq!(scan.embeds[1].site.line, 5);
-        assert!(scan.parse_error.is_none());
+        assert!(scan.refused.is_none());
     }
 
     #[test]
@@ -945,16 +1081,16 @@ mod tests { #[test] fn t() {} }
     }
 
     #[test]
-    fn unparsable_file_is_read_as_tokens() {
-        // Not valid Rust for syn (a missing comma stands in for syntax newer
-        // than syn), but it tokenises.
+    fn syntax_no_parser_knows_is_still_read() {
+        // Not valid Rust (a missing comma stands in for syntax newer than
+        // any parser), but it tokenises.
         let text = r#"
 struct Future { a: u8 b: u8 }
 mod kept;
 const A: &str = include_str!("still_found.txt");
 "#;
         let scan = scan(text, "/ws/pkg/src/lib.rs");
-        assert!(scan.parse_error.is_some());
+        assert!(scan.refused.is_none());
         assert_eq!(scan.modules.len(), 1);
         assert_eq!(
             targets(&scan),
@@ -1007,7 +1143,7 @@ mod sys;
                 text.to_owned()
             };
             let scan = scan(&text, "/ws/pkg/src/lib.rs");
-            assert_eq!(scan.parse_error.is_some(), parse_fails);
+            assert!(scan.refused.is_none());
             let p = PathBuf::from;
             assert_eq!(
                 module_files(&scan),
@@ -1050,6 +1186,7 @@ mod sys;
                 file,
                 module_dir: Path::new("/ws/pkg/src/a"),
                 package_dir: Path::new("/ws/pkg"),
+                aliases: &HashMap::new(),
             };
             let scan = scan_file(&text, &ctx);
             let p = PathBuf::from;
@@ -1088,7 +1225,7 @@ struct B {{ a: u8 b: u8 }}
                 scan.rerun_literals,
                 vec![("cargo:rerun-if-changed=real.txt".to_owned(), 6)],
                 "{:?}",
-                scan.parse_error
+                scan.refused
             );
         }
     }
@@ -1102,6 +1239,149 @@ struct B {{ a: u8 b: u8 }}
             matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
             "{got:?}"
         );
+    }
+
+    /// Whether the walk finds anything that loads a file, or refuses.
+    fn walk_finds_something(text: &str) -> bool {
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        !scan.modules.is_empty()
+            || !scan.embeds.is_empty()
+            || !scan.macro_modules.is_empty()
+            || !scan.rerun_literals.is_empty()
+            // Renames of aliases are found by the alias fixpoint in `sources`.
+            || scan
+                .use_renames
+                .iter()
+                .any(|(from, _)| INCLUDE_MACROS.contains(&from.as_str()))
+            || scan.refused.is_some()
+    }
+
+    #[test]
+    fn prefilter_never_skips_a_file_the_walk_finds_something_in() {
+        // rustc's Pattern_White_Space.
+        let spaces = [
+            "\t", "\n", "\u{b}", "\u{c}", "\r", " ", "\u{85}", "\u{200e}", "\u{200f}", "\u{2028}",
+            "\u{2029}",
+        ];
+        let mut cases = 0;
+        for ws in spaces {
+            for form in [
+                "mod{ws}x;",
+                "pub(crate){ws}mod{ws}x{ws};",
+                "mod{ws}r#match{ws};",
+                "mod{ws}café;",
+                "#[path{ws}={ws}\"p.rs\"]{ws}mod{ws}m;",
+                "mod/**/x;",
+                "macro_rules!{ws}m{ws}{{(){ws}=>{ws}{{mod{ws}$x;}}}}",
+                "#![debugger_visualizer(natvis_file{ws}={ws}\"a.natvis\")]",
+                "const{ws}A:&str=include_str!(\"a\");",
+                "const{ws}A:&str=core::include_str{ws}!{ws}(\"a\");",
+            ] {
+                let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
+                assert!(walk_finds_something(&text), "{text:?}");
+                assert!(
+                    may_reference_files(text.as_bytes()),
+                    "prefilter skips {text:?}"
+                );
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 110);
+    }
+
+    /// Run by hand on real material:
+    /// `CI_KEY_CORPUS=~/.cargo/registry/src cargo test -p xtask --bin xtask prefilter_agrees -- --ignored`.
+    #[test]
+    #[ignore = "reads the directory CI_KEY_CORPUS names"]
+    fn prefilter_agrees_with_the_walk_on_a_corpus() {
+        let dir = std::env::var("CI_KEY_CORPUS").expect("set CI_KEY_CORPUS");
+        let (mut files, mut skipped) = (0, 0);
+        for entry in walkdir::WalkDir::new(dir)
+            .into_iter()
+            .filter_map(Result::ok)
+        {
+            if entry.path().extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            files += 1;
+            if let Some((line, why)) = scan(&text, "/ws/pkg/src/lib.rs").refused {
+                eprintln!("refused: {}:{line}: {why}", entry.path().display());
+            }
+            if !may_reference_files(text.as_bytes()) {
+                skipped += 1;
+                assert!(!walk_finds_something(&text), "{}", entry.path().display());
+            }
+        }
+        eprintln!("{files} files, {skipped} skipped by the prefilter, none wrongly");
+        assert!(files > 0, "no .rs file in the corpus");
+    }
+
+    #[test]
+    fn raw_module_names_load_the_plain_file_name() {
+        let scan = scan("mod r#match;\n", "/ws/pkg/src/lib.rs");
+        assert_eq!(
+            module_files(&scan)[0],
+            PathBuf::from("/ws/pkg/src/match.rs")
+        );
+    }
+
+    #[test]
+    fn include_macros_by_path_and_by_alias() {
+        let text = r#"
+use std::include_str as embed;
+pub use core::{include_bytes as ib, include_str};
+extern "C" { #[doc = include_str!("ext.md")] fn f(); }
+impl S { const A: &str = ::std::include_str!("a.txt"); }
+fn g() { let _ = [core::include_bytes!("b.bin")]; embed!("c.txt"); }
+#[my_attribute(include_str!("attr.txt"))]
+fn h() {}
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        assert_eq!(
+            scan.use_renames,
+            vec![
+                ("include_str".to_owned(), "embed".to_owned()),
+                ("include_bytes".to_owned(), "ib".to_owned())
+            ]
+        );
+        let p = |f: &str| EmbedTarget::File(PathBuf::from("/ws/pkg/src").join(f));
+        // Without knowing the alias, `embed!` is not an include ...
+        assert_eq!(
+            targets(&scan),
+            vec![p("ext.md"), p("a.txt"), p("b.bin"), p("attr.txt")]
+        );
+        // ... and with it, it is (sources gathers aliases crate-wide).
+        let aliases = HashMap::from([("embed".to_owned(), "include_str".to_owned())]);
+        let ctx = FileContext {
+            file: Path::new("/ws/pkg/src/lib.rs"),
+            module_dir: Path::new("/ws/pkg/src"),
+            package_dir: Path::new("/ws/pkg"),
+            aliases: &aliases,
+        };
+        let scan = scan_file(text, &ctx);
+        assert!(targets(&scan).contains(&p("c.txt")), "{:?}", targets(&scan));
+    }
+
+    #[test]
+    fn nesting_is_limited_without_recursion() {
+        let deep = |n: usize| format!("{}{}", "mod a { ".repeat(n), "}".repeat(n));
+        assert!(
+            scan(&deep(MAX_NESTING), "/ws/pkg/src/lib.rs")
+                .refused
+                .is_none()
+        );
+        let scan = scan(&deep(100_000), "/ws/pkg/src/lib.rs");
+        assert!(scan.refused.unwrap().1.contains("nest more than"));
+    }
+
+    #[test]
+    fn a_hostile_run_of_mod_keywords_stays_linear() {
+        // Quadratic, this takes minutes; linear, milliseconds.
+        let text = "mod ".repeat(2_000_000);
+        assert!(!may_reference_files(text.as_bytes()));
     }
 
     #[test]

@@ -48,9 +48,6 @@ struct Job {
     file: PathBuf,
     module_dir: PathBuf,
     root: usize,
-    /// Read through `include!`: often an expression (`static T: [u8; 4] =
-    /// include!("t.in");`), not a file of items, so syn's refusal is expected.
-    included: bool,
 }
 
 enum Outcome {
@@ -58,13 +55,73 @@ enum Outcome {
     Read {
         hashed: Hashed,
         symlink_target: Option<(PathBuf, Hashed)>,
-        scan: Option<FileScan>,
+        scan: Option<Box<FileScan>>,
     },
     Failed(String),
 }
 
 /// Walks every root's module tree, adding module files and embedded files to `inputs`.
+///
+/// `use std::include_str as embed;` makes `embed!` an include macro in the
+/// whole crate (`crate::embed!`, `use super::*`) and, re-exported, in other
+/// crates. So the aliases are gathered workspace-wide, and when a walk finds
+/// a rename it did not know, the walk is done again knowing it (inputs are
+/// a set: the first walk's are a subset of the second's). Aliases made by
+/// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
+    let mut aliases: HashMap<String, String> = HashMap::new();
+    for walks in 1.. {
+        let (mut discovery, renames) = walk(roots, inputs, policy, &aliases);
+        let known = aliases.len();
+        // A fixpoint: `use crate::embed as e2;` renames an alias.
+        loop {
+            let before = aliases.len();
+            for (from, to) in &renames {
+                let origin = scan::INCLUDE_MACROS
+                    .iter()
+                    .find(|m| **m == from)
+                    .map(|m| (*m).to_owned())
+                    .or_else(|| aliases.get(from).cloned());
+                if let Some(origin) = origin {
+                    if !scan::INCLUDE_MACROS.contains(&to.as_str()) {
+                        aliases.entry(to.clone()).or_insert(origin);
+                    }
+                }
+            }
+            if aliases.len() == before {
+                break;
+            }
+        }
+        if aliases.len() == known {
+            return discovery;
+        }
+        // Each walk reveals at least one more alias; a chain this long is
+        // contrived, and reading it to the end would cost a walk per link.
+        if walks == MAX_ALIAS_WALKS {
+            let mut names: Vec<&String> = aliases.keys().collect();
+            names.sort();
+            discovery.errors.push(format!(
+                "include macros are renamed through a chain of more than {MAX_ALIAS_WALKS} `use … as …` aliases ({}); call include_str!/include_bytes!/include! by name or through fewer aliases",
+                names.iter().take(8).map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            return discovery;
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// How many walks may discover new include-macro aliases before the key is refused.
+const MAX_ALIAS_WALKS: usize = 8;
+
+/// One walk of every module tree, knowing `aliases`; returns what it found
+/// and every `use … as …` rename it saw.
+fn walk(
+    roots: &[Root],
+    inputs: &mut InputSet,
+    policy: &KeyPolicy,
+    aliases: &HashMap<String, String>,
+) -> (Discovery, Vec<(String, String)>) {
+    let mut renames: Vec<(String, String)> = Vec::new();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -84,6 +141,10 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
     // For embeds in `macro_rules!` bodies, resolved again from each caller
     // once every module file of the package is known.
     let mut package_files: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
+    // Every file read, with its context, and the `mod x;` of `macro_rules!`
+    // bodies: loaded from each file that calls the macro.
+    let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
+    let mut macro_modules: Vec<(PathBuf, scan::MacroModule)> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -93,239 +154,316 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 file: root.file.clone(),
                 module_dir,
                 root: index,
-                included: false,
             });
         }
     }
-    while !frontier.is_empty() {
-        let outcomes: Vec<(Job, Outcome)> = frontier
-            .into_par_iter()
-            .map(|job| {
-                let outcome = read_and_scan(&job, &roots[job.root]);
-                (job, outcome)
-            })
-            .collect();
-        let mut next = Vec::new();
-        for (job, outcome) in outcomes {
-            let root = &roots[job.root];
-            let rel = display(inputs.root(), &job.file);
-            let reason = format!("module of {}", root.label);
-            let scan = match outcome {
-                Outcome::Missing => {
-                    discovery.errors.push(format!(
-                        "{rel}: the crate root of {} does not exist",
-                        root.label
-                    ));
-                    continue;
-                }
-                Outcome::Failed(message) => {
-                    discovery.errors.push(message);
-                    continue;
-                }
-                Outcome::Read {
-                    hashed,
-                    symlink_target,
-                    scan,
-                } => {
-                    if let Err(err) = inputs.add(&job.file, &reason) {
-                        discovery.errors.push(format!("{rel}: {err:#}"));
+    loop {
+        while !frontier.is_empty() {
+            let outcomes: Vec<(Job, Outcome)> = frontier
+                .into_par_iter()
+                .map(|job| {
+                    let outcome = read_and_scan(&job, &roots[job.root], aliases);
+                    (job, outcome)
+                })
+                .collect();
+            let mut next = Vec::new();
+            for (job, outcome) in outcomes {
+                let root = &roots[job.root];
+                let rel = display(inputs.root(), &job.file);
+                let reason = format!("module of {}", root.label);
+                let scan = match outcome {
+                    Outcome::Missing => {
+                        discovery.errors.push(format!(
+                            "{rel}: the crate root of {} does not exist",
+                            root.label
+                        ));
                         continue;
                     }
-                    discovery
-                        .known
-                        .insert(super::workspace::normalize(&job.file), hashed);
-                    package_files
-                        .entry(root.package_dir.clone())
-                        .or_default()
-                        .push(job.file.clone());
-                    if let Some((target, target_hash)) = symlink_target {
-                        let why = format!("target of symlink {rel}, a module of {}", root.label);
-                        if let Err(err) = inputs.add(&target, &why) {
-                            discovery.errors.push(format!(
-                                "{rel} is a symlink whose target cannot be hashed: {err:#}"
-                            ));
+                    Outcome::Failed(message) => {
+                        discovery.errors.push(message);
+                        continue;
+                    }
+                    Outcome::Read {
+                        hashed,
+                        symlink_target,
+                        scan,
+                    } => {
+                        if let Err(err) = inputs.add(&job.file, &reason) {
+                            discovery.errors.push(format!("{rel}: {err:#}"));
+                            continue;
                         }
-                        discovery.known.insert(target, target_hash);
+                        discovery
+                            .known
+                            .insert(super::workspace::normalize(&job.file), hashed);
+                        package_files
+                            .entry(root.package_dir.clone())
+                            .or_default()
+                            .push(job.file.clone());
+                        walked.push((job.file.clone(), job.module_dir.clone(), job.root));
+                        if let Some((target, target_hash)) = symlink_target {
+                            let why =
+                                format!("target of symlink {rel}, a module of {}", root.label);
+                            if let Err(err) = inputs.add(&target, &why) {
+                                discovery.errors.push(format!(
+                                    "{rel} is a symlink whose target cannot be hashed: {err:#}"
+                                ));
+                            }
+                            discovery.known.insert(target, target_hash);
+                        }
+                        match scan {
+                            Some(scan) => *scan,
+                            None => continue,
+                        }
                     }
-                    match scan {
-                        Some(scan) => scan,
-                        None => continue,
-                    }
+                };
+                discovery.parsed_files += 1;
+                renames.extend(scan.use_renames.iter().cloned());
+                for module in &scan.macro_modules {
+                    macro_modules.push((root.package_dir.clone(), module.clone()));
                 }
-            };
-            discovery.parsed_files += 1;
-            if let Some(error) = scan.parse_error.as_ref().filter(|_| !job.included) {
-                discovery.warnings.push(format!(
-                    "{rel}: syn cannot parse it ({error}); read it as tokens instead, so its modules and embeds still count"
-                ));
-            }
-            for module in &scan.modules {
-                let site = format!(
-                    "{}:{}",
-                    display(inputs.root(), &module.site.file),
-                    module.site.line
-                );
-                match module
-                    .candidates
-                    .iter()
-                    .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-                {
-                    Some((file, dir)) => {
-                        if inputs.relative(file).is_err() {
-                            discovery.errors.push(format!(
+                if let Some((line, why)) = &scan.refused {
+                    discovery.errors.push(format!("{rel}:{line}: {why}"));
+                    continue;
+                }
+                for module in &scan.modules {
+                    let site = format!(
+                        "{}:{}",
+                        display(inputs.root(), &module.site.file),
+                        module.site.line
+                    );
+                    match module
+                        .candidates
+                        .iter()
+                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                    {
+                        Some((file, dir)) => {
+                            if inputs.relative(file).is_err() {
+                                discovery.errors.push(format!(
                                 "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
                                 module.name,
                                 file.display()
                             ));
-                        } else if visited.insert(visit_key(file, dir, job.root)) {
-                            next.push(Job {
-                                file: file.clone(),
-                                module_dir: dir.clone(),
-                                root: job.root,
-                                included: false,
-                            });
+                            } else if visited.insert(visit_key(file, dir, job.root)) {
+                                next.push(Job {
+                                    file: file.clone(),
+                                    module_dir: dir.clone(),
+                                    root: job.root,
+                                });
+                            }
                         }
-                    }
-                    None => {
-                        // A `cfg`-gated module whose file is absent compiles;
-                        // hashing the absence makes its arrival change the key.
-                        // With `cfg_attr(…, path = …)` alternatives, the
-                        // default file is often absent by design.
-                        if !module.has_alternatives {
-                            let tried: Vec<String> = module
-                                .candidates
-                                .iter()
-                                .map(|(f, _)| display(inputs.root(), f))
-                                .collect();
-                            discovery.warnings.push(format!(
+                        None => {
+                            // A `cfg`-gated module whose file is absent compiles;
+                            // hashing the absence makes its arrival change the key.
+                            // With `cfg_attr(…, path = …)` alternatives, the
+                            // default file is often absent by design.
+                            if !module.has_alternatives {
+                                let tried: Vec<String> = module
+                                    .candidates
+                                    .iter()
+                                    .map(|(f, _)| display(inputs.root(), f))
+                                    .collect();
+                                discovery.warnings.push(format!(
                                 "{site}: `mod {};` has no file (tried {}); its absence is hashed",
                                 module.name,
                                 tried.join(", ")
                             ));
-                        }
-                        for (file, _) in &module.candidates {
-                            if let Err(err) = inputs.add_maybe_absent(
-                                file,
-                                &format!("missing module `{}` declared at {site}", module.name),
-                            ) {
-                                discovery.errors.push(format!("{site}: {err:#}"));
+                            }
+                            for (file, _) in &module.candidates {
+                                if let Err(err) = inputs.add_maybe_absent(
+                                    file,
+                                    &format!("missing module `{}` declared at {site}", module.name),
+                                ) {
+                                    discovery.errors.push(format!("{site}: {err:#}"));
+                                }
                             }
                         }
                     }
                 }
-            }
-            for embed in &scan.embeds {
-                let site = format!(
-                    "{}:{}",
-                    display(inputs.root(), &embed.site.file),
-                    embed.site.line
-                );
-                let why = format!("embedded by {} at {site}", embed.macro_name);
-                if let Some(relative) = &embed.caller_relative {
-                    macro_embeds.push(MacroEmbed {
-                        package_dir: root.package_dir.clone(),
-                        definition: embed.site.file.clone(),
-                        site: site.clone(),
-                        macro_name: embed.macro_name.clone(),
-                        relative: relative.clone(),
-                    });
-                }
-                match &embed.target {
-                    EmbedTarget::File(path) => {
-                        let path = super::workspace::normalize(path);
-                        if path.is_dir() {
-                            discovery.errors.push(format!(
-                                "{site}: {} names a directory, {}",
-                                embed.macro_name,
-                                path.display()
-                            ));
-                        } else if let Err(err) = inputs
-                            .add_maybe_absent(&path, &why)
-                            .and_then(|()| inputs.add_link_target(&path, &why))
-                        {
-                            discovery.errors.push(format!(
-                                "{site}: {} cannot be a key input: {err:#}",
-                                embed.macro_name
-                            ));
-                        } else if std::fs::symlink_metadata(&path).is_err() {
-                            discovery.warnings.push(format!(
+                for embed in &scan.embeds {
+                    let site = format!(
+                        "{}:{}",
+                        display(inputs.root(), &embed.site.file),
+                        embed.site.line
+                    );
+                    let why = format!("embedded by {} at {site}", embed.macro_name);
+                    if let Some(relative) = &embed.caller_relative {
+                        macro_embeds.push(MacroEmbed {
+                            package_dir: root.package_dir.clone(),
+                            definition: embed.site.file.clone(),
+                            site: site.clone(),
+                            macro_name: embed.macro_name.clone(),
+                            relative: relative.clone(),
+                        });
+                    }
+                    match &embed.target {
+                        EmbedTarget::File(path) => {
+                            let path = super::workspace::normalize(path);
+                            if path.is_dir() {
+                                discovery.errors.push(format!(
+                                    "{site}: {} names a directory, {}",
+                                    embed.macro_name,
+                                    path.display()
+                                ));
+                            } else if let Err(err) = inputs
+                                .add_maybe_absent(&path, &why)
+                                .and_then(|()| inputs.add_link_target(&path, &why))
+                            {
+                                discovery.errors.push(format!(
+                                    "{site}: {} cannot be a key input: {err:#}",
+                                    embed.macro_name
+                                ));
+                            } else if std::fs::symlink_metadata(&path).is_err() {
+                                discovery.warnings.push(format!(
                                 "{site}: {} names {}, which does not exist; its absence is hashed",
                                 embed.macro_name,
                                 display(inputs.root(), &path)
                             ));
-                        } else if embed.macro_name == "include!" {
-                            // rustc parses an `include!`d file as code of the
-                            // including module, with its own directory as the
-                            // module directory: its `mod x;`, `#[path]` and
-                            // embeds resolve from there, so it is walked like
-                            // a module file.
-                            let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                            if visited.insert(visit_key(&path, &dir, job.root)) {
-                                next.push(Job {
-                                    file: path,
-                                    module_dir: dir,
-                                    root: job.root,
-                                    included: true,
-                                });
+                            } else if embed.macro_name == "include!" {
+                                // rustc parses an `include!`d file as code of the
+                                // including module, with its own directory as the
+                                // module directory: its `mod x;`, `#[path]` and
+                                // embeds resolve from there, so it is walked like
+                                // a module file.
+                                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                                if visited.insert(visit_key(&path, &dir, job.root)) {
+                                    next.push(Job {
+                                        file: path,
+                                        module_dir: dir,
+                                        root: job.root,
+                                    });
+                                }
                             }
                         }
-                    }
-                    EmbedTarget::Pattern(pattern) => {
-                        let pattern = super::workspace::normalize(pattern);
-                        let result = pattern
-                            .strip_prefix(inputs.root())
-                            .ok()
-                            .and_then(|p| p.to_str())
-                            .map(str::to_owned)
-                            .ok_or_else(|| {
-                                anyhow::anyhow!("{} leaves the repository", pattern.display())
-                            })
-                            .and_then(|rel| inputs.add_pattern(&rel, &why));
-                        if let Err(err) = result {
-                            discovery
-                                .errors
-                                .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                        EmbedTarget::Pattern(pattern) => {
+                            let pattern = super::workspace::normalize(pattern);
+                            let result = pattern
+                                .strip_prefix(inputs.root())
+                                .ok()
+                                .and_then(|p| p.to_str())
+                                .map(str::to_owned)
+                                .ok_or_else(|| {
+                                    anyhow::anyhow!("{} leaves the repository", pattern.display())
+                                })
+                                .and_then(|rel| inputs.add_pattern(&rel, &why));
+                            if let Err(err) = result {
+                                discovery
+                                    .errors
+                                    .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                            }
                         }
-                    }
-                    EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
-                    EmbedTarget::Unresolved(what) => {
-                        let file_rel = display(inputs.root(), &embed.site.file);
-                        let declared: Vec<_> = policy
-                            .dynamic_include
-                            .iter()
-                            .filter(|d| d.site == file_rel)
-                            .collect();
-                        if declared.is_empty() {
-                            discovery.errors.push(format!(
+                        EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+                        EmbedTarget::Unresolved(what) => {
+                            let file_rel = display(inputs.root(), &embed.site.file);
+                            let declared: Vec<_> = policy
+                                .dynamic_include
+                                .iter()
+                                .filter(|d| d.site == file_rel)
+                                .collect();
+                            if declared.is_empty() {
+                                discovery.errors.push(format!(
                                 "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
                                  [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
                                 embed.macro_name
                             ));
-                        }
-                        for dynamic in declared {
-                            used_dynamic.insert(dynamic.site.clone());
-                            for glob in &dynamic.files {
-                                let reason = format!("declared in key.dynamic-include for {site}");
-                                match inputs.add_glob(glob, &reason) {
+                            }
+                            for dynamic in declared {
+                                used_dynamic.insert(dynamic.site.clone());
+                                for glob in &dynamic.files {
+                                    let reason =
+                                        format!("declared in key.dynamic-include for {site}");
+                                    match inputs.add_glob(glob, &reason) {
                                     Ok(0) => discovery.warnings.push(format!(
                                         "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
                                     )),
                                     Ok(_) => {}
                                     Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
                                 }
+                                }
                             }
                         }
                     }
                 }
+                if root.build_script {
+                    let literals = discovery.rerun_literals.entry(job.root).or_default();
+                    for (value, line) in scan.rerun_literals {
+                        literals.push((value, job.file.clone(), line));
+                    }
+                }
             }
-            if root.build_script {
-                let literals = discovery.rerun_literals.entry(job.root).or_default();
-                for (value, line) in scan.rerun_literals {
-                    literals.push((value, job.file.clone(), line));
+            frontier = next;
+        }
+        // rustc loads a `macro_rules!` body's `mod x;` from the module where
+        // the macro is called; calls at the top of a file are resolved here
+        // (one inside an inline module loads from a subdirectory of `src/`,
+        // which is hashed whole).
+        for (package_dir, module) in macro_modules.clone() {
+            for (caller, module_dir, root) in walked.clone() {
+                if roots[root].package_dir != package_dir
+                    || !std::fs::read(&caller).is_ok_and(|t| calls_macro(&t, &module.macro_rules))
+                {
+                    continue;
+                }
+                for decl in macro_module_decls(&module, &caller, &module_dir, &package_dir) {
+                    let site = format!(
+                        "`mod {};` of macro_rules! {} called in {}",
+                        decl.name,
+                        module.macro_rules,
+                        display(inputs.root(), &caller)
+                    );
+                    match decl
+                        .candidates
+                        .iter()
+                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                    {
+                        Some((file, dir)) => {
+                            if inputs.relative(file).is_err() {
+                                discovery.errors.push(format!(
+                            "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
+                            file.display()
+                        ));
+                            } else if visited.insert(visit_key(file, dir, root)) {
+                                frontier.push(Job {
+                                    file: file.clone(),
+                                    module_dir: dir.clone(),
+                                    root,
+                                });
+                            }
+                        }
+                        None => {
+                            for (file, _) in &decl.candidates {
+                                if let Err(err) =
+                                    inputs.add_maybe_absent(file, &format!("missing {site}"))
+                                {
+                                    discovery.errors.push(format!("{site}: {err:#}"));
+                                }
+                            }
+                        }
+                    }
+                }
+                if module.name.is_none() {
+                    // A file added later that such a `mod` could load changes the key.
+                    let why = format!(
+                        "a `mod $…;` of macro_rules! {} called in {} may load it",
+                        module.macro_rules,
+                        display(inputs.root(), &caller)
+                    );
+                    let result = module_dir
+                        .strip_prefix(inputs.root())
+                        .ok()
+                        .and_then(|d| d.to_str())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("{} is outside the repository", module_dir.display())
+                        })
+                        .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                    if let Err(err) = result {
+                        discovery.errors.push(format!("{why}: {err:#}"));
+                    }
                 }
             }
         }
-        frontier = next;
+        if frontier.is_empty() {
+            break;
+        }
     }
     resolve_from_callers(&macro_embeds, &package_files, inputs, &mut discovery);
     for dynamic in &policy.dynamic_include {
@@ -336,7 +474,56 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
             ));
         }
     }
-    discovery
+    // A body read once per `cfg_attr` directory repeats its problems.
+    let mut seen = HashSet::new();
+    discovery.errors.retain(|e| seen.insert(e.clone()));
+    let mut seen = HashSet::new();
+    discovery.warnings.retain(|w| seen.insert(w.clone()));
+    (discovery, renames)
+}
+
+/// What a `macro_rules!` body's `mod` loads when called in `caller`; for
+/// `mod $m;`, whose name each caller chooses, every module that the caller's
+/// module directory holds (`x.rs`, `x/mod.rs`).
+fn macro_module_decls(
+    module: &scan::MacroModule,
+    caller: &Path,
+    module_dir: &Path,
+    package_dir: &Path,
+) -> Vec<scan::ModuleDecl> {
+    let names: Vec<Option<String>> = match &module.name {
+        Some(_) => vec![module.name.clone()],
+        None => {
+            let mut names: Vec<Option<String>> = std::fs::read_dir(module_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| {
+                    let file_name = entry.file_name().to_str()?.to_owned();
+                    match file_name.strip_suffix(".rs") {
+                        Some(stem) => Some(Some(stem.to_owned())),
+                        None => entry
+                            .path()
+                            .join("mod.rs")
+                            .exists()
+                            .then_some(Some(file_name)),
+                    }
+                })
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let named = scan::MacroModule {
+                name,
+                ..module.clone()
+            };
+            named.decl(caller, module_dir, package_dir)
+        })
+        .collect()
 }
 
 /// An embed in a `macro_rules!` body, with a path relative to the file.
@@ -428,7 +615,7 @@ fn display(root: &Path, path: &Path) -> String {
 }
 
 /// Reads one module file (once) and scans it when it may reference files.
-fn read_and_scan(job: &Job, root: &Root) -> Outcome {
+fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> Outcome {
     let path = &job.file;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
@@ -474,7 +661,11 @@ fn read_and_scan(job: &Job, root: &Root) -> Outcome {
         Some(link) => (link, Some((content_path, content_hash))),
         None => (content_hash, None),
     };
-    if !scan::may_reference_files(&bytes) {
+    if !scan::may_reference_files(&bytes)
+        && !aliases
+            .keys()
+            .any(|alias| memchr::memmem::find(&bytes, alias.as_bytes()).is_some())
+    {
         return Outcome::Read {
             hashed,
             symlink_target,
@@ -491,11 +682,12 @@ fn read_and_scan(job: &Job, root: &Root) -> Outcome {
         file: path,
         module_dir: &job.module_dir,
         package_dir: &root.package_dir,
+        aliases,
     };
     Outcome::Read {
         hashed,
         symlink_target,
-        scan: Some(scan::scan_file(text, &ctx)),
+        scan: Some(Box::new(scan::scan_file(text, &ctx))),
     }
 }
 

@@ -9,6 +9,8 @@
 //! repository must be a key input; files outside it (registry sources, the
 //! toolchain) are covered by the lockfile and the rustc version instead.
 
+pub mod trace;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,13 @@ impl flags::VerifyKey {
         let policy = self.common.load_policy(&root)?;
         let manifest = key::compute(&root, &policy)?;
         let workspace = key::workspace::load(&root)?;
+        if self.trace {
+            let mut output_dirs = vec![workspace.target_dir.clone()];
+            if let Some(dir) = &self.target_dir {
+                output_dirs.push(root.join(dir));
+            }
+            return trace::verify_command(&root, &policy, &manifest, &self.command, output_dirs);
+        }
         let target_dir = match &self.target_dir {
             Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,
             None => workspace.target_dir.clone(),
@@ -348,12 +357,19 @@ pub fn check(
         dep_infos.extend(dep_info_files(dir)?);
         outputs.extend(build_outputs(dir)?);
     }
-    for dep_info in dep_infos {
+    for dep_info in &dep_infos {
         report.dep_info_files += 1;
-        let text = std::fs::read_to_string(&dep_info)
+        let dep_info = dep_info.as_path();
+        let text = std::fs::read_to_string(dep_info)
             .with_context(|| format!("cannot read {}", dep_info.display()))?;
-        let reader = compilation_name(&dep_info);
-        for path in parse_dep_info(&text) {
+        let reader = compilation_name(dep_info);
+        let listed = parse_dep_info(&text).with_context(|| {
+            format!(
+                "{}: cannot read this dep-info file faithfully, so the check cannot be trusted",
+                dep_info.display()
+            )
+        })?;
+        for path in listed {
             let path = if path.is_absolute() {
                 path
             } else {
@@ -364,6 +380,18 @@ pub fn check(
                     .or_insert_with(|| (reader.clone(), Source::Compiler));
             }
         }
+    }
+    // Never pass on nothing: a directory with no dep-info was not built
+    // (or not by rustc), and an empty check proves nothing.
+    if dep_infos.is_empty() {
+        bail!(
+            "no rustc dep-info file (*.d) under {}: nothing was checked. Build first (cargo build / cargo nextest archive), then point --target-dir, --profile and --target at that build",
+            profile_dirs
+                .iter()
+                .map(|d| format!("{}/{{deps,examples,build/*}}", d.display()))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        );
     }
     for (output, package_dir_name) in outputs {
         report.build_outputs += 1;
@@ -397,7 +425,8 @@ pub fn check(
             report.vanished_files += 1;
             continue;
         }
-        let rel = rel.to_string_lossy().replace('\\', "/");
+        // Unix paths separate with `/` only: a `\` is part of a name.
+        let rel = rel.to_string_lossy().into_owned();
         // As in ci-key: git metadata is a documented residual, not a miss.
         if crate::key::is_git_metadata(&rel) {
             report.git_files += 1;
@@ -413,7 +442,7 @@ pub fn check(
         let target_rel = target.as_ref().and_then(|t| {
             t.strip_prefix(root)
                 .ok()
-                .map(|r| r.to_string_lossy().replace('\\', "/"))
+                .map(|r| r.to_string_lossy().into_owned())
         });
         let rel = match target_rel {
             Some(target_rel) if inputs.contains(rel.as_str()) => target_rel,
@@ -435,6 +464,14 @@ pub fn check(
             read_by: reader,
             fix,
         });
+    }
+    if report.repository_files == 0 {
+        bail!(
+            "the {} dep-info files under {} list no file of this repository ({}): nothing was checked. Build this repository's packages there, or point --target-dir, --profile and --target at their build",
+            report.dep_info_files,
+            profile_dir.display(),
+            root.display()
+        );
     }
     Ok(report)
 }
@@ -514,60 +551,81 @@ fn compilation_name(dep_info: &Path) -> String {
     }
 }
 
-/// The prerequisites of a Makefile-style dep-info file (`target: dep dep …`),
-/// with `\ ` unescaped; `# env-dep:` comment lines are skipped.
-pub fn parse_dep_info(text: &str) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    let mut seen = BTreeSet::new();
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let Some(colon) = find_rule_colon(line) else {
-            continue;
+/// The files a rustc dep-info file lists, read with rustc's exact format.
+///
+/// rustc writes, for each output, `OUT: DEP DEP …` and a blank line; then
+/// one line `DEP:` per prerequisite, in the same order; then blank lines and
+/// `#` comments (`# env-dep:…`, `# checksum:…`). It escapes a space in a
+/// name as `\ ` and nothing else: a tab, `#`, `$` or `\` stands as itself,
+/// and a line break in a name is written raw. So the prerequisite list is
+/// ambiguous on its own (`trail\ x` is `trail\` then `x`, or `trail x`),
+/// while each `DEP:` line names exactly one file. The file is accepted only
+/// when both agree and nothing else is in it; anything else (a name with a
+/// line break, a format this reading does not know) is an error naming the
+/// line, never a silently shorter list.
+pub fn parse_dep_info(text: &str) -> Result<Vec<PathBuf>> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let bad = |index: usize, what: &str| {
+        anyhow::anyhow!(
+            "line {}: {what} (rustc writes `OUTPUT: DEP …`, a blank line, then one `DEP:` line per file); a file name with a line break cannot be listed faithfully: rename it",
+            index + 1
+        )
+    };
+    // The rules: `OUT: DEP …` followed by a blank line, one per output, all
+    // with the same prerequisites.
+    let mut index = 0;
+    let mut prerequisites: Option<&str> = None;
+    while let Some(line) = lines.get(index) {
+        let Some(separator) = line.find(": ") else {
+            break;
         };
-        for word in split_escaped(&line[colon + 1..]) {
-            if seen.insert(word.clone()) {
-                paths.push(PathBuf::from(word));
-            }
+        let deps = &line[separator + 2..];
+        match prerequisites {
+            None => prerequisites = Some(deps),
+            Some(first) if first == deps => {}
+            Some(_) => return Err(bad(index, "the outputs list different prerequisites")),
         }
-    }
-    paths
-}
-
-/// The colon separating a rule's target from its prerequisites: the first
-/// `:` followed by a space or the end of the line and not escaped.
-fn find_rule_colon(line: &str) -> Option<usize> {
-    let bytes = line.as_bytes();
-    (0..bytes.len()).find(|&i| {
-        bytes[i] == b':'
-            && (i + 1 == bytes.len() || bytes[i + 1] == b' ')
-            && (i == 0 || bytes[i - 1] != b'\\')
-    })
-}
-
-fn split_escaped(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&' ') => {
-                word.push(' ');
-                chars.next();
-            }
-            ' ' | '\t' => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            c => word.push(c),
+        if lines.get(index + 1) != Some(&"") {
+            return Err(bad(
+                index + 1,
+                "a rule line is not followed by a blank line",
+            ));
         }
+        index += 2;
     }
-    if !word.is_empty() {
-        words.push(word);
+    let Some(prerequisites) = prerequisites else {
+        return Err(bad(index, "no `OUTPUT: DEP …` rule"));
+    };
+    // One `DEP:` line per file, taken until the list re-joined with spaces
+    // is the rule's prerequisite text.
+    let mut files = Vec::new();
+    let mut joined = String::new();
+    while joined.len() < prerequisites.len() {
+        let Some(name) = lines.get(index).and_then(|l| l.strip_suffix(':')) else {
+            return Err(bad(index, "expected a `DEP:` line"));
+        };
+        if !joined.is_empty() {
+            joined.push(' ');
+        }
+        joined.push_str(name);
+        files.push(PathBuf::from(name.replace("\\ ", " ")));
+        index += 1;
     }
-    words
+    if joined != prerequisites {
+        return Err(bad(
+            index.saturating_sub(1),
+            "the `DEP:` lines do not spell the rule's prerequisites",
+        ));
+    }
+    if let Some(extra) = lines[index..]
+        .iter()
+        .position(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        return Err(bad(index + extra, "unexpected text after the `DEP:` lines"));
+    }
+    let mut seen = BTreeSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    Ok(files)
 }
 
 /// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=` lines.
@@ -720,12 +778,12 @@ mod tests {
         write(&host_generated, "");
         write(
             &triple_debug.join("deps/app-1.d"),
-            "/t/app-1.rmeta: app/src/lib.rs\n",
+            "/t/app-1.rmeta: app/src/lib.rs\n\napp/src/lib.rs:\n",
         );
         write(
             &host_debug.join("deps/mac-2.d"),
             &format!(
-                "/t/libmac-2.so: mac/src/lib.rs mac/data/table.txt {}\n",
+                "/t/libmac-2.so: mac/src/lib.rs mac/data/table.txt {0}\n\nmac/src/lib.rs:\nmac/data/table.txt:\n{0}:\n",
                 host_generated.display()
             ),
         );
@@ -753,12 +811,20 @@ mod tests {
         std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         let debug = root.join("target/debug");
         std::fs::create_dir_all(debug.join("build/m-1")).unwrap();
+        std::fs::create_dir_all(debug.join("deps")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "").unwrap();
+        std::fs::write(
+            debug.join("deps/m-1.d"),
+            "/t/m-1: src/lib.rs\n\nsrc/lib.rs:\n",
+        )
+        .unwrap();
         std::fs::write(
             debug.join("build/m-1/output"),
             "cargo:rerun-if-changed=.git/HEAD\n",
         )
         .unwrap();
-        let manifest = manifest_of(&[]);
+        let manifest = manifest_of(&["src/lib.rs"]);
         let report = check(
             &root,
             &manifest,
@@ -785,7 +851,7 @@ mod tests {
         std::fs::create_dir_all(debug.join("deps")).unwrap();
         std::fs::write(
             debug.join("deps/m-1.d"),
-            "/t/libm-1.rmeta: src/../data.txt\n",
+            "/t/libm-1.rmeta: src/../data.txt\n\nsrc/../data.txt:\n",
         )
         .unwrap();
         let manifest = manifest_of;
@@ -809,15 +875,51 @@ mod tests {
 
     #[test]
     fn dep_info_prerequisites_are_parsed_with_escapes() {
-        let text = "/t/debug/deps/app-1.rmeta: src/lib.rs /r/my\\ dir/x.txt src/a.rs\n\nsrc/lib.rs:\n/r/my\\ dir/x.txt:\n\n# env-dep:CARGO_MANIFEST_DIR=/r\n";
+        let text = "/t/debug/deps/app-1.rmeta: src/lib.rs /r/my\\ dir/x.txt src/a.rs\n\n/t/debug/deps/libapp-1.rlib: src/lib.rs /r/my\\ dir/x.txt src/a.rs\n\nsrc/lib.rs:\n/r/my\\ dir/x.txt:\nsrc/a.rs:\n\n# env-dep:CARGO_MANIFEST_DIR=/r\n";
         assert_eq!(
-            parse_dep_info(text),
+            parse_dep_info(text).unwrap(),
             vec![
                 PathBuf::from("src/lib.rs"),
                 PathBuf::from("/r/my dir/x.txt"),
                 PathBuf::from("src/a.rs")
             ]
         );
+    }
+
+    /// What rustc 1.95 wrote for `include_str!` of `sp ace#$x.txt`,
+    /// `ta<TAB>b.txt`, `back\\ sl.txt` and `trail\\` (checked with
+    /// `rustc --emit=dep-info`): only spaces are escaped.
+    #[test]
+    fn dep_info_names_with_tabs_hashes_dollars_and_backslashes_are_exact() {
+        let text = "out.d: lib.rs sp\\ ace#$x.txt ta\tb.txt back\\\\ sl.txt trail\\ z.txt\n\nlib.rs:\nsp\\ ace#$x.txt:\nta\tb.txt:\nback\\\\ sl.txt:\ntrail\\:\nz.txt:\n\n# env-dep:X=1\n";
+        assert_eq!(
+            parse_dep_info(text).unwrap(),
+            [
+                "lib.rs",
+                "sp ace#$x.txt",
+                "ta\tb.txt",
+                "back\\ sl.txt",
+                "trail\\",
+                "z.txt"
+            ]
+            .map(PathBuf::from)
+            .to_vec()
+        );
+    }
+
+    #[test]
+    fn dep_info_that_cannot_be_read_faithfully_is_refused() {
+        // A name with a line break, as rustc writes it (raw).
+        let newline = "out.d: lib.rs new\nline.txt\n\nlib.rs:\nnew\nline.txt:\n";
+        // A crafted break that would otherwise parse as two harmless rules.
+        let crafted = "out.d: lib.rs p:\nr:\n\nlib.rs:\np:\nr::\n";
+        // Prerequisites the `DEP:` lines do not spell out.
+        let short = "out.d: lib.rs hidden.txt\n\nlib.rs:\n";
+        let garbage = "not a dep-info file\n";
+        for text in [newline, crafted, short, garbage, ""] {
+            let err = parse_dep_info(text).unwrap_err();
+            assert!(format!("{err}").starts_with("line "), "{text:?}: {err}");
+        }
     }
 
     #[test]

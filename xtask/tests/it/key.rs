@@ -315,7 +315,7 @@ fn absent_lockfile_is_hashed_explicitly() {
 }
 
 #[test]
-fn unparsable_module_is_read_as_tokens_with_a_warning() {
+fn module_with_syntax_no_parser_knows_is_read_as_tokens() {
     let f = Fixture::new();
     minimal(&f, "mod newer;\n");
     f.file(
@@ -325,11 +325,6 @@ fn unparsable_module_is_read_as_tokens_with_a_warning() {
     .file("src/x.txt", "x");
     let output = f.xtask(&["ci-key"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("src/newer.rs: syn cannot parse it"),
-        "{}",
-        stderr(&output)
-    );
     // The embed it holds still counts, even outside the walked directories.
     f.file("data.txt", "d");
     f.file(

@@ -211,3 +211,136 @@ fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
     assert!(stderr(&accepted).contains("every file the build read is covered by the key"));
     assert!(out.join("tests.tar.zst").is_file());
 }
+
+/// Builds `f` into `target` with the real cargo.
+fn cargo_build(f: &Fixture, target: &Fixture) {
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--workspace",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "fixture build failed:\n{}",
+        stderr(&build)
+    );
+}
+
+fn verify_key(f: &Fixture, target: &Fixture) -> std::process::Output {
+    xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap()
+}
+
+/// A proc macro crate `mac` whose `embed!()` makes rustc read `user/data/<name>`,
+/// which no static reading of `user` sees.
+fn proc_macro_reading(f: &Fixture, name: &str) {
+    let literal = format!("{:?}", format!("/data/{name}"));
+    let expansion = format!("include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), {literal}))");
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "mac/Cargo.toml",
+        "[package]\nname = \"mac\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+    )
+    .file(
+        "mac/src/lib.rs",
+        &format!(
+            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed(_: TokenStream) -> TokenStream {{\n    {:?}.parse().unwrap()\n}}\n",
+            expansion
+        ),
+    )
+    .file(
+        "user/Cargo.toml",
+        "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nmac = { path = \"../mac\" }\n",
+    )
+    .file("user/src/lib.rs", "pub const X: &str = mac::embed!();\n")
+    .file(&format!("user/data/{name}"), "read by the proc macro");
+}
+
+#[test]
+fn verify_key_reads_names_with_spaces_tabs_hashes_and_backslashes_exactly() {
+    // rustc escapes only spaces in dep-info; a tab, `#`, `$` or `\` stands as
+    // itself. Misread, the name would look like a vanished file and the miss
+    // would pass unnoticed.
+    let name = "ta\tb #1$x\\ y.txt";
+    let f = Fixture::new();
+    proc_macro_reading(&f, name);
+    let target = Fixture::new();
+    cargo_build(&f, &target);
+    let before = verify_key(&f, &target);
+    let text = stderr(&before);
+    assert_eq!(before.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "user/data/{name}  (read by compilation of crate `user`)"
+        )),
+        "{text}"
+    );
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"user/data/*\"]\n",
+    );
+    let after = verify_key(&f, &target);
+    assert!(after.status.success(), "{}", stderr(&after));
+}
+
+#[test]
+fn verify_key_refuses_a_dep_info_it_cannot_read_faithfully() {
+    // rustc writes a line break in a file name raw, so the list is ambiguous.
+    let f = Fixture::new();
+    proc_macro_reading(&f, "new\nline.txt");
+    let target = Fixture::new();
+    cargo_build(&f, &target);
+    let output = verify_key(&f, &target);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("line break"), "{text}");
+    assert!(text.contains("user-"), "the dep-info file is named: {text}");
+}
+
+#[test]
+fn verify_key_never_passes_on_nothing() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("src/lib.rs", "");
+    // A profile directory exists but holds no dep-info (never built, or a
+    // different --profile / --target).
+    let target = Fixture::new();
+    target.file("debug/deps/libm-1.rlib", "");
+    let output = verify_key(&f, &target);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    for needle in [
+        "no rustc dep-info",
+        "nothing was checked",
+        "--profile",
+        "--target",
+    ] {
+        assert!(text.contains(needle), "lacks {needle:?}: {text}");
+    }
+    // Dep-info that lists no file of this repository proves nothing either.
+    target.file(
+        "debug/deps/other-1.d",
+        "/t/other-1.rmeta: /elsewhere/lib.rs\n\n/elsewhere/lib.rs:\n",
+    );
+    let output = verify_key(&f, &target);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("list no file of this repository"), "{text}");
+}

@@ -1,0 +1,230 @@
+//! `cargo xtask bench-trace`: what tracing a fresh build costs. Times, side
+//! by side, the same clean build untraced, under the strace command line
+//! `verify-key --trace` uses (`--seccomp-bpf`: only the recorded calls
+//! stop), the same without the metadata calls (the anchor's list), and
+//! under plain `strace -f` with the full list (every call stops), then the
+//! check of one trace.
+//!
+//! The build is a generated workspace (the `bench-key` generator, with a
+//! build script in every package) or, with `--this-repository`, this
+//! repository's `cargo build --workspace --all-targets`. Contenders run in
+//! turn within each round so that load changes hit all of them alike; each
+//! build starts from an empty target directory. Nothing here touches the
+//! repository being measured.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::key::{Shape, generate, workspace_dir};
+use crate::flags;
+use crate::verify::trace::{TraceLog, Tracer};
+
+/// How a contender runs the build.
+#[derive(Clone, Copy)]
+enum Mode {
+    Untraced,
+    Seccomp,
+    SeccompOpensOnly,
+    PlainStrace,
+}
+
+const CONTENDERS: &[(&str, Mode)] = &[
+    ("cargo build (untraced)", Mode::Untraced),
+    ("strace --seccomp-bpf (chosen)", Mode::Seccomp),
+    ("same, opens and execs only", Mode::SeccompOpensOnly),
+    ("strace -f, no seccomp filter", Mode::PlainStrace),
+];
+
+impl flags::BenchTrace {
+    pub fn run(&self) -> Result<ExitCode> {
+        let tracer = Tracer::find().context("bench-trace needs strace: apt-get install strace")?;
+        let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+        let (workspace, build_args) = if self.this_repository {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("the xtask lives in the repository")
+                .to_path_buf();
+            (
+                root,
+                vec![
+                    "build",
+                    "--workspace",
+                    "--all-targets",
+                    "--offline",
+                    "--quiet",
+                ],
+            )
+        } else {
+            let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
+            let shape = Shape {
+                packages: 12,
+                modules_per_package: 40,
+                data_files_per_package: 0,
+                megabytes: 12,
+            };
+            let (files, bytes) = generate(&workspace, &shape)?;
+            add_build_scripts(&workspace, shape.packages)?;
+            eprintln!(
+                "workspace: {} ({files} files, {:.1} MB, a build script per package)",
+                workspace.display(),
+                bytes as f64 / 1e6
+            );
+            (
+                workspace,
+                vec!["build", "--workspace", "--offline", "--quiet"],
+            )
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+        let target = scratch.path().join("bench-target");
+        let mut command: Vec<OsString> = vec![cargo];
+        command.extend(build_args.iter().map(OsString::from));
+        command.push("--target-dir".into());
+        command.push(target.clone().into());
+
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
+        let mut cpu_times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
+        let mut last_log = None;
+        // Round 0 warms the page cache and is not counted.
+        for round in 0..=self.runs.max(1) {
+            for (index, (name, mode)) in CONTENDERS.iter().enumerate() {
+                if target.exists() {
+                    std::fs::remove_dir_all(&target)
+                        .with_context(|| format!("cannot clear {}", target.display()))?;
+                }
+                let log = TraceLog::new()?;
+                let (program, args) = match mode {
+                    Mode::Untraced => (PathBuf::from(&command[0]), command[1..].to_vec()),
+                    Mode::Seccomp => log.wrap(&tracer, &command),
+                    // The anchor's call list: what the metadata calls cost.
+                    Mode::SeccompOpensOnly => {
+                        let (program, mut args) = log.wrap(&tracer, &command);
+                        for arg in &mut args {
+                            if arg.to_string_lossy().starts_with("--trace=") {
+                                *arg = "--trace=open,openat,openat2,execve,execveat,chdir,fchdir,clone,clone3,fork,vfork".into();
+                            }
+                        }
+                        (program, args)
+                    }
+                    Mode::PlainStrace => {
+                        let (program, mut args) = log.wrap(&tracer, &command);
+                        args.retain(|a| a != "--seccomp-bpf");
+                        (program, args)
+                    }
+                };
+                let cpu_before = children_cpu_time();
+                let start = Instant::now();
+                let status = std::process::Command::new(&program)
+                    .args(&args)
+                    .current_dir(&workspace)
+                    .status()
+                    .with_context(|| format!("cannot run {}", program.display()))?;
+                let elapsed = start.elapsed();
+                let cpu = children_cpu_time().saturating_sub(cpu_before);
+                if !status.success() {
+                    bail!("the benchmark build ({name}) failed: {status}");
+                }
+                eprintln!(
+                    "round {round}: {name}: {:.2} s wall, {:.2} s CPU",
+                    elapsed.as_secs_f64(),
+                    cpu.as_secs_f64()
+                );
+                if round > 0 {
+                    times[index].push(elapsed);
+                    cpu_times[index].push(cpu);
+                }
+                if matches!(mode, Mode::Seccomp) {
+                    last_log = Some(log);
+                }
+            }
+        }
+        let log = last_log.expect("at least one traced round ran");
+        let trace_bytes = std::fs::metadata(log.path()).map_or(0, |m| m.len());
+        // The check of the last seccomp trace, with an empty key: it
+        // examines every access (all repository files become misses).
+        let manifest = crate::key::KeyManifest {
+            key: String::new(),
+            artifact_name: String::new(),
+            components: vec![],
+            inputs: vec![],
+            warnings: vec![],
+            stats: Default::default(),
+        };
+        let root = std::fs::canonicalize(&workspace)?;
+        let start = Instant::now();
+        let report = log.check(&root, &manifest, std::slice::from_ref(&target), &root)?;
+        let check_time = start.elapsed();
+
+        let median = |t: &Vec<Duration>| {
+            let mut t = t.clone();
+            t.sort();
+            t[t.len() / 2]
+        };
+        let base = median(&times[0]).as_secs_f64();
+        let cpu_base = median(&cpu_times[0]).as_secs_f64();
+        println!(
+            "fresh build of {}, {} runs each (medians):",
+            workspace.display(),
+            self.runs.max(1)
+        );
+        println!(
+            "{:<34} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "contender", "wall s", "min s", "vs base", "CPU s", "vs base"
+        );
+        for ((name, _), (t, c)) in CONTENDERS.iter().zip(times.iter().zip(&cpu_times)) {
+            let m = median(t).as_secs_f64();
+            let min = t.iter().min().expect("runs").as_secs_f64();
+            let cpu = median(c).as_secs_f64();
+            println!(
+                "{name:<34} {m:>9.2} {min:>9.2} {:>+8.1}% {cpu:>9.2} {:>+8.1}%",
+                (m / base - 1.0) * 100.0,
+                (cpu / cpu_base - 1.0) * 100.0
+            );
+        }
+        println!(
+            "check of one trace: {:.3} s ({} calls, {:.1} MB of trace, {} processes)",
+            check_time.as_secs_f64(),
+            report.calls,
+            trace_bytes as f64 / 1e6,
+            report.processes
+        );
+        println!(
+            "load average at the end: {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// User plus system time of every waited-for child so far: the build's
+/// processes and, for traced runs, strace's own work. Unlike wall time it
+/// barely moves when other jobs load the machine.
+fn children_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// A build script in each generated package: a process per package, as in
+/// real GPU workspaces, which is what tracing pays for.
+fn add_build_scripts(workspace: &Path, packages: usize) -> Result<()> {
+    for p in 0..packages {
+        let path = workspace.join(format!("crates/c{p:03}/build.rs"));
+        std::fs::write(
+            &path,
+            "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let _ = std::fs::read_to_string(\"Cargo.toml\");\n}\n",
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `ci-key`'s reading of Rust sources on forms that are easy to miss, on
+//! real fixture workspaces: each is built with the real cargo, `verify-key`
+//! must find nothing missing, and changing each file must change the key.
+//! The crate roots live outside `src/`, so only the module walk can find
+//! these files (`src/` is hashed whole).
+
+use std::process::Command;
+
+use crate::support::{Fixture, stderr, stdout, xtask_cmd};
+
+fn ci_key(f: &Fixture) -> String {
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        output.status.success(),
+        "ci-key failed:\n{}",
+        stderr(&output)
+    );
+    stdout(&output).trim().to_owned()
+}
+
+fn refused(f: &Fixture, needles: &[&str]) {
+    let output = f.xtask(&["ci-key"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(stdout(&output).is_empty());
+    for needle in needles {
+        assert!(err.contains(needle), "lacks {needle:?}:\n{err}");
+    }
+}
+
+fn forms_workspace() -> Fixture {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"forms\", \"other\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "forms/Cargo.toml",
+        "[package]\nname = \"forms\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "other/Cargo.toml",
+        "[package]\nname = \"other\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nforms = { path = \"../forms\" }\n",
+    )
+    .file(
+        "forms/code/lib.rs",
+        r#"#![debugger_visualizer(gdb_script_file = "../../dbg/g.py")]
+pub use std::include_str as embed;
+use core::{include_bytes as ib};
+mod user;
+mod r#match;
+mod ws;
+macro_rules! declare { () => { #[path = "../../extra/m.rs"] mod from_macro; }; }
+declare!();
+#[cfg_attr(unix, path = "sys_unix")]
+mod sys { pub mod inner; }
+pub static B: &[u8] = ib!("../../data/b.bin");
+pub const U: &str = user::U;
+pub const M: u8 = r#match::M + ws::W + from_macro::X + sys::inner::I;
+pub const C: &str = ::core::include_str!("../../data/c.txt");
+pub struct S;
+impl S { pub const I: &'static str = include_str!("../../data/impl.txt"); }
+"#,
+    )
+    .file(
+        "forms/code/user.rs",
+        "pub const U: &str = crate::embed!(\"../../data/u.txt\");\n",
+    )
+    .file("forms/code/match.rs", "pub const M: u8 = 1;\n")
+    // `mod` and its name separated by U+2028, Pattern_White_Space to rustc.
+    .file("forms/code/ws.rs", "mod\u{2028}uni;\npub const W: u8 = uni::V;\n")
+    .file("forms/code/ws/uni.rs", "pub const V: u8 = 2;\n")
+    .file("forms/code/sys_unix/inner.rs", "pub const I: u8 = 4;\n")
+    .file("extra/m.rs", "pub const X: u8 = 3;\n")
+    .file(
+        "other/src/lib.rs",
+        "pub const O: &str = forms::embed!(\"../../data/o.txt\");\n",
+    )
+    .file("data/u.txt", "u")
+    .file("data/b.bin", "b")
+    .file("data/c.txt", "c")
+    .file("data/o.txt", "o")
+    .file("data/impl.txt", "i")
+    .file("dbg/g.py", "print(1)\n");
+    f
+}
+
+#[test]
+fn aliases_raw_names_unicode_space_macro_modules_and_visualizers_are_inputs() {
+    let f = forms_workspace();
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--workspace",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "fixture build failed:\n{}",
+        stderr(&build)
+    );
+    let verify = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "every file the build read must be a key input:\n{}",
+        stderr(&verify)
+    );
+    let mut key = ci_key(&f);
+    for file in [
+        "data/u.txt",                   // `crate::embed!`, a private alias used in another file
+        "data/b.bin",                   // `use core::{include_bytes as ib}`
+        "data/o.txt",                   // `forms::embed!`, a `pub use` alias in another crate
+        "data/c.txt",                   // `::core::include_str!`
+        "data/impl.txt",                // in an impl block
+        "dbg/g.py",                     // `#![debugger_visualizer(gdb_script_file = …)]`
+        "forms/code/match.rs",          // `mod r#match;`
+        "forms/code/ws/uni.rs",         // `mod\u{2028}uni;`
+        "extra/m.rs",                   // `#[path] mod` in a macro_rules! body
+        "forms/code/sys_unix/inner.rs", // in `#[cfg_attr(unix, path = "sys_unix")] mod sys { … }`
+    ] {
+        f.file(file, "changed\n");
+        let changed = ci_key(&f);
+        assert_ne!(changed, key, "changing {file} must change the key");
+        key = changed;
+    }
+}
+
+#[test]
+fn a_module_a_macro_caller_names_reads_every_candidate() {
+    // As aws-lc-sys and snafu do: `mod $name;` in a macro_rules! body.
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! modules { ($($name:ident),*) => { $(pub mod $name;)* }; }\nmodules!(a, b);\n",
+    )
+    .file("code/a.rs", "pub const A: u8 = 1;\n")
+    .file("code/b.rs", "pub const B: &str = include_str!(\"../data/x.txt\");\n")
+    .file("data/x.txt", "x");
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--offline", "--quiet", "--target-dir"])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", stderr(&build));
+    let verify = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let mut key = ci_key(&f);
+    for file in ["data/x.txt", "code/a.rs", "code/new.rs"] {
+        f.file(file, "changed\n");
+        let changed = ci_key(&f);
+        assert_ne!(changed, key, "changing {file} must change the key");
+        key = changed;
+    }
+}
+
+#[test]
+fn a_module_path_a_macro_caller_chooses_is_refused() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "src/lib.rs",
+        "macro_rules! at { ($p:literal) => { #[path = $p] mod m; }; }\nat!(\"../elsewhere.rs\");\n",
+    );
+    refused(&f, &["src/lib.rs:1", "macro_rules! at", "`#[path = $…]`"]);
+}
+
+#[test]
+fn hostile_nesting_is_refused_with_its_line_not_a_stack_overflow() {
+    let f = Fixture::new();
+    let depth = 5000;
+    let mut lib = String::from("pub fn f() {}\n");
+    for i in 0..depth {
+        lib.push_str(&format!("mod m{i} {{ "));
+    }
+    lib.push_str("mod leaf;");
+    lib.push_str(&"}".repeat(depth));
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("src/lib.rs", &lib);
+    refused(&f, &["src/lib.rs:2: brackets nest more than 256 deep"]);
+}
+
+#[test]
+fn a_chain_of_thousands_of_module_files_is_walked() {
+    // Each file declares the next: iterative, so depth costs no stack.
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file("code/lib.rs", "#[path = \"../chain/c0.rs\"] mod c0;\n");
+    let n = 3000;
+    for i in 0..n {
+        f.file(
+            &format!("chain/c{i}.rs"),
+            &format!("#[path = \"c{}.rs\"] mod next;\n", i + 1),
+        );
+    }
+    f.file(&format!("chain/c{n}.rs"), "");
+    let before = ci_key(&f);
+    f.file(&format!("chain/c{n}.rs"), "pub fn last() {}\n");
+    assert_ne!(ci_key(&f), before);
+}
+
+#[test]
+fn an_absolute_path_outside_the_checkout_is_refused() {
+    let outside = Fixture::new();
+    outside.file("evil.rs", "");
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "src/lib.rs",
+        &format!(
+            "#[path = {:?}] mod evil;\n",
+            outside.join("evil.rs").display().to_string()
+        ),
+    );
+    refused(&f, &["src/lib.rs:1", "outside the repository"]);
+}
+
+#[test]
+fn a_contrived_chain_of_include_aliases_is_refused() {
+    let f = Fixture::new();
+    let mut lib = String::from("use std::include_str as alias0;\n");
+    for k in 1..=10 {
+        lib.push_str(&format!("mod c{k};\n"));
+        f.file(
+            &format!("src/c{k}.rs"),
+            &format!("pub(crate) use crate::alias{} as alias{k};\n", k - 1),
+        );
+    }
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("src/lib.rs", &lib);
+    refused(&f, &["a chain of more than 8 `use … as …` aliases"]);
+}
