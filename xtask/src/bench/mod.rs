@@ -1,5 +1,7 @@
 //! Benchmarks that print figures side by side with the tools we are judged against.
 
 mod key;
+mod keystep;
 mod reuse;
 mod verify;
+mod workdir;

@@ -90,6 +90,11 @@ pub const RULES: &[Rule] = &[
         hint: "pass `--head-sha` to `cargo xtask gpu-archive --reuse` and state the head commit in the workflow's `run-name:`",
     },
     Rule {
+        id: super::archive_names::RULE,
+        summary: "The archives the pod runs (`archives:` input) differ from the nextest [[archive]] files the policy builds.",
+        hint: "make the `archives:` input list exactly the `file` of each nextest [[archive]] in .github/ci-trust.toml",
+    },
+    Rule {
         id: "lifecycle-job",
         summary: "A job holding `actions: write` checks out untrusted code, keeps credentials, builds, or saves caches.",
         hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",

@@ -1,9 +1,16 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+// These drive `sh` shims, bash scripts, symbolic links and executable bits
+// (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
+#[cfg(unix)]
+mod adoption;
+#[cfg(unix)]
 mod archive;
 mod contracts;
+#[cfg(unix)]
 mod key;
+#[cfg(unix)]
 mod scripts;
 mod support;
 mod verify;
