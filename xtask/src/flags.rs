@@ -162,6 +162,11 @@ pub struct GpuArchive {
     /// a consumer run's artifact is reused only when its run name states it.
     #[arg(long, value_name = "SHA", value_parser = parse_commit)]
     pub head_sha: Option<String>,
+    /// The policy whose trust settings (`default-branch`, `[publisher]`,
+    /// `[artifacts]`) judge artifacts: the trusted checkout's, never the
+    /// tree being keyed (default: the `--policy` of that tree).
+    #[arg(long, value_name = "FILE")]
+    pub trust_policy: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -82,21 +82,45 @@ fn append_lines(path: &PathBuf, pairs: &[(&str, &str)]) -> Result<()> {
         .with_context(|| format!("cannot append to {}", path.display()))
 }
 
+/// `text` as a Markdown code span that stays one table cell: fenced by more
+/// backticks than any run inside it, `|` escaped (GitHub splits table cells
+/// before it reads code spans), line breaks and control characters as spaces.
+/// Nothing in a code span is markup, so nothing can be injected.
+pub fn markdown_code(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('|', "\\|");
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    // A span that starts or ends with a backtick needs a space inside the
+    // fence; one space each side is stripped again by the renderer.
+    if text.starts_with('`') || text.ends_with('`') {
+        format!("{fence} {text} {fence}")
+    } else {
+        format!("{fence}{text}{fence}")
+    }
+}
+
 /// Appends Markdown to `$GITHUB_STEP_SUMMARY`; a no-op outside Actions.
+///
+/// Every attacker-controlled part of `markdown` must have gone through
+/// [`escape_markdown`].
 pub fn append_step_summary(markdown: &str) -> Result<()> {
     let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
         return Ok(());
     };
+    append_to_summary_file(std::path::Path::new(&path), markdown)
+}
+
+/// Appends Markdown to the summary file `path`.
+pub fn append_to_summary_file(path: &std::path::Path, markdown: &str) -> Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(&path)
-        .with_context(|| {
-            format!(
-                "cannot open step summary {}",
-                PathBuf::from(&path).display()
-            )
-        })?;
+        .open(path)
+        .with_context(|| format!("cannot open step summary {}", path.display()))?;
     file.write_all(markdown.as_bytes())
         .context("cannot append to the step summary")
 }
@@ -166,11 +190,98 @@ pub struct Location {
 /// Prints a warning: a `::warning::` workflow command in Actions, a
 /// `warning:` line elsewhere. Always on stderr, so stdout stays machine-readable.
 pub fn warning(message: &str) {
-    if in_actions() {
-        eprintln!("::warning::{}", escape_data(message));
+    eprintln!("{}", warning_line(message, in_actions()));
+}
+
+/// The line [`warning`] prints.
+pub fn warning_line(message: &str, in_actions: bool) -> String {
+    if in_actions {
+        format!("::warning::{}", escape_data(message))
     } else {
-        eprintln!("warning: {message}");
+        format!("warning: {}", log_text(message, false))
     }
+}
+
+/// The last line of a failed command (`main.rs`): `error: <chain>`, where the
+/// chain can carry file names of the checkout and API text, so it is encoded
+/// like every other log line.
+pub fn error_line(message: &str, in_actions: bool) -> String {
+    format!("error: {}", log_text(message, in_actions))
+}
+
+/// A multi-line report for the log (`--explain`, `verify-key`'s listing):
+/// its lines stay lines, and none can start a workflow command, whatever
+/// the file names in it hold.
+pub fn log_block(text: &str) -> String {
+    log_text(text, false)
+}
+
+/// Prints a progress line on stderr, encoded by [`log_text`].
+pub fn log(text: &str) {
+    eprintln!("{}", log_text(text, in_actions()));
+}
+
+/// Makes text that may hold attacker-controlled parts (file names of the
+/// checkout, run and branch names, API error text) safe to print in the job
+/// log, where the runner acts on any line that starts with `::`.
+///
+/// In Actions the text is encoded as workflow-command data (`%`, CR, LF), so
+/// it stays on the one line the caller starts with its own prefix. Elsewhere
+/// line breaks stay readable. Either way a line that would start with `::`
+/// (after the blanks the runner trims) has its first colon encoded as `%3A`,
+/// and the older `##[` command prefix is encoded wherever it appears.
+pub fn log_text(text: &str, in_actions: bool) -> String {
+    let text = if in_actions {
+        escape_data(text)
+    } else {
+        // A lone CR ends a line for the runner too.
+        text.replace('\r', "%0D")
+    };
+    // The runner's older command syntax, `##[name]data`, is looked for
+    // anywhere in a line.
+    let text = text.replace("##[", "##%5B");
+    let mut out = String::with_capacity(text.len());
+    for (index, line) in text.split('\n').enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        let body = line.trim_start();
+        if body.starts_with("::") {
+            out.push_str(&line[..line.len() - body.len()]);
+            out.push_str("%3A");
+            out.push_str(&body[1..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Escapes text for the step summary (GitHub-flavoured Markdown with HTML),
+/// so that a run name, a branch name, an artifact name or API error text
+/// shows as the characters it is and can inject no heading, list, link,
+/// autolink, image, table cell, emphasis or raw HTML.
+///
+/// `<`, `>` and `&` become entities; every other ASCII punctuation character
+/// is backslash-escaped (CommonMark allows it for all of them, and an escaped
+/// `:`, `.` or `@` cannot complete an autolink); line breaks and other
+/// control characters become spaces, so the text cannot start a new block.
+pub fn escape_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            c if c.is_ascii_punctuation() => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Formats an `::error …::` or `::warning …::` command for a location.
@@ -213,6 +324,47 @@ mod tests {
             text,
             "::error file=a%2Cb%3Ac.yml,line=3,col=7,title=rule::50%25 done%0Anext"
         );
+    }
+
+    /// A file name or API text with line breaks and `::add-mask::` cannot
+    /// start a workflow command on any line.
+    #[test]
+    fn log_lines_cannot_start_a_workflow_command() {
+        let hostile = "src/x\n::add-mask::secret\r::error::boom 50%\n  ::warning::w";
+        assert_eq!(
+            error_line(hostile, true),
+            "error: src/x%0A::add-mask::secret%0D::error::boom 50%25%0A  ::warning::w"
+        );
+        assert_eq!(
+            warning_line(hostile, true),
+            "::warning::src/x%0A::add-mask::secret%0D::error::boom 50%25%0A  ::warning::w"
+        );
+        // Outside Actions the lines stay lines, but none starts a command.
+        assert_eq!(
+            error_line(hostile, false),
+            "error: src/x\n%3A:add-mask::secret%0D::error::boom 50%\n  %3A:warning::w"
+        );
+        assert_eq!(
+            log_text("::set-output name=a::b", true),
+            "%3A:set-output name=a::b"
+        );
+        for inside in [true, false] {
+            for line in error_line(hostile, inside).lines() {
+                assert!(!line.trim_start().starts_with("::"), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn markdown_escaping_leaves_no_markup() {
+        assert_eq!(
+            escape_markdown("# h\n<b>&amp;</b> [a](b) | c"),
+            "\\# h &lt;b&gt;&amp;amp\\;&lt;\\/b&gt; \\[a\\]\\(b\\) \\| c"
+        );
+        assert_eq!(escape_markdown("plain text 42"), "plain text 42");
+        assert_eq!(markdown_code("a.yml:3:1"), "`a.yml:3:1`");
+        assert_eq!(markdown_code("x``y|<img>\n# h"), "```x``y\\|<img> # h```");
+        assert_eq!(markdown_code("`a"), "`` `a ``");
     }
 
     #[test]

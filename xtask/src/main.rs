@@ -36,7 +36,12 @@ fn main() -> ExitCode {
         Err(err) => {
             // Exit 2 means "could not do the job" (usage or input error), as
             // distinct from 1, "did the job and found problems".
-            eprintln!("error: {err:#}");
+            // The chain can carry file names and API text: encoded, so that
+            // no part of it can start a workflow command.
+            eprintln!(
+                "{}",
+                gha::error_line(&format!("{err:#}"), gha::in_actions())
+            );
             ExitCode::from(2)
         }
     }

@@ -115,7 +115,14 @@ pub struct ArtifactPolicy {
     /// Seconds one API request or a stalled download may take before falling back.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// The whole name (`run-name:`) of a consumer run built for a head
+    /// commit, with `{head_sha}` where the commit goes.
+    #[serde(default = "default_consumer_run_name")]
+    pub consumer_run_name: String,
 }
+
+/// The placeholder of `artifacts.consumer-run-name`.
+pub const HEAD_SHA_PLACEHOLDER: &str = "{head_sha}";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -199,6 +206,9 @@ fn default_max_download_bytes() -> u64 {
 fn default_timeout_secs() -> u64 {
     60
 }
+fn default_consumer_run_name() -> String {
+    "GPU tests for {head_sha}".to_owned()
+}
 
 impl Default for Policy {
     fn default() -> Self {
@@ -224,6 +234,7 @@ impl Default for ArtifactPolicy {
             trusted_events: default_trusted_events(),
             max_download_bytes: default_max_download_bytes(),
             timeout_secs: default_timeout_secs(),
+            consumer_run_name: default_consumer_run_name(),
         }
     }
 }
@@ -263,62 +274,135 @@ impl Policy {
     }
 
     /// Parses and validates policy text; errors carry the line and column.
+    /// A file that parses is validated as a whole: the error lists every
+    /// problem, each at its line and column, not only the first.
     pub fn parse(text: &str) -> Result<Policy> {
         let policy: Policy = toml::from_str(text).map_err(|err| anyhow::anyhow!("{err}"))?;
-        policy.validate()?;
-        Ok(policy)
+        let problems = policy.problems();
+        if problems.is_empty() {
+            return Ok(policy);
+        }
+        let document = toml::de::DeTable::parse(text).ok();
+        let mut message = format!("{} problem(s):", problems.len());
+        for problem in &problems {
+            let at = document
+                .as_ref()
+                .and_then(|doc| locate(doc, &problem.path))
+                .map(|offset| {
+                    let before = &text[..offset];
+                    let line = before.matches('\n').count() + 1;
+                    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!("line {line}, column {column}")
+                })
+                .unwrap_or_else(|| "(defaults)".to_owned());
+            message.push_str(&format!("\n  {at}: {}", problem.message));
+        }
+        bail!(message)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Every problem of a policy that deserialised, with where it is.
+    fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut problem = |path: Vec<Seg>, message: String| out.push(Problem { path, message });
         let key = &self.key;
-        check_key_text("key.name", &key.name)?;
+        let key_text = |path: Vec<Seg>, what: &str, text: &str| {
+            (!is_key_text(text)).then(|| {
+                (
+                    path,
+                    format!("{what} = {text:?} may hold only letters, digits, `.`, `_` and `-`"),
+                )
+            })
+        };
+        if let Some((path, message)) = key_text(
+            vec![Seg::Key("key"), Seg::Key("name")],
+            "key.name",
+            &key.name,
+        ) {
+            problem(path, message);
+        }
         let is_version = key.version.len() > 1
             && key.version.starts_with('v')
             && key.version[1..].bytes().all(|b| b.is_ascii_digit());
         if !is_version {
-            bail!(
-                "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change",
-                key.version
+            problem(
+                vec![Seg::Key("key"), Seg::Key("version")],
+                format!(
+                    "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change",
+                    key.version
+                ),
             );
         }
-        for label in &key.labels {
-            check_key_text("key.labels", label)?;
-        }
-        for var in &key.toolkit_env {
-            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                bail!("key.toolkit-env entry {var:?} is not an environment variable name");
+        for (index, label) in key.labels.iter().enumerate() {
+            if let Some((path, message)) = key_text(
+                vec![Seg::Key("key"), Seg::Key("labels"), Seg::Index(index)],
+                "key.labels",
+                label,
+            ) {
+                problem(path, message);
             }
         }
-        for glob in key
-            .include
-            .iter()
-            .chain(key.dynamic_include.iter().flat_map(|d| &d.files))
-        {
-            check_relative_glob(glob)?;
+        for (index, var) in key.toolkit_env.iter().enumerate() {
+            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                problem(
+                    vec![Seg::Key("key"), Seg::Key("toolkit-env"), Seg::Index(index)],
+                    format!("key.toolkit-env entry {var:?} is not an environment variable name"),
+                );
+            }
         }
-        for dynamic in &key.dynamic_include {
+        for (index, glob) in key.include.iter().enumerate() {
+            if let Err(err) = check_relative_glob(glob) {
+                problem(
+                    vec![Seg::Key("key"), Seg::Key("include"), Seg::Index(index)],
+                    format!("{err:#}"),
+                );
+            }
+        }
+        for (index, dynamic) in key.dynamic_include.iter().enumerate() {
+            let at = |field| {
+                vec![
+                    Seg::Key("key"),
+                    Seg::Key("dynamic-include"),
+                    Seg::Index(index),
+                    Seg::Key(field),
+                ]
+            };
+            for glob in &dynamic.files {
+                if let Err(err) = check_relative_glob(glob) {
+                    problem(at("files"), format!("{err:#}"));
+                }
+            }
             if dynamic.reason.trim().is_empty() {
-                bail!(
-                    "key.dynamic-include for {} needs a non-empty reason",
-                    dynamic.site
+                problem(
+                    at("reason"),
+                    format!(
+                        "key.dynamic-include for {} needs a non-empty reason",
+                        dynamic.site
+                    ),
                 );
             }
             // An empty list would silently cover the site with no file at
             // all: the include's reads would never reach the key.
             match (dynamic.files.is_empty(), dynamic.allow_empty) {
-                (true, false) => bail!(
-                    "key.dynamic-include for {} has `files = []`, so nothing the include reads would enter the key; list the globs it may read, or, if it reads no repository file, set `allow-empty = true` and say why in `reason`",
-                    dynamic.site
+                (true, false) => problem(
+                    at("files"),
+                    format!(
+                        "key.dynamic-include for {} has `files = []`, so nothing the include reads would enter the key; list the globs it may read, or, if it reads no repository file, set `allow-empty = true` and say why in `reason`",
+                        dynamic.site
+                    ),
                 ),
-                (false, true) => bail!(
-                    "key.dynamic-include for {} sets `allow-empty = true` but lists files; drop `allow-empty`",
-                    dynamic.site
+                (false, true) => problem(
+                    at("allow-empty"),
+                    format!(
+                        "key.dynamic-include for {} sets `allow-empty = true` but lists files; drop `allow-empty`",
+                        dynamic.site
+                    ),
                 ),
                 _ => {}
             }
         }
         let mut files = std::collections::BTreeSet::new();
-        for archive in &self.archive {
+        for (index, archive) in self.archive.iter().enumerate() {
+            let at = |field| vec![Seg::Key("archive"), Seg::Index(index), Seg::Key(field)];
             let name = &archive.file;
             if name.is_empty()
                 || name.contains(['/', '\\'])
@@ -328,40 +412,66 @@ impl Policy {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
             {
-                bail!(
-                    "archive file {name:?} must be a plain file name (letters, digits, `.`, `_`, `-`)"
+                problem(
+                    at("file"),
+                    format!(
+                        "archive file {name:?} must be a plain file name (letters, digits, `.`, `_`, `-`)"
+                    ),
                 );
             }
             if !files.insert(name.clone()) {
-                bail!("archive file {name:?} is listed twice");
+                problem(at("file"), format!("archive file {name:?} is listed twice"));
             }
-            match (&archive.nextest, &archive.build) {
-                (Some(_), None) if archive.binaries.is_empty() => {}
-                (Some(_), None) => {
-                    bail!("archive {name:?}: `binaries` goes with `build`, not `nextest`")
-                }
-                (None, Some(_)) if !archive.binaries.is_empty() => {}
-                (None, Some(_)) => bail!("archive {name:?}: `build` needs `binaries` to pack"),
-                _ => bail!("archive {name:?} needs exactly one of `nextest` or `build`"),
+            let shape = match (&archive.nextest, &archive.build) {
+                (Some(_), None) if archive.binaries.is_empty() => None,
+                (Some(_), None) => Some("`binaries` goes with `build`, not `nextest`"),
+                (None, Some(_)) if !archive.binaries.is_empty() => None,
+                (None, Some(_)) => Some("`build` needs `binaries` to pack"),
+                _ => Some("needs exactly one of `nextest` or `build`"),
+            };
+            if let Some(shape) = shape {
+                problem(at("file"), format!("archive {name:?}: {shape}"));
             }
         }
-        for allow in &self.allow {
+        for (index, allow) in self.allow.iter().enumerate() {
             if allow.reason.trim().is_empty() {
-                bail!(
-                    "[[allow]] for rule {} in {} needs a non-empty reason",
-                    allow.rule,
-                    allow.workflow
+                problem(
+                    vec![Seg::Key("allow"), Seg::Index(index), Seg::Key("reason")],
+                    format!(
+                        "[[allow]] for rule {} in {} needs a non-empty reason",
+                        allow.rule, allow.workflow
+                    ),
                 );
             }
         }
-        for event in &self.artifacts.trusted_events {
+        let run_name = &self.artifacts.consumer_run_name;
+        if run_name.matches(HEAD_SHA_PLACEHOLDER).count() != 1
+            || run_name
+                .replace(HEAD_SHA_PLACEHOLDER, "")
+                .contains(['{', '}'])
+        {
+            problem(
+                vec![Seg::Key("artifacts"), Seg::Key("consumer-run-name")],
+                format!(
+                    "artifacts.consumer-run-name = {run_name:?} must hold `{HEAD_SHA_PLACEHOLDER}` exactly once and no other braces, such as \"GPU tests for {HEAD_SHA_PLACEHOLDER}\""
+                ),
+            );
+        }
+        for (index, event) in self.artifacts.trusted_events.iter().enumerate() {
             if UNTRUSTED_EVENTS.contains(&event.as_str()) {
-                bail!(
-                    "artifacts.trusted-events lists {event:?}, whose workflow definition a pull request controls; remove it"
+                problem(
+                    vec![
+                        Seg::Key("artifacts"),
+                        Seg::Key("trusted-events"),
+                        Seg::Index(index),
+                    ],
+                    format!(
+                        "artifacts.trusted-events lists {event:?}, whose workflow definition a pull request controls; remove it"
+                    ),
                 );
             }
         }
-        Ok(())
+        out
     }
 
     /// Says where the policy came from, for logs.
@@ -381,11 +491,39 @@ pub fn is_key_text(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
-fn check_key_text(what: &str, text: &str) -> Result<()> {
-    if !is_key_text(text) {
-        bail!("{what} = {text:?} may hold only letters, digits, `.`, `_` and `-`");
+/// One step of the way to a value in the policy file.
+#[derive(Debug, Clone, Copy)]
+enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+/// A validation problem and the value it is about.
+#[derive(Debug)]
+struct Problem {
+    path: Vec<Seg>,
+    message: String,
+}
+
+/// The byte offset of the value at `path` in the parsed document, or of the
+/// deepest part of the path that is there (a default has no place).
+fn locate(document: &toml::Spanned<toml::de::DeTable<'_>>, path: &[Seg]) -> Option<usize> {
+    let mut offset = None;
+    let mut table = Some(document.get_ref());
+    let mut array: Option<&toml::de::DeArray<'_>> = None;
+    for seg in path {
+        let value = match seg {
+            Seg::Key(key) => table?
+                .iter()
+                .find(|(k, _)| k.get_ref().as_ref() == *key)
+                .map(|(_, v)| v)?,
+            Seg::Index(index) => array?.get(*index)?,
+        };
+        offset = Some(value.span().start);
+        table = value.get_ref().as_table();
+        array = value.get_ref().as_array();
     }
-    Ok(())
+    offset
 }
 
 fn check_relative_glob(glob: &str) -> Result<()> {
@@ -459,6 +597,16 @@ mod tests {
             let err = format!("{:#}", Policy::parse(text).unwrap_err());
             assert!(err.contains(needle), "{text:?} gave {err}");
         }
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_its_line_and_column() {
+        let text = "[key]\nversion = \"3\"\nlabels = [\"ok\", \"a b\"]\n[artifacts]\ntrusted-events = [\"push\", \"pull_request\"]\n[[archive]]\nfile = \"../a\"\nnextest = []\n";
+        let err = format!("{:#}", Policy::parse(text).unwrap_err());
+        assert_eq!(
+            err,
+            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain file name (letters, digits, `.`, `_`, `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+        );
     }
 
     #[test]

@@ -13,12 +13,12 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
-use http_body_util::BodyExt;
+use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use super::finder::{Artifact, Github, describe_octocrab_error};
+use super::github::{Artifact, Github};
 use super::verify;
+use crate::gha;
 use crate::policy::ArchiveSpec;
 
 /// How often a running download reports its progress.
@@ -80,111 +80,60 @@ pub fn move_into_place(staging: &Path, specs: &[ArchiveSpec], out: &Path) -> Res
     Ok(done)
 }
 
-/// Streams the artifact's zip to `dest`, checking size and digest.
+/// Streams the artifact's zip to `dest`, checking size and digest. The HTTP
+/// side (the redirect without the token, timeouts) is [`Github`]'s.
 async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: u64) -> Result<()> {
-    let route = github.repo_route(&format!("/actions/artifacts/{}/zip", artifact.id));
-    // The API answers with a redirect to blob storage. That hop is taken by
-    // hand, with the credential-free client: the token stays on the API host.
-    let response = tokio::time::timeout(github.timeout, github.api._get(route.as_str()))
-        .await
-        .map_err(|_| {
-            anyhow!(
-                "GET {route}: no answer within {} s",
-                github.timeout.as_secs()
-            )
-        })?
-        .map_err(|err| anyhow!("GET {route}: {}", describe_octocrab_error(&err)))?;
-    let status = response.status();
-    let response = if status.is_redirection() {
-        let location = response
-            .headers()
-            .get(http::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| anyhow!("GET {route}: HTTP {status} without a Location"))?
-            .to_owned();
-        let api_is_https = github.env.api_url.starts_with("https://");
-        let uri = redirect_target(&location, api_is_https)
-            .with_context(|| format!("GET {route}: refusing the redirect"))?;
-        let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-        tokio::time::timeout(github.timeout, github.blob._get(uri))
-            .await
-            .map_err(|_| {
-                anyhow!(
-                    "download from {host}: no answer within {} s",
-                    github.timeout.as_secs()
-                )
-            })?
-            .map_err(|err| anyhow!("download from {host}: {}", describe_octocrab_error(&err)))?
-    } else {
-        response
-    };
-    let status = response.status();
-    if !status.is_success() {
-        bail!("the artifact download answered HTTP {status}");
-    }
-    let announced = response
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if let Some(length) = announced
-        && length > max_bytes
-    {
-        bail!("the artifact is {length} bytes, over artifacts.max-download-bytes = {max_bytes}");
-    }
-    let expected_total = announced.unwrap_or(artifact.size_in_bytes);
-
     let file =
         File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let mut writer = BufWriter::with_capacity(1 << 20, file);
     let mut hasher = Sha256::new();
     let mut received: u64 = 0;
+    let expected_total = std::cell::Cell::new(artifact.size_in_bytes);
     let started = Instant::now();
     let mut last_report = started;
-    let mut body = response.into_body();
-    loop {
-        let frame = tokio::time::timeout(github.timeout, body.frame())
-            .await
-            .map_err(|_| {
-                anyhow!(
-                    "the download stalled: no data for {} s after {received} bytes",
-                    github.timeout.as_secs()
-                )
-            })?;
-        let Some(frame) = frame else { break };
-        let frame = frame.map_err(|err| {
-            anyhow!(
-                "the download broke off after {received} bytes: {}",
-                describe_octocrab_error(&err)
-            )
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        received += data.len() as u64;
-        if received > max_bytes {
-            bail!("the download passed artifacts.max-download-bytes = {max_bytes}");
-        }
-        hasher.update(&data);
-        writer
-            .write_all(&data)
-            .with_context(|| format!("cannot write {}", dest.display()))?;
-        if last_report.elapsed() >= PROGRESS_EVERY {
-            last_report = Instant::now();
-            eprintln!(
-                "downloading artifact {}: {} of {} ({:.0} MiB/s)",
-                artifact.id,
-                mib(received),
-                mib(expected_total),
-                received as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64()
-            );
-        }
-    }
+    github
+        .download_artifact_zip(
+            artifact.id,
+            |announced| {
+                if let Some(length) = announced
+                    && length > max_bytes
+                {
+                    bail!(
+                        "the artifact is {length} bytes, over artifacts.max-download-bytes = {max_bytes}"
+                    );
+                }
+                expected_total.set(announced.unwrap_or(artifact.size_in_bytes));
+                Ok(())
+            },
+            |data| {
+                received += data.len() as u64;
+                if received > max_bytes {
+                    bail!("the download passed artifacts.max-download-bytes = {max_bytes}");
+                }
+                hasher.update(data);
+                writer
+                    .write_all(data)
+                    .with_context(|| format!("cannot write {}", dest.display()))?;
+                if last_report.elapsed() >= PROGRESS_EVERY {
+                    last_report = Instant::now();
+                    gha::log(&format!(
+                        "downloading artifact {}: {} of {} ({:.0} MiB/s)",
+                        artifact.id,
+                        mib(received),
+                        mib(expected_total.get()),
+                        received as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64()
+                    ));
+                }
+                Ok(())
+            },
+        )
+        .await?;
     writer
         .into_inner()
         .map_err(|err| err.into_error())
         .and_then(|file| file.sync_all())
         .with_context(|| format!("cannot write {}", dest.display()))?;
+    let expected_total = expected_total.get();
     if received != expected_total {
         bail!("the download is truncated: {received} of {expected_total} bytes");
     }
@@ -197,7 +146,7 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
             bail!("the download's SHA-256 {actual} does not match the artifact digest {expected}");
         }
     }
-    eprintln!(
+    gha::log(&format!(
         "downloaded artifact {}: {} in {:.1} s, sha256 {actual}{}",
         artifact.id,
         mib(received),
@@ -207,27 +156,8 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
         } else {
             " (the API gave no digest to compare with)"
         }
-    );
+    ));
     Ok(())
-}
-
-/// The URL a download redirect may lead to: absolute http(s), and https when
-/// the API itself is, so that a redirect cannot strip the transport security
-/// from an artifact whose digest the API may not give.
-pub fn redirect_target(location: &str, api_is_https: bool) -> Result<http::Uri> {
-    let uri: http::Uri = location
-        .parse()
-        .with_context(|| format!("the redirect target {location:?} is not a URL"))?;
-    match uri.scheme_str() {
-        Some("https") => {}
-        Some("http") if !api_is_https => {}
-        Some("http") => bail!("the redirect target {location:?} downgrades https to http"),
-        _ => bail!("the redirect target {location:?} is not an http(s) URL"),
-    }
-    if uri.authority().is_none() {
-        bail!("the redirect target {location:?} is not absolute");
-    }
-    Ok(uri)
 }
 
 /// Extracts exactly the archives named by `specs` from the zip at `zip_path`

@@ -4,21 +4,26 @@
 //!
 //! The sources are tried in order: a cache restore the workflow already made
 //! (`--cache-hit`; used only if every archive verifies), an artifact of an
-//! earlier trusted run named by the key (`--reuse`; see [`finder`] for the
-//! provenance rules and [`download`] for the transfer), and otherwise a fresh
-//! build ([`build`]) with the runner's control variables scrubbed. Anything
-//! that goes wrong before the build is a warning and a fallback, never a
-//! failure and never a partial file in `--out`. The cache and artifact paths
-//! compile nothing.
+//! earlier trusted run named by the key (`--reuse`; [`trust`] holds the
+//! checks, [`github`] the API client and [`download`] the transfer), and
+//! otherwise a fresh build ([`build`]) with the runner's control variables
+//! scrubbed. Anything that goes wrong before the build is a warning and a
+//! fallback, never a failure and never a partial file in `--out`. The cache
+//! and artifact paths compile nothing.
+//!
+//! Owns the order of the sources and what is reported about them. Must not
+//! derive a key (that is `key::compute`) or judge an artifact itself.
 
 mod build;
 mod download;
-mod finder;
+mod github;
+mod trust;
 mod verify;
 
 #[cfg(test)]
 mod tests;
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,7 +33,7 @@ use anyhow::{Context, Result, bail};
 use crate::policy::{ArchiveSpec, Policy};
 use crate::{flags, gha};
 
-pub use finder::GithubEnv;
+pub use github::GithubEnv;
 
 /// Where the archives came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +56,61 @@ pub struct Reused {
     pub created_at: String,
 }
 
+/// How a search for a trusted artifact ended, when it could be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reuse {
+    /// A trusted artifact was downloaded, verified and installed.
+    Installed(Reused),
+    /// No artifact carries the name.
+    Missing { name: String },
+    /// Candidates exist, and each failed a trust check.
+    Untrusted {
+        name: String,
+        skipped: Vec<trust::Skipped>,
+        /// Why the listing was not read to its end, if it was not.
+        stopped: Option<String>,
+    },
+}
+
+impl fmt::Display for Reuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reuse::Installed(r) => write!(
+                f,
+                "reused artifact {} from run {} ({}, {}, created {})",
+                r.artifact_id, r.run_id, r.event, r.workflow, r.created_at
+            ),
+            Reuse::Missing { name } => write!(f, "no artifact named {name}"),
+            Reuse::Untrusted {
+                name,
+                skipped,
+                stopped,
+            } => {
+                // The log has every skip; the reason names the first few.
+                const SHOWN: usize = 5;
+                write!(
+                    f,
+                    "no trusted artifact named {name} ({} skipped: ",
+                    skipped.len()
+                )?;
+                for (index, skip) in skipped.iter().take(SHOWN).enumerate() {
+                    if index > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{skip}")?;
+                }
+                if skipped.len() > SHOWN {
+                    write!(f, "; and {} more", skipped.len() - SHOWN)?;
+                }
+                if let Some(stopped) = stopped {
+                    write!(f, "; stopped: {stopped}")?;
+                }
+                write!(f, ")")
+            }
+        }
+    }
+}
+
 impl Source {
     /// The value of the `source=` output.
     pub fn kind(&self) -> &'static str {
@@ -65,10 +125,7 @@ impl Source {
     pub fn describe(&self) -> String {
         match self {
             Source::Cache => "cache hit".to_owned(),
-            Source::Artifact(r) => format!(
-                "reused artifact {} from run {} ({}, {}, created {})",
-                r.artifact_id, r.run_id, r.event, r.workflow, r.created_at
-            ),
+            Source::Artifact(r) => Reuse::Installed(r.clone()).to_string(),
             Source::Build { reason } => format!("fresh build ({reason})"),
         }
     }
@@ -78,7 +135,11 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
     pub root: &'a Path,
+    /// The policy of the tree being keyed: its `[[archive]]` recipes.
     pub policy: &'a Policy,
+    /// The policy whose trust settings (`default-branch`, `[publisher]`,
+    /// `[artifacts]`) judge artifacts (`--trust-policy`).
+    pub trust: &'a Policy,
     /// The artifact name derived from the content key.
     pub artifact_name: &'a str,
     pub out: &'a Path,
@@ -98,6 +159,29 @@ impl flags::GpuArchive {
                 policy.describe_source()
             );
         }
+        // Trust settings decide which runs may hand this job its archives;
+        // the tree being keyed is pull-request code in the consumer, so they
+        // come from the trusted checkout's policy when the workflow names it.
+        let (trust, trust_source) = match &self.trust_policy {
+            Some(path) => {
+                let trust = Policy::load(&root, Some(path)).context("--trust-policy")?;
+                let source = format!("{} (--trust-policy)", trust.describe_source());
+                (trust, source)
+            }
+            None => (
+                policy.clone(),
+                format!(
+                    "{} (the policy of the tree being keyed; no --trust-policy)",
+                    policy.describe_source()
+                ),
+            ),
+        };
+        gha::log(&format!("trust settings: {trust_source}"));
+        if self.reuse && self.trust_policy.is_none() {
+            gha::warning(&format!(
+                "artifact reuse is judged by the trust settings of {trust_source}; pass --trust-policy with the trusted checkout's policy when the tree is pull-request code"
+            ));
+        }
         let manifest = crate::key::compute(&root, &policy)?;
         // The default lives in the repository's target directory; a given
         // `--out` is taken as the user typed it: a relative path from the
@@ -109,6 +193,7 @@ impl flags::GpuArchive {
         let request = Request {
             root: &root,
             policy: &policy,
+            trust: &trust,
             artifact_name: &manifest.artifact_name,
             out: &out,
             reuse: self.reuse,
@@ -124,13 +209,15 @@ impl flags::GpuArchive {
                 return Err(err);
             }
         }
-        report(
+        let summary = report(
             &source,
             &manifest.key,
             &manifest.artifact_name,
+            &trust_source,
             &policy.archive,
             &out,
         )?;
+        gha::append_step_summary(&summary)?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -159,19 +246,11 @@ pub fn obtain(
     if request.reuse {
         let reason = match github_env() {
             Err(missing) => format!("artifact reuse needs the Actions environment: {missing}"),
-            Ok(env) => {
-                match reuse_artifact(
-                    env,
-                    request.artifact_name,
-                    request.out,
-                    request.policy,
-                    request.head_sha,
-                ) {
-                    Ok(Ok(reused)) => return Ok(Source::Artifact(reused)),
-                    Ok(Err(not_found)) => not_found,
-                    Err(err) => format!("artifact reuse failed: {err:#}"),
-                }
-            }
+            Ok(env) => match reuse_artifact(env, request) {
+                Ok(Reuse::Installed(reused)) => return Ok(Source::Artifact(reused)),
+                Ok(not_reused) => not_reused.to_string(),
+                Err(err) => format!("artifact reuse failed: {err:#}"),
+            },
         };
         gha::warning(&format!("{reason}; building instead"));
         not_used.push(reason);
@@ -184,67 +263,50 @@ pub fn obtain(
     })
 }
 
-/// Looks for and installs a trusted artifact named `name`. `Ok(Err(reason))`
-/// when the search completed without a trusted candidate.
-pub fn reuse_artifact(
-    env: GithubEnv,
-    name: &str,
-    out: &Path,
-    policy: &Policy,
-    head_sha: Option<&str>,
-) -> Result<Result<Reused, String>> {
+/// Looks for a trusted artifact named `request.artifact_name` and installs
+/// it into `request.out`. Errors when the search or the transfer fails.
+pub fn reuse_artifact(env: GithubEnv, request: &Request) -> Result<Reuse> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(reuse_artifact_async(env, name, out, policy, head_sha))
+    runtime.block_on(reuse_artifact_async(env, request))
 }
 
-async fn reuse_artifact_async(
-    env: GithubEnv,
-    name: &str,
-    out: &Path,
-    policy: &Policy,
-    head_sha: Option<&str>,
-) -> Result<Result<Reused, String>> {
-    let artifacts = &policy.artifacts;
-    let github = finder::Github::new(env, Duration::from_secs(artifacts.timeout_secs.max(1)))?;
-    let search = finder::find(&github, name, policy, head_sha).await?;
-    let Some(accepted) = search.accepted else {
-        let reason = if search.skipped.is_empty() {
-            format!("no artifact named {name}")
-        } else {
-            // The log has every skip; the reason names the first few.
-            const SHOWN: usize = 5;
-            let mut shown = search.skipped[..search.skipped.len().min(SHOWN)].join("; ");
-            if search.skipped.len() > SHOWN {
-                shown.push_str(&format!("; and {} more", search.skipped.len() - SHOWN));
-            }
-            format!(
-                "no trusted artifact named {name} ({} skipped: {shown})",
-                search.skipped.len()
-            )
-        };
-        return Ok(Err(reason));
+async fn reuse_artifact_async(env: GithubEnv, request: &Request<'_>) -> Result<Reuse> {
+    let name = request.artifact_name;
+    let artifacts = &request.trust.artifacts;
+    let github = github::Github::new(env, Duration::from_secs(artifacts.timeout_secs.max(1)))?;
+    let search = trust::find(&github, name, request.trust, request.head_sha).await?;
+    let Some(trust::Accepted { artifact, run }) = search.accepted else {
+        if search.skipped.is_empty() && search.stopped.is_none() {
+            return Ok(Reuse::Missing {
+                name: name.to_owned(),
+            });
+        }
+        return Ok(Reuse::Untrusted {
+            name: name.to_owned(),
+            skipped: search.skipped,
+            stopped: search.stopped,
+        });
     };
-    let finder::Accepted { artifact, run } = accepted;
-    eprintln!(
+    gha::log(&format!(
         "artifact search: accepted artifact {} from run {} ({}, {})",
         artifact.id,
         run.id,
         run.event,
         run.path.as_deref().unwrap_or("?")
-    );
+    ));
     download::install(
         &github,
         &artifact,
-        &policy.archive,
-        out,
+        &request.policy.archive,
+        request.out,
         artifacts.max_download_bytes,
     )
     .await
     .with_context(|| format!("artifact {} from run {}", artifact.id, run.id))?;
-    Ok(Ok(Reused {
+    Ok(Reuse::Installed(Reused {
         artifact_id: artifact.id,
         run_id: run.id,
         event: run.event,
@@ -277,16 +339,25 @@ fn remove_archives(out: &Path, specs: &[ArchiveSpec]) {
     }
 }
 
-/// Logs the source, the archive sizes and the free disk space, and writes the
-/// step outputs and summary.
+/// Logs the source, the archive sizes and the free disk space, writes the
+/// step outputs, and returns the step summary's Markdown.
 fn report(
     source: &Source,
     key: &str,
     artifact_name: &str,
+    trust_source: &str,
     specs: &[ArchiveSpec],
     out: &Path,
-) -> Result<()> {
-    println!("archive source: {}", source.describe());
+) -> Result<String> {
+    // The source's reason carries run, branch and artifact names and API
+    // text: encoded for the log, escaped for the summary.
+    println!(
+        "{}",
+        gha::log_text(
+            &format!("archive source: {}", source.describe()),
+            gha::in_actions()
+        )
+    );
     let mut rows = String::new();
     for spec in specs {
         let path: PathBuf = out.join(&spec.file);
@@ -294,6 +365,7 @@ fn report(
             .with_context(|| format!("{} vanished", path.display()))?
             .len();
         println!("  {}: {}", path.display(), download::mib(bytes));
+        // A plain file name by policy validation (letters, digits, `._-`).
         rows.push_str(&format!("| `{}` | {} |\n", spec.file, download::mib(bytes)));
     }
     let free = free_disk_bytes(out)
@@ -317,10 +389,26 @@ fn report(
     outputs.push(("run_id", run_id));
     let pairs: Vec<(&str, &str)> = outputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     gha::set_outputs_if_in_actions(&pairs)?;
-    gha::append_step_summary(&format!(
-        "### GPU archives\n\nSource: {}\n\nKey: `{key}`\n\n| archive | size |\n|---|---|\n{rows}\nFree disk space: {free}\n\n",
-        source.describe().replace('|', "\\|")
-    ))
+    Ok(summary_markdown(source, key, trust_source, &rows, &free))
+}
+
+/// The step summary: every part that is not this program's own text goes
+/// through [`gha::escape_markdown`].
+fn summary_markdown(
+    source: &Source,
+    key: &str,
+    trust_source: &str,
+    rows: &str,
+    free: &str,
+) -> String {
+    format!(
+        "### GPU archives\n\nSource: {}\n\nKey: `{}`\n\nTrust settings: {}\n\n| archive | size |\n|---|---|\n{rows}\nFree disk space: {}\n\n",
+        gha::escape_markdown(&source.describe()),
+        // Key text by construction (letters, digits, `._-`).
+        key,
+        gha::escape_markdown(trust_source),
+        gha::escape_markdown(free),
+    )
 }
 
 /// Free space available to unprivileged users on the filesystem of `path`.

@@ -11,8 +11,9 @@ use sha2::{Digest, Sha256};
 use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use super::finder::{self, GithubEnv, Run, RunRepository, TrustContext};
-use super::{Reused, build, download, reuse_artifact, verify};
+use super::github::{self, GithubEnv, Run, RunRepository};
+use super::trust::{self, TrustContext};
+use super::{Request, Reuse, Reused, build, download, reuse_artifact, verify};
 use crate::policy::{ArchiveSpec, Policy};
 
 const NAME: &str = "gpu-archive-v1-0123abcd";
@@ -180,6 +181,9 @@ fn good_run(id: u64) -> Value {
     })
 }
 
+/// The commit the branch `main` points to (`GET /branches/main`).
+const MAIN_HEAD: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
 /// The pull-request head commit the reuse path is asked about (`--head-sha`).
 const PR_HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -212,6 +216,13 @@ impl Api {
                     ResponseTemplate::new(200)
                         .set_body_json(json!({"id": REPO_ID, "full_name": "o/r", "name": "r"})),
                 ),
+        );
+        mock.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r/branches/main"))
+                .respond_with(ResponseTemplate::new(200).set_body_json(
+                    json!({"name": "main", "commit": {"sha": MAIN_HEAD}, "protected": true}),
+                )),
         );
         mock
     }
@@ -254,11 +265,11 @@ impl Api {
         );
     }
 
-    /// The answer to `compare/main...{sha}`; a lower `priority` wins.
+    /// The answer to `compare/{MAIN_HEAD}...{sha}`; a lower `priority` wins.
     fn compare(&self, sha: &str, status: &str, priority: u8) {
         self.mount(
             Mock::given(method("GET"))
-                .and(path(format!("/repos/o/r/compare/main...{sha}")))
+                .and(path(format!("/repos/o/r/compare/{MAIN_HEAD}...{sha}")))
                 .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": status})))
                 .with_priority(priority),
         );
@@ -287,8 +298,19 @@ impl Api {
         self.zip(id, zip);
     }
 
+    /// The reuse path with the test policy as both policies: the installed
+    /// artifact, or the reason none was.
     fn reuse(&self, out: &Path) -> anyhow::Result<Result<Reused, String>> {
-        reuse_artifact(self.env(), NAME, out, &policy(), Some(PR_HEAD))
+        self.reuse_with(out, &policy())
+    }
+
+    fn reuse_with(&self, out: &Path, trust: &Policy) -> anyhow::Result<Result<Reused, String>> {
+        let policy = policy();
+        let request = request(&policy, trust, out);
+        Ok(match reuse_artifact(self.env(), &request)? {
+            Reuse::Installed(reused) => Ok(reused),
+            not_reused => Err(not_reused.to_string()),
+        })
     }
 
     fn blob_requests(&self) -> Vec<wiremock::Request> {
@@ -301,6 +323,20 @@ impl Api {
         self.rt
             .block_on(self.api.received_requests())
             .unwrap_or_default()
+    }
+}
+
+/// A reuse request for `out` (`--reuse --head-sha PR_HEAD`).
+fn request<'a>(policy: &'a Policy, trust: &'a Policy, out: &'a Path) -> Request<'a> {
+    Request {
+        root: Path::new("/nonexistent-root"),
+        policy,
+        trust,
+        artifact_name: NAME,
+        out,
+        reuse: true,
+        cache_hit: false,
+        head_sha: Some(PR_HEAD),
     }
 }
 
@@ -577,7 +613,7 @@ fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
         let scratch = Scratch::new();
         let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
         assert!(
-            reason.contains("is not in the history of \"main\""),
+            reason.contains("is not in the history of branch \"main\""),
             "{reason}"
         );
         assert!(
@@ -592,7 +628,10 @@ fn a_tag_named_like_the_default_branch_is_not_the_default_branch() {
     api.listing(vec![artifact(7, 100, &zip)]);
     api.mount(
         Mock::given(method("GET"))
-            .and(path(format!("/repos/o/r/compare/main...{}", commit(100))))
+            .and(path(format!(
+                "/repos/o/r/compare/{MAIN_HEAD}...{}",
+                commit(100)
+            )))
             .respond_with(ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"})))
             .with_priority(1),
     );
@@ -685,18 +724,18 @@ fn a_default_branch_that_cannot_be_put_in_a_route_is_refused() {
     let api = Api::new();
     // The client's worker is spawned on the runtime it is built in.
     let _runtime = api.rt.enter();
-    let github = finder::Github::new(api.env(), Duration::from_secs(1)).unwrap();
+    let github = github::Github::new(api.env(), Duration::from_secs(1)).unwrap();
     for branch in ["", "x/../../../repos/evil/r", "a b", "main?x=1", "main#"] {
-        let err = api
-            .rt
-            .block_on(finder::check_on_default_branch(&github, &commit(1), branch))
-            .unwrap_err();
-        assert!(err.contains("cannot be named"), "{branch}: {err}");
+        let err = api.rt.block_on(github.branch_head(branch)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot be named"),
+            "{branch}: {err:#}"
+        );
     }
     assert!(
         api.api_requests()
             .iter()
-            .all(|r| !r.url.path().contains("compare"))
+            .all(|r| !r.url.path().contains("branches"))
     );
 }
 
@@ -780,9 +819,10 @@ fn connection_refused_fails_over() {
         ..Api::new().env()
     };
     let scratch = Scratch::new();
+    let (policy, out) = (policy(), scratch.out());
     let err = format!(
         "{:#}",
-        reuse_artifact(env, NAME, &scratch.out(), &policy(), Some(PR_HEAD)).unwrap_err()
+        reuse_artifact(env, &request(&policy, &policy, &out)).unwrap_err()
     );
     assert!(err.contains("cannot read this repository's id"), "{err}");
     assert!(err.to_lowercase().contains("connection refused"), "{err}");
@@ -1031,8 +1071,8 @@ fn hostile_or_incomplete_zips_fail_over() {
 #[test]
 fn a_download_redirect_may_not_downgrade_to_plain_http() {
     let blob = "https://blob.example/a.zip?sig=x";
-    assert!(download::redirect_target(blob, true).is_ok());
-    assert!(download::redirect_target("http://blob.example/a.zip", false).is_ok());
+    assert!(github::redirect_target(blob, true).is_ok());
+    assert!(github::redirect_target("http://blob.example/a.zip", false).is_ok());
     for (location, api_is_https, needle) in [
         (
             "http://blob.example/a.zip",
@@ -1046,7 +1086,7 @@ fn a_download_redirect_may_not_downgrade_to_plain_http() {
     ] {
         let err = format!(
             "{:#}",
-            download::redirect_target(location, api_is_https).unwrap_err()
+            github::redirect_target(location, api_is_https).unwrap_err()
         );
         assert!(err.contains(needle), "{location}: {err}");
     }
@@ -1201,9 +1241,7 @@ fn a_consumer_artifact_is_reused_only_for_its_own_head_commit() {
         repository_id: REPO_ID,
         full_name: "o/r".into(),
         current_run_id: CURRENT_RUN,
-        default_branch: "main",
-        policy: &policy.artifacts,
-        publisher_workflows: &policy.publisher.workflows,
+        trust: &policy,
         head_sha,
         now: chrono::Utc::now(),
     };
@@ -1228,24 +1266,43 @@ fn a_consumer_artifact_is_reused_only_for_its_own_head_commit() {
     let other = format!("GPU tests for {}", commit(99));
     // The run states the commit asked for: reused.
     assert_eq!(
-        finder::judge_run(&consumer(Some(&same)), &ctx(Some(PR_HEAD))),
+        trust::judge_run(&consumer(Some(&same)), &ctx(Some(PR_HEAD))),
         Ok(None)
     );
     // Another pull request's run, whose build could have uploaded anything
     // under this name: refused, as is a run that states no commit.
-    let refused = finder::judge_run(&consumer(Some(&other)), &ctx(Some(PR_HEAD))).unwrap_err();
-    assert!(refused.contains("does not name head commit"), "{refused}");
-    assert!(finder::judge_run(&consumer(None), &ctx(Some(PR_HEAD))).is_err());
+    let refused = trust::judge_run(&consumer(Some(&other)), &ctx(Some(PR_HEAD)))
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("is not named exactly"), "{refused}");
+    // The whole name must be the configured one: a name that states the
+    // commit beside another (a second SHA, any other text) is refused.
+    for title in [
+        format!("GPU tests for {} {PR_HEAD}", commit(99)),
+        format!("GPU tests for {PR_HEAD} {}", commit(99)),
+        format!("GPU tests for {PR_HEAD} "),
+        format!("gpu tests for {PR_HEAD}"),
+        PR_HEAD.to_owned(),
+    ] {
+        let verdict = trust::judge_run(&consumer(Some(&title)), &ctx(Some(PR_HEAD)));
+        assert!(
+            matches!(verdict, Err(trust::Rejection::ConsumerRunName { .. })),
+            "{title}: {verdict:?}"
+        );
+    }
+    assert!(trust::judge_run(&consumer(None), &ctx(Some(PR_HEAD))).is_err());
     // A prefix of the commit inside a longer word is not the commit.
     let longer = format!("GPU tests for {PR_HEAD}ff");
-    assert!(finder::judge_run(&consumer(Some(&longer)), &ctx(Some(PR_HEAD))).is_err());
+    assert!(trust::judge_run(&consumer(Some(&longer)), &ctx(Some(PR_HEAD))).is_err());
     // Without --head-sha only publisher artifacts are trusted.
-    let refused = finder::judge_run(&consumer(Some(&same)), &ctx(None)).unwrap_err();
+    let refused = trust::judge_run(&consumer(Some(&same)), &ctx(None))
+        .unwrap_err()
+        .to_string();
     assert!(refused.contains("only publisher artifacts"), "{refused}");
     // A publisher run builds main only and needs no title.
     let mut publisher = consumer(None);
     publisher.path = Some(".github/workflows/ci-cache-publish.yml".into());
-    assert_eq!(finder::judge_run(&publisher, &ctx(None)), Ok(None));
+    assert_eq!(trust::judge_run(&publisher, &ctx(None)), Ok(None));
 }
 
 #[test]
@@ -1255,9 +1312,7 @@ fn rules_on_their_own() {
         repository_id: REPO_ID,
         full_name: "o/r".into(),
         current_run_id: CURRENT_RUN,
-        default_branch: "main",
-        policy: &policy.artifacts,
-        publisher_workflows: &policy.publisher.workflows,
+        trust: &policy,
         head_sha: Some(PR_HEAD),
         now: chrono::Utc::now(),
     };
@@ -1282,25 +1337,25 @@ fn rules_on_their_own() {
     for event in ["push", "schedule", "workflow_dispatch"] {
         // A direct event passes only once its commit is shown to be on `main`.
         assert_eq!(
-            finder::judge_run(&run(event, Some("main"), publish), &ctx),
+            trust::judge_run(&run(event, Some("main"), publish), &ctx),
             Ok(Some(commit(1)))
         );
-        assert!(finder::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
-        assert!(finder::judge_run(&run(event, None, publish), &ctx).is_err());
+        assert!(trust::judge_run(&run(event, Some("dev"), publish), &ctx).is_err());
+        assert!(trust::judge_run(&run(event, None, publish), &ctx).is_err());
     }
     assert_eq!(
-        finder::judge_run(&run("workflow_run", None, publish), &ctx),
+        trust::judge_run(&run("workflow_run", None, publish), &ctx),
         Ok(None)
     );
     let mut no_commit = run("push", Some("main"), publish);
     no_commit.head_sha = None;
-    assert!(finder::judge_run(&no_commit, &ctx).is_err());
+    assert!(trust::judge_run(&no_commit, &ctx).is_err());
     no_commit.head_sha = Some("../../evil".into());
-    assert!(finder::judge_run(&no_commit, &ctx).is_err());
-    assert!(finder::judge_run(&run("issue_comment", Some("main"), publish), &ctx).is_err());
-    assert!(finder::judge_run(&run("push", Some("main"), "ci-cache-publish.yml"), &ctx).is_err());
+    assert!(trust::judge_run(&no_commit, &ctx).is_err());
+    assert!(trust::judge_run(&run("issue_comment", Some("main"), publish), &ctx).is_err());
+    assert!(trust::judge_run(&run("push", Some("main"), "ci-cache-publish.yml"), &ctx).is_err());
     assert!(
-        finder::judge_run(
+        trust::judge_run(
             &run("push", Some("main"), &format!("{publish}@refs/heads/main")),
             &ctx
         )
@@ -1318,7 +1373,7 @@ fn rules_on_their_own() {
         ("@", false),
         ("x", false),
     ] {
-        let verdict = finder::judge_run(
+        let verdict = trust::judge_run(
             &run("push", Some("main"), &format!("{publish}{suffix}")),
             &ctx,
         );
@@ -1336,57 +1391,57 @@ fn rules_on_their_own() {
         "",
     ] {
         assert!(
-            finder::judge_run(&run("push", Some("main"), path), &ctx).is_err(),
+            trust::judge_run(&run("push", Some("main"), path), &ctx).is_err(),
             "{path}"
         );
     }
-    assert!(finder::judge_run(&run("PUSH", Some("main"), publish), &ctx).is_err());
+    assert!(trust::judge_run(&run("PUSH", Some("main"), publish), &ctx).is_err());
     let mut renamed = run("push", Some("main"), publish);
     renamed.head_repository = Some(RunRepository {
         id: REPO_ID,
         full_name: "other/r".into(),
     });
-    assert!(finder::judge_run(&renamed, &ctx).is_err());
+    assert!(trust::judge_run(&renamed, &ctx).is_err());
     let mut current = run("push", Some("main"), publish);
     current.id = CURRENT_RUN;
-    assert!(finder::judge_run(&current, &ctx).is_err());
+    assert!(trust::judge_run(&current, &ctx).is_err());
     let mut deleted_fork = run("push", Some("main"), publish);
     deleted_fork.head_repository = None;
-    assert!(finder::judge_run(&deleted_fork, &ctx).is_err());
+    assert!(trust::judge_run(&deleted_fork, &ctx).is_err());
 }
 
 #[test]
 fn link_header_and_environment_parsing() {
     assert_eq!(
-        finder::next_link("<https://a/x?page=2>; rel=\"next\", <https://a/x?page=9>; rel=\"last\""),
+        github::next_link("<https://a/x?page=2>; rel=\"next\", <https://a/x?page=9>; rel=\"last\""),
         Some("https://a/x?page=2".to_owned())
     );
     assert_eq!(
-        finder::next_link("<https://a/x?page=1>; rel=\"prev\""),
+        github::next_link("<https://a/x?page=1>; rel=\"prev\""),
         None
     );
     // A comma inside a target does not split it.
     assert_eq!(
-        finder::next_link(
+        github::next_link(
             "<https://a/x?name=a,b&page=1>; rel=\"prev\", <https://a/x?name=a,b&page=3>; rel=\"next\""
         ),
         Some("https://a/x?name=a,b&page=3".to_owned())
     );
     // Several relations, any case, unquoted.
     assert_eq!(
-        finder::next_link("<https://a/x?page=3>; rel=\"last next\""),
+        github::next_link("<https://a/x?page=3>; rel=\"last next\""),
         Some("https://a/x?page=3".to_owned())
     );
     assert_eq!(
-        finder::next_link("<https://a/x?page=3>; REL=Next"),
+        github::next_link("<https://a/x?page=3>; REL=Next"),
         Some("https://a/x?page=3".to_owned())
     );
     assert_eq!(
-        finder::next_link("<https://a/x?page=3>; rel=\"nextish\""),
+        github::next_link("<https://a/x?page=3>; rel=\"nextish\""),
         None
     );
-    assert_eq!(finder::next_link("<https://a/x?page=3; rel=\"next\""), None);
-    assert_eq!(finder::next_link(""), None);
+    assert_eq!(github::next_link("<https://a/x?page=3; rel=\"next\""), None);
+    assert_eq!(github::next_link(""), None);
 
     let env = |pairs: &[(&str, &str)]| {
         let pairs: Vec<(String, String)> = pairs
@@ -1505,6 +1560,7 @@ fn a_damaged_cache_restore_is_replaced_by_a_trusted_artifact_without_building() 
     let request = super::Request {
         root: &nowhere,
         policy: &policy,
+        trust: &policy,
         artifact_name: NAME,
         out: &out,
         reuse: true,
@@ -1530,6 +1586,7 @@ fn missing_environment_falls_back_to_the_build_with_its_reason() {
     let request = super::Request {
         root: &nowhere,
         policy: &policy,
+        trust: &policy,
         artifact_name: NAME,
         out: &scratch.out(),
         reuse: true,
@@ -1544,4 +1601,305 @@ fn missing_environment_falls_back_to_the_build_with_its_reason() {
         "{err:#}"
     );
     scratch.assert_clean();
+}
+
+/// A tag called `main` wins over the branch in a bare-ref compare: GitHub
+/// would answer `compare/main...{sha}` from the tag's history. The proof
+/// must compare with the commit the *branch* points to.
+#[test]
+fn a_tag_and_a_branch_that_share_the_name_are_told_apart() {
+    let api = Api::new();
+    let zip = good_zip();
+    let tagged = "f".repeat(40);
+    api.listing(vec![artifact(7, 100, &zip)]);
+    let mut run = good_run(100);
+    run["head_sha"] = json!(tagged);
+    // What the ambiguous ref resolves to (the tag `main`, whose history holds
+    // the commit) and what the branch says (the commit is not in it).
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/o/r/compare/main...{tagged}")))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "behind"}))),
+    );
+    api.compare(&tagged, "diverged", 1);
+    api.run(run);
+    api.zip(7, zip);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(
+        reason.contains("is not in the history of branch \"main\""),
+        "{reason}"
+    );
+    assert!(
+        api.blob_requests().is_empty(),
+        "the artifact was downloaded"
+    );
+    let paths: Vec<String> = api
+        .api_requests()
+        .iter()
+        .map(|r| r.url.path().to_owned())
+        .collect();
+    assert!(
+        paths.contains(&"/repos/o/r/branches/main".to_owned()),
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.contains("/compare/main")),
+        "a bare ref name was compared: {paths:?}"
+    );
+    scratch.assert_clean();
+
+    // A branch head that cannot be read, or that is not a commit, proves
+    // nothing: the candidate is skipped.
+    for answer in [
+        ResponseTemplate::new(404).set_body_json(json!({"message": "Branch not found"})),
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"name": "main", "commit": {"sha": "main"}})),
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"name": "other", "commit": {"sha": MAIN_HEAD}})),
+    ] {
+        let api = Api::new();
+        let zip = good_zip();
+        api.mount(
+            Mock::given(method("GET"))
+                .and(path("/repos/o/r/branches/main"))
+                .respond_with(answer)
+                .with_priority(1),
+        );
+        api.trusted(7, 100, zip);
+        let scratch = Scratch::new();
+        let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+        assert!(
+            reason.contains("cannot tell whether its commit"),
+            "{reason}"
+        );
+        assert!(api.blob_requests().is_empty());
+    }
+}
+
+/// A consumer run whose name states the head commit beside another one is
+/// not the run for that commit: only the whole configured name binds.
+#[test]
+fn a_consumer_run_named_with_two_commits_is_refused() {
+    let consumer = |title: String| {
+        move |r: &mut Value| {
+            r["path"] = json!(".github/workflows/runpod-gpu-test.yml");
+            r["event"] = json!("workflow_run");
+            r["display_title"] = json!(title.clone());
+        }
+    };
+    let none = |_: &mut Value| {};
+    expect_skipped(
+        none,
+        consumer(format!("GPU tests for {} {PR_HEAD}", commit(5))),
+        "is not named exactly \"GPU tests for 0123456789abcdef0123456789abcdef01234567\"",
+    );
+    // The configured format decides, not a hard-coded one.
+    let api = Api::new();
+    let zip = good_zip();
+    api.listing(vec![artifact(7, 100, &zip)]);
+    let mut run = good_run(100);
+    consumer(format!("CUDA {PR_HEAD} on the pod"))(&mut run);
+    api.run(run);
+    api.zip(7, zip);
+    let trust = Policy::parse(
+        "[artifacts]\ntimeout-secs = 1\nconsumer-run-name = \"CUDA {head_sha} on the pod\"\n",
+    )
+    .unwrap();
+    let scratch = Scratch::new();
+    let reused = api.reuse_with(&scratch.out(), &trust).unwrap().unwrap();
+    assert_eq!(reused.artifact_id, 7);
+}
+
+/// In the consumer the tree being keyed is the pull request's. Its policy
+/// may name any workflow as trusted; only the trust policy decides.
+#[test]
+fn a_pull_request_policy_cannot_trust_its_own_workflow() {
+    let hostile = Policy::parse(
+        r#"
+[publisher]
+workflows = ["evil.yml"]
+[artifacts]
+trusted-workflows = ["evil.yml"]
+trusted-events = ["push"]
+timeout-secs = 1
+[[archive]]
+file = "cuda-tests.tar.zst"
+nextest = ["-p", "gpu-crate", "--features", "cuda"]
+[[archive]]
+file = "cuda-tutorial.tar.zst"
+build = ["--bin", "cuda_tutorial"]
+binaries = ["cuda_tutorial"]
+"#,
+    )
+    .unwrap();
+    let serve = |api: &Api| {
+        let zip = good_zip();
+        api.listing(vec![artifact(7, 100, &zip)]);
+        let mut run = good_run(100);
+        run["path"] = json!(".github/workflows/evil.yml");
+        api.run(run);
+        api.zip(7, zip);
+    };
+    // The tree's policy as the `policy` of the request, the trusted
+    // checkout's as its `trust`: refused.
+    let api = Api::new();
+    serve(&api);
+    let scratch = Scratch::new();
+    let out = scratch.out();
+    let trusted = policy();
+    let mut request = request(&hostile, &trusted, &out);
+    let outcome = reuse_artifact(api.env(), &request).unwrap();
+    let Reuse::Untrusted { skipped, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(skipped[0].rejection.check(), trust::Check::Workflow);
+    assert!(api.blob_requests().is_empty());
+    scratch.assert_clean();
+    // Had the tree's policy decided (no --trust-policy), it would have been
+    // reused: this is what the flag is for.
+    let api = Api::new();
+    serve(&api);
+    request.trust = &hostile;
+    let outcome = reuse_artifact(api.env(), &request).unwrap();
+    assert!(matches!(outcome, Reuse::Installed(_)), "{outcome:?}");
+}
+
+/// More same-name artifacts than the old page cap, all of which the listing
+/// alone rejects, in front of the trusted one: it is still found, and no
+/// decoy cost a run lookup. Candidates are judged newest first, whatever
+/// order the API lists them in.
+#[test]
+fn decoys_beyond_a_page_cap_do_not_hide_the_trusted_artifact() {
+    const DECOY_PAGES: u64 = 51;
+    let api = Api::new();
+    let zip = good_zip();
+    for page in 1..=DECOY_PAGES + 1 {
+        let artifacts: Vec<Value> = if page <= DECOY_PAGES {
+            (0..100)
+                .map(|i| {
+                    let id = 10_000 + page * 100 + i;
+                    let mut a = artifact(id, id + 100_000, &zip);
+                    match i % 3 {
+                        0 => a["expired"] = json!(true),
+                        1 => a["workflow_run"]["head_repository_id"] = json!(4242),
+                        _ => a["expires_at"] = json!("2020-01-01T00:00:00Z"),
+                    }
+                    a
+                })
+                .collect()
+        } else {
+            // Listed last: an older trusted artifact, then a newer one.
+            let mut older = artifact(8, 101, &zip);
+            older["created_at"] = json!("2026-11-28T10:00:00Z");
+            vec![older, artifact(9, 100, &zip)]
+        };
+        let mut answer = ResponseTemplate::new(200).set_body_json(json!({"artifacts": artifacts}));
+        if page <= DECOY_PAGES {
+            answer = answer.insert_header(
+                "link",
+                format!(
+                    "<{}/repos/o/r/actions/artifacts?name={NAME}&per_page=100&page={}>; rel=\"next\"",
+                    api.api.uri(),
+                    page + 1
+                )
+                .as_str(),
+            );
+        }
+        let mock = Mock::given(method("GET")).and(path("/repos/o/r/actions/artifacts"));
+        api.mount(if page == 1 {
+            mock.respond_with(answer).with_priority(10)
+        } else {
+            mock.and(query_param("page", page.to_string()))
+                .respond_with(answer)
+                .with_priority(1)
+        });
+    }
+    api.run(good_run(100));
+    api.run(good_run(101));
+    api.zip(9, zip);
+    let scratch = Scratch::new();
+    let reused = api.reuse(&scratch.out()).unwrap().unwrap();
+    assert_eq!((reused.artifact_id, reused.run_id), (9, 100));
+    scratch.assert_installed();
+    let run_lookups = api
+        .api_requests()
+        .iter()
+        .filter(|r| r.url.path().starts_with("/repos/o/r/actions/runs/"))
+        .count();
+    assert_eq!(run_lookups, 1, "only the newest candidate's run was read");
+    assert_eq!(
+        trust::tally(&[
+            trust::Skipped {
+                artifact: "1".into(),
+                rejection: trust::Rejection::CurrentRun
+            },
+            trust::Skipped {
+                artifact: "2".into(),
+                rejection: trust::Rejection::Expired { at: None }
+            },
+            trust::Skipped {
+                artifact: "3".into(),
+                rejection: trust::Rejection::Expired { at: None }
+            },
+        ]),
+        "unexpired 2, not-current-run 1"
+    );
+}
+
+/// The step summary shows hostile run, branch and artifact names as text:
+/// no heading, link, image, HTML or table cell can be injected.
+#[test]
+fn the_step_summary_escapes_attacker_text() {
+    let hostile = "x\n# Pwned <img src=x onerror=alert(1)> [link](https://evil.example) ![i](https://evil.example/i.png) | cell | www.evil.example a@evil.example `code` *em* ::add-mask::secret";
+    let source = super::Source::Build {
+        reason: format!("no trusted artifact named n (1 skipped: artifact 9: its run {hostile})"),
+    };
+    let markdown = super::summary_markdown(
+        &source,
+        "k-v1-0",
+        "ci-trust.toml (--trust-policy)",
+        "",
+        "1.0 MiB",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("summary");
+    crate::gha::append_to_summary_file(&file, &markdown).unwrap();
+    let written = std::fs::read_to_string(&file).unwrap();
+    let source_line = written.lines().find(|l| l.starts_with("Source: ")).unwrap();
+    assert_eq!(
+        source_line,
+        r#"Source: fresh build \(no trusted artifact named n \(1 skipped\: artifact 9\: its run x \# Pwned &lt;img src\=x onerror\=alert\(1\)&gt; \[link\]\(https\:\/\/evil\.example\) \!\[i\]\(https\:\/\/evil\.example\/i\.png\) \| cell \| www\.evil\.example a\@evil\.example \`code\` \*em\* \:\:add\-mask\:\:secret\)\)"#
+    );
+    // Only this program's own heading and table rows start a block.
+    for line in written.lines() {
+        assert!(
+            !line.starts_with('#') || line == "### GPU archives",
+            "{line}"
+        );
+        assert!(!line.starts_with('|') || line.starts_with("| archive") || line == "|---|---|");
+    }
+}
+
+/// The table of trust checks in `docs/gpu-archive.md` names the checks of
+/// `trust.rs`, in their order.
+#[test]
+fn the_documented_checks_are_the_checks_in_their_order() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/gpu-archive.md"),
+    )
+    .unwrap();
+    let section = &doc[doc.find("## Trust checks").expect("the section")..];
+    let documented: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| Check |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').nth(1).unwrap().trim().trim_matches('`'))
+        .collect();
+    let code: Vec<&str> = trust::CHECKS.iter().map(|c| c.name()).collect();
+    assert_eq!(
+        documented, code,
+        "docs/gpu-archive.md's table and trust::CHECKS differ"
+    );
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use crate::archive::{GithubEnv, reuse_artifact};
+use crate::archive::{GithubEnv, Request, Reuse, reuse_artifact};
 use crate::flags;
 use crate::policy::Policy;
 
@@ -186,12 +186,23 @@ fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
         run_id: RUN_ID + 1,
         token: "bench".into(),
     };
-    match reuse_artifact(env, NAME, out, &bench_policy(flags)?, None)? {
-        Ok(reused) => {
+    let policy = bench_policy(flags)?;
+    let request = Request {
+        root: out,
+        policy: &policy,
+        trust: &policy,
+        artifact_name: NAME,
+        out,
+        reuse: true,
+        cache_hit: false,
+        head_sha: None,
+    };
+    match reuse_artifact(env, &request)? {
+        Reuse::Installed(reused) => {
             eprintln!("reused artifact {}", reused.artifact_id);
             Ok(ExitCode::SUCCESS)
         }
-        Err(reason) => bail!("the benchmark artifact was not reused: {reason}"),
+        not_reused => bail!("the benchmark artifact was not reused: {not_reused}"),
     }
 }
 
@@ -484,8 +495,11 @@ fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
             p if p == format!("/repos/o/r/actions/runs/{RUN_ID}") => json(format!(
                 r#"{{"id": {RUN_ID}, "event": "push", "head_branch": "main", "head_sha": "{HEAD_SHA}", "path": ".github/workflows/ci-cache-publish.yml", "created_at": "2026-11-30T00:00:00Z", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
             )),
-            p if p == format!("/repos/o/r/compare/main...{HEAD_SHA}") => {
-                json(r#"{"status": "behind"}"#.to_owned())
+            "/repos/o/r/branches/main" => json(format!(
+                r#"{{"name": "main", "commit": {{"sha": "{HEAD_SHA}"}}}}"#
+            )),
+            p if p == format!("/repos/o/r/compare/{HEAD_SHA}...{HEAD_SHA}") => {
+                json(r#"{"status": "identical"}"#.to_owned())
             }
             p if p == format!("/repos/o/r/actions/artifacts/{ARTIFACT_ID}/zip") => {
                 write!(

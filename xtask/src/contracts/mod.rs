@@ -13,6 +13,7 @@ mod expr;
 mod report;
 mod roles;
 mod rules;
+mod rules_privileged;
 mod workflow;
 
 use std::path::Path;
@@ -203,6 +204,12 @@ fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Po
             continue;
         };
         match inline_allow(wf, finding.pos, finding.rule) {
+            Some(InlineAllow::Reason(_)) if rules::POLICY_ONLY_RULES.contains(&finding.rule) => {
+                finding.message.push_str(&format!(
+                    " (an inline `ci-trust: allow` comment cannot silence {}; only a policy [[allow]] entry with a reason can, because a policy change is reviewed on its own)",
+                    finding.rule
+                ));
+            }
             Some(InlineAllow::Reason(reason)) => {
                 finding.suppressed = Some(format!("inline allow: {reason}"));
             }

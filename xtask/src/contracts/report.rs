@@ -101,14 +101,14 @@ pub fn markdown_summary(findings: &[Finding]) -> String {
         .iter()
         .filter(|f| f.suppressed.is_none() && f.severity == Severity::Error)
     {
+        // File names and messages carry workflow text a pull request
+        // controls: escaped, so that they inject no markup.
         out.push_str(&format!(
-            "| [`{}`]({}) | `{}:{}:{}` | {} |\n",
+            "| [`{}`]({}) | {} | {} |\n",
             f.rule,
             docs_anchor(f.rule),
-            f.file,
-            f.pos.line,
-            f.pos.column,
-            f.message.replace('|', "\\|")
+            gha::markdown_code(&format!("{}:{}:{}", f.file, f.pos.line, f.pos.column)),
+            gha::escape_markdown(&f.message)
         ));
     }
     out

@@ -87,7 +87,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "artifact-binding",
         summary: "A job that builds pull-request code reuses artifacts without binding them to its head commit.",
-        hint: "pass `--head-sha` to `cargo xtask gpu-archive --reuse` and state the head commit in the workflow's `run-name:`",
+        hint: "pass `--head-sha` and the trusted checkout's `--trust-policy` to `cargo xtask gpu-archive --reuse`, and name the workflow's runs `artifacts.consumer-run-name` (`run-name:` with the head commit for `{head_sha}`)",
     },
     Rule {
         id: super::archive_names::RULE,
@@ -104,7 +104,61 @@ pub const RULES: &[Rule] = &[
         summary: "A third-party action in a privileged job is not pinned to a full commit SHA.",
         hint: "pin to the 40-hex commit SHA (keep the tag in a comment)",
     },
+    // The rules below are checked in rules_privileged.rs.
+    Rule {
+        id: "untrusted-persist-credentials",
+        summary: "A checkout in a job that runs untrusted code, or in a pod job, keeps the token in .git/config.",
+        hint: "add `persist-credentials: false` to every actions/checkout step of the job",
+    },
+    Rule {
+        id: "trusted-step-environment",
+        summary: "A trusted `cargo xtask` step (the key step, a trusted build) can see pull-request bytes: tools, configuration or environment from the PR checkout.",
+        hint: "check the pull request out beside the trusted tree (`path: pr`), and never point CARGO_HOME, RUSTUP_HOME, RUSTC_WRAPPER, PATH or GITHUB_ENV/GITHUB_PATH at it before the trusted steps",
+    },
+    Rule {
+        id: "privileged-injection",
+        summary: "An attacker-controlled expression (PR title or body, branch name, commit message, comment) expands into a script of a publisher, secret-holding or write-token job.",
+        hint: "pass the value through `env:` and quote it in the script (`\"$TITLE\"`)",
+    },
+    Rule {
+        id: "remote-script",
+        summary: "A publisher or secret-holding job runs a script it downloads at run time.",
+        hint: "vendor the script in the repository, or check a pinned checksum (`sha256sum -c`) before running it",
+    },
+    Rule {
+        id: "gate-bypass",
+        summary: "A job that untrusted code waits for can no longer stop it (`continue-on-error`, or an `if:` that ignores its result).",
+        hint: "remove `continue-on-error` from the gate, and require `needs.<gate>.result == 'success'` next to `always()`/`!cancelled()`",
+    },
 ];
+
+/// A `run-name:` as the artifact finder sees it: each `${{ … }}` that
+/// yields the head commit becomes `{head_sha}`; any other stays as written,
+/// so that it cannot match the policy's format.
+fn render_run_name(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text.trim();
+    while let Some(start) = rest.find("${{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let body = &rest[start + 3..start + len];
+        if body.contains("head_sha") {
+            out.push_str(crate::policy::HEAD_SHA_PLACEHOLDER);
+        } else {
+            out.push_str(&rest[start..start + len + 2]);
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Rules only a policy `[[allow]]` entry can suppress: an inline comment in
+/// the workflow is written by whoever edits the workflow, while a policy
+/// change is reviewed on its own.
+pub const POLICY_ONLY_RULES: &[&str] = &["untrusted-cache-save", "untrusted-secrets"];
 
 pub fn rule(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)
@@ -186,10 +240,18 @@ impl<'a> Checker<'a> {
         self.publisher_workflows();
         self.key_pairing()?;
         self.cache_keys();
+        self.run_privileged();
         Ok(())
     }
 
-    fn push(&mut self, rule: &'static str, at: JobRef, file: usize, pos: Pos, message: String) {
+    pub(super) fn push(
+        &mut self,
+        rule: &'static str,
+        at: JobRef,
+        file: usize,
+        pos: Pos,
+        message: String,
+    ) {
         let wf = &self.model.workflows[at.workflow];
         self.findings.push(Finding {
             rule,
@@ -203,7 +265,7 @@ impl<'a> Checker<'a> {
         });
     }
 
-    fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {
+    pub(super) fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {
         let wf = self.model.workflow(at);
         let job = self.model.job(at);
         self.policy
@@ -213,7 +275,7 @@ impl<'a> Checker<'a> {
             .find(|g| g.workflow == wf.name && g.job == job.id.value)
     }
 
-    fn label(&self, at: JobRef) -> String {
+    pub(super) fn label(&self, at: JobRef) -> String {
         let info = self.model.info(at);
         format!(
             "{} `{}` of {}",
@@ -666,6 +728,15 @@ impl<'a> Checker<'a> {
             if step.uses_action("actions/checkout") {
                 for input in ["ref", "repository"] {
                     if let Some(value) = step.input(input) {
+                        // The commit the publisher runs for, by another name.
+                        let same_commit = input == "ref"
+                            && matches!(
+                                expr::sole_expression(&value.value),
+                                Some("github.sha" | "github.workflow_sha")
+                            );
+                        if same_commit {
+                            continue;
+                        }
                         found.push((
                             value.pos,
                             format!(
@@ -1128,17 +1199,34 @@ impl<'a> Checker<'a> {
                     ),
                 ));
             }
-            let states_commit = wf.run_name.as_ref().is_some_and(|name| {
-                expr::expressions(&name.value)
-                    .iter()
-                    .any(|(_, body)| body.contains("head_sha"))
-            });
-            if !states_commit {
-                let pos = wf.run_name.as_ref().map_or(pos, |n| n.pos);
+            // The trust policy is the trusted checkout's; without it the
+            // pull request's own policy would name the trusted workflows.
+            if !run.value.contains("--trust-policy") {
                 found.push((
                     pos,
                     format!(
-                        "workflow {} has no `run-name:` stating the head commit, so artifacts its runs upload cannot be told apart from another pull request's",
+                        "job `{}` reuses artifacts without `--trust-policy`, so the policy of the tree it keys (pull-request code) chooses which runs are trusted; pass the trusted checkout's policy",
+                        job.id.value
+                    ),
+                ));
+            }
+            // The finder accepts a consumer run only under the whole name
+            // `artifacts.consumer-run-name` renders to for the head commit.
+            let expected = &self.policy.artifacts.consumer_run_name;
+            let rendered = wf
+                .run_name
+                .as_ref()
+                .map(|name| render_run_name(&name.value));
+            if rendered.as_deref() != Some(expected.as_str()) {
+                let pos = wf.run_name.as_ref().map_or(pos, |n| n.pos);
+                let has = match &rendered {
+                    Some(rendered) => format!("a `run-name:` that renders to {rendered:?}"),
+                    None => "no `run-name:`".to_owned(),
+                };
+                found.push((
+                    pos,
+                    format!(
+                        "workflow {} has {has}, not artifacts.consumer-run-name = {expected:?} stating the head commit, so artifacts its runs upload cannot be told apart from another pull request's",
                         wf.name
                     ),
                 ));
@@ -1315,7 +1403,7 @@ const CACHE_ACTIONS: &[(&str, Saves)] = &[
     // The usual hand-written form of the same export.
     (
         "actions/github-script",
-        Saves::WhenContains("script", "ACTIONS_RUNTIME_TOKEN"),
+        Saves::WhenContains("script", "ACTIONS_"),
     ),
     // Write on the default branch by default, and `workflow_run`,
     // `schedule` and dispatch runs are on the default branch.
@@ -1444,17 +1532,94 @@ fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
     }
     for step in &job.steps {
         if let Some(run) = &step.run {
-            if let Some(line) = run.value.lines().find(|l| {
-                l.contains("SCCACHE_GHA_ENABLED=") && !l.contains("SCCACHE_GHA_ENABLED=false")
-            }) {
-                found.push((
-                    wf.locate(run.pos, line),
-                    "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache".to_owned(),
-                ));
+            for (what, find) in CACHE_COMMANDS {
+                if let Some(line) = find(&run.value) {
+                    found.push((
+                        wf.locate(run.pos, line),
+                        format!("`{}`: {what}", line.trim()),
+                    ));
+                }
             }
         }
     }
     found
+}
+
+/// A recogniser of one command-line form: the first line of a `run:` script
+/// that uses it.
+type CommandForm = fn(&str) -> Option<&str>;
+
+/// The command-line forms of cache writes in `run:` scripts, beside
+/// [`CACHE_ACTIONS`]: the same cache service, reached without an action.
+/// Add rows as tools grow GHA cache backends.
+const CACHE_COMMANDS: &[(&str, CommandForm)] = &[
+    (
+        "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache",
+        |script| {
+            script.lines().find(|l| {
+                l.contains("SCCACHE_GHA_ENABLED=")
+                    && !["false", "0", "off"]
+                        .iter()
+                        .any(|v| l.contains(&format!("SCCACHE_GHA_ENABLED={v}")))
+            })
+        },
+    ),
+    (
+        "a BuildKit cache export to the Actions cache (`--cache-to type=gha`)",
+        |script| {
+            script
+                .lines()
+                .find(|l| l.contains("cache-to") && l.contains("type=gha"))
+        },
+    ),
+    (
+        "a BuildKit cache export to the Actions cache (`--export-cache type=gha`)",
+        |script| {
+            script
+                .lines()
+                .find(|l| l.contains("--export-cache") && l.contains("type=gha"))
+        },
+    ),
+    (
+        "the Actions cache toolkit's `saveCache` writes the cache",
+        |script| script.lines().find(|l| l.contains("saveCache(")),
+    ),
+    (
+        "the runner's cache credentials (`ACTIONS_RUNTIME_TOKEN`, `ACTIONS_CACHE_URL`, `ACTIONS_RESULTS_URL`) reach a script, which can write the cache",
+        |script| {
+            script.lines().find(|l| {
+                [
+                    "ACTIONS_RUNTIME_TOKEN",
+                    "ACTIONS_CACHE_URL",
+                    "ACTIONS_RESULTS_URL",
+                    "ACTIONS_ID_TOKEN_REQUEST",
+                ]
+                .iter()
+                .any(|name| l.contains(name))
+            })
+        },
+    ),
+    (
+        "the runner's `ACTIONS_*` variables are exported to later steps, which can then write the cache",
+        exports_actions_variables,
+    ),
+];
+
+/// A script that writes `ACTIONS_…` variables (by name, prefix or loop) to
+/// `GITHUB_ENV` or `GITHUB_OUTPUT`; the debug switches do not count.
+fn exports_actions_variables(script: &str) -> Option<&str> {
+    let exports = script
+        .lines()
+        .any(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_OUTPUT"));
+    if !exports {
+        return None;
+    }
+    script.lines().find(|l| {
+        l.match_indices("ACTIONS_").any(|(at, _)| {
+            let rest = &l[at + "ACTIONS_".len()..];
+            !(rest.starts_with("STEP_DEBUG") || rest.starts_with("RUNNER_DEBUG"))
+        })
+    })
 }
 
 /// The shape of a rust-cache step's key: the inputs that name it.
@@ -1494,7 +1659,7 @@ impl KeySignature {
 
     /// The directory cargo runs the xtask from: the working directory, or
     /// the directory of a `--manifest-path`.
-    fn xtask_dir(&self) -> String {
+    pub(super) fn xtask_dir(&self) -> String {
         let Some(line) = &self.ci_key else {
             return self.working_directory.clone();
         };
@@ -1516,7 +1681,7 @@ impl KeySignature {
     }
 }
 
-fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
+pub(super) fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
     let working_directory = normalize_dir(
         step.working_directory
             .as_ref()
@@ -1558,7 +1723,7 @@ fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignature {
 }
 
 /// `./a/`, `${{ github.workspace }}/a` → `a`; empty → `.`.
-fn normalize_dir(dir: &str) -> String {
+pub(super) fn normalize_dir(dir: &str) -> String {
     let mut dir = dir.trim();
     for prefix in [
         "${{ github.workspace }}",
@@ -1584,7 +1749,7 @@ fn normalize_dir(dir: &str) -> String {
     }
 }
 
-fn join_dir(base: &str, rel: &str) -> String {
+pub(super) fn join_dir(base: &str, rel: &str) -> String {
     if base == "." {
         normalize_dir(rel)
     } else {
@@ -1593,13 +1758,13 @@ fn join_dir(base: &str, rel: &str) -> String {
 }
 
 /// True when `dir` is `checkout` or inside it.
-fn is_within(dir: &str, checkout: &str) -> bool {
+pub(super) fn is_within(dir: &str, checkout: &str) -> bool {
     checkout == "." || dir == checkout || dir.starts_with(&format!("{checkout}/"))
 }
 
 /// The checkouts in effect before step `index`, by path, in step order (a
 /// later checkout into the same path replaces an earlier one).
-fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
+pub(super) fn checkouts_before(job: &Job, index: usize) -> Vec<(String, &Step)> {
     let mut by_path: Vec<(String, &Step)> = Vec::new();
     for step in job.steps[..index]
         .iter()

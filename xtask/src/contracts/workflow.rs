@@ -87,6 +87,10 @@ pub struct Job {
     pub with: Vec<(Scalar, Scalar)>,
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
+    /// The jobs named by `needs:` (a name or a list).
+    pub needs: Vec<Scalar>,
+    /// `continue-on-error:` (a literal or an expression).
+    pub continue_on_error: Option<Scalar>,
     pub steps: Vec<Step>,
     /// Every scalar in the job, keys excluded, for expression scans (`secrets.X`).
     pub scalars: Vec<Scalar>,
@@ -103,6 +107,8 @@ pub struct Step {
     pub with: Vec<(Scalar, Scalar)>,
     pub env: Vec<(Scalar, Scalar)>,
     pub working_directory: Option<Scalar>,
+    /// `continue-on-error:` (a literal or an expression).
+    pub continue_on_error: Option<Scalar>,
 }
 
 impl Step {
@@ -420,6 +426,10 @@ impl Ctx<'_> {
             with: self.pairs(map.get_node("with"), "with")?,
             env: self.pairs(map.get_node("env"), "env")?,
             default_working_directory: default_working_directory(map),
+            needs: map.get_node("needs").map(scalars_of).unwrap_or_default(),
+            continue_on_error: map
+                .get_node("continue-on-error")
+                .map(|v| value_scalar(&id, v)),
             steps: Vec::new(),
             scalars: Vec::new(),
             id,
@@ -467,6 +477,7 @@ impl Ctx<'_> {
             with: self.pairs(map.get_node("with"), "with")?,
             env: self.pairs(map.get_node("env"), "env")?,
             working_directory: entry("working-directory"),
+            continue_on_error: entry("continue-on-error"),
         })
     }
 }

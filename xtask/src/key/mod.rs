@@ -248,14 +248,14 @@ impl flags::CiKey {
             gha::warning(warning);
         }
         if self.explain {
-            eprint!("{}", report::explain(&manifest, &policy));
+            eprint!("{}", gha::log_block(&report::explain(&manifest, &policy)));
         }
         if let Some(old) = &self.diff {
             let text = std::fs::read_to_string(old)
                 .with_context(|| format!("cannot read {}", old.display()))?;
             let old: KeyManifest = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a ci-key --json manifest", old.display()))?;
-            eprint!("{}", report::diff(&old, &manifest));
+            eprint!("{}", gha::log_block(&report::diff(&old, &manifest)));
         }
         if let Some(path) = &self.json {
             let json = serde_json::to_string_pretty(&manifest)?;

@@ -40,7 +40,7 @@ impl flags::VerifyKey {
             target_dir,
         };
         let report = check(&root, &manifest, &package_dirs, &dirs)?;
-        eprint!("{}", report.render());
+        eprint!("{}", gha::log_block(&report.render()));
         if report.misses.is_empty() {
             return Ok(ExitCode::SUCCESS);
         }
@@ -70,7 +70,7 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     let mut misses = Vec::new();
     for dir in dirs {
         let report = check(root, manifest, &package_dirs, &dir)?;
-        eprint!("{}", report.render());
+        eprint!("{}", gha::log_block(&report.render()));
         misses.extend(report.misses);
     }
     if !misses.is_empty() {

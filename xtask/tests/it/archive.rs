@@ -424,7 +424,16 @@ fn reuse_and_cache_paths_compile_nothing() {
                 "head_repository": {"id": 42, "full_name": "o/r"}
             }))),
         Mock::given(method("GET"))
-            .and(path(format!("/repos/o/r/compare/main...{}", "5".repeat(40))))
+            .and(path("/repos/o/r/branches/main"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(
+                json!({"name": "main", "commit": {"sha": "6".repeat(40)}}),
+            )),
+        Mock::given(method("GET"))
+            .and(path(format!(
+                "/repos/o/r/compare/{}...{}",
+                "6".repeat(40),
+                "5".repeat(40)
+            )))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "behind"}))),
         Mock::given(method("GET"))
             .and(path("/repos/o/r/actions/artifacts/5/zip"))
@@ -459,10 +468,13 @@ fn reuse_and_cache_paths_compile_nothing() {
         let output = cmd.output().unwrap();
         let text = format!("{}\n{}", stdout(&output), stderr(&output));
         assert!(output.status.success(), "{text}");
-        stdout(&output)
+        text
     };
 
-    let reused = run(&["--reuse"]);
+    // The trust settings come from a file outside the tree being keyed.
+    let trust_policy = scratch.join("trusted-ci-trust.toml");
+    std::fs::write(&trust_policy, "default-branch = \"main\"\n").unwrap();
+    let reused = run(&["--reuse", "--trust-policy", trust_policy.to_str().unwrap()]);
     assert!(
         reused.contains(
             "archive source: reused artifact 5 from run 500 (schedule, .github/workflows/ci-cache-publish.yml, created 2026-11-30T03:00:00Z)"
@@ -479,8 +491,20 @@ fn reuse_and_cache_paths_compile_nothing() {
         "{outputs}"
     );
 
+    assert!(
+        reused.contains(&format!(
+            "trust settings: {} (--trust-policy)",
+            trust_policy.display()
+        )),
+        "{reused}"
+    );
     let cached = run(&["--cache-hit", "--reuse"]);
     assert!(cached.contains("archive source: cache hit"), "{cached}");
+    // Without the flag, the output says which file decided.
+    assert!(
+        cached.contains("(the policy of the tree being keyed; no --trust-policy)"),
+        "{cached}"
+    );
     assert!(read(&output_file).ends_with("source=cache\nartifact_id=\nrun_id=\n"));
 
     // The shims saw the key's queries and nothing else.
@@ -517,4 +541,99 @@ fn reuse_and_cache_paths_compile_nothing() {
         "{}",
         shims.log()
     );
+}
+
+/// API text (an error message, here) reaches the log only encoded: in
+/// Actions no line it is part of can start a workflow command.
+#[test]
+fn hostile_api_text_starts_no_workflow_command() {
+    let ws = gpu_workspace();
+    let name = artifact_name(&ws);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(MockServer::start());
+    let hostile = "gone\n::add-mask::ghs_secret\r::set-output name=run_id::1";
+    let mocks = [
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 42}))),
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/artifacts"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "artifacts": [{
+                    "id": 5, "name": name, "size_in_bytes": 10, "expired": false,
+                    "workflow_run": {"id": 500, "repository_id": 42, "head_repository_id": 42}
+                }]
+            }))),
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r/actions/runs/500"))
+            .respond_with(ResponseTemplate::new(404).set_body_json(json!({"message": hostile}))),
+    ];
+    for mock in mocks {
+        rt.block_on(mock.mount(&server));
+    }
+    let shims = Shims::new();
+    let scratch = Fixture::new();
+    let mut cmd = xtask_cmd(&["gpu-archive", "--reuse", "--out"]);
+    cmd.arg(scratch.join("out"))
+        .arg("--root")
+        .arg(ws.path())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_API_URL", server.uri())
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_RUN_ID", "900")
+        .env("GITHUB_TOKEN", "ghs_secret");
+    shims.apply(&mut cmd);
+    let output = cmd.output().unwrap();
+    // The shims refuse the fresh build the miss leads to.
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    let encoded = "gone%0A::add-mask::ghs_secret%0D::set-output name=run_id::1";
+    let skip = format!(
+        "artifact search: skipping artifact 5: its run 500 cannot be read: GET /repos/o/r/actions/runs/500: HTTP 404 Not Found: {encoded} [check listing]"
+    );
+    assert!(text.lines().any(|l| l == skip), "{skip}\nnot in\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("::warning::no trusted artifact named")
+                && l.contains(encoded)
+                && l.ends_with("; building instead")),
+        "{text}"
+    );
+    for line in text.lines() {
+        let body = line.trim_start();
+        assert!(
+            !body.starts_with("::")
+                || body.starts_with("::warning::")
+                || body.starts_with("::stop-commands::"),
+            "a line of the log is a workflow command: {line:?}\n{text}"
+        );
+    }
+}
+
+/// A named trust policy that is not there is an error, never a quiet
+/// fallback to the tree's own policy.
+#[test]
+fn a_missing_trust_policy_is_an_error() {
+    let ws = gpu_workspace();
+    let scratch = Fixture::new();
+    let missing = scratch.join("trusted/.github/ci-trust.toml");
+    let output = xtask_cmd(&["gpu-archive", "--reuse", "--trust-policy"])
+        .arg(&missing)
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .arg("--root")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("--trust-policy")
+            && text.contains(&format!("policy file {} does not exist", missing.display())),
+        "{text}"
+    );
+    assert!(!scratch.join("out").exists());
 }

@@ -11,13 +11,13 @@ use crate::support::{Fixture, stderr, stdout};
 
 const GOOD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/contracts/good");
 
-/// A copy of the realistic fixture set in a temporary directory.
-fn good() -> Fixture {
+/// A copy of the files under `dir` in a temporary directory.
+pub(crate) fn good_from(dir: &str) -> Fixture {
     let fixture = Fixture::new();
-    for entry in walkdir::WalkDir::new(GOOD) {
+    for entry in walkdir::WalkDir::new(dir) {
         let entry = entry.unwrap();
         if entry.file_type().is_file() {
-            let rel = entry.path().strip_prefix(GOOD).unwrap();
+            let rel = entry.path().strip_prefix(dir).unwrap();
             let text = std::fs::read_to_string(entry.path()).unwrap();
             fixture.file(&rel.to_string_lossy(), &text);
         }
@@ -25,8 +25,13 @@ fn good() -> Fixture {
     fixture
 }
 
+/// A copy of the realistic fixture set in a temporary directory.
+fn good() -> Fixture {
+    good_from(GOOD)
+}
+
 /// The repository-relative path of a workflow file name, or of the policy.
-fn workflow(name: &str) -> String {
+pub(crate) fn workflow(name: &str) -> String {
     if name.ends_with(".toml") {
         format!(".github/{name}")
     } else {
@@ -35,7 +40,7 @@ fn workflow(name: &str) -> String {
 }
 
 /// Replaces `from` (which must occur exactly once) by `to` in `file`.
-fn edit(fixture: &Fixture, file: &str, from: &str, to: &str) {
+pub(crate) fn edit(fixture: &Fixture, file: &str, from: &str, to: &str) {
     let path = fixture.join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(
@@ -47,7 +52,7 @@ fn edit(fixture: &Fixture, file: &str, from: &str, to: &str) {
 }
 
 /// Runs the check with JSON output; returns the exit code and the findings.
-fn check(fixture: &Fixture) -> (i32, Vec<Value>) {
+pub(crate) fn check(fixture: &Fixture) -> (i32, Vec<Value>) {
     let output = fixture.xtask(&["check-contracts", "--format", "json"]);
     let code = output.status.code().expect("exit code");
     assert!(
@@ -61,7 +66,7 @@ fn check(fixture: &Fixture) -> (i32, Vec<Value>) {
     (code, findings.as_array().unwrap().clone())
 }
 
-fn failing_rules(findings: &[Value]) -> BTreeSet<String> {
+pub(crate) fn failing_rules(findings: &[Value]) -> BTreeSet<String> {
     findings
         .iter()
         .filter(|f| f["severity"] == "error" && f["suppressed"] == false)
@@ -345,7 +350,7 @@ const REGRESSIONS: &[Regression] = &[
             "          ref: ${{ github.workflow_sha }}\n          path: trusted",
             "          ref: ${{ github.event.workflow_run.head_sha }}\n          path: trusted",
         )],
-        rules: &["key-xtask-checkout"],
+        rules: &["key-xtask-checkout", "trusted-step-environment"],
     },
     Regression {
         what: "reader bumps its archive key version alone",
@@ -471,7 +476,12 @@ const REGRESSIONS: &[Regression] = &[
                 "    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n      - uses: dtolnay",
             ),
         ],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "CPU CI moves to a self-hosted runner in the matrix",
@@ -480,7 +490,12 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, windows-2022]",
             "os: [ubuntu-24.04, gpu-box]",
         )],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "archive job installs CUDA with an action that caches its installer by default",
@@ -510,7 +525,12 @@ const REGRESSIONS: &[Regression] = &[
                 "      - run: |\n          git -C . fetch origin \"$HEAD\"\n          git -c advice.detachedHead=false checkout FETCH_HEAD\n      - run: cargo test --workspace",
             ),
         ],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "a workflow_run job unpacks the PR run's artifacts and saves a cache",
@@ -525,7 +545,11 @@ const REGRESSIONS: &[Regression] = &[
                 "      - uses: actions/download-artifact@v4\n        with:\n          run-id: ${{ github.event.workflow_run.id }}\n          github-token: ${{ github.token }}\n      - uses: actions/cache@v4\n        with:\n          path: out\n          key: out-${{ github.sha }}",
             ),
         ],
-        rules: &["untrusted-cache-save", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "the caller passes a secret to the pod job as a `with:` input",
@@ -559,7 +583,12 @@ const REGRESSIONS: &[Regression] = &[
                 "      - run: gh pr checkout \"$PR\"\n      - run: cargo test --workspace",
             ),
         ],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "CPU CI's matrix gains a self-hosted runner written as a label list",
@@ -568,7 +597,12 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, windows-2022]",
             "os: [ubuntu-24.04, [self-hosted, gpu]]",
         )],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "the pull request is checked out at the workspace root after the trusted tooling",
@@ -577,7 +611,7 @@ const REGRESSIONS: &[Regression] = &[
             "          path: pr\n          persist-credentials: false\n      - id: archive_key",
             "          persist-credentials: false\n      - id: archive_key",
         )],
-        rules: &["key-xtask-checkout"],
+        rules: &["key-xtask-checkout", "trusted-step-environment"],
     },
     Regression {
         what: "the pull request is checked out into the trusted xtask's own directory",
@@ -586,7 +620,7 @@ const REGRESSIONS: &[Regression] = &[
             "          path: pr\n          persist-credentials: false\n      - id: archive_key",
             "          path: trusted/xtask\n          persist-credentials: false\n      - id: archive_key",
         )],
-        rules: &["key-xtask-checkout"],
+        rules: &["key-xtask-checkout", "trusted-step-environment"],
     },
     Regression {
         what: "a workflow_run job hands the PR head and every secret to a remote reusable workflow",
@@ -628,12 +662,32 @@ const REGRESSIONS: &[Regression] = &[
             "os: [ubuntu-24.04, windows-2022]",
             "os: [ubuntu-24.04, ubuntu-gpu]",
         )],
-        rules: &["untrusted-cache-save", "unpinned-action", "key-shape"],
+        rules: &[
+            "untrusted-cache-save",
+            "unpinned-action",
+            "key-shape",
+            "untrusted-persist-credentials",
+        ],
     },
     Regression {
         what: "archive job reuses artifacts without binding them to its head commit",
         file: TEST,
         edits: &[(" --reuse --head-sha \"$HEAD_SHA\"", " --reuse")],
+        rules: &["artifact-binding"],
+    },
+    Regression {
+        what: "archive job lets the pull request's policy choose the trusted runs",
+        file: TEST,
+        edits: &[("            --trust-policy .github/ci-trust.toml \\\n", "")],
+        rules: &["artifact-binding"],
+    },
+    Regression {
+        what: "consumer run-name states another commit beside its head commit",
+        file: TEST,
+        edits: &[(
+            "run-name: GPU tests for ${{",
+            "run-name: GPU tests for ${{ github.event.workflow_run.head_commit.id }} ${{",
+        )],
         rules: &["artifact-binding"],
     },
     Regression {
@@ -704,6 +758,11 @@ fn every_rule_has_a_regression() {
     let covered: BTreeSet<&str> = REGRESSIONS
         .iter()
         .flat_map(|r| r.rules.iter().copied())
+        .chain(
+            crate::contracts_own::OWN_REGRESSIONS
+                .iter()
+                .flat_map(|r| r.rules.iter().copied()),
+        )
         .collect();
     let output = Fixture::new()
         .file(".github/workflows/x.yml", "on: push\njobs: {}\n")
@@ -1075,7 +1134,7 @@ fn hash_files_keys_must_cover_every_ci_key_input() {
 }
 
 #[test]
-fn policy_grants_let_reviewed_secrets_and_scopes_through() {
+fn policy_grants_let_reviewed_scopes_through_but_never_secrets_to_pr_code() {
     let fixture = good();
     edit(
         &fixture,
@@ -1102,6 +1161,38 @@ fn policy_grants_let_reviewed_secrets_and_scopes_through() {
     fixture.file(
         ".github/ci-trust.toml",
         &format!("{policy}\n[[contracts.job]]\nworkflow = \"runpod-gpu-execute.yml\"\njob = \"run-gpu-tests\"\nread-scopes = [\"packages\"]\nsecrets = [\"HF_TOKEN\"]\n"),
+    );
+    // The read scope is granted; the secret is not, whatever the policy
+    // says: the pod job of a workflow_run run executes the pull request's
+    // archive, and a grant does not make that code trusted.
+    let (code, findings) = check(&fixture);
+    assert_eq!(code, 1, "{findings:#?}");
+    assert_eq!(
+        failing_rules(&findings),
+        BTreeSet::from(["untrusted-secrets".to_owned()])
+    );
+    let refused = findings
+        .iter()
+        .find(|f| f["rule"] == "untrusted-secrets")
+        .unwrap();
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("a grant does not make that code trusted"),
+        "{refused}"
+    );
+    // Without the secret, the reviewed read scope passes.
+    edit(
+        &fixture,
+        &workflow(EXECUTE),
+        "      - env:\n          HF_TOKEN: ${{ secrets.HF_TOKEN }}\n        run: cargo nextest run",
+        "      - run: cargo nextest run",
+    );
+    let policy = std::fs::read_to_string(fixture.join(".github/ci-trust.toml")).unwrap();
+    fixture.file(
+        ".github/ci-trust.toml",
+        &policy.replace("secrets = [\"HF_TOKEN\"]\n", ""),
     );
     let (code, findings) = check(&fixture);
     assert_eq!(code, 0, "{findings:#?}");

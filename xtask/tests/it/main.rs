@@ -5,11 +5,14 @@
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
 mod adoption;
+mod architecture;
 #[cfg(unix)]
 mod archive;
 mod contracts;
+mod contracts_own;
 #[cfg(unix)]
 mod key;
+mod output;
 #[cfg(unix)]
 mod scripts;
 mod support;

