@@ -790,13 +790,16 @@ fn run_reaper(apis: &MockApis) -> Output {
 /// The reaper script calls the RunPod and GitHub APIs with curl and reads
 /// their answers with jq.
 fn reaper_tools_available() -> bool {
-    has_tool(
+    // Both probed, so that each missing tool is named.
+    let curl = has_tool(
         "curl",
         "your system's package manager (`apt-get install curl`)",
-    ) && has_tool(
+    );
+    let jq = has_tool(
         "jq",
         "your system's package manager (`apt-get install jq`, `brew install jq`)",
-    )
+    );
+    curl && jq
 }
 
 fn pod(id: &str, name: &str) -> (String, String, bool) {
