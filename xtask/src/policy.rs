@@ -44,7 +44,8 @@ pub struct KeyPolicy {
     /// The first component of the key: what it names.
     #[serde(default = "default_key_name")]
     pub name: String,
-    /// The manual `vN` bumped when archive build commands or toolkit selection change.
+    /// The manual `vN`, bumped when something the key cannot see changes the
+    /// archives (the recipe and the build environment are components already).
     #[serde(default = "default_key_version")]
     pub version: String,
     /// Literal labels, in order, after the version.
@@ -327,7 +328,7 @@ impl Policy {
             problem(
                 vec![Seg::Key("key"), Seg::Key("version")],
                 format!(
-                    "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change",
+                    "key.version = {:?} must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives",
                     key.version
                 ),
             );
@@ -605,7 +606,7 @@ mod tests {
         let err = format!("{:#}", Policy::parse(text).unwrap_err());
         assert_eq!(
             err,
-            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when the archive build commands change\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain file name (letters, digits, `.`, `_`, `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain file name (letters, digits, `.`, `_`, `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
         );
     }
 

@@ -14,7 +14,8 @@ use xshell::{Shell, cmd};
 
 use super::Component;
 use super::workspace::Workspace;
-use crate::policy::{Policy, is_key_text};
+use crate::policy::{ArchiveSpec, Policy, is_key_text};
+use sha2::Digest;
 
 /// The components and the key segments they contribute, in order.
 pub struct Components {
@@ -37,7 +38,7 @@ pub fn compute(root: &Path, policy: &Policy, workspace: &Workspace) -> Result<Co
     for label in &key.labels {
         push("label".into(), label.clone(), label.clone());
     }
-    let rustc = rustc_version(root)?;
+    let (rustc, host) = rustc_version(root)?;
     let release = rustc
         .split_whitespace()
         .nth(1)
@@ -86,7 +87,118 @@ pub fn compute(root: &Path, policy: &Policy, workspace: &Workspace) -> Result<Co
         let segment = sanitize(value.trim());
         push(format!("env:{var}"), value, segment);
     }
+    // The recipe: hashed, not spelled in the key text (it would not fit).
+    let mut hashed = |name: String, value: String| {
+        out.components.push(Component { name, value });
+    };
+    hashed("host".into(), host);
+    for target in &workspace.build_targets {
+        hashed("build-target".into(), target.clone());
+    }
+    for spec in &policy.archive {
+        hashed("archive".into(), archive_recipe(spec));
+    }
+    for (var, value) in build_environment() {
+        hashed(format!("build-env:{var}"), value);
+    }
+    for file in workspace.config.outside_files(root) {
+        let text = std::fs::read(&file.path)
+            .with_context(|| format!("cannot read {}", file.path.display()))?;
+        hashed(
+            format!("cargo-config:{}", outside_label(root, &file.path)),
+            super::inputs::hex(&sha2::Sha256::digest(&text)),
+        );
+    }
     Ok(out)
+}
+
+/// An `[[archive]]` entry as one line of JSON: file, command kind,
+/// arguments, binaries. JSON quoting keeps it unambiguous.
+fn archive_recipe(spec: &ArchiveSpec) -> String {
+    let (kind, args) = match (&spec.nextest, &spec.build) {
+        (Some(args), _) => ("nextest", args.clone()),
+        (None, Some(args)) => ("build", args.clone()),
+        (None, None) => ("none", Vec::new()),
+    };
+    serde_json::json!([spec.file, kind, args, spec.binaries]).to_string()
+}
+
+/// Where a configuration file outside the checkout sits, independently of
+/// where the checkout is: `../.cargo/config.toml` for an ancestor's,
+/// `$CARGO_HOME/config.toml` otherwise.
+fn outside_label(root: &Path, file: &Path) -> String {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dot_cargo = file.parent().unwrap_or(Path::new("/"));
+    let holder = dot_cargo.parent().unwrap_or(Path::new("/"));
+    if dot_cargo.file_name().is_some_and(|n| n == ".cargo") && root.starts_with(holder) {
+        let up = root.components().count() - holder.components().count();
+        format!("{}.cargo/{name}", "../".repeat(up))
+    } else {
+        format!("$CARGO_HOME/{name}")
+    }
+}
+
+/// Environment variables cargo or rustc read that change the compiled
+/// output: (exact name, or prefix when it ends in `*`, and suffix for
+/// `CARGO_TARGET_<triple>_<key>`). One place for all of them; README's key
+/// section lists them. Output locations (`CARGO_TARGET_DIR`,
+/// `CARGO_BUILD_TARGET_DIR`, `CARGO_BUILD_BUILD_DIR`) and parallelism
+/// (`CARGO_BUILD_JOBS`) say where and how fast, not what: they stay out.
+const BUILD_ENV: &[(&str, &[&str])] = &[
+    ("RUSTFLAGS", &[]),
+    ("RUSTDOCFLAGS", &[]),
+    ("CARGO_ENCODED_RUSTFLAGS", &[]),
+    ("CARGO_ENCODED_RUSTDOCFLAGS", &[]),
+    ("RUSTC", &[]),
+    ("RUSTDOC", &[]),
+    ("RUSTC_WRAPPER", &[]),
+    ("RUSTC_WORKSPACE_WRAPPER", &[]),
+    ("RUSTC_BOOTSTRAP", &[]),
+    ("RUST_TARGET_PATH", &[]),
+    // Incremental compilation changes codegen units, hence the binaries.
+    ("CARGO_INCREMENTAL", &[]),
+    ("CARGO_BUILD_*", &[]),
+    ("CARGO_PROFILE_*", &[]),
+    ("CARGO_UNSTABLE_*", &[]),
+    ("CARGO_RESOLVER_*", &[]),
+    (
+        "CARGO_TARGET_*",
+        &["_LINKER", "_AR", "_RUNNER", "_RUSTFLAGS", "_RUSTDOCFLAGS"],
+    ),
+];
+const BUILD_ENV_OUTPUT_ONLY: &[&str] = &[
+    "CARGO_BUILD_TARGET_DIR",
+    "CARGO_BUILD_BUILD_DIR",
+    "CARGO_BUILD_JOBS",
+];
+
+/// The build-relevant environment variables that are set, sorted by name.
+pub fn build_environment() -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
+        .filter(|(name, _)| is_build_env(name))
+        .map(|(name, value)| (name, value.to_string_lossy().into_owned()))
+        .collect();
+    found.sort();
+    found
+}
+
+fn is_build_env(name: &str) -> bool {
+    if BUILD_ENV_OUTPUT_ONLY.contains(&name) {
+        return false;
+    }
+    BUILD_ENV
+        .iter()
+        .any(|(pattern, suffixes)| match pattern.strip_suffix('*') {
+            None => name == *pattern,
+            Some(prefix) => {
+                name.starts_with(prefix)
+                    && (suffixes.is_empty() || suffixes.iter().any(|s| name.ends_with(s)))
+            }
+        })
 }
 
 /// Replaces what a cache key or artifact name cannot hold. Collisions do not
@@ -109,14 +221,15 @@ pub fn sanitize(text: &str) -> String {
     }
 }
 
-/// `rustc -V` of the toolchain the build will use.
-fn rustc_version(root: &Path) -> Result<String> {
+/// `rustc -V` of the toolchain the build will use, and its host triple
+/// (from `rustc -vV`).
+fn rustc_version(root: &Path) -> Result<(String, String)> {
     let channel = toolchain_channel(root)?;
     let neutral_dir = tempfile::tempdir().context("cannot create a neutral working directory")?;
     let sh = Shell::new()?;
     sh.change_dir(neutral_dir.path());
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let mut command = cmd!(sh, "{rustc} -V")
+    let mut command = cmd!(sh, "{rustc} -vV")
         .env("RUSTUP_AUTO_INSTALL", "0")
         .quiet()
         .ignore_status();
@@ -136,12 +249,23 @@ fn rustc_version(root: &Path) -> Result<String> {
             String::from_utf8_lossy(&output.stderr).lines().next().unwrap_or("")
         );
     }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    let text = String::from_utf8_lossy(&output.stdout);
+    let version = text.lines().next().unwrap_or("").trim().to_owned();
+    let host = text
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .with_context(|| format!("`rustc -vV` printed no host triple:\n{text}"))?
+        .trim()
+        .to_owned();
+    Ok((version, host))
 }
 
 /// The channel named by `rust-toolchain.toml` or `rust-toolchain`, if any.
 fn toolchain_channel(root: &Path) -> Result<Option<String>> {
-    for name in ["rust-toolchain.toml", "rust-toolchain"] {
+    // rustup: "If both files are present in a directory, the latter
+    // [`rust-toolchain`] is used for backwards compatibility" (rustup book,
+    // "Overrides", "The toolchain file").
+    for name in ["rust-toolchain", "rust-toolchain.toml"] {
         let path = root.join(name);
         if !path.is_file() {
             continue;

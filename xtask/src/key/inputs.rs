@@ -6,7 +6,7 @@
 //! symlink is added separately by whoever resolved it. `.git/`, target
 //! directories and `.github/workflows/` are never inputs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +46,27 @@ impl Kind {
     }
 }
 
+/// A path for a message, control characters escaped (`\n` stays two
+/// characters), so attacker-chosen names cannot break the line.
+pub fn shown(path: &Path) -> String {
+    let text = path.display().to_string();
+    if text.chars().any(char::is_control) {
+        text.escape_debug().to_string()
+    } else {
+        text
+    }
+}
+
+/// A path resolved as the kernel resolves it.
+struct Resolved {
+    /// The path with every symlink replaced by its target.
+    real: PathBuf,
+    /// The symlinks met on the way, inside the root.
+    links: Vec<PathBuf>,
+    /// Whether the resolution reached an existing path.
+    exists: bool,
+}
+
 /// A hashed path.
 #[derive(Debug, Clone)]
 pub struct Hashed {
@@ -66,7 +87,15 @@ pub struct InputSet {
     root: PathBuf,
     skipped_dirs: Vec<PathBuf>,
     entries: BTreeMap<String, Entry>,
+    /// Directories already known to be real (no symlink on the way from the
+    /// root): resolving a path below one needs no further `lstat`.
+    real_dirs: HashSet<PathBuf>,
+    /// Why each skipped directory is build output, for refusals.
+    skipped_why: Vec<String>,
 }
+
+/// The most symlinks one path may pass through, as Linux allows (`ELOOP`).
+const MAX_LINK_HOPS: usize = 40;
 
 /// Whether a repository-relative path is git metadata (`.git/…` at any depth).
 pub fn is_git_metadata(rel: &str) -> bool {
@@ -89,11 +118,23 @@ fn excluded_reason(rel: &str) -> Option<&'static str> {
 impl InputSet {
     /// `skipped_dirs` are absolute directories never walked (target directories).
     pub fn new(root: &Path, skipped_dirs: Vec<PathBuf>) -> InputSet {
+        let skipped_why = vec![String::new(); skipped_dirs.len()];
         InputSet {
             root: root.to_path_buf(),
             skipped_dirs,
             entries: BTreeMap::new(),
+            real_dirs: HashSet::new(),
+            skipped_why,
         }
+    }
+
+    /// Like [`InputSet::new`], each skipped directory with the setting that
+    /// made it build output (`build.target-dir in .cargo/config.toml`).
+    pub fn with_output_dirs(root: &Path, dirs: Vec<(PathBuf, String)>) -> InputSet {
+        let (skipped_dirs, skipped_why): (Vec<_>, Vec<_>) = dirs.into_iter().unzip();
+        let mut set = InputSet::new(root, skipped_dirs);
+        set.skipped_why = skipped_why;
+        set
     }
 
     pub fn root(&self) -> &Path {
@@ -107,18 +148,30 @@ impl InputSet {
         let Ok(rel) = normal.strip_prefix(&self.root) else {
             bail!(
                 "{} is outside the repository root {}",
-                normal.display(),
+                shown(&normal),
                 self.root.display()
             );
         };
         let Some(rel) = rel.to_str() else {
-            bail!("{} is not valid UTF-8; rename it", normal.display());
+            bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
         if let Some(why) = excluded_reason(rel) {
-            bail!("{rel} cannot be a key input: {why}");
+            bail!("{} cannot be a key input: {why}", shown(Path::new(rel)));
         }
-        if self.skipped_dirs.iter().any(|dir| normal.starts_with(dir)) {
-            bail!("{rel} is inside a target directory, which is build output and never hashed");
+        if let Some(index) = self
+            .skipped_dirs
+            .iter()
+            .position(|dir| normal.starts_with(dir))
+        {
+            let why = &self.skipped_why[index];
+            if why.is_empty() {
+                bail!("{rel} is inside a target directory, which is build output and never hashed");
+            }
+            bail!(
+                "{} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
+                shown(Path::new(rel)),
+                self.display(&self.skipped_dirs[index])
+            );
         }
         Ok(rel.to_owned())
     }
@@ -134,7 +187,131 @@ impl InputSet {
         self.insert(abs, reason, true)
     }
 
+    /// `abs` for a message: repository-relative, and with control
+    /// characters escaped, since a file name or link text is the pull
+    /// request's to choose and a newline in it would start a line the
+    /// runner reads as a workflow command.
+    fn display(&self, abs: &Path) -> String {
+        shown(abs.strip_prefix(&self.root).unwrap_or(abs))
+    }
+
     fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
+        let rel = self.relative(abs)?;
+        // Whoever opens the path reads what its symlinks resolve to: the
+        // links (hashed as their text) and the file behind them are inputs.
+        let resolved = self.resolve(&super::workspace::normalize(abs))?;
+        if !resolved.links.is_empty() {
+            for link in &resolved.links {
+                let why = format!("symlink on the way to {rel}, {reason}");
+                self.insert_plain(link, &why, false)?;
+            }
+            let is_dir = resolved.real.is_dir();
+            if resolved.real != super::workspace::normalize(abs) && !is_dir {
+                let why = format!("target of symlink {rel}, {reason}");
+                self.insert_plain(&resolved.real, &why, may_be_absent || !resolved.exists)?;
+            }
+        }
+        self.insert_plain(abs, reason, may_be_absent)
+    }
+
+    /// Resolves `normal` (absolute, inside the root) the way the kernel
+    /// does, one component at a time: a symlink's text replaces it, and a
+    /// `..` in that text applies to the directory the link resolved into.
+    /// A link to an absolute path (`/proc/self/cwd/…` included, whose target
+    /// depends on who opens it) or one that leaves the root is refused.
+    fn resolve(&mut self, normal: &Path) -> Result<Resolved> {
+        let rel = normal
+            .strip_prefix(&self.root)
+            .with_context(|| format!("{} is outside the repository", normal.display()))?
+            .to_path_buf();
+        let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+            rel.components().map(|c| c.as_os_str().to_owned()).collect();
+        let mut cur = self.root.clone();
+        let mut links = Vec::new();
+        let mut hops = 0;
+        let mut exists = true;
+        while let Some(part) = pending.pop_front() {
+            if part == ".." {
+                if cur == self.root {
+                    bail!(
+                        "{} resolves outside the checkout through the symlink {}; a link the build follows must stay inside the repository: make it a regular file or a link to a path inside it",
+                        self.display(normal),
+                        links
+                            .last()
+                            .map_or_else(|| "?".to_owned(), |l: &PathBuf| self.display(l))
+                    );
+                }
+                cur.pop();
+                continue;
+            }
+            if part == "." {
+                continue;
+            }
+            let next = cur.join(&part);
+            if !exists {
+                cur = next;
+                continue;
+            }
+            if !pending.is_empty() && self.real_dirs.contains(&next) {
+                cur = next;
+                continue;
+            }
+            match std::fs::symlink_metadata(&next) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS {
+                        bail!(
+                            "{}: too many levels of symbolic links; remove the loop",
+                            self.display(normal)
+                        );
+                    }
+                    let target = std::fs::read_link(&next)
+                        .with_context(|| format!("cannot read link {}", next.display()))?;
+                    if target.is_absolute() {
+                        bail!(
+                            "{} is a symlink to the absolute path {}; the key only follows relative links that stay inside the checkout, so make it a relative link or a regular file",
+                            self.display(&next),
+                            shown(&target)
+                        );
+                    }
+                    if next.starts_with(&self.root) {
+                        links.push(next);
+                    }
+                    for part in target.components().rev() {
+                        pending.push_front(part.as_os_str().to_owned());
+                    }
+                }
+                Ok(meta) => {
+                    if meta.is_dir() && !pending.is_empty() {
+                        self.real_dirs.insert(next.clone());
+                    }
+                    cur = next;
+                }
+                Err(_) => {
+                    exists = false;
+                    cur = next;
+                }
+            }
+            if !cur.starts_with(&self.root) {
+                bail!(
+                    "{} resolves to {}, outside the checkout, through the symlink {}; a link the build follows must stay inside the repository",
+                    self.display(normal),
+                    shown(&cur),
+                    links
+                        .last()
+                        .map_or_else(|| "?".to_owned(), |l| self.display(l))
+                );
+            }
+        }
+        Ok(Resolved {
+            real: cur,
+            links,
+            exists,
+        })
+    }
+
+    /// Adds `abs` as it is, its symlinks already resolved by the caller.
+    fn insert_plain(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
         let rel = self.relative(abs)?;
         let entry = self.entries.entry(rel).or_insert_with(|| Entry {
             abs: super::workspace::normalize(abs),
@@ -150,23 +327,38 @@ impl InputSet {
     /// itself is hashed as its text, but whoever opens it (rustc for an
     /// embed, a build script for a declared file) reads the target.
     pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
-        if !abs.is_symlink() {
-            return Ok(());
+        // [`InputSet::add`] resolves every symlink on the way already; kept
+        // for the callers that name the link explicitly.
+        if abs.is_symlink() {
+            self.add(abs, reason)?;
         }
-        // A dangling link fails the build that opens it; its text is hashed.
-        let Ok(target) = std::fs::canonicalize(abs) else {
-            return Ok(());
-        };
-        let rel = self.relative(abs)?;
-        self.add(&target, &format!("target of symlink {rel}, {reason}"))
-            .with_context(|| format!("{rel} is a symlink whose target cannot be hashed"))
+        Ok(())
     }
 
     /// Adds every file below `dir` (nothing when it does not exist).
     /// `stop_at_packages` skips subdirectories that are packages of their
     /// own, as cargo does when it watches a package directory.
     pub fn add_dir(&mut self, dir: &Path, reason: &str, stop_at_packages: bool) -> Result<()> {
+        let mut visited = HashSet::new();
+        self.add_dir_once(dir, reason, stop_at_packages, &mut visited)
+    }
+
+    /// [`InputSet::add_dir`], walking each real directory once: a symlink
+    /// to a directory is walked where it points (inside the checkout), and
+    /// a link back to an ancestor does not loop.
+    fn add_dir_once(
+        &mut self,
+        dir: &Path,
+        reason: &str,
+        stop_at_packages: bool,
+        visited: &mut HashSet<PathBuf>,
+    ) -> Result<()> {
         if !dir.is_dir() {
+            return Ok(());
+        }
+        if let Ok(real) = std::fs::canonicalize(dir)
+            && !visited.insert(real)
+        {
             return Ok(());
         }
         let root = self.root.clone();
@@ -175,6 +367,11 @@ impl InputSet {
             .sort_by_file_name()
             .into_iter();
         let skipped = &self.skipped_dirs;
+        // A build output directory inside a package is skipped when cargo's
+        // whole-package rule watches the package (cargo skips it too), but
+        // one inside sources the build reads (`src/`, `.cargo/`, a watched
+        // directory) would hide them: refused below.
+        let mut output_met: Option<usize> = None;
         let walker = walker.filter_entry(|entry| {
             let path = entry.path();
             if entry.depth() == 0 {
@@ -186,8 +383,12 @@ impl InputSet {
                     .ok()
                     .and_then(|r| r.to_str())
                     .unwrap_or("");
+                let output = skipped.iter().position(|s| path == s);
+                if output.is_some() && !stop_at_packages {
+                    output_met = output_met.or(output);
+                }
                 let excluded = excluded_reason(&format!("{rel}/")).is_some()
-                    || skipped.iter().any(|s| path == s)
+                    || output.is_some()
                     || (stop_at_packages && path.join("Cargo.toml").is_file());
                 return !excluded;
             }
@@ -207,10 +408,32 @@ impl InputSet {
             if rel.is_some_and(|rel| excluded_reason(rel).is_some()) {
                 continue;
             }
-            found.push(entry.into_path());
+            found.push((entry.path_is_symlink(), entry.into_path()));
         }
-        for path in found {
+        if let Some(index) = output_met {
+            let why = match self.skipped_why[index].as_str() {
+                "" => "a target directory".to_owned(),
+                why => format!("set by {why}"),
+            };
+            bail!(
+                "{} holds the build output directory {} ({why}), but the build reads {} ({reason}); the key never hashes build output, so point the output directory elsewhere",
+                self.display(dir),
+                self.display(&self.skipped_dirs[index]),
+                self.display(dir),
+            );
+        }
+        for (is_link, path) in found {
             self.add(&path, reason)?;
+            if is_link {
+                let real = self.resolve(&super::workspace::normalize(&path))?.real;
+                if real.is_dir() {
+                    let why = format!(
+                        "behind the directory symlink {}, {reason}",
+                        self.display(&path)
+                    );
+                    self.add_dir_once(&real, &why, stop_at_packages, visited)?;
+                }
+            }
         }
         Ok(())
     }

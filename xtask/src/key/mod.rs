@@ -6,6 +6,7 @@
 //! [`compute`]; none derives a key on its own.
 
 mod build_script;
+pub mod cargo_config;
 mod components;
 mod inputs;
 mod report;
@@ -14,7 +15,7 @@ mod sources;
 mod tool_package;
 pub mod workspace;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -85,9 +86,7 @@ const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let workspace = workspace::load(root)?;
-    let mut skipped = vec![workspace.target_dir.clone(), root.join("target")];
-    skipped.dedup();
-    let mut inputs = InputSet::new(root, skipped);
+    let mut inputs = InputSet::with_output_dirs(root, output_dirs(root, &workspace));
     let mut warnings = Vec::new();
 
     let lockfile = workspace.root.join("Cargo.lock");
@@ -201,6 +200,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     for (dir, reason) in FIXED_DIRS {
         inputs.add_dir(&root.join(dir), reason, false)?;
     }
+    add_build_configuration(root, policy, &workspace, &mut inputs)?;
     for file in TOOLCHAIN_FILES {
         let path = root.join(file);
         if path.exists() || path.is_symlink() {
@@ -237,6 +237,152 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             packages: workspace.packages.len(),
         },
     })
+}
+
+/// The build's output directories, never hashed: the target directory (with
+/// the setting that chose it), the default `target/`, `build.build-dir`.
+fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, String)> {
+    let mut dirs = vec![(
+        workspace.target_dir.clone(),
+        workspace
+            .configured_target_dir
+            .as_ref()
+            .map(|dir| dir.set_by.clone())
+            .unwrap_or_default(),
+    )];
+    if let Some(dir) = &workspace.build_dir {
+        dirs.push((dir.path.clone(), dir.set_by.clone()));
+    }
+    if !dirs.iter().any(|(dir, _)| *dir == root.join("target")) {
+        dirs.push((root.join("target"), String::new()));
+    }
+    dirs
+}
+
+/// nextest's configuration files, relative to the workspace root; a change
+/// to one changes what `cargo nextest archive` puts in the archive.
+const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml"];
+
+/// Gets the path out of a flag's value.
+type PathOfValue = fn(&str) -> &str;
+
+/// Arguments of an `[[archive]]` command whose value is a file the build
+/// reads: (flag, how to get the path out of its value).
+const RECIPE_FILE_FLAGS: &[(&str, PathOfValue)] = &[
+    ("--config-file", |value| value),
+    // `--tool-config-file TOOL:PATH`
+    ("--tool-config-file", |value| {
+        value.split_once(':').map_or(value, |(_, path)| path)
+    }),
+];
+
+/// Everything the build reads because configuration says so: the cargo
+/// configuration files cargo merges (and what they `include`), each checkout
+/// file or directory a configuration key, a build environment variable or
+/// an `[[archive]]` argument hands to the build, and nextest's configuration.
+fn add_build_configuration(
+    root: &Path,
+    policy: &Policy,
+    workspace: &workspace::Workspace,
+    inputs: &mut InputSet,
+) -> Result<()> {
+    let config = &workspace.config;
+    for file in config.checkout_files(root) {
+        inputs.add(
+            &file.path,
+            &format!("cargo configuration ({})", file.origin),
+        )?;
+    }
+    let mut references = config.references(root);
+    for (var, value) in components::build_environment() {
+        let flags = value.split(['\u{1f}', ' ', '\t']);
+        for path in cargo_config::flag_paths(flags, root, &[]) {
+            references.push(cargo_config::Reference {
+                path,
+                why: format!("named by the environment variable {var}"),
+                env_value: false,
+            });
+        }
+    }
+    for spec in &policy.archive {
+        let args = spec.nextest.iter().chain(&spec.build).flatten();
+        let why = format!("named by the [[archive]] arguments of {}", spec.file);
+        let mut previous: Option<&str> = None;
+        for arg in args.clone() {
+            for (flag, path_of) in RECIPE_FILE_FLAGS {
+                let value = match (previous, arg.strip_prefix(&format!("{flag}="))) {
+                    (_, Some(value)) => Some(value),
+                    (Some(prev), None) if prev == *flag => Some(arg.as_str()),
+                    _ => None,
+                };
+                if let Some(value) = value {
+                    inputs.add(
+                        &root.join(path_of(value)),
+                        &format!("nextest configuration {why}"),
+                    )?;
+                }
+            }
+            previous = Some(arg);
+        }
+        // `--config FILE|KEY=VALUE` adds configuration for this command only.
+        let cli_configs: Vec<&str> = args
+            .clone()
+            .zip(args.clone().skip(1))
+            .filter(|(flag, _)| *flag == "--config")
+            .map(|(_, value)| value.as_str())
+            .chain(args.clone().filter_map(|a| a.strip_prefix("--config=")))
+            .collect();
+        let cli = cargo_config::CargoConfig::from_command_line(root, &cli_configs)?;
+        for file in cli.checkout_files(root) {
+            inputs.add(
+                &file.path,
+                &format!("cargo configuration ({})", file.origin),
+            )?;
+        }
+        references.extend(cli.references(root));
+        let names = cargo_config::RECIPE_NAME_FLAGS;
+        for path in cargo_config::flag_paths(args.map(String::as_str), root, names) {
+            references.push(cargo_config::Reference {
+                path,
+                why: why.clone(),
+                env_value: false,
+            });
+        }
+    }
+    for file in NEXTEST_CONFIG_FILES {
+        let path = workspace.root.join(file);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            inputs.add(&path, "nextest configuration: shapes the archive")?;
+        }
+    }
+    references.sort();
+    references.dedup();
+    for reference in references {
+        if !reference.path.starts_with(root) || std::fs::symlink_metadata(&reference.path).is_err()
+        {
+            continue;
+        }
+        let reason = format!("handed to the build: {}", reference.why);
+        if reference.path == root && reference.env_value {
+            // The checkout itself, handed over so code can find files in
+            // it: what it then reads is found by the source scan (an
+            // `env!` in an include) and proved by verify-key.
+            continue;
+        } else if reference.path == root {
+            // `-L .`: the libraries directly in the root, not the whole checkout.
+            for entry in std::fs::read_dir(root).context("cannot list the repository root")? {
+                let path = entry?.path();
+                if path.is_file() {
+                    inputs.add(&path, &reason)?;
+                }
+            }
+        } else if reference.path.is_dir() {
+            inputs.add_dir(&reference.path, &reason, false)?;
+        } else {
+            inputs.add(&reference.path, &reason)?;
+        }
+    }
+    Ok(())
 }
 
 impl flags::CiKey {

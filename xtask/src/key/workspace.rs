@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
+use super::cargo_config::{self, CargoConfig, OutputDir};
+
 /// One package the build compiles from the repository.
 #[derive(Debug, Clone)]
 pub struct Package {
@@ -53,11 +55,21 @@ impl Target {
 pub struct Workspace {
     /// The workspace root: where `Cargo.lock` lives.
     pub root: PathBuf,
-    /// The workspace's target directory, never hashed.
+    /// The workspace's target directory: build output, never hashed.
     pub target_dir: PathBuf,
+    /// The target directory the environment or the configuration sets, with
+    /// where; `None` when it is cargo's default.
+    pub configured_target_dir: Option<OutputDir>,
+    /// `build.build-dir`, where intermediate artifacts go: build output too.
+    pub build_dir: Option<OutputDir>,
+    /// The `build.target` triples of the configuration or `CARGO_BUILD_TARGET`
+    /// (directory names: a `.json` specification's file stem).
+    pub build_targets: Vec<String>,
     pub packages: Vec<Package>,
     /// Every `Cargo.toml` that shapes the build (the root manifest of a virtual workspace too).
     pub manifests: BTreeSet<PathBuf>,
+    /// The cargo configuration the build reads.
+    pub config: CargoConfig,
 }
 
 impl Workspace {
@@ -82,15 +94,29 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     let neutral_dir = tempfile::tempdir().context("cannot create a neutral working directory")?;
     let metadata = cargo_metadata_no_deps(neutral_dir.path(), &root_manifest)?;
     let workspace_root = PathBuf::from(metadata.workspace_root.as_std_path());
-    let target_dir = match checkout_target_dir(repo_root)? {
-        Some(dir) => dir,
+    let config = CargoConfig::load(repo_root)?;
+    let configured_target_dir = target_dir(repo_root, &config);
+    let target_dir = match &configured_target_dir {
+        Some(dir) => dir.path.clone(),
         None => PathBuf::from(metadata.target_directory.as_std_path()),
     };
+    let mut build_targets = match std::env::var("CARGO_BUILD_TARGET") {
+        Ok(targets) if !targets.is_empty() => targets
+            .split(',')
+            .map(cargo_config::target_dir_name)
+            .collect(),
+        _ => config.build_targets(),
+    };
+    build_targets.dedup();
     let mut workspace = Workspace {
         root: workspace_root.clone(),
         target_dir,
+        configured_target_dir,
+        build_dir: config.build_dir(repo_root),
+        build_targets,
         packages: Vec::new(),
         manifests: BTreeSet::from([root_manifest.clone(), workspace_root.join("Cargo.toml")]),
+        config,
     };
     let members: BTreeSet<_> = metadata.workspace_members.iter().collect();
     let mut seen = BTreeSet::new();
@@ -101,7 +127,7 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
             pending.push_back(convert(package, "workspace member".to_owned()));
         }
     }
-    for (manifest, origin) in patched_paths(&workspace_root, repo_root)? {
+    for (manifest, origin) in patched_paths(&workspace_root, repo_root, &workspace.config)? {
         if seen.insert(manifest.clone()) {
             pending.push_back(load_path_package(neutral_dir.path(), &manifest, origin)?);
         }
@@ -120,9 +146,13 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
         // checkout's `target-dir = "."`) would hide its sources from the key.
         if package.dir.starts_with(&workspace.target_dir) {
             bail!(
-                "the target directory {} holds package `{}`, whose sources the key must hash; set build.target-dir in .cargo/config.toml to a directory of its own",
+                "the target directory {} holds package `{}`, whose sources the key must hash; set {} to a directory of its own",
                 workspace.target_dir.display(),
-                package.name
+                package.name,
+                workspace
+                    .configured_target_dir
+                    .as_ref()
+                    .map_or("build.target-dir", |dir| dir.set_by.as_str())
             );
         }
         if !package.dir.starts_with(repo_root) {
@@ -235,103 +265,68 @@ pub fn cargo_metadata_no_deps(
         .context("cannot parse the output of `cargo metadata`")
 }
 
-/// The `build.target-dir` of the checkout's `.cargo/config.toml`, which the
-/// build honours but `cargo metadata` run from a neutral directory does not
-/// see; read as data, never run. The environment (`CARGO_TARGET_DIR`,
-/// `CARGO_BUILD_TARGET_DIR`) overrides it, as it does for cargo, and cargo
-/// metadata has already applied it.
-fn checkout_target_dir(repo_root: &Path) -> Result<Option<PathBuf>> {
-    if ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"]
-        .iter()
-        .any(|var| std::env::var_os(var).is_some())
-    {
-        return Ok(None);
+/// The target directory the build writes to: `CARGO_TARGET_DIR` /
+/// `CARGO_BUILD_TARGET_DIR` (relative to the current directory, which for
+/// the archive builds is the repository root), else `build.target-dir` of
+/// the configuration (read as data, never run), else what `cargo metadata`
+/// reported (which did not see the checkout's configuration).
+fn target_dir(repo_root: &Path, config: &CargoConfig) -> Option<OutputDir> {
+    for var in ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"] {
+        if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            return Some(OutputDir {
+                path: normalize(&repo_root.join(dir)),
+                set_by: format!("the environment variable {var}"),
+            });
+        }
     }
-    for name in [".cargo/config.toml", ".cargo/config"] {
-        let file = repo_root.join(name);
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
-        let dir = table
-            .get("build")
-            .and_then(|build| build.get("target-dir"))
-            .and_then(|dir| dir.as_str());
-        // Relative to the directory holding `.cargo`, like every path in a
-        // cargo configuration file.
-        return Ok(dir.map(|dir| normalize(&repo_root.join(dir))));
-    }
-    Ok(None)
+    config.target_dir(repo_root)
 }
 
 /// Manifests of `[patch]`, `[replace]` and `paths` overrides that point into the checkout,
-/// from the root manifest and from the checkout's `.cargo/config.toml`, which
-/// the build will read even though this command does not.
-fn patched_paths(workspace_root: &Path, repo_root: &Path) -> Result<Vec<(PathBuf, String)>> {
+/// from the root manifest and from the cargo configuration, which the build
+/// will read even though this command does not.
+fn patched_paths(
+    workspace_root: &Path,
+    repo_root: &Path,
+    config: &CargoConfig,
+) -> Result<Vec<(PathBuf, String)>> {
     let mut found = Vec::new();
-    let sources = [
-        (
-            workspace_root.join("Cargo.toml"),
-            workspace_root.to_path_buf(),
-        ),
-        (
-            repo_root.join(".cargo/config.toml"),
-            repo_root.to_path_buf(),
-        ),
-        (repo_root.join(".cargo/config"), repo_root.to_path_buf()),
-    ];
-    for (file, base) in sources {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
-        let label = file
-            .strip_prefix(repo_root)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        if let Some(toml::Value::Table(patch)) = table.get("patch") {
-            for (registry, crates) in patch {
-                let Some(crates) = crates.as_table() else {
-                    continue;
-                };
-                for (name, spec) in crates {
-                    if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
-                        // Paths in a cargo config are relative to the directory
-                        // holding `.cargo`, paths in a manifest to the manifest.
-                        let dir = normalize(&base.join(path));
-                        found.push((
-                            dir.join("Cargo.toml"),
-                            format!("[patch.{registry}] `{name}` in {label}"),
-                        ));
-                    }
-                }
-            }
-        }
-        // The deprecated `[replace]` still swaps a crate for a local path.
-        if let Some(toml::Value::Table(replace)) = table.get("replace") {
-            for (spec_id, spec) in replace {
+    let file = workspace_root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("cannot parse {}", file.display()))?;
+    if let Some(toml::Value::Table(patch)) = table.get("patch") {
+        for (registry, crates) in patch {
+            let Some(crates) = crates.as_table() else {
+                continue;
+            };
+            for (name, spec) in crates {
                 if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
-                    let dir = normalize(&base.join(path));
+                    // Paths in a manifest are relative to the manifest.
+                    let dir = normalize(&workspace_root.join(path));
                     found.push((
                         dir.join("Cargo.toml"),
-                        format!("[replace] `{spec_id}` in {label}"),
+                        format!("[patch.{registry}] `{name}` in Cargo.toml"),
                     ));
                 }
             }
         }
-        if let Some(toml::Value::Array(paths)) = table.get("paths") {
-            for path in paths.iter().filter_map(|p| p.as_str()) {
-                let dir = normalize(&base.join(path));
+    }
+    // The deprecated `[replace]` still swaps a crate for a local path.
+    if let Some(toml::Value::Table(replace)) = table.get("replace") {
+        for (spec_id, spec) in replace {
+            if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                let dir = normalize(&workspace_root.join(path));
                 found.push((
                     dir.join("Cargo.toml"),
-                    format!("`paths` override in {label}"),
+                    format!("[replace] `{spec_id}` in Cargo.toml"),
                 ));
             }
         }
     }
+    // A crate an override places outside the repository is refused by the caller.
+    found.extend(config.path_overrides(repo_root));
     Ok(found)
 }
 

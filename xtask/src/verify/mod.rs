@@ -31,20 +31,34 @@ impl flags::VerifyKey {
             None => workspace.target_dir.clone(),
         };
         let package_dirs = workspace.package_dirs();
-        let mut build = target_dir.clone();
-        if let Some(triple) = &self.target {
-            build.push(triple);
-        }
-        let dirs = BuildDirs {
-            profile_dir: build.join(profile_dir(&self.profile)),
-            target_dir,
+        // Without --target, the build went where the checkout's `[build]
+        // target` (or CARGO_BUILD_TARGET) sent it, not to the host directory.
+        let triples: Vec<Option<String>> = match &self.target {
+            Some(triple) => vec![Some(triple.clone())],
+            None if workspace.build_targets.is_empty() => vec![None],
+            None => configured_triples(&workspace, &manifest)
+                .into_iter()
+                .map(Some)
+                .collect(),
         };
-        let report = check(&root, &manifest, &package_dirs, &dirs)?;
-        eprint!("{}", gha::log_block(&report.render()));
-        if report.misses.is_empty() {
+        let mut misses = Vec::new();
+        for triple in triples {
+            let mut build = target_dir.clone();
+            if let Some(triple) = &triple {
+                build.push(triple);
+            }
+            let dirs = BuildDirs {
+                profile_dir: build.join(profile_dir(&self.profile)),
+                target_dir: target_dir.clone(),
+            };
+            let report = check(&root, &manifest, &package_dirs, &dirs)?;
+            eprint!("{}", gha::log_block(&report.render()));
+            misses.extend(report.misses);
+        }
+        if misses.is_empty() {
             return Ok(ExitCode::SUCCESS);
         }
-        for miss in &report.misses {
+        for miss in &misses {
             gha::warning(&format!(
                 "{} is read by the build but is not a key input ({}): {}",
                 miss.path, miss.read_by, miss.fix
@@ -63,7 +77,10 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     let mut dirs: Vec<BuildDirs> = policy
         .archive
         .iter()
-        .map(|spec| archive_profile_dir(&workspace.target_dir, root, spec))
+        .flat_map(|spec| {
+            let triples = configured_triples(&workspace, manifest);
+            archive_build_dirs(&workspace.target_dir, &triples, root, spec)
+        })
         .collect();
     dirs.sort();
     dirs.dedup();
@@ -133,12 +150,65 @@ pub fn archive_profile_dir(
     };
     let mut dir = target_dir.clone();
     if let Some(triple) = value("--target") {
-        dir.push(triple);
+        // A `.json` specification builds into a directory named by its stem.
+        dir.push(key::cargo_config::target_dir_name(&triple));
     }
     BuildDirs {
         profile_dir: dir.join(profile_dir(&profile)),
         target_dir,
     }
+}
+
+/// The configuration's `build.target` triples, `host-tuple` replaced by the
+/// host triple the key recorded (cargo builds it into `<target-dir>/<host>`).
+fn configured_triples(
+    workspace: &key::workspace::Workspace,
+    manifest: &KeyManifest,
+) -> Vec<String> {
+    let host = manifest
+        .components
+        .iter()
+        .find(|c| c.name == "host")
+        .map(|c| c.value.clone());
+    workspace
+        .build_targets
+        .iter()
+        .map(|t| match (t.as_str(), &host) {
+            ("host-tuple", Some(host)) => host.clone(),
+            _ => t.clone(),
+        })
+        .collect()
+}
+
+/// [`archive_profile_dir`], with the configuration's `build.target` triples
+/// (`configured_targets`) when the command names no `--target`: cargo then
+/// builds into `<target-dir>/<triple>/<profile>` for each of them.
+pub fn archive_build_dirs(
+    default_target_dir: &Path,
+    configured_targets: &[String],
+    root: &Path,
+    spec: &ArchiveSpec,
+) -> Vec<BuildDirs> {
+    let dirs = archive_profile_dir(default_target_dir, root, spec);
+    let args = spec.nextest.iter().chain(&spec.build).flatten();
+    let names_target = args
+        .into_iter()
+        .any(|a| a == "--target" || a.starts_with("--target="));
+    if names_target || configured_targets.is_empty() {
+        return vec![dirs];
+    }
+    let profile = dirs
+        .profile_dir
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    configured_targets
+        .iter()
+        .map(|triple| BuildDirs {
+            profile_dir: dirs.target_dir.join(triple).join(&profile),
+            target_dir: dirs.target_dir.clone(),
+        })
+        .collect()
 }
 
 /// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
@@ -604,6 +674,30 @@ mod tests {
                 profile_dir: PathBuf::from("/r/out/x86_64-unknown-linux-gnu/debug")
             }
         );
+    }
+
+    #[test]
+    fn configured_build_targets_choose_the_archive_build_directories() {
+        let spec = |args: &[&str]| ArchiveSpec {
+            file: "a.tar.zst".into(),
+            nextest: Some(args.iter().map(|s| s.to_string()).collect()),
+            build: None,
+            binaries: vec![],
+        };
+        let t = Path::new("/r/target");
+        let r = Path::new("/r");
+        let triples = ["aarch64-unknown-linux-gnu".to_owned()];
+        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--cargo-profile", "ci"]));
+        assert_eq!(
+            dirs,
+            [BuildDirs {
+                target_dir: PathBuf::from("/r/target"),
+                profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
+            }]
+        );
+        // The command's own --target wins over the configuration.
+        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--target", "specs/gpu.json"]));
+        assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
     #[test]

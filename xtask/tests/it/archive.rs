@@ -379,10 +379,14 @@ fn artifact_zip() -> Vec<u8> {
     writer.finish().unwrap().into_inner()
 }
 
-/// The artifact name `ci-key` derives for `ws`.
-fn artifact_name(ws: &Fixture) -> String {
+/// The artifact name `ci-key` derives for `ws` in the shims' environment
+/// (`RUSTC` is part of the key's build environment).
+fn artifact_name(ws: &Fixture, shims: &Shims) -> String {
     let manifest = ws.join("key.json");
-    let output = ws.xtask(&["ci-key", "--json", manifest.to_str().unwrap()]);
+    let mut cmd = xtask_cmd(&["ci-key", "--json", manifest.to_str().unwrap(), "--root"]);
+    cmd.arg(ws.path());
+    shims.apply(&mut cmd);
+    let output = cmd.output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let value: serde_json::Value = serde_json::from_str(&read(&manifest)).unwrap();
     std::fs::remove_file(manifest).unwrap();
@@ -392,7 +396,8 @@ fn artifact_name(ws: &Fixture) -> String {
 #[test]
 fn reuse_and_cache_paths_compile_nothing() {
     let ws = gpu_workspace();
-    let name = artifact_name(&ws);
+    let shims = Shims::new();
+    let name = artifact_name(&ws, &shims);
     let zip = artifact_zip();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -449,7 +454,6 @@ fn reuse_and_cache_paths_compile_nothing() {
         rt.block_on(mock.mount(&server));
     }
 
-    let shims = Shims::new();
     let scratch = Fixture::new();
     let out = scratch.join("out");
     let output_file = scratch.join("github_output");
@@ -548,7 +552,8 @@ fn reuse_and_cache_paths_compile_nothing() {
 #[test]
 fn hostile_api_text_starts_no_workflow_command() {
     let ws = gpu_workspace();
-    let name = artifact_name(&ws);
+    let shims = Shims::new();
+    let name = artifact_name(&ws, &shims);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -574,7 +579,6 @@ fn hostile_api_text_starts_no_workflow_command() {
     for mock in mocks {
         rt.block_on(mock.mount(&server));
     }
-    let shims = Shims::new();
     let scratch = Fixture::new();
     let mut cmd = xtask_cmd(&["gpu-archive", "--reuse", "--out"]);
     cmd.arg(scratch.join("out"))

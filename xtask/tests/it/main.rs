@@ -12,6 +12,7 @@ mod contracts;
 mod contracts_own;
 #[cfg(unix)]
 mod key;
+mod key_config;
 mod output;
 #[cfg(unix)]
 mod scripts;
