@@ -4,11 +4,24 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The commit the binary was built from, set by the workflow that builds the
+/// prebuilt xtask (`CI_TRUST_XTASK_COMMIT`); read at compile time, so no
+/// build script runs.
+pub const BUILT_FROM: &str = match option_env!("CI_TRUST_XTASK_COMMIT") {
+    Some(commit) => commit,
+    None => "a local build",
+};
+
+/// `--version`: the package version and the commit it was built from; a
+/// restored prebuilt binary is checked by running it with `--version`.
+pub static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{} (built from {BUILT_FROM})", env!("CARGO_PKG_VERSION")));
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo xtask",
     about = "Cache-trust tooling for Rust GPU CI",
-    version
+    version = VERSION.as_str()
 )]
 pub struct Xtask {
     #[command(subcommand)]
@@ -33,6 +46,10 @@ pub enum Command {
     BenchVerify(BenchVerify),
     /// Benchmark a fresh build untraced against the same build under strace.
     BenchTrace(BenchTrace),
+    /// Benchmark the key step of a cold CI job: compiling the xtask vs restoring it prebuilt.
+    BenchKeystep(BenchKeystep),
+    /// Adopt this CI in a Rust GPU workspace: workspace entry, alias, policy, workflows.
+    InitCi(InitCi),
 }
 
 /// The flags every command takes.
@@ -66,6 +83,32 @@ impl Common {
 
     pub fn load_policy(&self, root: &Path) -> anyhow::Result<crate::policy::Policy> {
         crate::policy::Policy::load(root, self.policy.as_deref())
+    }
+}
+
+/// `--root` and `--policy` for the commands that work without a repository.
+#[derive(Debug, Clone, Args)]
+pub struct OptionalRoot {
+    /// The repository to work on (default: none, see the command).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// The CI trust policy (default: ROOT/.github/ci-trust.toml, or the defaults when absent).
+    #[arg(long, value_name = "FILE", requires = "root")]
+    pub policy: Option<PathBuf>,
+}
+
+impl OptionalRoot {
+    /// The policy of `--root`, when one was given.
+    pub fn load_policy(&self) -> anyhow::Result<Option<crate::policy::Policy>> {
+        let Some(root) = &self.root else {
+            return Ok(None);
+        };
+        let common = Common {
+            root: Some(root.clone()),
+            policy: self.policy.clone(),
+        };
+        let root = common.root()?;
+        common.load_policy(&root).map(Some)
     }
 }
 
@@ -107,9 +150,10 @@ pub struct CheckContracts {
 pub struct GpuArchive {
     #[command(flatten)]
     pub common: Common,
-    /// Where the archives are written.
-    #[arg(long, value_name = "DIR", default_value = "target/gpu-archive")]
-    pub out: PathBuf,
+    /// Where the archives are written (default: ROOT/target/gpu-archive; a
+    /// relative path is taken from the current directory, like every path flag).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Look for a trusted artifact named by the key before building.
     #[arg(long)]
     pub reuse: bool,
@@ -151,7 +195,13 @@ pub struct VerifyKey {
 
 #[derive(Debug, Args)]
 pub struct BenchKey {
-    /// Where to generate the benchmark workspace (default: a temporary directory).
+    /// Measure this existing repository instead of a generated workspace.
+    #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
+    pub root: Option<PathBuf>,
+    /// Where to generate the benchmark workspace (default: a temporary
+    /// directory). It must be empty or one an earlier run created (it holds
+    /// the marker file `.ci-trust-bench-workdir`); only what the benchmark
+    /// generated is ever deleted from it.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// Runs of each contender; the median is reported.
@@ -164,7 +214,12 @@ pub struct BenchKey {
 
 #[derive(Debug, Args)]
 pub struct BenchVerify {
-    /// Where to generate and build the benchmark workspace (default: a temporary directory).
+    /// Measure this existing repository instead of a generated workspace
+    /// (built into a temporary target directory; nothing is written in it).
+    #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
+    pub root: Option<PathBuf>,
+    /// Where to generate and build the benchmark workspace (default: a
+    /// temporary directory); the same rules as `bench-key --workdir`.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// Runs of each measurement; the median is reported.
@@ -180,14 +235,18 @@ pub struct BenchTrace {
     /// Runs of each contender; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Build this repository (`cargo build --workspace --all-targets`)
-    /// instead of a generated workspace.
-    #[arg(long)]
-    pub this_repository: bool,
+    /// `--root DIR`: build that repository (`cargo build --workspace
+    /// --all-targets`) instead of a generated workspace.
+    #[command(flatten)]
+    pub common: OptionalRoot,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchReuse {
+    /// The repository whose policy `[artifacts]` limits (timeout, largest
+    /// download) the measured reuse obeys (default: the benchmark's own).
+    #[command(flatten)]
+    pub common: OptionalRoot,
     /// Size of the served artifact in MB.
     #[arg(long, default_value_t = 200)]
     pub megabytes: u64,
@@ -201,6 +260,38 @@ pub struct BenchReuse {
     /// Internal: the benchmark server the child talks to.
     #[arg(long, hide = true, value_name = "URL")]
     pub child_api: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchKeystep {
+    /// `--root`: the repository keyed in both paths (default: this one).
+    #[command(flatten)]
+    pub common: Common,
+    /// Runs of the restore path; the median is reported (the cold build runs once).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct InitCi {
+    #[command(flatten)]
+    pub common: Common,
+    /// The ci-trust checkout whose workflows, scripts and xtask are copied
+    /// (default: the repository this xtask was built from).
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// The runner label of every GitHub-hosted job.
+    #[arg(long, value_name = "LABEL", default_value = "ubuntu-24.04")]
+    pub runner: String,
+    /// The `name:` of the CI workflow whose runs start the GPU tests.
+    #[arg(long, value_name = "NAME", default_value = "CI")]
+    pub ci_name: String,
+    /// The GPU crates to archive (default: detected; repeat for several).
+    #[arg(long, value_name = "PACKAGE")]
+    pub gpu_package: Vec<String>,
+    /// Replace files whose content differs (never done without it).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A full 40-hex commit id, lowercased.

@@ -9,6 +9,7 @@ mod bench;
 mod contracts;
 mod flags;
 mod gha;
+mod init_ci;
 mod key;
 mod policy;
 mod verify;
@@ -28,6 +29,8 @@ fn main() -> ExitCode {
         flags::Command::BenchReuse(cmd) => cmd.run(),
         flags::Command::BenchVerify(cmd) => cmd.run(),
         flags::Command::BenchTrace(cmd) => cmd.run(),
+        flags::Command::BenchKeystep(cmd) => cmd.run(),
+        flags::Command::InitCi(cmd) => cmd.run(),
     };
     match result {
         Ok(code) => code,

@@ -88,6 +88,10 @@ pub struct DynamicInclude {
     pub site: String,
     /// Globs of the files that include may read; they are hashed into the key.
     pub files: Vec<String>,
+    /// `files = []` says the include reads no repository file (an absolute
+    /// system path, say); so strong a claim must be made explicitly.
+    #[serde(default)]
+    pub allow_empty: bool,
     pub reason: String,
 }
 
@@ -403,6 +407,25 @@ impl Policy {
                     ),
                 );
             }
+            // An empty list would silently cover the site with no file at
+            // all: the include's reads would never reach the key.
+            match (dynamic.files.is_empty(), dynamic.allow_empty) {
+                (true, false) => problem(
+                    at("files"),
+                    format!(
+                        "key.dynamic-include for {} has `files = []`, so nothing the include reads would enter the key; list the globs it may read, or, if it reads no repository file, set `allow-empty = true` and say why in `reason`",
+                        dynamic.site
+                    ),
+                ),
+                (false, true) => problem(
+                    at("allow-empty"),
+                    format!(
+                        "key.dynamic-include for {} sets `allow-empty = true` but lists files; drop `allow-empty`",
+                        dynamic.site
+                    ),
+                ),
+                _ => {}
+            }
         }
         let mut files = std::collections::BTreeSet::new();
         for (index, archive) in self.archive.iter().enumerate() {
@@ -585,6 +608,14 @@ mod tests {
                 "plain file name",
             ),
             ("[[archive]]\nfile = \"a\"\nbuild = []", "needs `binaries`"),
+            (
+                "[[key.dynamic-include]]\nsite = \"src/lib.rs\"\nfiles = []\nreason = \"r\"",
+                "set `allow-empty = true`",
+            ),
+            (
+                "[[key.dynamic-include]]\nsite = \"src/lib.rs\"\nfiles = [\"a\"]\nallow-empty = true\nreason = \"r\"",
+                "drop `allow-empty`",
+            ),
             (
                 "[[allow]]\nrule = \"x\"\nworkflow = \"y\"\nreason = \" \"",
                 "non-empty reason",

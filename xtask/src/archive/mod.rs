@@ -184,9 +184,13 @@ impl flags::GpuArchive {
             ));
         }
         let manifest = crate::key::compute(&root, &policy)?;
-        // A relative `--out` is taken from the repository root, like the
-        // default `target/gpu-archive`, whatever the working directory.
-        let out = root.join(&self.out);
+        // The default lives in the repository's target directory; a given
+        // `--out` is taken as the user typed it: a relative path from the
+        // current directory, like every other path flag.
+        let out = match &self.out {
+            Some(out) => std::path::absolute(out).context("cannot resolve --out")?,
+            None => root.join("target/gpu-archive"),
+        };
         let request = Request {
             root: &root,
             policy: &policy,
@@ -428,6 +432,13 @@ fn summary_markdown(
 }
 
 /// Free space available to unprivileged users on the filesystem of `path`.
+#[cfg(not(unix))]
+fn free_disk_bytes(_path: &Path) -> Result<u64, String> {
+    Err("not measured on this platform".into())
+}
+
+/// Free space available to unprivileged users on the filesystem of `path`.
+#[cfg(unix)]
 fn free_disk_bytes(path: &Path) -> Result<u64, String> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;

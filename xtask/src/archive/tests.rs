@@ -1559,6 +1559,7 @@ fn link_header_and_environment_parsing() {
 }
 
 #[test]
+#[cfg(unix)]
 fn verification_rejects_damaged_archives() {
     let dir = tempfile::tempdir().unwrap();
     let spec: ArchiveSpec = policy().archive[0].clone();

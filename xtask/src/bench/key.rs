@@ -5,14 +5,16 @@
 //! some modules embedding data with `include_str!`, and large binary test
 //! data: at the default size over 5,000 files and 100 MB. Every contender
 //! runs once to warm the page cache, then `--runs` times; medians are
-//! compared. `hashFiles()` is the `@actions/glob` implementation from
-//! `../shared/bench`, installed with npm into a scratch directory.
+//! compared. `hashFiles()` is GitHub's `@actions/glob` implementation, run by
+//! `xtask/bench-assets/hashfiles.mjs` and installed at the pinned version of
+//! `xtask/bench-assets/package.json` with npm into a scratch directory.
+//! With `--root DIR` the contenders measure that repository instead.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use xshell::{Shell, cmd};
 
 use crate::flags;
@@ -29,19 +31,28 @@ pub(super) struct Shape {
 impl flags::BenchKey {
     pub fn run(&self) -> Result<ExitCode> {
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
-        let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
-        let shape = Shape {
-            packages: 50,
-            modules_per_package: 80,
-            data_files_per_package: 20,
-            megabytes: self.megabytes,
+        let workspace = if let Some(root) = &self.root {
+            let root = std::fs::canonicalize(root).with_context(|| {
+                format!("--root {}: pass an existing repository", root.display())
+            })?;
+            eprintln!("workspace: {} (given with --root)", root.display());
+            root
+        } else {
+            let workspace = workspace_dir(self.workdir.as_deref(), scratch.path())?;
+            let shape = Shape {
+                packages: 50,
+                modules_per_package: 80,
+                data_files_per_package: 20,
+                megabytes: self.megabytes,
+            };
+            let (files, bytes) = generate(&workspace, &shape)?;
+            eprintln!(
+                "workspace: {} ({files} files, {:.1} MB)",
+                workspace.display(),
+                bytes as f64 / 1e6
+            );
+            workspace
         };
-        let (files, bytes) = generate(&workspace, &shape)?;
-        eprintln!(
-            "workspace: {} ({files} files, {:.1} MB)",
-            workspace.display(),
-            bytes as f64 / 1e6
-        );
         let exe = std::env::current_exe().context("cannot find the running xtask binary")?;
         let sh = Shell::new()?;
 
@@ -110,9 +121,13 @@ impl flags::BenchKey {
     }
 }
 
-/// `--workdir` when given, else a directory inside `scratch`.
-pub(super) fn workspace_dir(workdir: Option<&Path>, scratch: &Path) -> PathBuf {
-    workdir.map_or_else(|| scratch.join("workspace"), Path::to_path_buf)
+/// `--workdir` when given (checked and cleared by [`super::workdir::prepare`]),
+/// else a directory inside `scratch`.
+pub(super) fn workspace_dir(workdir: Option<&Path>, scratch: &Path) -> Result<PathBuf> {
+    match workdir {
+        Some(dir) => super::workdir::prepare(dir),
+        None => Ok(scratch.join("workspace")),
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -136,35 +151,39 @@ pub(super) fn measure(runs: usize, mut f: impl FnMut() -> xshell::Result<()>) ->
     })
 }
 
-/// Copies `../shared/bench` into the scratch directory and installs its one npm dependency.
+/// The runner script and its pinned `package.json`, built into the binary so
+/// that the benchmark reproduces from the repository alone.
+const HASHFILES_RUNNER: &[(&str, &str)] = &[
+    (
+        "hashfiles.mjs",
+        include_str!("../../bench-assets/hashfiles.mjs"),
+    ),
+    (
+        "package.json",
+        include_str!("../../bench-assets/package.json"),
+    ),
+];
+
+/// Writes the `hashFiles()` runner into the scratch directory and installs
+/// its one npm dependency at the pinned version (needs `node` and `npm`).
 fn install_hash_files(sh: &Shell, scratch: &Path) -> Result<PathBuf> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the xtask lives in the repository");
-    let source = repo.join("../shared/bench");
-    if !source.join("hashfiles.mjs").is_file() {
-        bail!("{} not found", source.join("hashfiles.mjs").display());
-    }
     let dir = scratch.join("hashfiles");
     std::fs::create_dir_all(&dir)?;
-    for file in ["hashfiles.mjs", "package.json"] {
-        std::fs::copy(source.join(file), dir.join(file))
-            .with_context(|| format!("cannot copy {file}"))?;
+    for (file, text) in HASHFILES_RUNNER {
+        std::fs::write(dir.join(file), text).with_context(|| format!("cannot write {file}"))?;
     }
     let _cwd = sh.push_dir(&dir);
     cmd!(sh, "npm install --no-audit --no-fund --silent")
         .quiet()
         .run()
-        .context("npm install @actions/glob failed")?;
+        .context("`npm install @actions/glob@0.7.0` failed: the anchor needs node, npm and the npm registry")?;
     Ok(dir.join("hashfiles.mjs"))
 }
 
 /// Writes the benchmark workspace; returns its file count and size.
+/// `root` is a fresh scratch directory or one [`super::workdir::prepare`]
+/// cleared: the generator never deletes anything.
 pub(super) fn generate(root: &Path, shape: &Shape) -> Result<(usize, u64)> {
-    if root.exists() {
-        std::fs::remove_dir_all(root)
-            .with_context(|| format!("cannot clear {}", root.display()))?;
-    }
     let mut files = 0;
     let mut bytes = 0u64;
     let mut write = |path: PathBuf, contents: &[u8]| -> Result<()> {

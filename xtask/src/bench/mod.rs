@@ -1,6 +1,8 @@
 //! Benchmarks that print figures side by side with the tools we are judged against.
 
 mod key;
+mod keystep;
 mod reuse;
 mod trace;
 mod verify;
+mod workdir;

@@ -32,12 +32,17 @@ const HEAD_SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const NAME: &str = "gpu-archive-v1-bench";
 const ARCHIVE: &str = "cuda-tests.tar.zst";
 
-/// The policy both the parent and the measured child use.
-fn bench_policy() -> Policy {
-    Policy::parse(&format!(
+/// The policy the measured child uses: the benchmark's own, or with `--root`
+/// that repository's `[artifacts]` limits over the benchmark's archive.
+fn bench_policy(flags: &flags::BenchReuse) -> Result<Policy> {
+    let mut policy = Policy::parse(&format!(
         "[artifacts]\ntimeout-secs = 30\n[[archive]]\nfile = \"{ARCHIVE}\"\nnextest = [\"--workspace\"]\n"
     ))
-    .expect("the benchmark policy is valid")
+    .expect("the benchmark policy is valid");
+    if let Some(repository) = flags.common.load_policy()? {
+        policy.artifacts = repository.artifacts;
+    }
+    Ok(policy)
 }
 
 impl flags::BenchReuse {
@@ -47,6 +52,17 @@ impl flags::BenchReuse {
         }
         if self.runs == 0 {
             bail!("--runs must be at least 1");
+        }
+        // Fail here, not in every child, on an unreadable policy.
+        bench_policy(self)?;
+        let mut root_args = Vec::new();
+        if let Some(root) = &self.common.root {
+            root_args.push("--root".into());
+            root_args.push(std::path::absolute(root)?.into_os_string());
+        }
+        if let Some(policy) = &self.common.policy {
+            root_args.push("--policy".into());
+            root_args.push(std::path::absolute(policy)?.into_os_string());
         }
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
         let zip_path = scratch.path().join("artifact.zip");
@@ -68,6 +84,7 @@ impl flags::BenchReuse {
             let measured = measure_child(
                 Command::new(&exe)
                     .arg("bench-reuse")
+                    .args(&root_args)
                     .arg("--child-out")
                     .arg(&out)
                     .arg("--child-api")
@@ -169,7 +186,7 @@ fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
         run_id: RUN_ID + 1,
         token: "bench".into(),
     };
-    let policy = bench_policy();
+    let policy = bench_policy(flags)?;
     let request = Request {
         root: out,
         policy: &policy,
@@ -202,8 +219,31 @@ fn median(mut runs: Vec<Measured>) -> Measured {
     Measured { wall, peak_rss_kib }
 }
 
+/// Runs `command` to completion and returns its wall time; peak RSS is not
+/// measured off Unix (reported as 0).
+#[cfg(not(unix))]
+fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
+    let log_file = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let started = Instant::now();
+    let status = command
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .status()
+        .with_context(|| format!("cannot start {:?}", command.get_program()))?;
+    let wall = started.elapsed();
+    if !status.success() {
+        bail!("{:?} failed ({status})", command.get_program());
+    }
+    Ok(Measured {
+        wall,
+        peak_rss_kib: 0,
+    })
+}
+
 /// Runs `command` to completion and returns its wall time and peak RSS, read
 /// from `wait4` so that it is the child's own. Output goes to `log`.
+#[cfg(unix)]
 fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
     let log_file = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
     let started = Instant::now();

@@ -43,11 +43,10 @@ impl flags::BenchTrace {
     pub fn run(&self) -> Result<ExitCode> {
         let tracer = Tracer::find().context("bench-trace needs strace: apt-get install strace")?;
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
-        let (workspace, build_args) = if self.this_repository {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("the xtask lives in the repository")
-                .to_path_buf();
+        let (workspace, build_args) = if let Some(root) = &self.common.root {
+            let root = std::fs::canonicalize(root).with_context(|| {
+                format!("--root {}: pass an existing repository", root.display())
+            })?;
             (
                 root,
                 vec![
@@ -59,7 +58,7 @@ impl flags::BenchTrace {
                 ],
             )
         } else {
-            let workspace = workspace_dir(self.workdir.as_deref(), scratch.path());
+            let workspace = workspace_dir(self.workdir.as_deref(), scratch.path())?;
             let shape = Shape {
                 packages: 12,
                 modules_per_package: 40,

@@ -8,6 +8,7 @@
 //! ([`report`]). Exit 0: clean; 1: findings; 2: the input could not be
 //! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
+mod archive_names;
 mod caches;
 mod expr;
 mod report;
@@ -66,6 +67,7 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let mut findings = checker.findings;
     findings.extend(unparsable);
     findings.extend(notes);
+    findings.extend(archive_names::check(&model.workflows, &policy));
     findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
     findings.dedup_by(|a, b| {
         a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message

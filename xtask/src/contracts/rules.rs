@@ -108,6 +108,12 @@ pub const RULES: &[Rule] = &[
         needs_publisher: true,
     },
     Rule {
+        id: super::archive_names::RULE,
+        summary: "The archives the pod runs (`archives:` input) differ from the nextest [[archive]] files the policy builds.",
+        hint: "make the `archives:` input list exactly the `file` of each nextest [[archive]] in .github/ci-trust.toml",
+        needs_publisher: true,
+    },
+    Rule {
         id: "lifecycle-job",
         summary: "A job holding `actions: write` checks out untrusted code, keeps credentials, builds, or saves caches.",
         hint: "check out `${{ github.workflow_sha }}` with `persist-credentials: false`, run only trusted scripts, save nothing",

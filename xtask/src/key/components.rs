@@ -54,11 +54,22 @@ pub fn compute(root: &Path, policy: &Policy, workspace: &Workspace) -> Result<Co
         let mut value = versions.join("+");
         let mut segment = format!("{}{}", locked.name, value);
         if let Some(prefix) = &locked.feature_prefix {
-            let features = enabled_features(workspace, &locked.name, prefix);
+            let (features, others): (Vec<_>, Vec<_>) =
+                enabled_features(workspace, &locked.name, prefix)
+                    .into_iter()
+                    .partition(|f| is_version_feature(f, prefix));
+            // The prefix exists to name the toolkit version in the key: a
+            // match such as cudarc's `cuda-version-from-build-system` names
+            // none, and a key without the version would be silently wrong.
             if features.is_empty() {
                 bail!(
-                    "key.locked-crates asks for the `{prefix}*` feature of `{}`, but no workspace manifest enables one; enable it or drop feature-prefix",
-                    locked.name
+                    "key.locked-crates asks for the `{prefix}<version>` feature of `{}`, but no workspace manifest enables one{}; enable the version feature (such as `{prefix}12080`) or drop feature-prefix",
+                    locked.name,
+                    if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (enabled: {}, which name no version)", others.join(", "))
+                    }
                 );
             }
             value = format!("{value} {}", features.join("+"));
@@ -328,6 +339,17 @@ fn locked_versions(workspace: &Workspace, name: &str) -> Result<Vec<String>> {
     Ok(versions)
 }
 
+/// Whether `feature` is `prefix` followed by a version: a digit, then only
+/// digits, `.` and `_` (`cuda-12080`, `cuda-12.8`).
+pub fn is_version_feature(feature: &str, prefix: &str) -> bool {
+    feature.strip_prefix(prefix).is_some_and(|rest| {
+        rest.starts_with(|c: char| c.is_ascii_digit())
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.' || b == b'_')
+    })
+}
+
 /// Features of `crate_name` starting with `prefix` that any compiled package enables,
 /// in a dependency declaration or through its own `[features]` table.
 fn enabled_features(workspace: &Workspace, crate_name: &str, prefix: &str) -> Vec<String> {
@@ -386,6 +408,18 @@ mod tests {
         );
         std::fs::write(dir.path().join("rust-toolchain"), "$(touch /tmp/x)\n").unwrap();
         assert!(toolchain_channel(dir.path()).is_err());
+    }
+
+    #[test]
+    fn only_a_version_after_the_prefix_is_a_version_feature() {
+        assert!(is_version_feature("cuda-12080", "cuda-"));
+        assert!(is_version_feature("cuda-12.8", "cuda-"));
+        assert!(!is_version_feature(
+            "cuda-version-from-build-system",
+            "cuda-"
+        ));
+        assert!(!is_version_feature("cuda-", "cuda-"));
+        assert!(!is_version_feature("cudnn-9", "cuda-"));
     }
 
     #[test]

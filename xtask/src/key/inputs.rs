@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -594,12 +593,21 @@ pub fn hash_bytes(bytes: &[u8], meta: &std::fs::Metadata) -> Hashed {
     }
 }
 
+#[cfg(unix)]
 fn kind_of(meta: &std::fs::Metadata) -> Kind {
+    use std::os::unix::fs::PermissionsExt;
     if meta.permissions().mode() & 0o111 != 0 {
         Kind::Executable
     } else {
         Kind::File
     }
+}
+
+/// Windows has no executable bit: every file is hashed as a plain file there
+/// (keys computed on Windows and on Unix differ anyway: the rustc host does).
+#[cfg(not(unix))]
+fn kind_of(_meta: &std::fs::Metadata) -> Kind {
+    Kind::File
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -12,6 +12,7 @@ mod inputs;
 mod report;
 mod scan;
 mod sources;
+mod tool_package;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -23,8 +24,10 @@ use serde::{Deserialize, Serialize};
 use crate::{flags, gha, policy::Policy};
 
 use build_script::BuildScriptInputs;
+pub use components::is_version_feature;
 use inputs::InputSet;
 pub use inputs::is_git_metadata;
+pub use tool_package::TOOL_PACKAGE;
 
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,7 +109,13 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
 
     let mut roots = Vec::new();
+    // The xtask in a host workspace is tooling, not a GPU build input
+    // (tool_package.rs says exactly when it is left out).
+    let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
+        if Some(package.manifest.as_path()) == unbuilt_tool {
+            continue;
+        }
         inputs.add(
             &package.manifest,
             &format!("manifest of {} ({})", package.name, package.origin),

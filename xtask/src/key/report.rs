@@ -53,6 +53,21 @@ pub fn explain(manifest: &KeyManifest, policy: &Policy) -> String {
             input.path, input.size, short, input.reason
         );
     }
+    let empty: Vec<_> = policy
+        .key
+        .dynamic_include
+        .iter()
+        .filter(|d| d.files.is_empty())
+        .collect();
+    if !empty.is_empty() {
+        let _ = writeln!(
+            out,
+            "\ndynamic includes declared to read no repository file (allow-empty):"
+        );
+        for dynamic in empty {
+            let _ = writeln!(out, "  {}: {}", dynamic.site, dynamic.reason);
+        }
+    }
     let _ = writeln!(
         out,
         "\nnever hashed: .github/workflows/** (runs use the default branch's definitions), target directories, .git/, and the policy file itself (its settings enter as components)"

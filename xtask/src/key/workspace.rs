@@ -234,7 +234,10 @@ fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
 }
 
 /// Runs `cargo metadata --no-deps --offline` for `manifest` from `neutral_dir`.
-fn cargo_metadata_no_deps(neutral_dir: &Path, manifest: &Path) -> Result<cargo_metadata::Metadata> {
+pub fn cargo_metadata_no_deps(
+    neutral_dir: &Path,
+    manifest: &Path,
+) -> Result<cargo_metadata::Metadata> {
     let sh = Shell::new()?;
     sh.change_dir(neutral_dir);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

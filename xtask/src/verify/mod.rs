@@ -841,6 +841,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn a_file_read_through_a_symlink_needs_its_target_as_an_input() {
         let repo = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(repo.path()).unwrap();

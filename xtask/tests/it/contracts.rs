@@ -107,6 +107,15 @@ const POLICY: &str = "ci-trust.toml";
 
 const REGRESSIONS: &[Regression] = &[
     Regression {
+        what: "the pod runs an archive the policy does not build",
+        file: TEST,
+        edits: &[(
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}\n",
+            "      artifact_name: ${{ needs.cuda-archive.outputs.artifact_name }}\n      archives: cuda-test.tar.zst\n",
+        )],
+        rules: &["archive-names"],
+    },
+    Regression {
         what: "archive job restores with actions/cache (restore + save)",
         file: TEST,
         edits: &[("uses: actions/cache/restore@v4", "uses: actions/cache@v4")],

@@ -1,17 +1,26 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+// These drive `sh` shims, bash scripts, symbolic links and executable bits
+// (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
+#[cfg(unix)]
+mod adoption;
 mod architecture;
+#[cfg(unix)]
 mod archive;
 mod contracts;
 mod contracts_own;
 mod contracts_world;
+#[cfg(unix)]
 mod key;
+#[cfg(unix)]
 mod key_config;
 mod key_scan;
 mod output;
+#[cfg(unix)]
 mod scripts;
 mod support;
+#[cfg(unix)]
 mod trace;
 mod verify;
 mod workflows;

@@ -10,7 +10,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{Fixture, stderr};
+use crate::support::{Fixture, has_tool, stderr};
 
 /// The repository root at run time. nextest sets `CARGO_MANIFEST_DIR` when it
 /// runs an archive elsewhere (remapped), so prefer it over the compile-time path.
@@ -787,12 +787,30 @@ fn run_reaper(apis: &MockApis) -> Output {
         .expect("run bash")
 }
 
+/// The reaper script calls the RunPod and GitHub APIs with curl and reads
+/// their answers with jq.
+fn reaper_tools_available() -> bool {
+    // Both probed, so that each missing tool is named.
+    let curl = has_tool(
+        "curl",
+        "your system's package manager (`apt-get install curl`)",
+    );
+    let jq = has_tool(
+        "jq",
+        "your system's package manager (`apt-get install jq`, `brew install jq`)",
+    );
+    curl && jq
+}
+
 fn pod(id: &str, name: &str) -> (String, String, bool) {
     (id.to_owned(), name.to_owned(), false)
 }
 
 #[test]
 fn reaper_deletes_orphans_and_cancels_expired_runs_after_deletion() {
+    if !reaper_tools_available() {
+        return;
+    }
     let apis = MockApis::start(ApiState {
         pods: vec![
             pod("finished", "gha-42-101-1"),
@@ -843,6 +861,9 @@ fn reaper_deletes_orphans_and_cancels_expired_runs_after_deletion() {
 
 #[test]
 fn reaper_never_cancels_a_run_whose_pod_survives_deletion() {
+    if !reaper_tools_available() {
+        return;
+    }
     let apis = MockApis::start(ApiState {
         pods: vec![("stuck".into(), "gha-42-201-1".into(), true)],
         runs: vec![(201, "in_progress".into(), minutes_ago(400))],
@@ -858,6 +879,9 @@ fn reaper_never_cancels_a_run_whose_pod_survives_deletion() {
 
 #[test]
 fn reaper_fails_closed_on_an_unreadable_pod_list_or_missing_credentials() {
+    if !reaper_tools_available() {
+        return;
+    }
     let apis = MockApis::start(ApiState::default());
     let output = Command::new("bash")
         .arg(repo_root().join("scripts/ci/runpod_reap.sh"))

@@ -72,3 +72,51 @@ pub fn stdout(output: &Output) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// Whether the external tool a test cannot do without is installed
+/// (`probe` exits 0). When it is not, prints one line naming the tool and how
+/// to install it, and the caller returns early: `cargo test` passes on a
+/// machine with only a Rust toolchain. Under `CI=true` a missing tool fails
+/// the test instead, because `.ci/run` installs every tool and CI must skip
+/// nothing.
+pub fn tool_available(tool: &str, probe: &mut Command, install: &str) -> bool {
+    let found = probe
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if found {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_owned();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "{test} needs {tool}, which is not installed, and CI=true skips nothing; install it with {install}"
+        );
+    }
+    // Straight to the process's stderr: the harness captures `eprintln!`
+    // of passing tests, and this line must be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: needs {tool}, which is not installed; install it with {install}"
+    );
+    false
+}
+
+/// `tool --version` as the probe of [`tool_available`].
+pub fn has_tool(tool: &str, install: &str) -> bool {
+    tool_available(tool, Command::new(tool).arg("--version"), install)
+}
+
+/// Whether `cargo nextest` runs, for the tests that build a real nextest archive.
+pub fn has_nextest() -> bool {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    tool_available(
+        "cargo-nextest",
+        Command::new(cargo).args(["nextest", "--version"]),
+        "`cargo install cargo-nextest --locked` (https://nexte.st)",
+    )
+}

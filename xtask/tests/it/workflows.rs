@@ -21,10 +21,39 @@ const EXECUTE: &str = "runpod-gpu-execute.yml";
 const REAP: &str = "runpod-reap.yml";
 const WORKFLOWS: [&str; 5] = [CI, PUBLISH, CONSUMER, EXECUTE, REAP];
 
+thread_local! {
+    /// The repository whose workflows and policy are validated: this one,
+    /// unless [`validate_repository`] names another (a host `init-ci` wrote).
+    static VALIDATED_ROOT: std::cell::RefCell<Option<std::path::PathBuf>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn validated_root() -> std::path::PathBuf {
+    VALIDATED_ROOT
+        .with(|r| r.borrow().clone())
+        .unwrap_or_else(repo_root)
+}
+
 fn policy() -> toml::Table {
-    let text = std::fs::read_to_string(repo_root().join(".github/ci-trust.toml"))
+    let text = std::fs::read_to_string(validated_root().join(".github/ci-trust.toml"))
         .expect("read .github/ci-trust.toml");
     toml::from_str(&text).expect("parse .github/ci-trust.toml")
+}
+
+/// Validates the five workflows of another repository against its own
+/// policy (for the workflows `init-ci` writes into a host).
+pub fn validate_repository(root: &std::path::Path) -> Vec<String> {
+    VALIDATED_ROOT.with(|r| *r.borrow_mut() = Some(root.to_path_buf()));
+    let files = WORKFLOWS
+        .iter()
+        .map(|file| {
+            let path = root.join(".github/workflows").join(file);
+            (*file, std::fs::read_to_string(&path).unwrap_or_default())
+        })
+        .collect();
+    let problems = validate(&files);
+    VALIDATED_ROOT.with(|r| *r.borrow_mut() = None);
+    problems
 }
 
 /// The nextest archives of this repository's policy: what the pod must run.
@@ -224,6 +253,7 @@ fn validate(files: &BTreeMap<&'static str, String>) -> Vec<String> {
     check_publisher(&mut v, &parsed[PUBLISH]);
     check_consumer(&mut v, &parsed[CONSUMER], &parsed[PUBLISH]);
     check_runtime_staging(&mut v, &parsed[CONSUMER], &parsed[PUBLISH]);
+    check_prebuilt_xtask(&mut v, &parsed[PUBLISH], &parsed[CONSUMER]);
     check_execute(&mut v, &parsed[EXECUTE]);
     check_reaper(&mut v, &parsed[REAP]);
     v.problems
@@ -795,6 +825,7 @@ fn check_consumer(v: &mut Validator, wf: &Workflow, publisher: &Workflow) {
         }
         let restore = steps(archive).into_iter().enumerate().find(|(_, s)| {
             scalar(s, "uses").is_some_and(|u| u.starts_with("actions/cache/restore@"))
+                && with(s, "path") != Some(PREBUILT_XTASK_PATH)
         });
         match restore {
             Some((at, step)) if at > index => {
@@ -953,6 +984,98 @@ fn check_runtime_staging(v: &mut Validator, wf: &Workflow, publisher: &Workflow)
     let saves = !steps_using(stage, "actions/cache/save").is_empty();
     if saves {
         v.fail(wf, line, "`gpu-runtime` restores only");
+    }
+}
+
+/// Where the prebuilt xtask is restored to and saved from.
+const PREBUILT_XTASK_PATH: &str = "xtask-bin";
+
+/// The prebuilt xtask: the publisher's `gpu-archive` is its only writer and
+/// saves it under the key it restores with; the consumer's `cuda-archive`
+/// restores it by the same exact key (no `restore-keys`). In both, the
+/// restore and the step that routes `cargo xtask` to it are byte-identical
+/// and come before the key step.
+fn check_prebuilt_xtask(v: &mut Validator, publisher: &Workflow, consumer: &Workflow) {
+    let key_id = key_step_id();
+    let mut restores = Vec::new();
+    for (wf, job_name) in [(publisher, "gpu-archive"), (consumer, "cuda-archive")] {
+        let Some(job) = job(wf, job_name) else {
+            continue;
+        };
+        let all = steps(job);
+        let key_at = all
+            .iter()
+            .position(|s| scalar(s, "id") == Some(key_id.as_str()));
+        let restore_at = all.iter().position(|s| {
+            scalar(s, "uses").is_some_and(|u| u.starts_with("actions/cache/restore@"))
+                && with(s, "path") == Some(PREBUILT_XTASK_PATH)
+        });
+        let use_at = all.iter().position(|s| {
+            scalar(s, "run").is_some_and(|r| r.contains("scripts/ci/use_prebuilt_xtask.sh"))
+        });
+        let (Some(key_at), Some(restore_at), Some(use_at)) = (key_at, restore_at, use_at) else {
+            v.fail(
+                wf,
+                1,
+                format!(
+                    "`{job_name}` must restore the prebuilt xtask and use it before the key step"
+                ),
+            );
+            continue;
+        };
+        if !(restore_at < use_at && use_at < key_at) {
+            v.fail(
+                wf,
+                map_line(all[restore_at]),
+                format!(
+                    "`{job_name}` must restore the prebuilt xtask and use it before the key step"
+                ),
+            );
+        }
+        let restore = all[restore_at];
+        if with(restore, "restore-keys").is_some()
+            || !with(restore, "key").is_some_and(|k| {
+                k.starts_with("xtask-bin-") && k.contains("hashFiles('trusted/xtask/**'")
+            })
+        {
+            v.fail(wf, map_line(restore), "the prebuilt xtask restore must use exactly its key (`xtask-bin-…` over trusted/xtask/**, no `restore-keys`)");
+        }
+        restores.push((wf, restore, all[use_at]));
+    }
+    if let [
+        (_, publisher_restore, publisher_use),
+        (wf, consumer_restore, consumer_use),
+    ] = restores[..]
+    {
+        for (ours, theirs) in [
+            (consumer_restore, publisher_restore),
+            (consumer_use, publisher_use),
+        ] {
+            if scalar(ours, "run") != scalar(theirs, "run")
+                || with(ours, "key") != with(theirs, "key")
+                || with(ours, "path") != with(theirs, "path")
+                || scalar(ours, "if") != scalar(theirs, "if")
+            {
+                v.fail(
+                    wf,
+                    map_line(ours),
+                    format!("the prebuilt xtask steps must be byte-identical to {PUBLISH}'s"),
+                );
+            }
+        }
+        let saves: Vec<&MarkedMappingNode> = job(publisher, "gpu-archive")
+            .map(|job| steps_using(job, "actions/cache/save"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| with(s, "path") == Some(PREBUILT_XTASK_PATH))
+            .collect();
+        if saves.len() != 1 || with(saves[0], "key") != with(publisher_restore, "key") {
+            v.fail(
+                publisher,
+                1,
+                "`gpu-archive` must save the prebuilt xtask once, under the key it restores with",
+            );
+        }
     }
 }
 
@@ -1115,6 +1238,37 @@ fn check_reaper(v: &mut Validator, wf: &Workflow) {
     {
         v.fail(wf, line, "the reaper runs scripts/ci/runpod_reap.sh");
     }
+}
+
+#[test]
+fn prebuilt_xtask_breaches_are_caught() {
+    // A reader that falls back to another binary, or computes its own key.
+    assert_caught(
+        CONSUMER,
+        "          path: xtask-bin\n",
+        "          path: xtask-bin\n          restore-keys: xtask-bin-\n",
+        "exactly its key",
+    );
+    assert_caught(
+        CONSUMER,
+        "key: xtask-bin-v1-${{ runner.os }}-${{ env.RUST_TOOLCHAIN }}-${{ hashFiles('trusted/xtask/**'",
+        "key: xtask-bin-v1-${{ runner.os }}-${{ hashFiles('trusted/xtask/**'",
+        "byte-identical",
+    );
+    // The publisher saves under another key than it restores with.
+    assert_caught(
+        PUBLISH,
+        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v1-",
+        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v2-",
+        "save the prebuilt xtask once",
+    );
+    // Used after the key step: the key step compiled it anyway.
+    assert_caught(
+        CONSUMER,
+        "      - name: Use the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit == 'true'\n        run: bash trusted/scripts/ci/use_prebuilt_xtask.sh \"$GITHUB_WORKSPACE/xtask-bin\"\n",
+        "",
+        "before the key step",
+    );
 }
 
 #[test]

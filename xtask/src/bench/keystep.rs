@@ -1,0 +1,160 @@
+//! `cargo xtask bench-keystep`: the key step of a cold CI job, with and
+//! without the prebuilt xtask.
+//!
+//! (a) is what a job without the prebuilt binary does: compile the xtask
+//! from scratch (a fresh `CARGO_TARGET_DIR`, the cargo registry warm, as
+//! after `rust-cache` or on a runner with a vendored registry), then run
+//! `ci-key`. (b) restores the binary a publisher saved (here: a tar in a
+//! cache directory, unpacked into a fresh directory, as `actions/cache`
+//! does), checks it (`--version`), then runs `ci-key`. The cold build runs
+//! once (it takes minutes); (b) runs `--runs` times and its median is shown.
+//! The machine's load average is printed with the figures, since other
+//! compilations distort (a).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+use crate::flags;
+
+impl flags::BenchKeystep {
+    pub fn run(&self) -> Result<ExitCode> {
+        let root = self.common.root()?;
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("the xtask lives in a repository")?
+            .to_path_buf();
+        let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+        let sh = Shell::new()?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        eprintln!("load average before: {}", load_average());
+
+        // (a) compile from scratch, then key.
+        let target = scratch.path().join("cold-target");
+        let started = Instant::now();
+        let build = {
+            let _cwd = sh.push_dir(&repo);
+            cmd!(sh, "{cargo} build --package xtask --locked")
+                .env("CARGO_TARGET_DIR", &target)
+                .env_remove("RUSTC_WRAPPER")
+                .ignore_status()
+                .quiet()
+                .output()
+                .context("cannot run cargo build")?
+        };
+        let build_time = started.elapsed();
+        let log = String::from_utf8_lossy(&build.stderr);
+        if !build.status.success() {
+            bail!("the cold build of the xtask failed:\n{log}");
+        }
+        let crates = log
+            .lines()
+            .filter(|l| l.trim_start().starts_with("Compiling "))
+            .count();
+        let binary = target
+            .join("debug")
+            .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+        let key_started = Instant::now();
+        let cold_key = run_key(&sh, &binary, &root)?;
+        let cold = build_time + key_started.elapsed();
+        eprintln!("load average after the cold build: {}", load_average());
+
+        // (b) the publisher's cache entry: the binary in a tar.
+        let cache = scratch.path().join("cache/xtask-bin.tar");
+        std::fs::create_dir_all(cache.parent().expect("has a parent"))?;
+        {
+            let mut builder = tar::Builder::new(std::fs::File::create(&cache)?);
+            builder
+                .append_path_with_name(&binary, "xtask")
+                .context("cannot pack the binary")?;
+            builder.finish()?;
+        }
+        let mut warm = Vec::new();
+        let mut version = String::new();
+        for run in 0..=self.runs.max(1) {
+            let dir = scratch.path().join(format!("restored-{run}"));
+            let started = Instant::now();
+            tar::Archive::new(std::fs::File::open(&cache)?)
+                .unpack(&dir)
+                .context("cannot unpack the cached binary")?;
+            let restored = dir.join("xtask");
+            version = cmd!(sh, "{restored} --version")
+                .quiet()
+                .read()
+                .context("the restored xtask does not run")?;
+            let key = run_key(&sh, &restored, &root)?;
+            let elapsed = started.elapsed();
+            if key != cold_key {
+                bail!("the restored binary gave another key: {key} vs {cold_key}");
+            }
+            // Run 0 warms the page cache; it is not counted.
+            if run > 0 {
+                warm.push(elapsed);
+            }
+        }
+        warm.sort();
+        let restored = warm[warm.len() / 2];
+
+        println!(
+            "key step of a cold CI job on {} ({})",
+            root.display(),
+            cold_key
+        );
+        println!("{:<52} {:>10}", "path", "seconds");
+        println!(
+            "{:<52} {:>10.2}",
+            format!("(a) compile the xtask ({crates} crates), then ci-key"),
+            cold.as_secs_f64()
+        );
+        println!(
+            "{:<52} {:>10.2}",
+            "    of which the cold build",
+            build_time.as_secs_f64()
+        );
+        println!(
+            "{:<52} {:>10.2}",
+            format!(
+                "(b) restore the prebuilt binary, check, ci-key (median of {})",
+                warm.len()
+            ),
+            restored.as_secs_f64()
+        );
+        println!("restored binary: {version}");
+        println!(
+            "(b) is {:.0}x faster than (a) (target: at least 20x, and under 5 s: {})",
+            cold.as_secs_f64() / restored.as_secs_f64().max(1e-9),
+            if restored < Duration::from_secs(5) {
+                "met"
+            } else {
+                "missed"
+            }
+        );
+        println!("load average at the end: {}", load_average());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `BINARY ci-key --root ROOT`, returning the key.
+fn run_key(sh: &Shell, binary: &Path, root: &Path) -> Result<String> {
+    let key = cmd!(sh, "{binary} ci-key --root {root}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .context("ci-key failed")?;
+    Ok(key.trim().to_owned())
+}
+
+/// The 1, 5 and 15 minute load averages, where the system reports them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
