@@ -439,6 +439,7 @@ fn free_disk_bytes(_path: &Path) -> Result<u64, String> {
 
 /// Free space available to unprivileged users on the filesystem of `path`.
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn free_disk_bytes(path: &Path) -> Result<u64, String> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;

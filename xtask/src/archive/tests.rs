@@ -1,3 +1,11 @@
+// Test helpers may unwrap and cast freely: a panic is a failure with its location.
+#![allow(
+    clippy::unwrap_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::needless_pass_by_value
+)]
+
 //! Tests of the reuse path against a real HTTP mock of the GitHub API on
 //! 127.0.0.1, through the real octocrab client, and of the checks on their own.
 

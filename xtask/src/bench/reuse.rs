@@ -244,6 +244,7 @@ fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
 /// Runs `command` to completion and returns its wall time and peak RSS, read
 /// from `wait4` so that it is the child's own. Output goes to `log`.
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
     let log_file = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
     let started = Instant::now();
@@ -282,7 +283,7 @@ fn measure_child(command: &mut Command, log: &Path) -> Result<Measured> {
     Ok(Measured {
         wall,
         // Linux reports kilobytes.
-        peak_rss_kib: usage.ru_maxrss as u64,
+        peak_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
     })
 }
 
@@ -393,8 +394,8 @@ impl Payload {
         let byte = if self.distance == 0 {
             // Two random nibbles ANDed: skewed towards small values, as
             // opcodes and offsets are.
-            let r = self.random();
-            (r as u8 & (r >> 8) as u8) ^ ((r >> 16) as u8 & 0x0f)
+            let r = self.random().to_le_bytes();
+            (r[0] & r[1]) ^ (r[2] & 0x0f)
         } else {
             self.history[(self.position - self.distance) % HISTORY]
         };
@@ -406,7 +407,7 @@ impl Payload {
 
 impl Read for Payload {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (buf.len() as u64).min(self.remaining) as usize;
+        let n = usize::try_from(self.remaining).map_or(buf.len(), |left| left.min(buf.len()));
         for byte in &mut buf[..n] {
             *byte = self.next_byte();
         }

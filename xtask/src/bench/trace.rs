@@ -203,6 +203,7 @@ impl flags::BenchTrace {
 /// User plus system time of every waited-for child so far: the build's
 /// processes and, for traced runs, strace's own work. Unlike wall time it
 /// barely moves when other jobs load the machine.
+#[allow(unsafe_code)]
 fn children_cpu_time() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
     let usage = unsafe {
@@ -210,7 +211,12 @@ fn children_cpu_time() -> Duration {
         libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
         usage
     };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let time = |t: libc::timeval| {
+        Duration::new(
+            u64::try_from(t.tv_sec).unwrap_or(0),
+            u32::try_from(t.tv_usec).unwrap_or(0) * 1000,
+        )
+    };
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 

@@ -1,6 +1,14 @@
 //! Integration tests: real fixture workspaces in temporary directories, driven
 //! through the real `xtask` binary.
 
+// Tests may unwrap and cast freely: a panic is a failure with its location.
+#![allow(
+    clippy::unwrap_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::needless_pass_by_value
+)]
+
 // These drive `sh` shims, bash scripts, symbolic links and executable bits
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
