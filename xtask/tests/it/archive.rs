@@ -303,15 +303,13 @@ struct Shims {
 impl Shims {
     fn new() -> Shims {
         let dir = Fixture::new();
-        let real_cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // A bare `cargo` would find this shim itself on PATH and exec it for
+        // ever when the test binary runs outside cargo (no `CARGO` set).
+        let real_cargo = std::env::var_os("CARGO").map_or_else(|| which("cargo"), PathBuf::from);
         let real_rustc = which("rustc");
         let log = dir.join("invocations.log");
         for (name, real, allowed) in [
-            (
-                "cargo",
-                PathBuf::from(real_cargo),
-                "metadata|-V|--version|-vV",
-            ),
+            ("cargo", real_cargo, "metadata|-V|--version|-vV"),
             ("rustc", real_rustc, "-V|--version|-vV"),
         ] {
             let script = format!(
