@@ -60,6 +60,12 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     } else {
         notes.extend(apply_defaults(&mut policy, &workflows));
     }
+    if unparsable.is_empty() && workflows.iter().all(|wf| wf.jobs.is_empty()) {
+        bail!(
+            "the {} workflow file(s) under .github/workflows define no job, so nothing was checked",
+            workflows.len()
+        );
+    }
     let broken: BTreeSet<String> = unparsable.iter().map(|f| f.workflow.clone()).collect();
     let model = roles::Model::build(workflows, &policy, root, &broken)?;
     let mut checker = rules::Checker::new(&model, &policy, root);
@@ -154,6 +160,13 @@ fn load_workflows(root: &Path) -> Result<(Vec<Workflow>, Vec<Finding>)> {
         }
     }
     paths.sort();
+    // Never pass on nothing: a check of zero workflow files proves nothing.
+    if paths.is_empty() {
+        bail!(
+            "{} holds no workflow file (*.yml, *.yaml), so nothing was checked; run check-contracts on a repository root (--root) that has workflows",
+            dir.display()
+        );
+    }
     let mut workflows = Vec::new();
     let mut unparsable = Vec::new();
     for path in &paths {

@@ -1009,6 +1009,27 @@ fn input_errors_exit_2_with_a_location() {
     let output = empty.xtask(&["check-contracts"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains(".github/workflows does not exist"));
+    // Never pass on nothing: no workflow file, or workflows without a job,
+    // is an error, not a clean report.
+    empty.file(".github/workflows/README.md", "not a workflow\n");
+    let output = empty.xtask(&["check-contracts"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds no workflow file"),
+        "{}",
+        stderr(&output)
+    );
+    empty.file(
+        ".github/workflows/empty.yml",
+        "name: x\non: push\njobs: {}\n",
+    );
+    let output = empty.xtask(&["check-contracts"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("define no job"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
