@@ -41,7 +41,8 @@ const CONTENDERS: &[(&str, Mode)] = &[
 
 impl flags::BenchTrace {
     pub fn run(&self) -> Result<ExitCode> {
-        let tracer = Tracer::find().context("bench-trace needs strace: apt-get install strace")?;
+        let tracer = Tracer::find()
+            .with_context(|| format!("bench-trace: {}", crate::verify::trace::TRACER_MISSING))?;
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
         let (workspace, build_args) = if let Some(root) = &self.common.root {
             let root = std::fs::canonicalize(root).with_context(|| {
@@ -200,9 +201,17 @@ impl flags::BenchTrace {
     }
 }
 
+/// Off Unix there is no strace, and `run` stops at [`Tracer::find`] before
+/// measuring anything: nothing ever reads this zero.
+#[cfg(not(unix))]
+fn children_cpu_time() -> Duration {
+    Duration::ZERO
+}
+
 /// User plus system time of every waited-for child so far: the build's
 /// processes and, for traced runs, strace's own work. Unlike wall time it
 /// barely moves when other jobs load the machine.
+#[cfg(unix)]
 #[allow(unsafe_code)]
 fn children_cpu_time() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.

@@ -20,6 +20,8 @@ use super::{Component, Input};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     File,
+    // Windows has no executable bit (see `kind_of`).
+    #[cfg_attr(not(unix), allow(dead_code))]
     Executable,
     Symlink,
     Absent,

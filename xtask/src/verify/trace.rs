@@ -44,15 +44,48 @@
 //! non-UTF-8 bytes in file names parse exactly; a truncated string is an
 //! error, never a guess.
 
+#[cfg(not(unix))]
+use not_unix::{OsStrExt, OsStringExt};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
+#[cfg(unix)]
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use anyhow::{Context, Result, bail};
+
+/// strace exists on Linux only, and [`Tracer::find`] finds none elsewhere,
+/// so no trace is ever recorded or parsed there. These stand-ins for the
+/// Unix byte views of paths only let the parser compile on Windows: a path
+/// that is not UTF-8 there is shown as `<non-UTF-8>`.
+#[cfg(not(unix))]
+mod not_unix {
+    use std::ffi::{OsStr, OsString};
+
+    pub trait OsStrExt {
+        fn as_bytes(&self) -> &[u8];
+        fn from_bytes(bytes: &[u8]) -> &Self;
+    }
+    impl OsStrExt for OsStr {
+        fn as_bytes(&self) -> &[u8] {
+            self.as_encoded_bytes()
+        }
+        fn from_bytes(bytes: &[u8]) -> &OsStr {
+            OsStr::new(std::str::from_utf8(bytes).unwrap_or("<non-UTF-8>"))
+        }
+    }
+    pub trait OsStringExt {
+        fn from_vec(bytes: Vec<u8>) -> Self;
+    }
+    impl OsStringExt for OsString {
+        fn from_vec(bytes: Vec<u8>) -> OsString {
+            OsString::from(String::from_utf8_lossy(&bytes).into_owned())
+        }
+    }
+}
 
 /// The system calls the tracer records, and what each means to the check.
 /// One registry: the strace `-e trace=` list is built from it.
@@ -282,6 +315,13 @@ const METADATA_EXEMPT_TOOLS: &[&str] = &["cargo", "git"];
 /// the scan, not of what is compiled.
 const SCAN_RULE_FILES: &[&str] = &[".gitignore", ".gitattributes"];
 
+/// Why no build can be traced here: strace is Linux's, and may be missing.
+pub const TRACER_MISSING: &str = if cfg!(target_os = "linux") {
+    "--trace needs strace, which is not installed (or does not run): install it (`apt-get install strace`)"
+} else {
+    "--trace needs strace, which exists on Linux only: run the traced build on a Linux runner (the dep-info check, `verify-key` without --trace, works everywhere)"
+};
+
 /// The strace binary that records a build.
 #[derive(Debug, Clone)]
 pub struct Tracer {
@@ -289,8 +329,12 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// strace from `PATH`, if it is installed and runs.
+    /// strace from `PATH`, if it is installed and runs; never on a system
+    /// other than Linux, where strace does not exist.
     pub fn find() -> Option<Tracer> {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
         let path = std::env::var_os("PATH")?;
         let program = std::env::split_paths(&path)
             .map(|dir| dir.join("strace"))
@@ -526,9 +570,7 @@ pub fn verify_command(
         );
     }
     let Some(tracer) = Tracer::find() else {
-        bail!(
-            "--trace needs strace, which is not installed (or does not run): install it (`apt-get install strace`)"
-        );
+        bail!(TRACER_MISSING);
     };
     let log = TraceLog::new()?;
     let (program, args) = log.wrap(&tracer, command);
@@ -1587,6 +1629,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn a_symlinked_directory_on_the_way_is_used_too() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();

@@ -42,6 +42,8 @@ fn policy() -> toml::Table {
 
 /// Validates the five workflows of another repository against its own
 /// policy (for the workflows `init-ci` writes into a host).
+// Only the adoption tests call it, and they are Unix-only.
+#[cfg_attr(not(unix), allow(dead_code))]
 pub fn validate_repository(root: &std::path::Path) -> Vec<String> {
     VALIDATED_ROOT.with(|r| *r.borrow_mut() = Some(root.to_path_buf()));
     let files = WORKFLOWS
