@@ -53,9 +53,12 @@ const TOOLKIT_CRATES: &[&str] = &[
     "cublas-sys",
 ];
 
-/// Crates the xtask optimises in dev builds (its hot paths); added to the
-/// host's `[profile.dev.package]` unless the host already sets them.
-const PROFILE_PACKAGES: &[&str] = &["sha2", "syn", "proc-macro2"];
+/// Crates the xtask optimises in dev builds (its hot paths: hashing and
+/// tokenising); added to the host's `[profile.dev.package]` unless the host
+/// already sets them. The root manifest's opt-level 0 for compile-time-only
+/// crates (syn, the derive macros) is not copied: they also expand the
+/// host's own derives, whose speed is the host's to choose.
+const PROFILE_PACKAGES: &[&str] = &["sha2", "proc-macro2", "memchr"];
 
 /// The `[package]` fields the xtask inherits from this repository's
 /// `[workspace.package]`, and the values it needs in a host.
@@ -469,7 +472,7 @@ fn add_to_workspace(text: &str, members: &[String]) -> Result<String> {
     if !missing.is_empty() {
         lines.push(String::new());
         lines.push(
-            "# The CI xtask's hot paths (hashing, parsing): optimised even in dev builds, which costs seconds of compile time and halves the key's run time.".into(),
+            "# The CI xtask's hot paths (hashing, tokenising): optimised even in dev builds, which costs seconds of compile time and halves the key's run time.".into(),
         );
         for package in missing {
             lines.push(format!("[profile.dev.package.{package}]\nopt-level = 3"));

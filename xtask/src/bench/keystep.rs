@@ -103,19 +103,19 @@ impl flags::BenchKeystep {
             root.display(),
             cold_key
         );
-        println!("{:<52} {:>10}", "path", "seconds");
+        println!("{:<62} {:>10}", "path", "seconds");
         println!(
-            "{:<52} {:>10.2}",
+            "{:<62} {:>10.2}",
             format!("(a) compile the xtask ({crates} crates), then ci-key"),
             cold.as_secs_f64()
         );
         println!(
-            "{:<52} {:>10.2}",
+            "{:<62} {:>10.2}",
             "    of which the cold build",
             build_time.as_secs_f64()
         );
         println!(
-            "{:<52} {:>10.2}",
+            "{:<62} {:>10.2}",
             format!(
                 "(b) restore the prebuilt binary, check, ci-key (median of {})",
                 warm.len()

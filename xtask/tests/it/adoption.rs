@@ -610,3 +610,45 @@ fn check_contracts_knows_the_prebuilt_xtask_cache() {
         assert!(stdout(&out).contains(rule), "{rule}: {}", stdout(&out));
     }
 }
+
+/// The xtask's cold build is paid by every CI job without the prebuilt
+/// binary: the lockfile keeps two choices that cut it (README,
+/// "Performance"). `cargo update` would silently undo the first, so it is
+/// checked: `idna_adapter` 1.0.0 leaves out ICU4X (21 crates; the
+/// xtask only talks to ASCII hosts, and a non-ASCII one is refused), and
+/// one `sha2`, the version octocrab already builds.
+#[test]
+fn the_lockfile_keeps_the_xtask_build_small() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let lock: toml::Table = toml::from_str(&read(&repo.join("Cargo.lock"))).unwrap();
+    let packages: Vec<(String, String)> = lock["package"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["version"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let versions = |name: &str| -> Vec<&str> {
+        packages
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(
+        versions("idna_adapter"),
+        ["1.0.0"],
+        "run `cargo update -p idna_adapter --precise 1.0.0`"
+    );
+    let icu: Vec<&str> = packages
+        .iter()
+        .filter(|(n, _)| n.starts_with("icu_"))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(icu.is_empty(), "ICU4X is back in the lockfile: {icu:?}");
+    assert_eq!(versions("sha2").len(), 1, "{:?}", versions("sha2"));
+}
