@@ -366,8 +366,10 @@ fn taint_same_run_downloads(
             continue;
         };
         let job = &workflows[info.at.workflow].jobs[info.at.job];
-        let download = job.steps.iter().find(|step| {
-            step.uses_action("actions/download-artifact") && other_run_download(step).is_none()
+        let download = job.steps.iter().enumerate().find_map(|(index, step)| {
+            let same_run =
+                step.uses_action("actions/download-artifact") && other_run_download(step).is_none();
+            (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
         });
         if let Some(step) = download {
             info.untrusted.push(Why {
@@ -380,6 +382,68 @@ fn taint_same_run_downloads(
             info.lifecycle = false;
         }
     }
+}
+
+/// True when the job provably handles the artifacts of this run that step
+/// `index` downloads as data only: it unpacks them into a directory of their
+/// own (a literal `path:` that is not the workspace root, where later tools
+/// would read a planted `.git/config`, `.cargo/config.toml` or `.npmrc`),
+/// no later step runs code (`runs_code`: a build, an interpreter, a program
+/// given by path, a local action, a cache save), and no later step works
+/// inside that directory (`working-directory:`, `cd`). A rebased tree that
+/// is only verified and pushed with git, or a report that is only posted,
+/// is data; anything the check cannot show is not.
+fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
+    let Some(path) = steps[index].input("path") else {
+        return false;
+    };
+    let path = path.value.trim().trim_end_matches('/');
+    // The only expressions whose value is known: the runner's temporary
+    // directory and the workspace.
+    let mut rest = path;
+    for prefix in [
+        "${{ runner.temp }}",
+        "${{runner.temp}}",
+        "$RUNNER_TEMP",
+        "${RUNNER_TEMP}",
+        "${{ github.workspace }}",
+        "${{github.workspace}}",
+        "$GITHUB_WORKSPACE",
+        "${GITHUB_WORKSPACE}",
+    ] {
+        if let Some(after) = rest.strip_prefix(prefix) {
+            if prefix.to_ascii_lowercase().contains("workspace")
+                && after.trim_matches('/').is_empty()
+            {
+                return false;
+            }
+            rest = after;
+            break;
+        }
+    }
+    if rest.contains('$')
+        || matches!(rest.trim_start_matches("./"), "" | ".")
+        || rest.contains("..")
+    {
+        return false;
+    }
+    let later = &steps[index + 1..];
+    if runs_code(later, false).is_some() {
+        return false;
+    }
+    // The directory's own name, as later steps would spell it.
+    let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    let works_inside = later.iter().any(|step| {
+        step.working_directory
+            .as_ref()
+            .is_some_and(|dir| dir.value.contains(name))
+            || step.run.as_ref().is_some_and(|run| {
+                run.value
+                    .lines()
+                    .any(|line| line.contains("cd ") && line.contains(name))
+            })
+    });
+    !works_inside
 }
 
 fn effective_triggers(
@@ -950,8 +1014,11 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
             }
             // The commands (the first word of each `;`/`&&`/`|` segment,
             // after `sudo` and `VAR=value`): an interpreter, or a program
-            // given by path (`scripts/ci/reap.sh`, `./bin/x`).
-            let runs = run.value.lines().find(|line| {
+            // given by path (`scripts/ci/reap.sh`, `./bin/x`). A line ended
+            // by `\` continues the command: its next line holds arguments
+            // (a URL, a refspec), not a command.
+            let script = run.value.replace("\\\n", " ");
+            let runs = script.lines().find(|line| {
                 line.split([';', '&', '|', '(', ')', '`'])
                     .filter_map(|segment| {
                         segment

@@ -896,9 +896,12 @@ impl<'a> Checker<'a> {
                 info.at.workflow,
                 inherit.pos,
                 format!(
-                    "`secrets: inherit` hands every secret to {} in {}, which run untrusted code; pass only the secrets they need",
+                    "`secrets: inherit` hands every secret to {} in {}, which {} untrusted code; pass only the secrets {} need{}",
                     risky.join(", "),
-                    self.model.workflows[callee].name
+                    self.model.workflows[callee].name,
+                    if risky.len() == 1 { "runs" } else { "run" },
+                    if risky.len() == 1 { "it" } else { "they" },
+                    if risky.len() == 1 { "s" } else { "" },
                 ),
             );
         }

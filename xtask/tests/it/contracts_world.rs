@@ -520,3 +520,46 @@ fn pull_request_bytes_only_read_by_git_are_not_code() {
         messages(&all)
     );
 }
+
+/// astral-sh/uv's rebase bot (the corpus): an untrusted-code job rebases a
+/// pull request and uploads the result as a git bundle; the next job of the
+/// same run downloads it into the runner's temp directory, verifies it and
+/// pushes it with git. It never runs those bytes, so it is not an
+/// untrusted-code job; the same download unpacked into the workspace, or
+/// followed by running something, still is.
+#[test]
+fn same_run_artifact_only_pushed_with_git_is_data() {
+    let run = |download: &str, then: &str| {
+        format!(
+            "on: workflow_dispatch\npermissions: {{}}\njobs:\n  rebase:\n    runs-on: ubuntu-latest\n    permissions: {{ contents: read }}\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{{{ inputs.pr }}}}/head\n          persist-credentials: false\n      - run: make rebase\n      - uses: actions/upload-artifact@v4\n        with: {{ name: rebased, path: rebased.bundle }}\n  push:\n    needs: rebase\n    runs-on: ubuntu-latest\n    permissions:\n      contents: read\n      id-token: write\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: actions/download-artifact@v4\n        with:\n          name: rebased\n{download}      - env:\n          TOKEN: ${{{{ secrets.PUSH_TOKEN }}}}\n        run: |\n{then}"
+        )
+    };
+    let to_temp = "          path: ${{ runner.temp }}/rebased\n";
+    let push = "          git bundle verify \"$RUNNER_TEMP/rebased/rebased.bundle\"\n          git -c core.hooksPath=/dev/null fetch --no-tags \"$RUNNER_TEMP/rebased/rebased.bundle\" HEAD\n          git push \\\n            \"https://x-access-token:${TOKEN}@github.com/org/repo.git\" \\\n            \"FETCH_HEAD:refs/heads/feature\"\n";
+    let on_push = |all: &[Value]| -> Vec<String> {
+        errors(all)
+            .iter()
+            .filter(|f| f["job"] == "push")
+            .map(|f| format!("{}: {}", f["rule"], f["message"]))
+            .collect()
+    };
+    let all = findings(&repo(&[("rebase.yml", &run(to_temp, push))]));
+    assert!(on_push(&all).is_empty(), "{}", messages(&all));
+    // Unpacked into the workspace, where the next `git` reads a planted
+    // `.git/config`: the bytes may run.
+    let all = findings(&repo(&[("rebase.yml", &run("", push))]));
+    let flagged = on_push(&all).join("\n");
+    assert!(flagged.contains("untrusted-secrets"), "{flagged}");
+    assert!(
+        flagged.contains("downloads artifacts of this run"),
+        "{flagged}"
+    );
+    // Run after the download: code.
+    let runs = "          bash \"$RUNNER_TEMP/rebased/post-push.sh\"\n";
+    let all = findings(&repo(&[("rebase.yml", &run(to_temp, runs))]));
+    assert!(!on_push(&all).is_empty(), "{}", messages(&all));
+    // Worked on inside the download's directory: git reads its config there.
+    let inside = "          cd \"$RUNNER_TEMP/rebased\" && git status\n";
+    let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
+    assert!(!on_push(&all).is_empty(), "{}", messages(&all));
+}
