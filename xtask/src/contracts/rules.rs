@@ -198,6 +198,22 @@ fn render_run_name(text: &str) -> String {
 /// change is reviewed on its own.
 pub const POLICY_ONLY_RULES: &[&str] = &["untrusted-cache-save", "untrusted-secrets"];
 
+/// Write scopes that only post, label and edit pull requests, issues and
+/// discussions.
+const CONVERSATION_SCOPES: &[&str] = &["pull-requests", "issues", "discussions"];
+
+/// How a workflow reads a pull request's labels or reviews: in an `if:`,
+/// a `gh` query or a script.
+const LABEL_GATE_FORMS: &[&str] = &[
+    "pull_request.labels",
+    "issue.labels",
+    "labels.*.name",
+    "event.label.",
+    "--json labels",
+    "reviewDecision",
+    "review.state",
+];
+
 /// The ids of the rules that need a publisher, for the skip note.
 pub fn publisher_rule_ids() -> Vec<&'static str> {
     RULES
@@ -780,6 +796,25 @@ impl<'a> Checker<'a> {
                             }
                             _ => false,
                         };
+                        // A conversation scope lets the code post, label
+                        // and edit pull requests and issues: the job's
+                        // purpose in a commenting bot. It reaches code only
+                        // through a gate that trusts labels or reviews
+                        // (events made with the job's token start no run,
+                        // and a comment gate checks the commenter, which the
+                        // bot is not), so it is reported when one exists.
+                        let gate = if !allowed
+                            && CONVERSATION_SCOPES.contains(&scope.value.as_str())
+                        {
+                            match self.label_gate() {
+                                Some(gate) => format!(
+                                    "; {gate} decides on labels or reviews, which this token can set"
+                                ),
+                                None => continue,
+                            }
+                        } else {
+                            String::new()
+                        };
                         if !allowed {
                             let what = if level.value == "read" {
                                 format!(
@@ -795,7 +830,7 @@ impl<'a> Checker<'a> {
                                 file,
                                 scope.pos,
                                 format!(
-                                    "{who} runs untrusted code holding {what} ({})",
+                                    "{who} runs untrusted code holding {what} ({}){gate}",
                                     effective.origin
                                 ),
                             );
@@ -804,6 +839,22 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+    }
+
+    /// The first job of the repository that decides on a pull request's
+    /// labels or reviews (`if:`, a script), as `file:line`: a gate that a
+    /// token with a conversation scope can open.
+    fn label_gate(&self) -> Option<String> {
+        self.model.workflows.iter().find_map(|wf| {
+            wf.jobs.iter().find_map(|job| {
+                let gate = job.scalars.iter().chain(&job.if_cond).find(|scalar| {
+                    LABEL_GATE_FORMS
+                        .iter()
+                        .any(|form| scalar.value.contains(form))
+                })?;
+                Some(format!("{}:{}", wf.path, gate.pos.line))
+            })
+        })
     }
 
     /// Rule 3: untrusted-code and pod jobs receive only the secrets the policy lists.

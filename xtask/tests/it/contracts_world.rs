@@ -563,3 +563,31 @@ fn same_run_artifact_only_pushed_with_git_is_data() {
     let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
     assert!(!on_push(&all).is_empty(), "{}", messages(&all));
 }
+
+/// huggingface/diffusers' style and review bots (the corpus): a job that
+/// runs a pull request's code to comment on it holds `pull-requests: write`
+/// because commenting is its purpose. That scope posts, labels and edits
+/// pull requests; it reaches code only through a gate that trusts labels or
+/// reviews, so it is reported when the repository has one. Other write
+/// scopes always are.
+#[test]
+fn conversation_scopes_matter_only_where_labels_or_reviews_open_a_gate() {
+    let bot = "on: issue_comment\npermissions:\n  pull-requests: write\n  issues: write\n  contents: read\njobs:\n  style:\n    runs-on: ubuntu-latest\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ github.event.issue.number }}/head\n          persist-credentials: false\n      - run: make style\n      - run: gh pr comment ${{ github.event.issue.number }} --body done\n";
+    let all = findings(&repo(&[("bot.yml", bot)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    // A label-gated GPU run elsewhere: the bot's token can label a pull
+    // request into it.
+    let gated = "on: pull_request_target\npermissions: {}\njobs:\n  gpu:\n    if: contains(github.event.pull_request.labels.*.name, 'safe to test')\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo gated\n";
+    let all = findings(&repo(&[("bot.yml", bot), ("gpu.yml", gated)]));
+    let text = messages(&all);
+    assert_eq!(rules(&all).len(), 1, "{text}");
+    assert!(text.contains("`pull-requests: write`"), "{text}");
+    assert!(text.contains("`issues: write`"), "{text}");
+    assert!(text.contains(".github/workflows/gpu.yml:5"), "{text}");
+    // `contents: write` pushes: always a finding.
+    let pushes = bot.replace("contents: read", "contents: write");
+    let all = findings(&repo(&[("bot.yml", &pushes)]));
+    let text = messages(&all);
+    assert!(text.contains("`contents: write`"), "{text}");
+    assert!(!text.contains("`pull-requests: write`"), "{text}");
+}
