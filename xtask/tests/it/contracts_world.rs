@@ -591,3 +591,22 @@ fn conversation_scopes_matter_only_where_labels_or_reviews_open_a_gate() {
     assert!(text.contains("`contents: write`"), "{text}");
     assert!(!text.contains("`pull-requests: write`"), "{text}");
 }
+
+/// Without a policy file and without a publisher, `archive-names` is skipped
+/// like the other publisher rules (the note lists it): the defaults'
+/// `[[archive]]` entries are this repository's, not the checked one's.
+#[test]
+fn archive_names_are_skipped_without_a_publisher() {
+    let caller = "on: push\npermissions: {}\njobs:\n  gpu:\n    uses: ./.github/workflows/pod.yml\n    with:\n      archives: models.tar.zst\n";
+    let pod = "on:\n  workflow_call:\n    inputs:\n      archives: { type: string }\npermissions: {}\njobs:\n  run:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo \"$ARCHIVES\"\n        env:\n          ARCHIVES: ${{ inputs.archives }}\n";
+    let fixture = repo(&[("ci.yml", caller), ("pod.yml", pod)]);
+    let all = findings(&fixture);
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let notes: Vec<&Value> = all.iter().filter(|f| f["severity"] == "note").collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["message"].as_str().unwrap().contains("archive-names")),
+        "{notes:?}"
+    );
+}
