@@ -610,3 +610,49 @@ fn archive_names_are_skipped_without_a_publisher() {
         "{notes:?}"
     );
 }
+
+/// A reusable workflow's job reached through two callers, each granting it
+/// the same write scope, leaving its `cache-mode` open and passing it a
+/// branch name: one finding per rule for the job, naming both callers.
+#[test]
+fn every_rule_reports_a_job_of_several_callers_once_naming_them() {
+    let callee = "on:\n  workflow_call:\n    inputs:\n      ref: { type: string }\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n          persist-credentials: false\n      - run: cargo build && echo ${{ inputs.ref }}\n        env:\n          TOKEN: ${{ secrets.DEPLOY_TOKEN }}\n";
+    let caller = |name: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [{name}]\npermissions:\n  contents: write\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n    with:\n      ref: ${{{{ github.event.workflow_run.head_branch }}}}\n"
+        )
+    };
+    let fixture = repo(&[
+        ("build.yml", callee),
+        ("a.yml", &caller("A")),
+        ("b.yml", &caller("B")),
+    ]);
+    let all = findings(&fixture);
+    let on_build: Vec<&Value> = errors(&all)
+        .into_iter()
+        .filter(|f| f["job"] == "build")
+        .collect();
+    let mut per_rule: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for f in &on_build {
+        per_rule
+            .entry(f["rule"].as_str().unwrap())
+            .or_default()
+            .push(f["message"].as_str().unwrap());
+    }
+    for rule in [
+        "untrusted-cache-save",
+        "untrusted-write-permissions",
+        "privileged-injection",
+    ] {
+        let found = per_rule.get(rule).cloned().unwrap_or_default();
+        assert_eq!(found.len(), 1, "{rule}: {found:#?}");
+        assert!(
+            found[0].contains("a.yml") && found[0].contains("b.yml"),
+            "{rule} does not name both callers: {}",
+            found[0]
+        );
+    }
+    for (rule, found) in &per_rule {
+        assert_eq!(found.len(), 1, "{rule}: {found:#?}");
+    }
+}

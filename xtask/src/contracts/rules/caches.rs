@@ -116,23 +116,42 @@ impl Checker<'_> {
                     .to_owned(),
             ));
         }
-        // Each caller is asked once: one already asked said read-only (else
-        // the search would have stopped), so cycles and shared callers end.
-        callers.into_iter().find_map(|caller| {
+        // Each caller is asked once (cycles and shared callers end), and
+        // every caller that lets the job write is named: one finding for
+        // the job, listing its callers, whichever way it is reached.
+        let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+        for caller in callers {
             if seen.contains(&caller) {
-                return None;
+                continue;
             }
-            self.cache_write_token(caller, seen).map(|(_, why)| {
-                (
-                    job.id.pos,
-                    format!(
-                        "{why}, at its caller `{}` of {}",
-                        self.model.job(caller).id.value,
-                        self.model.workflow(caller).name
-                    ),
-                )
+            let Some((_, why)) = self.cache_write_token(caller, seen) else {
+                continue;
+            };
+            let name = format!(
+                "`{}` of {}",
+                self.model.job(caller).id.value,
+                self.model.workflow(caller).name
+            );
+            match reasons.iter_mut().find(|(known, _)| *known == why) {
+                Some((_, names)) => names.push(name),
+                None => reasons.push((why, vec![name])),
+            }
+        }
+        if reasons.is_empty() {
+            return None;
+        }
+        let text: Vec<String> = reasons
+            .into_iter()
+            .map(|(why, names)| {
+                let callers = if names.len() == 1 {
+                    "caller"
+                } else {
+                    "callers"
+                };
+                format!("{why}, at its {callers} {}", names.join(", "))
             })
-        })
+            .collect();
+        Some((job.id.pos, text.join("; ")))
     }
 
     /// Where a step saves to the cache: the step itself, or, for a local

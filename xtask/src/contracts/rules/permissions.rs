@@ -14,7 +14,19 @@ use super::{Checker, RuleId};
 use crate::contracts::caches::{cache_env_saves, is_false};
 use crate::contracts::expr;
 use crate::contracts::roles::JobInfo;
-use crate::contracts::workflow::{Job, Permissions};
+use crate::contracts::workflow::{Job, Permissions, Pos};
+
+/// A token scope (or shorthand) an untrusted-code job holds, and where it
+/// is written (the job's workflow or a caller's).
+struct Held {
+    /// `holding `contents: write``, `with `permissions: write-all``.
+    what: String,
+    file: usize,
+    pos: Pos,
+    origin: String,
+    /// What follows the origin: the fix, or the gate a scope opens.
+    tail: String,
+}
 
 /// `untrusted-write-permissions`.
 pub(super) fn check_untrusted_write_permissions(c: &mut Checker) -> Result<()> {
@@ -83,6 +95,7 @@ impl Checker<'_> {
                 ),
             );
         }
+        let mut found: Vec<Held> = Vec::new();
         for effective in &info.permissions {
             let file = effective.workflow;
             match &effective.permissions {
@@ -90,17 +103,13 @@ impl Checker<'_> {
                 // An empty `permissions:` is not `{}`: fail closed.
                 Some(Permissions::Shorthand(level)) if level.value.trim() != "{}" => {
                     // The shorthand is written in `file`, which may be the caller's.
-                    let pos = level.pos;
-                    self.push(
-                        RuleId::UntrustedWritePermissions,
-                        at,
+                    found.push(Held {
+                        what: format!("with `permissions: {}`", level.value),
                         file,
-                        pos,
-                        format!(
-                            "{who} runs untrusted code with `permissions: {}` ({}); list read scopes instead",
-                            level.value, effective.origin
-                        ),
-                    );
+                        pos: level.pos,
+                        origin: effective.origin.clone(),
+                        tail: "; list read scopes instead".to_owned(),
+                    });
                 }
                 Some(Permissions::Shorthand(_)) => {}
                 Some(Permissions::Map { scopes, .. }) => {
@@ -145,20 +154,46 @@ impl Checker<'_> {
                             } else {
                                 format!("`{}: {}`", scope.value, level.value)
                             };
-                            self.push(
-                                RuleId::UntrustedWritePermissions,
-                                at,
+                            found.push(Held {
+                                what: format!("holding {what}"),
                                 file,
-                                scope.pos,
-                                format!(
-                                    "{who} runs untrusted code holding {what} ({}){gate}",
-                                    effective.origin
-                                ),
-                            );
+                                pos: scope.pos,
+                                origin: effective.origin.clone(),
+                                tail: gate,
+                            });
                         }
                     }
                 }
             }
+        }
+        // Reached through several callers that grant the same, the job is
+        // one finding, at the first grant, naming the others.
+        let mut reported: Vec<&Held> = Vec::new();
+        for held in &found {
+            if reported.iter().any(|r| r.what == held.what) {
+                continue;
+            }
+            reported.push(held);
+            let others: Vec<String> = found
+                .iter()
+                .filter(|o| o.what == held.what && !std::ptr::eq(*o, held))
+                .map(|o| format!("{}:{}", self.model.workflows[o.file].path, o.pos.line))
+                .collect();
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; the same through {}", others.join(", "))
+            };
+            self.push(
+                RuleId::UntrustedWritePermissions,
+                at,
+                held.file,
+                held.pos,
+                format!(
+                    "{who} runs untrusted code {} ({}{also}){}",
+                    held.what, held.origin, held.tail
+                ),
+            );
         }
     }
 

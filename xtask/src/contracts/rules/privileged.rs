@@ -302,28 +302,49 @@ impl Checker<'_> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
             .collect();
-        self.model
+        // Every caller that passes such a value is named: one finding for
+        // the job, listing its callers.
+        let mut found: Vec<(String, Vec<String>)> = Vec::new();
+        for caller in self
+            .model
             .jobs
             .iter()
             .filter(|caller| caller.callee == Some(at.workflow))
-            .find_map(|caller| {
-                let job = self.model.job(caller.at);
-                let value = crate::contracts::workflow::lookup(&job.with, &name)?;
-                expr::expressions(&value.value)
-                    .into_iter()
-                    .find_map(|(_, passed)| {
-                        attacker_controlled(passed)
-                            .map(str::to_owned)
-                            .or_else(|| self.untrusted_output(caller.at, passed))
-                    })
-                    .map(|context| {
-                        format!(
-                            "{context}, passed as `inputs.{name}` by `{}` of {}",
-                            job.id.value,
-                            self.model.workflow(caller.at).name
-                        )
-                    })
+        {
+            let job = self.model.job(caller.at);
+            let Some(value) = crate::contracts::workflow::lookup(&job.with, &name) else {
+                continue;
+            };
+            let context = expr::expressions(&value.value)
+                .into_iter()
+                .find_map(|(_, passed)| {
+                    attacker_controlled(passed)
+                        .map(str::to_owned)
+                        .or_else(|| self.untrusted_output(caller.at, passed))
+                });
+            let Some(context) = context else {
+                continue;
+            };
+            let by = format!(
+                "`{}` of {}",
+                job.id.value,
+                self.model.workflow(caller.at).name
+            );
+            match found.iter_mut().find(|(known, _)| *known == context) {
+                Some((_, callers)) => callers.push(by),
+                None => found.push((context, vec![by])),
+            }
+        }
+        let text: Vec<String> = found
+            .into_iter()
+            .map(|(context, callers)| {
+                format!(
+                    "{context}, passed as `inputs.{name}` by {}",
+                    callers.join(", ")
+                )
             })
+            .collect();
+        (!text.is_empty()).then(|| text.join("; "))
     }
 
     /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
