@@ -656,3 +656,29 @@ fn every_rule_reports_a_job_of_several_callers_once_naming_them() {
         assert_eq!(found.len(), 1, "{rule}: {found:#?}");
     }
 }
+
+/// The same through a local action that calls another: the outer action's
+/// `inputs.save`, passed on, resolves in the inner one.
+#[test]
+fn nested_composite_action_inputs_resolve_through_each_level() {
+    let outer = "name: outer\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: ./.github/actions/inner\n      with:\n        save: ${{ inputs.save }}\n";
+    let inner = "name: inner\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: Swatinem/rust-cache@v2\n      with:\n        save-if: ${{ inputs.save }}\n";
+    let consumer = |save: &str| {
+        format!(
+            "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n          persist-credentials: false\n      - uses: ./.github/actions/outer\n        with:\n          save: {save}\n"
+        )
+    };
+    let tree = |save: &str| {
+        repo(&[
+            (".github/actions/outer/action.yml", outer),
+            (".github/actions/inner/action.yml", inner),
+            ("consumer.yml", &consumer(save)),
+        ])
+    };
+    let all = findings(&tree("'false'"));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let all = findings(&tree("'true'"));
+    let text = messages(&all);
+    assert!(rules(&all).contains("untrusted-cache-save"), "{text}");
+    assert!(text.contains("actions/inner/action.yml"), "{text}");
+}
