@@ -433,14 +433,36 @@ fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
     }
     // The directory's own name, as later steps would spell it.
     let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    // Working inside it (git reads a `.git/config` there), putting it on
+    // the search path or into the environment, or handing it to an action
+    // that may build it (a Dockerfile's `RUN`) makes its bytes run.
+    const INSIDE: &[&str] = &[
+        "cd ",
+        "pushd ",
+        "-C ",
+        "--git-dir",
+        "--work-tree",
+        "GITHUB_PATH",
+        "GITHUB_ENV",
+    ];
     let works_inside = later.iter().any(|step| {
+        let third_party = step.action().is_some_and(|(action, _)| {
+            let owner = action.split('/').next().unwrap_or("");
+            !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
+        });
         step.working_directory
             .as_ref()
             .is_some_and(|dir| dir.value.contains(name))
+            || step.env.iter().any(|(_, value)| value.value.contains(name))
+            || third_party
+                && step
+                    .with
+                    .iter()
+                    .any(|(_, value)| value.value.contains(name))
             || step.run.as_ref().is_some_and(|run| {
-                run.value
-                    .lines()
-                    .any(|line| line.contains("cd ") && line.contains(name))
+                run.value.lines().any(|line| {
+                    line.contains(name) && INSIDE.iter().any(|form| line.contains(form))
+                })
             })
     });
     !works_inside

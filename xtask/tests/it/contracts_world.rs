@@ -558,9 +558,22 @@ fn same_run_artifact_only_pushed_with_git_is_data() {
     let runs = "          bash \"$RUNNER_TEMP/rebased/post-push.sh\"\n";
     let all = findings(&repo(&[("rebase.yml", &run(to_temp, runs))]));
     assert!(!on_push(&all).is_empty(), "{}", messages(&all));
-    // Worked on inside the download's directory: git reads its config there.
-    let inside = "          cd \"$RUNNER_TEMP/rebased\" && git status\n";
-    let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
+    // Worked on inside the download's directory (git reads its config
+    // there), or put on the search path: the bytes may run.
+    for inside in [
+        "          cd \"$RUNNER_TEMP/rebased\" && git status\n",
+        "          git -C \"$RUNNER_TEMP/rebased\" status\n",
+        "          echo \"$RUNNER_TEMP/rebased\" >> \"$GITHUB_PATH\"\n",
+    ] {
+        let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
+        assert!(!on_push(&all).is_empty(), "{inside}{}", messages(&all));
+    }
+    // Handed to an action that may build it.
+    let build = run(to_temp, push).replace(
+        "      - env:\n          TOKEN",
+        "      - uses: docker/build-push-action@v6\n        with:\n          context: ${{ runner.temp }}/rebased\n      - env:\n          TOKEN",
+    );
+    let all = findings(&repo(&[("rebase.yml", &build)]));
     assert!(!on_push(&all).is_empty(), "{}", messages(&all));
 }
 
