@@ -1036,24 +1036,27 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
             }
             // The commands (the first word of each `;`/`&&`/`|` segment,
             // after `sudo` and `VAR=value`): an interpreter, or a program
-            // given by path (`scripts/ci/reap.sh`, `./bin/x`). A line ended
-            // by `\` continues the command: its next line holds arguments
-            // (a URL, a refspec), not a command.
-            let script = run.value.replace("\\\n", " ");
-            let runs = script.lines().find(|line| {
-                line.split([';', '&', '|', '(', ')', '`'])
+            // given by path (`scripts/ci/reap.sh`, `./bin/x`). Only what the
+            // shell runs counts: quoted text (a URL, a message naming a
+            // path), comments, here-document bodies and the argument lines
+            // of a command continued with `\` are blanked first.
+            let code = expr::shell_code(&run.value);
+            let mut offset = 0;
+            for line in code.split('\n') {
+                let start = offset;
+                offset += line.len() + 1;
+                let runs = line
+                    .split([';', '&', '|', '(', ')', '`'])
                     .filter_map(|segment| {
                         segment
                             .split_whitespace()
                             .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
                     })
-                    .any(|w| {
-                        RUNNERS.contains(&w)
-                            || w.contains('/') && !w.starts_with('-') && !w.starts_with('#')
-                    })
-            });
-            if let Some(line) = runs {
-                return Some(format!("runs `{}`", line.trim()));
+                    .any(|w| RUNNERS.contains(&w) || w.contains('/') && !w.starts_with('-'));
+                if runs {
+                    let original = run.value[start..].lines().next().unwrap_or("");
+                    return Some(format!("runs `{}`", original.trim()));
+                }
             }
         }
         if let Some(uses) = step

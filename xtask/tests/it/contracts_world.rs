@@ -695,3 +695,51 @@ fn nested_composite_action_inputs_resolve_through_each_level() {
     assert!(rules(&all).contains("untrusted-cache-save"), "{text}");
     assert!(text.contains("actions/inner/action.yml"), "{text}");
 }
+
+/// huggingface/diffusers' Claude review (the corpus): what runs after pull
+/// request bytes arrive is read from the script as the shell reads it. A
+/// message that names a path in quotes, a URL on a continued line, a
+/// comment or a here-document is no command; `$(…)` inside quotes is. And
+/// a branch made from a fetched pull request for the next action to check
+/// out brings the pull request in.
+#[test]
+fn only_what_the_shell_runs_counts_after_pull_request_bytes() {
+    let job = |script: &str, then: &str| {
+        format!(
+            "on: issue_comment\npermissions: {{}}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - run: |\n{script}{then}"
+        )
+    };
+    let switch =
+        "          git fetch origin \"$BRANCH\"\n          git switch -c new \"origin/$BRANCH\"\n";
+    for data in [
+        "          gh pr comment 1 --body \"see \\`.ai/\\` and \\`src/x/\\`: [run](${URL}/pull/1)\"\n",
+        "          git push \\\n            \"https://x-access-token:${T}@github.com/o/r.git\" HEAD:new\n",
+        "          # ./scripts/never-run.sh\n          cat <<EOF > note.md\n          ./not/a/command\n          EOF\n",
+    ] {
+        let all = findings(&repo(&[("w.yml", &job(switch, data))]));
+        assert!(errors(&all).is_empty(), "{data}\n{}", messages(&all));
+    }
+    // A substitution inside double quotes runs: `$(…)`, and backquotes
+    // that are not escaped.
+    for runs in [
+        "          echo \"$(./scripts/post.sh)\"\n",
+        "          echo \"see `./scripts/post.sh`\"\n",
+        "          \"$GITHUB_WORKSPACE/scripts/post.sh\" --all\n",
+    ] {
+        let all = findings(&repo(&[("w.yml", &job(switch, runs))]));
+        assert!(!errors(&all).is_empty(), "{runs}{}", messages(&all));
+    }
+    // A branch of the pull request, then an action that checks it out.
+    let branch = "          git fetch origin \"refs/pull/${PR}/head\"\n          git branch -f -- review FETCH_HEAD\n";
+    let action = "      - uses: org/review-action@0123456789abcdef0123456789abcdef01234567\n";
+    let all = findings(&repo(&[("w.yml", &job(branch, action))]));
+    let text = messages(&all);
+    assert!(
+        text.contains("git branch -f -- review FETCH_HEAD"),
+        "{text}"
+    );
+    // Fetched only (to diff it), it is not brought in.
+    let fetched = "          git fetch origin \"refs/pull/${PR}/head\"\n          git diff HEAD FETCH_HEAD --stat\n";
+    let all = findings(&repo(&[("w.yml", &job(fetched, action))]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
