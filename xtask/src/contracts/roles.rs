@@ -982,6 +982,8 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
             None
         } else if local {
             Some(String::new())
+        } else if let Some(dir) = checkout_subdir(step) {
+            runs_code_from(&job.steps[index + 1..], &dir)
         } else {
             runs_code(&job.steps[index..], true)
         };
@@ -1076,11 +1078,263 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
-            if !matches!(owner.as_str(), "actions" | "github") {
+            if !matches!(owner.as_str(), "actions" | "github") && !posts_only(step) {
                 return Some(format!("uses `{}`", uses.value.trim()));
             }
         }
         // A script that loads a file of the workspace runs it.
+        let loads = step.uses_action("actions/github-script")
+            && step
+                .input("script")
+                .is_some_and(|s| s.value.contains("require(") || s.value.contains("import("));
+        if loads {
+            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
+        }
+    }
+    None
+}
+
+/// Third-party actions that only post what they are given (a comment from
+/// a file or a text) and never run a file of the workspace: after pull
+/// request bytes arrive, using one is no sign that they run. The one list.
+const POSTING_ACTIONS: &[&str] = &[
+    "marocchino/sticky-pull-request-comment",
+    "peter-evans/create-or-update-comment",
+    "peter-evans/find-comment",
+    "thollander/actions-comment-pull-request",
+    "mshick/add-pr-comment",
+];
+
+fn posts_only(step: &Step) -> bool {
+    POSTING_ACTIONS.iter().any(|name| step.uses_action(name))
+}
+
+/// The subdirectory an `actions/checkout` step checks out into (`path:
+/// pr`), when it is a literal one and not the workspace itself.
+fn checkout_subdir(step: &Step) -> Option<String> {
+    if !step.uses_action("actions/checkout") {
+        return None;
+    }
+    let path = step.input("path")?.value.trim();
+    let mut rest = path;
+    for prefix in [
+        "${{ github.workspace }}/",
+        "${{github.workspace}}/",
+        "$GITHUB_WORKSPACE/",
+        "${GITHUB_WORKSPACE}/",
+        "./",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.trim_matches('/');
+    let plain = !rest.is_empty() && rest != "." && !rest.contains('$') && !rest.contains("..");
+    plain.then(|| rest.to_owned())
+}
+
+/// True when `text` names the directory `dir` of the workspace (`pr`,
+/// `./pr/x`, `$GITHUB_WORKSPACE/pr`) or one of `names`, the variables set
+/// to it (`$PR`, `${PR}`).
+fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
+    let path = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
+        .any(|word| {
+            let word = word
+                .trim_start_matches("./")
+                .trim_start_matches("${{ github.workspace }}/")
+                .trim_start_matches("$GITHUB_WORKSPACE/")
+                .trim_start_matches("${GITHUB_WORKSPACE}/");
+            word == dir
+                || word.starts_with(&format!("{dir}/"))
+                || word.ends_with(&format!("/{dir}"))
+                || word.contains(&format!("/{dir}/"))
+        });
+    path || names
+        .iter()
+        .any(|n| text.contains(&format!("${n}")) || text.contains(&format!("${{{n}}}")))
+}
+
+/// After a pull request was checked out into the subdirectory `dir` only,
+/// what runs bytes from it: a command in it (by path, or an interpreter's
+/// script there), any other command handed that directory (`pip install
+/// ./pr`, `cp pr/x .`, `cd pr`) except a read-only one (`git`, `diff`,
+/// `wc`, …) or an interpreter running a script from elsewhere (`python
+/// sz.py "$PR"`: a trusted script reading it), a step working inside it,
+/// a tool that searches the workspace (`pytest`, `go`, `cargo`, `find`),
+/// a third-party action (unless it only posts) or local action given it,
+/// or a cache save. Everything else runs trusted bytes.
+fn runs_code_from(later: &[Step], dir: &str) -> Option<String> {
+    const READ_ONLY: &[&str] = &[
+        "git",
+        "diff",
+        "cmp",
+        "wc",
+        "cat",
+        "head",
+        "tail",
+        "grep",
+        "rg",
+        "ls",
+        "echo",
+        "printf",
+        "jq",
+        "yq",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "du",
+        "stat",
+        "file",
+        "cloc",
+        "tokei",
+        "scc",
+        "test",
+        "[",
+        "[[",
+        "true",
+        "exit",
+        "rm",
+        "mkdir",
+        "touch",
+        "gh",
+    ];
+    const INTERPRETERS: &[&str] = &[
+        "python", "python3", "node", "ruby", "perl", "bash", "sh", "zsh", "php",
+    ];
+    const SEARCHES: &[&str] = &[
+        "pytest",
+        "py.test",
+        "tox",
+        "nox",
+        "pre-commit",
+        "go",
+        "cargo",
+        "bazel",
+        "bazelisk",
+        "find",
+        "xargs",
+        "eval",
+        "source",
+        ".",
+    ];
+    // The variables that stand for the directory.
+    let mut names: Vec<String> = Vec::new();
+    for step in later {
+        for (name, value) in &step.env {
+            if mentions_dir(&value.value, dir, &[]) {
+                names.push(name.value.clone());
+            }
+        }
+        for line in step.run.iter().flat_map(|r| r.value.lines()) {
+            let line = line.trim().trim_start_matches("export ");
+            if let Some((name, value)) = line.split_once('=') {
+                let ident =
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if ident && mentions_dir(value, dir, &[]) {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+    }
+    for step in later {
+        // Working inside it, or with an environment that points into it
+        // (`PYTHONPATH: pr`), any command that is not read-only may run it.
+        let inside = step
+            .working_directory
+            .as_ref()
+            .is_some_and(|d| mentions_dir(&d.value, dir, &names))
+            || step
+                .env
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+        if let Some(run) = &step.run {
+            let code = expr::shell_code(&run.value);
+            let mut offset = 0;
+            for line in code.split('\n') {
+                let start = offset;
+                offset += line.len() + 1;
+                let original = &run.value[start..start + line.len()];
+                let segments: Vec<&str> = original.split([';', '&', '|']).collect();
+                let commands: Vec<&str> = line
+                    .split([';', '&', '|', '(', ')', '`'])
+                    .filter_map(|segment| {
+                        segment
+                            .split_whitespace()
+                            .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
+                    })
+                    .collect();
+                // Put on the search path or into the environment of later
+                // steps, it runs wherever they do.
+                let exported = (original.contains("GITHUB_PATH")
+                    || original.contains("GITHUB_ENV"))
+                    && mentions_dir(original, dir, &names);
+                let runs_from = exported
+                    || commands.iter().any(|command| {
+                        if SEARCHES.contains(command) || mentions_dir(command, dir, &names) {
+                            return true;
+                        }
+                        if READ_ONLY.contains(command) {
+                            return false;
+                        }
+                        // The segment of the original line this command heads.
+                        let segment = segments
+                            .iter()
+                            .find(|s| s.split_whitespace().any(|w| w == *command))
+                            .copied()
+                            .unwrap_or(original);
+                        // `PYTHONPATH=pr python x.py`: an assignment into it.
+                        let assigns = segment
+                            .split_whitespace()
+                            .take_while(|w| w != command)
+                            .any(|w| w.contains('=') && mentions_dir(w, dir, &names));
+                        if assigns {
+                            return true;
+                        }
+                        if INTERPRETERS.contains(command) {
+                            let mut args = segment
+                                .split_whitespace()
+                                .skip_while(|w| w != command)
+                                .skip(1);
+                            // `-c`, `-m`, `-e`: not a script file; judged by mention.
+                            let script = args
+                                .find(|a| !a.starts_with('-') || matches!(*a, "-c" | "-m" | "-e"));
+                            return match script {
+                                Some("-c" | "-m" | "-e") | None => {
+                                    inside || mentions_dir(segment, dir, &names)
+                                }
+                                Some(script) => inside || mentions_dir(script, dir, &names),
+                            };
+                        }
+                        inside || mentions_dir(segment, dir, &names)
+                    });
+                if runs_from {
+                    let first = run.value[start..].lines().next().unwrap_or("");
+                    return Some(format!("runs `{}` on it", first.trim()));
+                }
+            }
+        }
+        if let Some(uses) = &step.uses {
+            let given = step
+                .with
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+            let local = super::workflow::local_uses(&uses.value);
+            let owner = uses
+                .value
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
+            if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
+                return Some(format!("runs the local action `{}` on it", uses.value));
+            }
+            if third_party && !posts_only(step) {
+                return Some(format!("uses `{}`", uses.value.trim()));
+            }
+        }
+        if let Some((_, why)) = super::caches::cache_save(step) {
+            return Some(format!("saves a cache ({why})"));
+        }
         let loads = step.uses_action("actions/github-script")
             && step
                 .input("script")

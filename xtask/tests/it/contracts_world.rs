@@ -743,3 +743,51 @@ fn only_what_the_shell_runs_counts_after_pull_request_bytes() {
     let all = findings(&repo(&[("w.yml", &job(fetched, action))]));
     assert!(errors(&all).is_empty(), "{}", messages(&all));
 }
+
+/// tinygrad's line-count bot (the corpus): on `pull_request_target` the
+/// pull request is checked out into `pr/` and only read by the default
+/// branch's script, whose result a comment action posts. Nothing of `pr/`
+/// runs. Handed to an installer, run from, worked in, copied out, searched
+/// by a test runner or given to an action, it does.
+#[test]
+fn a_pull_request_in_a_subdirectory_read_by_trusted_scripts_is_not_code() {
+    let bot = |count: &str, post: &str| {
+        format!(
+            "on: pull_request_target\njobs:\n  szdiff:\n    permissions:\n      contents: read\n      pull-requests: write\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: actions/checkout@v6\n        with:\n          repository: ${{{{ github.event.pull_request.head.repo.full_name }}}}\n          ref: ${{{{ github.event.pull_request.head.sha }}}}\n          path: pr\n          persist-credentials: false\n      - uses: actions/checkout@v6\n        with:\n          path: base\n          persist-credentials: false\n      - run: |\n          BASE=\"$GITHUB_WORKSPACE/base\"\n          PR=\"$GITHUB_WORKSPACE/pr\"\n{count}{post}"
+        )
+    };
+    let reads = "          pip install tabulate $BASE\n          cp \"$BASE/sz.py\" .\n          python sz.py \"$BASE\" \"$PR\" > loc.txt\n          git -C pr log -1\n";
+    let comment = "      - uses: marocchino/sticky-pull-request-comment@v3\n        with:\n          path: loc.txt\n";
+    let all = findings(&repo(&[("szdiff.yml", &bot(reads, comment))]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    for runs in [
+        "          pip install ./pr\n",
+        "          pip install \"$PR\"\n",
+        "          python pr/setup.py build\n",
+        "          cd pr && make\n",
+        "          \"$PR/scripts/count.sh\"\n",
+        "          cp \"$PR/count.sh\" . && ./count.sh\n",
+        "          pytest\n",
+        "          echo \"$PR/bin\" >> \"$GITHUB_PATH\"\n",
+        "          PYTHONPATH=pr python sz.py\n",
+    ] {
+        let all = findings(&repo(&[("szdiff.yml", &bot(runs, comment))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{runs}{}",
+            messages(&all)
+        );
+    }
+    for action in [
+        "      - uses: org/lint-action@v1\n        with:\n          path: pr\n",
+        "      - uses: org/lint-action@v1\n",
+        "      - run: python base/count.py\n        env:\n          PYTHONPATH: pr\n",
+    ] {
+        let all = findings(&repo(&[("szdiff.yml", &bot(reads, action))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{action}{}",
+            messages(&all)
+        );
+    }
+}
