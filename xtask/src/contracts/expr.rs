@@ -729,7 +729,8 @@ pub fn shell_code(script: &str) -> String {
                         .chars()
                         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                         .collect();
-                    if !word.is_empty() {
+                    // A delimiter is a word (`$(( x << 2 ))` is a shift).
+                    if word.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
                         heredocs.push(word);
                     }
                 }
@@ -779,20 +780,28 @@ fn command_position(out: &[u8], at: usize) -> bool {
     {
         return false;
     }
-    let trimmed = before
-        .iter()
-        .rposition(|b| *b != b' ' && *b != b'\t')
-        .map_or(&before[..0], |end| &before[..=end]);
-    match trimmed.last() {
-        None | Some(b'\n') => true,
-        Some(b) if b";&|(`".contains(b) => true,
-        Some(_) => {
-            let start = trimmed
-                .iter()
-                .rposition(|b| b.is_ascii_whitespace() || b";&|(`".contains(b))
-                .map_or(0, |p| p + 1);
-            let word = String::from_utf8_lossy(&trimmed[start..]);
-            LEADERS.contains(&word.as_ref()) || word.contains('=')
+    let mut end = before.len();
+    loop {
+        let trimmed = before[..end]
+            .iter()
+            .rposition(|b| *b != b' ' && *b != b'\t')
+            .map_or(&before[..0], |last| &before[..=last]);
+        match trimmed.last() {
+            None | Some(b'\n') => return true,
+            Some(b) if b";&|(`".contains(b) => return true,
+            Some(_) => {
+                let start = trimmed
+                    .iter()
+                    .rposition(|b| b.is_ascii_whitespace() || b";&|(`".contains(b))
+                    .map_or(0, |p| p + 1);
+                let word = String::from_utf8_lossy(&trimmed[start..]);
+                // Options between a leader and the command (`sudo -E`).
+                if word.starts_with('-') {
+                    end = start;
+                    continue;
+                }
+                return LEADERS.contains(&word.as_ref()) || word.contains('=');
+            }
         }
     }
 }
@@ -826,12 +835,22 @@ mod tests {
             ]
         );
         // A quoted command name is what runs; a quoted argument is not.
-        let code = shell_code("\"$DIR/run.sh\" --x \"a/b\"\nsudo './bin/x'\nX=\"./no\" ./yes\n");
+        let code = shell_code(
+            "\"$DIR/run.sh\" --x \"a/b\"\nsudo -E './bin/x'\nX=\"./no\" ./yes\necho -n \"./no\"\n",
+        );
         let lines: Vec<&str> = code.lines().map(str::trim_end).collect();
         assert_eq!(
             lines,
-            [" $DIR/run.sh  --x", "sudo  ./bin/x", "X=       ./yes"]
+            [
+                " $DIR/run.sh  --x",
+                "sudo -E  ./bin/x",
+                "X=       ./yes",
+                "echo -n"
+            ]
         );
+        // A shift is no here-document: the next line stays a command.
+        let code = shell_code("n=$(( 1 << 2 ))\n./run.sh\n");
+        assert_eq!(code.lines().nth(1), Some("./run.sh"));
         // Unterminated quotes and odd input never panic.
         for odd in [
             "\"",
