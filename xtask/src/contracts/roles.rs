@@ -220,7 +220,16 @@ impl Model {
                         call_inputs: &wf.call_inputs,
                         tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
                     };
-                    untrusted.extend(other_code(job, &judge, &privileged)?);
+                    // What every step of the job starts with: the default
+                    // working directory and the job's and workflow's env.
+                    let surroundings: Vec<&str> = job
+                        .default_working_directory
+                        .iter()
+                        .chain(&wf.default_working_directory)
+                        .map(|d| d.value.as_str())
+                        .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
+                        .collect();
+                    untrusted.extend(other_code(job, &judge, &privileged, &surroundings)?);
                     // A remote reusable workflow's jobs are not in this
                     // repository. It runs foreign code only with evidence: a
                     // pull-request ref or SHA flows into its inputs, or an
@@ -964,7 +973,12 @@ fn tainted_env(
 }
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
-fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Why>> {
+fn other_code(
+    job: &Job,
+    judge: &Judge,
+    privileged: &[&String],
+    surroundings: &[&str],
+) -> Result<Vec<Why>> {
     let events = events_text(privileged);
     let mut whys = Vec::new();
     for (index, step) in job.steps.iter().enumerate() {
@@ -983,7 +997,7 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
         } else if local {
             Some(String::new())
         } else if let Some(dir) = checkout_subdir(step) {
-            runs_code_from(&job.steps[index + 1..], &dir)
+            runs_code_from(&job.steps[index + 1..], &dir, surroundings)
         } else {
             runs_code(&job.steps[index..], true)
         };
@@ -1161,8 +1175,10 @@ fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
 /// sz.py "$PR"`: a trusted script reading it), a step working inside it,
 /// a tool that searches the workspace (`pytest`, `go`, `cargo`, `find`),
 /// a third-party action (unless it only posts) or local action given it,
-/// or a cache save. Everything else runs trusted bytes.
-fn runs_code_from(later: &[Step], dir: &str) -> Option<String> {
+/// or a cache save; `surroundings` (the job's default working directory and
+/// environment) pointing into it make every step work inside it.
+/// Everything else runs trusted bytes.
+fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
     const READ_ONLY: &[&str] = &[
         "git",
         "diff",
@@ -1235,13 +1251,17 @@ fn runs_code_from(later: &[Step], dir: &str) -> Option<String> {
             }
         }
     }
+    // A job whose default working directory or environment points into it
+    // works inside it in every step.
+    let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
     for step in later {
         // Working inside it, or with an environment that points into it
         // (`PYTHONPATH: pr`), any command that is not read-only may run it.
-        let inside = step
-            .working_directory
-            .as_ref()
-            .is_some_and(|d| mentions_dir(&d.value, dir, &names))
+        let inside = everywhere
+            || step
+                .working_directory
+                .as_ref()
+                .is_some_and(|d| mentions_dir(&d.value, dir, &names))
             || step
                 .env
                 .iter()

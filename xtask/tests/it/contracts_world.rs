@@ -790,4 +790,20 @@ fn a_pull_request_in_a_subdirectory_read_by_trusted_scripts_is_not_code() {
             messages(&all)
         );
     }
+    // The job works in the pull request's directory by default.
+    for default in [
+        "    defaults:\n      run:\n        working-directory: pr\n",
+        "    env:\n      PYTHONPATH: pr\n",
+    ] {
+        let text = bot("          npm ci\n", "").replace(
+            "    runs-on: ubuntu-24.04\n",
+            &format!("    runs-on: ubuntu-24.04\n{default}"),
+        );
+        let all = findings(&repo(&[("szdiff.yml", &text)]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{default}{}",
+            messages(&all)
+        );
+    }
 }
