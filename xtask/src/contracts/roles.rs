@@ -455,10 +455,11 @@ fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
         "GITHUB_ENV",
     ];
     let works_inside = later.iter().any(|step| {
-        let third_party = step.action().is_some_and(|(action, _)| {
-            let owner = action.split('/').next().unwrap_or("");
-            !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
-        });
+        let third_party = !posts_only(step)
+            && step.action().is_some_and(|(action, _)| {
+                let owner = action.split('/').next().unwrap_or("");
+                !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
+            });
         step.working_directory
             .as_ref()
             .is_some_and(|dir| dir.value.contains(name))

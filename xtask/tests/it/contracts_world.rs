@@ -545,6 +545,13 @@ fn same_run_artifact_only_pushed_with_git_is_data() {
     };
     let all = findings(&repo(&[("rebase.yml", &run(to_temp, push))]));
     assert!(on_push(&all).is_empty(), "{}", messages(&all));
+    // Posted as a comment, or uploaded again: data too.
+    let posted = run(to_temp, push).replace(
+        "      - env:\n          TOKEN",
+        "      - uses: marocchino/sticky-pull-request-comment@v3\n        with:\n          path: ${{ runner.temp }}/rebased/summary.md\n      - uses: actions/upload-artifact@v4\n        with:\n          name: again\n          path: ${{ runner.temp }}/rebased\n      - env:\n          TOKEN",
+    );
+    let all = findings(&repo(&[("rebase.yml", &posted)]));
+    assert!(on_push(&all).is_empty(), "{}", messages(&all));
     // Unpacked into the workspace, where the next `git` reads a planted
     // `.git/config`: the bytes may run.
     let all = findings(&repo(&[("rebase.yml", &run("", push))]));
