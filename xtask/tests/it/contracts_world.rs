@@ -814,3 +814,15 @@ fn a_pull_request_in_a_subdirectory_read_by_trusted_scripts_is_not_code() {
         );
     }
 }
+
+/// A `pull_request_target` job runs the default branch's code with
+/// secrets: on the runner where pull-request code ran before it, it is the
+/// trusted job with something to lose.
+#[test]
+fn a_pull_request_target_job_sharing_the_runner_is_exposed() {
+    let wf = "on: pull_request_target\npermissions: {}\njobs:\n  build:\n    runs-on: gpu-box\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n          persist-credentials: false\n      - run: cargo build\n  label:\n    runs-on: gpu-box\n    steps:\n      - run: ./label.sh\n        env:\n          TOKEN: ${{ secrets.LABEL_TOKEN }}\n";
+    let all = findings(&repo(&[("gpu.yml", wf)]));
+    let text = messages(&all);
+    assert!(rules(&all).contains("persistent-runner"), "{text}");
+    assert!(text.contains("`label` of gpu.yml"), "{text}");
+}

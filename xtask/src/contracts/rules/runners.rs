@@ -116,7 +116,15 @@ impl Checker<'_> {
             let trusted_events: Vec<&String> = other
                 .triggers
                 .iter()
-                .filter(|t| !t.starts_with("pull_request"))
+                // The events that run the pull request's workflow code;
+                // `pull_request_target` runs the default branch's, with
+                // secrets.
+                .filter(|t| {
+                    !matches!(
+                        t.as_str(),
+                        "pull_request" | "pull_request_review" | "pull_request_review_comment"
+                    )
+                })
                 .collect();
             if other.pod.is_none()
                 || other.is_untrusted()
