@@ -80,6 +80,9 @@ pub struct JobInfo {
     /// The pod is known to be ephemeral (policy `ephemeral-labels`, or a
     /// label made for this run by an earlier job): it keeps no state.
     pub ephemeral: bool,
+    /// For a runner given as `${{ inputs.NAME }}`: the literal labels its
+    /// callers pass (empty otherwise).
+    pub passed_labels: Vec<String>,
     pub lifecycle: bool,
     /// One entry per way the job can be started (several callers may differ).
     pub permissions: Vec<EffectivePermissions>,
@@ -190,8 +193,9 @@ impl Model {
                     |c| expr::guard_events(&c.value, &triggers[w]),
                 );
                 let runner = runs_on_pod(&workflows, &callers, at, policy);
-                let pod = runner.as_ref().map(|(why, _)| why.clone());
-                let ephemeral = runner.as_ref().is_some_and(|(_, e)| *e);
+                let pod = runner.as_ref().map(|(why, _, _)| why.clone());
+                let ephemeral = runner.as_ref().is_some_and(|(_, e, _)| *e);
+                let passed_labels = runner.map(|(_, _, labels)| labels).unwrap_or_default();
                 let privileged: Vec<&String> = job_triggers
                     .iter()
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
@@ -288,6 +292,7 @@ impl Model {
                     untrusted,
                     pod,
                     ephemeral,
+                    passed_labels,
                     lifecycle,
                     permissions,
                     callee: callees.get(&at).copied(),
@@ -649,15 +654,16 @@ fn is_per_run_label(label: &str) -> bool {
         .any(|(_, body)| body.starts_with("needs.") || body.contains("github.run_id"))
 }
 
-/// Whether a job runs on a self-hosted pod, why, and whether that pod is
-/// known to be ephemeral. A `${{ inputs.NAME }}` runner of a reusable
-/// workflow is resolved from its callers' `with:` (each caller's label).
+/// Whether a job runs on a self-hosted pod, why, whether that pod is
+/// known to be ephemeral, and, for a `${{ inputs.NAME }}` runner of a
+/// reusable workflow (resolved from its callers' `with:`, each caller's
+/// label), the literal labels passed.
 fn runs_on_pod(
     workflows: &[Workflow],
     callers: &BTreeMap<usize, Vec<JobRef>>,
     at: JobRef,
     policy: &Policy,
-) -> Option<(Why, bool)> {
+) -> Option<(Why, bool, Vec<String>)> {
     let job = &workflows[at.workflow].jobs[at.job];
     let ephemeral_label = |label: &str| {
         is_per_run_label(label)
@@ -697,6 +703,11 @@ fn runs_on_pod(
             .unwrap_or_default();
         let all_callers = callers.get(&at.workflow).map_or(0, Vec::len);
         if input.is_some() && !passed.is_empty() && passed.len() == all_callers {
+            let literal: Vec<String> = passed
+                .iter()
+                .map(|(label, _)| label.clone())
+                .filter(|label| !label.contains("${{"))
+                .collect();
             let pod = passed
                 .iter()
                 .find(|(label, _)| label.contains("${{") || !is_hosted_label(label, policy));
@@ -710,6 +721,7 @@ fn runs_on_pod(
                         ),
                     },
                     ephemeral_label(label),
+                    literal,
                 )
             });
         }
@@ -722,6 +734,7 @@ fn runs_on_pod(
                 ),
             },
             ephemeral_label(&unresolved.value),
+            Vec::new(),
         ));
     }
     let pod = job
@@ -735,6 +748,7 @@ fn runs_on_pod(
             text: format!("runs on the self-hosted runner label `{}`", pod.value),
         },
         ephemeral,
+        Vec::new(),
     ))
 }
 

@@ -826,3 +826,34 @@ fn a_pull_request_target_job_sharing_the_runner_is_exposed() {
     assert!(rules(&all).contains("persistent-runner"), "{text}");
     assert!(text.contains("`label` of gpu.yml"), "{text}");
 }
+
+/// A reusable workflow whose runner is `${{ inputs.runner }}`: the label
+/// its callers pass is the runner, compared with the trusted jobs' labels
+/// like a literal one (a runner named by an unresolved expression is not
+/// reported).
+#[test]
+fn a_runner_passed_by_the_callers_is_compared_like_a_literal_label() {
+    let callee = "on:\n  workflow_call:\n    inputs:\n      runner: { type: string }\npermissions: {}\njobs:\n  build:\n    runs-on: ${{ inputs.runner }}\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n          persist-credentials: false\n      - run: cargo build\n";
+    let caller = |runner: &str| {
+        format!(
+            "on: pull_request_target\npermissions: {{}}\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n    with:\n      runner: {runner}\n  label:\n    runs-on: gpu-box\n    steps:\n      - run: ./label.sh\n        env:\n          TOKEN: ${{{{ secrets.LABEL_TOKEN }}}}\n"
+        )
+    };
+    let all = findings(&repo(&[
+        ("build.yml", callee),
+        ("ci.yml", &caller("gpu-box")),
+    ]));
+    let text = messages(&all);
+    assert!(rules(&all).contains("persistent-runner"), "{text}");
+    assert!(text.contains("`label` of ci.yml"), "{text}");
+    // Another machine: nothing shared.
+    let all = findings(&repo(&[
+        ("build.yml", callee),
+        ("ci.yml", &caller("gpu-other")),
+    ]));
+    assert!(
+        !rules(&all).contains("persistent-runner"),
+        "{}",
+        messages(&all)
+    );
+}

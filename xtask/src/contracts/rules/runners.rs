@@ -38,7 +38,7 @@ impl Checker<'_> {
         // A runner group (or a runner named by an expression) usually fronts
         // an autoscaled fleet whose ephemerality the workflow cannot show;
         // labels of individually registered runners are what is reported.
-        let labelled = job.runs_on_unresolved.is_none();
+        let labelled = job.runs_on_unresolved.is_none() || !info.passed_labels.is_empty();
         let pod = info
             .pod
             .as_ref()
@@ -110,7 +110,7 @@ impl Checker<'_> {
     /// (a shared specific label, or runner group) and has something to
     /// lose: secrets, a cache write, or the publisher role. In words.
     pub(super) fn trusted_sharer(&self, info: &JobInfo, job: &Job) -> Option<String> {
-        let keys = runner_keys(job);
+        let keys = runner_keys(info, job);
         self.model.jobs.iter().find_map(|other| {
             let other_job = self.model.job(other.at);
             let trusted_events: Vec<&String> = other
@@ -129,7 +129,7 @@ impl Checker<'_> {
             if other.pod.is_none()
                 || other.is_untrusted()
                 || trusted_events.is_empty()
-                || runner_keys(other_job).is_disjoint(&keys)
+                || runner_keys(other, other_job).is_disjoint(&keys)
             {
                 return None;
             }
@@ -163,7 +163,7 @@ impl Checker<'_> {
 /// The runners a job may land on, for comparing jobs: its specific labels
 /// (lowercased; `self-hosted`, OS and architecture labels say nothing on
 /// their own) or its runner group, else `self-hosted` (any runner).
-fn runner_keys(job: &Job) -> BTreeSet<String> {
+fn runner_keys(info: &JobInfo, job: &Job) -> BTreeSet<String> {
     const GENERIC: &[&str] = &[
         "self-hosted",
         "linux",
@@ -181,11 +181,21 @@ fn runner_keys(job: &Job) -> BTreeSet<String> {
         .map(|l| l.value.trim().to_ascii_lowercase())
         .filter(|l| !GENERIC.contains(&l.as_str()))
         .collect();
-    keys.extend(
-        job.runs_on_unresolved
-            .iter()
-            .map(|u| u.value.trim().to_ascii_lowercase()),
-    );
+    // A runner its callers pass: the labels they pass, else the expression.
+    if info.passed_labels.is_empty() {
+        keys.extend(
+            job.runs_on_unresolved
+                .iter()
+                .map(|u| u.value.trim().to_ascii_lowercase()),
+        );
+    } else {
+        keys.extend(
+            info.passed_labels
+                .iter()
+                .map(|l| l.trim().to_ascii_lowercase())
+                .filter(|l| !GENERIC.contains(&l.as_str())),
+        );
+    }
     if keys.is_empty() {
         keys.insert("self-hosted".to_owned());
     }
