@@ -647,8 +647,9 @@ pub fn shell_code(script: &str) -> String {
         match stack.last_mut() {
             Some(Ctx::Double { keep }) => match b {
                 b'\\' => {
-                    blank(&mut out, i, i + 2);
-                    i += 2;
+                    let end = i + 1 + escaped_len(script, i + 1);
+                    blank(&mut out, i, end);
+                    i = end;
                     continue;
                 }
                 b'"' => {
@@ -672,12 +673,13 @@ pub fn shell_code(script: &str) -> String {
             },
             Some(Ctx::Code { parens, backquote }) => match b {
                 b'\\' => {
-                    blank(&mut out, i, i + 2);
+                    let end = i + 1 + escaped_len(script, i + 1);
+                    blank(&mut out, i, end);
                     // A continued line: the next line's words are arguments.
                     if bytes.get(i + 1) == Some(&b'\n') {
                         out[i + 1] = b' ';
                     }
-                    i += 2;
+                    i = end;
                     continue;
                 }
                 b'\'' => {
@@ -761,6 +763,14 @@ pub fn shell_code(script: &str) -> String {
         i += 1;
     }
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// The length in bytes of the character at `at` of `text` (0 at the end),
+/// so that an escaped character is blanked whole.
+fn escaped_len(text: &str, at: usize) -> usize {
+    text.get(at..)
+        .and_then(|rest| rest.chars().next())
+        .map_or(0, char::len_utf8)
 }
 
 /// True when a quote at `at` starts the command word of a shell command
@@ -850,6 +860,9 @@ mod tests {
         );
         // A shift is no here-document: the next line stays a command.
         let code = shell_code("n=$(( 1 << 2 ))\n./run.sh\n");
+        assert_eq!(code.lines().nth(1), Some("./run.sh"));
+        // An escaped multibyte character is blanked whole: the rest stays.
+        let code = shell_code("echo \"\\é\" \\ü\n./run.sh\n");
         assert_eq!(code.lines().nth(1), Some("./run.sh"));
         // Unterminated quotes and odd input never panic.
         for odd in [
