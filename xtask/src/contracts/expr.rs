@@ -762,7 +762,9 @@ pub fn shell_code(script: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8(out).unwrap_or_default()
+    // Blanking keeps every character whole; should it not, the script as
+    // written is read (more is taken for commands, never less).
+    String::from_utf8(out).unwrap_or_else(|_| script.to_owned())
 }
 
 /// The length in bytes of the character at `at` of `text` (0 at the end),
