@@ -828,6 +828,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shell_code_keeps_every_offset_on_any_input() {
+        // Scripts made of the characters the reader treats specially.
+        let pieces = [
+            "\"", "'", "\\", "$(", ")", "`", "#", "<<", "EOF", "\n", " ", "é", "a/b", ";", "|",
+            "&", "(", "-", "sudo", "x=",
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            let mut script = String::new();
+            for _ in 0..24 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let index = usize::try_from(state >> 59).unwrap_or(0) % pieces.len();
+                script.push_str(pieces[index]);
+            }
+            let code = shell_code(&script);
+            assert_eq!(code.len(), script.len(), "{script:?}");
+            let lines = |t: &str| t.match_indices('\n').count();
+            assert!(lines(&code) <= lines(&script), "{script:?}");
+        }
+    }
+
+    #[test]
     fn shell_code_keeps_commands_and_blanks_what_is_not_run() {
         let script = "post \"see \\`.ai/\\` and [x](${URL}/pull/1)\"\ngit push \\\n  \"https://x/y.git\" 'a/b'\necho \"$(./run.sh)\" # ./not-run\ncat <<EOF\n./body\nEOF\n./after\n";
         let code = shell_code(script);
