@@ -188,6 +188,10 @@ pub struct VerifyKey {
     /// file any of its processes opened, executed or examined.
     #[arg(long, requires = "command")]
     pub trace: bool,
+    /// The tracer `--trace` uses (default: the policy's `[verify] tracer`,
+    /// auto: fanotify where permitted, else strace).
+    #[arg(long, value_enum, requires = "trace")]
+    pub tracer: Option<crate::policy::TracerChoice>,
     /// The build command that `--trace` runs, from the repository root.
     #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
     pub command: Vec<std::ffi::OsString>,

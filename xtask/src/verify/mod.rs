@@ -33,7 +33,15 @@ impl flags::VerifyKey {
             if let Some(dir) = &self.target_dir {
                 output_dirs.push(root.join(dir));
             }
-            return trace::verify_command(&root, &policy, &manifest, &self.command, output_dirs);
+            let choice = self.tracer.unwrap_or(policy.verify.tracer);
+            return trace::verify_command(
+                &root,
+                &policy,
+                &manifest,
+                &self.command,
+                output_dirs,
+                choice,
+            );
         }
         let target_dir = match &self.target_dir {
             Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,

@@ -54,6 +54,11 @@ use std::rc::Rc;
 
 use anyhow::{Context, Result, bail};
 
+use crate::policy::TracerChoice;
+
+#[cfg(target_os = "linux")]
+mod fanotify;
+
 /// The system calls the tracer records, and what each means to the check.
 /// One registry: the strace `-e trace=` list is built from it.
 const SYSCALLS: &[(&str, Call)] = &[
@@ -337,7 +342,9 @@ impl Tracer {
 /// What the check excludes and counts, and what it found.
 #[derive(Debug, Default)]
 pub struct TraceReport {
-    /// Recorded system calls and processes.
+    /// What was recorded: "system calls" (strace) or "fanotify events".
+    pub recorded: &'static str,
+    /// Recorded calls or events, and processes.
     pub calls: usize,
     pub processes: usize,
     /// Distinct repository files the build read, all checked.
@@ -348,6 +355,8 @@ pub struct TraceReport {
     pub output_files: usize,
     /// Distinct repository files the build wrote before it read them.
     pub created_files: usize,
+    /// A few of them, repository-relative and escaped, for the log.
+    pub created_examples: Vec<String>,
     pub git_files: usize,
     pub misses: Vec<TraceMiss>,
 }
@@ -369,8 +378,14 @@ impl TraceReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "verify-key --trace: {} system calls of {} processes and threads recorded",
-            self.calls, self.processes
+            "verify-key --trace: {} {} of {} processes and threads recorded",
+            self.calls,
+            if self.recorded.is_empty() {
+                "system calls"
+            } else {
+                self.recorded
+            },
+            self.processes
         );
         let _ = writeln!(
             out,
@@ -390,8 +405,21 @@ impl TraceReport {
         );
         let _ = writeln!(
             out,
-            "  {} repository files the build wrote before reading them",
-            self.created_files
+            "  {} repository files the build wrote before reading them{}",
+            self.created_files,
+            if self.created_examples.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({}{})",
+                    self.created_examples.join(", "),
+                    if self.created_files > self.created_examples.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                )
+            }
         );
         if self.git_files > 0 {
             let _ = writeln!(
@@ -423,31 +451,127 @@ impl TraceReport {
     }
 }
 
-/// A trace log in a private temporary directory, and the command line that
-/// writes it.
+/// How a build is traced.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// strace: the recorded system calls of every process of the build,
+    /// metadata probes included; each recorded call stops its process.
+    Strace(Tracer),
+    /// fanotify: every open and exec on the repository's mounts, reported
+    /// by the kernel without stopping anything (Linux, `CAP_SYS_ADMIN`).
+    Fanotify,
+}
+
+impl Backend {
+    /// The backend `choice` names, if it can run here: `auto` is fanotify
+    /// where this process may use it, else strace when installed. Otherwise
+    /// why no tracer can run, with the fix.
+    pub fn choose(choice: TracerChoice) -> std::result::Result<Backend, String> {
+        const NO_STRACE: &str = "strace is not installed or does not run (apt-get install strace)";
+        const NO_FANOTIFY: &str =
+            "fanotify is not permitted (it needs Linux and CAP_SYS_ADMIN: run the job as root)";
+        match choice {
+            TracerChoice::Auto if fanotify_available() => Ok(Backend::Fanotify),
+            TracerChoice::Auto => Tracer::find()
+                .map(Backend::Strace)
+                .ok_or_else(|| format!("{NO_STRACE}, and {NO_FANOTIFY}")),
+            TracerChoice::Strace => Tracer::find()
+                .map(Backend::Strace)
+                .ok_or_else(|| format!("the strace tracer was chosen, but {NO_STRACE}")),
+            TracerChoice::Fanotify if fanotify_available() => Ok(Backend::Fanotify),
+            TracerChoice::Fanotify => Err(format!(
+                "the fanotify tracer was chosen, but {NO_FANOTIFY}; or choose strace"
+            )),
+        }
+    }
+
+    /// What the log calls it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Strace(_) => "strace",
+            Backend::Fanotify => "fanotify",
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn fanotify_available() -> bool {
+    fanotify::OpenWatch::available()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fanotify_available() -> bool {
+    false
+}
+
+/// One traced build: a strace log in a private temporary directory and the
+/// command line that writes it, or a running fanotify watch.
 pub struct TraceLog {
     dir: tempfile::TempDir,
+    backend: Backend,
+    #[cfg(target_os = "linux")]
+    watch: RefCell<Option<fanotify::OpenWatch>>,
+    #[cfg(target_os = "linux")]
+    collected: RefCell<Option<fanotify::Collected>>,
 }
 
 impl TraceLog {
-    pub fn new() -> Result<TraceLog> {
+    /// Starts a trace: for fanotify, the watch runs from here until
+    /// [`TraceLog::stop`].
+    pub fn new(backend: &Backend) -> Result<TraceLog> {
         let dir = tempfile::Builder::new()
             .prefix("ci-trust-trace-")
             .tempdir()
             .context("cannot create a directory for the trace")?;
-        Ok(TraceLog { dir })
+        Ok(TraceLog {
+            dir,
+            backend: backend.clone(),
+            #[cfg(target_os = "linux")]
+            watch: RefCell::new(None),
+            #[cfg(target_os = "linux")]
+            collected: RefCell::new(None),
+        })
+    }
+
+    /// Starts watching `root` (fanotify); nothing for strace, which starts
+    /// with each command.
+    pub fn start(&self, root: &Path) -> Result<()> {
+        #[cfg(target_os = "linux")]
+        if matches!(self.backend, Backend::Fanotify) {
+            *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root)?);
+        }
+        let _ = root;
+        Ok(())
+    }
+
+    /// Ends the watch (fanotify) once its events are read: call it after
+    /// the build and before this process reads the repository again.
+    pub fn stop(&self) -> Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(watch) = self.watch.borrow_mut().take() {
+            *self.collected.borrow_mut() = Some(watch.finish()?);
+        }
+        Ok(())
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("strace.log")
     }
 
-    /// `strace …  -- command…` as a program and its arguments.
-    pub fn wrap(&self, tracer: &Tracer, command: &[OsString]) -> (PathBuf, Vec<OsString>) {
-        (tracer.program.clone(), tracer.args(&self.path(), command))
+    /// The command as it runs traced: under strace, or as it is (fanotify
+    /// watches from outside).
+    pub fn wrap(&self, command: &[OsString]) -> (PathBuf, Vec<OsString>) {
+        match &self.backend {
+            Backend::Strace(tracer) => (tracer.program.clone(), tracer.args(&self.path(), command)),
+            Backend::Fanotify => (PathBuf::from(&command[0]), command[1..].to_vec()),
+        }
     }
 
-    /// Checks the log against the key inputs of `manifest`.
+    /// Checks the trace against the key inputs of `manifest`.
     pub fn check(
         &self,
         root: &Path,
@@ -455,12 +579,7 @@ impl TraceLog {
         output_dirs: &[PathBuf],
         start_dir: &Path,
     ) -> Result<TraceReport> {
-        let log = std::fs::read(self.path()).with_context(|| {
-            format!(
-                "strace wrote no trace to {} (it failed to start: see its message above)",
-                self.path().display()
-            )
-        })?;
+        self.stop()?;
         let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
         // Output directories as the kernel names them, so that they compare
         // with the resolved paths of the trace.
@@ -477,15 +596,33 @@ impl TraceLog {
                 root.display()
             );
         }
-        check(
-            &log,
-            &Scope {
-                root,
-                output_dirs: &output_dirs,
-                inputs: &inputs,
-                start_dir,
-            },
-        )
+        let scope = Scope {
+            root,
+            output_dirs: &output_dirs,
+            inputs: &inputs,
+            start_dir,
+        };
+        match &self.backend {
+            Backend::Strace(_) => {
+                let log = std::fs::read(self.path()).with_context(|| {
+                    format!(
+                        "strace wrote no trace to {} (it failed to start: see its message above)",
+                        self.path().display()
+                    )
+                })?;
+                check(&log, &scope)
+            }
+            #[cfg(target_os = "linux")]
+            Backend::Fanotify => {
+                let collected = self.collected.borrow();
+                let collected = collected
+                    .as_ref()
+                    .context("the fanotify watch was never started")?;
+                fanotify::check(collected, &scope)
+            }
+            #[cfg(not(target_os = "linux"))]
+            Backend::Fanotify => bail!("fanotify exists only on Linux"),
+        }
     }
 }
 
@@ -519,26 +656,25 @@ pub fn verify_command(
     manifest: &crate::key::KeyManifest,
     command: &[OsString],
     mut output_dirs: Vec<PathBuf>,
+    choice: TracerChoice,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
         bail!(
             "--trace needs the build command after `--`, e.g. `verify-key --trace -- cargo build --workspace`"
         );
     }
-    let Some(tracer) = Tracer::find() else {
-        bail!(
-            "--trace needs strace, which is not installed (or does not run): install it (`apt-get install strace`)"
-        );
-    };
-    let log = TraceLog::new()?;
-    let (program, args) = log.wrap(&tracer, command);
+    let backend =
+        Backend::choose(choice).map_err(|why| anyhow::anyhow!("--trace cannot run: {why}"))?;
+    let log = TraceLog::new(&backend)?;
+    let (program, args) = log.wrap(command);
     crate::gha::log(&format!(
-        "verify-key --trace: running {} under strace",
+        "verify-key --trace: running {} under {}",
         command
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" "),
+        backend.name()
     ));
     // The build is the checkout's code: it gets no runner control channel
     // or credential, and its output cannot issue workflow commands.
@@ -549,14 +685,17 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
+    log.start(root)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
         build
             .status()
             .with_context(|| format!("cannot run {}", program.display()))?
     };
+    log.stop()?;
     if !status.success() {
-        let traced = std::fs::metadata(log.path()).is_ok_and(|m| m.len() > 0);
+        let traced = matches!(backend, Backend::Fanotify)
+            || std::fs::metadata(log.path()).is_ok_and(|m| m.len() > 0);
         if !traced {
             bail!(
                 "strace did not trace the build ({status}); nothing was checked: see strace's message above"
@@ -1331,6 +1470,17 @@ impl<'a> Analysis<'a> {
             external_files: self.external.len(),
             output_files: self.outputs.len(),
             created_files: self.created_used.len(),
+            created_examples: {
+                let mut examples: Vec<String> = self
+                    .created_used
+                    .iter()
+                    .filter_map(|f| Path::new(f).strip_prefix(self.scope.root).ok())
+                    .map(|rel| escape_controls(&rel.to_string_lossy()))
+                    .collect();
+                examples.sort();
+                examples.truncate(3);
+                examples
+            },
             git_files: self.git.len(),
             ..TraceReport::default()
         };
