@@ -60,6 +60,14 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
         );
         let log = tracer.as_ref().map(TraceLog::new).transpose()?;
         let traced = log.as_ref();
+        let args = spec
+            .nextest
+            .as_ref()
+            .or(spec.build.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        // The archive is written to the staging directory beside `--out`.
+        let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
         if let Some(log) = traced {
             eprintln!("the build runs traced ({})", log.backend().name());
             let tool = if spec.nextest.is_some() {
@@ -67,9 +75,11 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             } else {
                 "cargo build"
             };
-            log.start(root).with_context(|| {
-                format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
-            })?;
+            output_dirs(root, &args, &outputs)
+                .and_then(|dirs| log.start(root, &dirs))
+                .with_context(|| {
+                    format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
+                })?;
         }
         match (&spec.nextest, &spec.build) {
             (Some(args), _) => {
@@ -96,14 +106,6 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             (None, None) => bail!("archive {} has neither `nextest` nor `build`", spec.file),
         }
         if let Some(log) = traced {
-            let args = spec
-                .nextest
-                .as_ref()
-                .or(spec.build.as_ref())
-                .cloned()
-                .unwrap_or_default();
-            // The archive is written to the staging directory beside `--out`.
-            let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
             check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
                 format!(
                     "the traced build of {} is not covered by the key",
@@ -186,11 +188,7 @@ fn check_trace(
             request.artifact_name
         );
     }
-    let workspace = crate::key::workspace::load(root)?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut output_dirs = vec![workspace.target_dir];
-    output_dirs.extend(trace::command_target_dirs(root, &args));
-    output_dirs.extend_from_slice(archive_dirs);
+    let output_dirs = output_dirs(root, args, archive_dirs)?;
     let report = log.check(root, &manifest, &output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     if report.misses.is_empty() {
@@ -206,6 +204,17 @@ fn check_trace(
         list.len(),
         list.join("\n  ")
     )
+}
+
+/// Where the build writes: the workspace's target directory, the command's
+/// own, and the archive directories.
+fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let workspace = crate::key::workspace::load(root)?;
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let mut dirs = vec![workspace.target_dir];
+    dirs.extend(trace::command_target_dirs(root, &args));
+    dirs.extend_from_slice(archive_dirs);
+    Ok(dirs)
 }
 
 /// `cmd` without any runner control variable in its environment.

@@ -135,7 +135,7 @@ impl flags::BenchTrace {
                 let cpu_before = children_cpu_time() + own_cpu_time();
                 let start = Instant::now();
                 if matches!(mode, Mode::Fanotify) {
-                    log.start(&workspace)?;
+                    log.start(&workspace, std::slice::from_ref(&target))?;
                 }
                 let status = std::process::Command::new(&program)
                     .args(&args)

@@ -344,6 +344,9 @@ impl Tracer {
 pub struct TraceReport {
     /// What was recorded: "system calls" (strace) or "fanotify events".
     pub recorded: &'static str,
+    /// Only the repository's files were watched (fanotify): nothing is
+    /// known of files outside it.
+    pub watched_repository_only: bool,
     /// Recorded calls or events, and processes.
     pub calls: usize,
     pub processes: usize,
@@ -393,16 +396,23 @@ impl TraceReport {
             self.repository_files,
             self.repository_files.saturating_sub(self.misses.len())
         );
-        let _ = writeln!(
-            out,
-            "  {} files outside the repository (registry, toolchain, system): covered by Cargo.lock and the rustc version, not hashed",
-            self.external_files
-        );
-        let _ = writeln!(
-            out,
-            "  {} files under the target directories: build output",
-            self.output_files
-        );
+        if self.watched_repository_only {
+            let _ = writeln!(
+                out,
+                "  files outside the repository and under the target directories: not watched (registry and toolchain are covered by Cargo.lock and the rustc version)"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  {} files outside the repository (registry, toolchain, system): covered by Cargo.lock and the rustc version, not hashed",
+                self.external_files
+            );
+            let _ = writeln!(
+                out,
+                "  {} files under the target directories: build output",
+                self.output_files
+            );
+        }
         let _ = writeln!(
             out,
             "  {} repository files the build wrote before reading them{}",
@@ -533,14 +543,14 @@ impl TraceLog {
         })
     }
 
-    /// Starts watching `root` (fanotify); nothing for strace, which starts
-    /// with each command.
-    pub fn start(&self, root: &Path) -> Result<()> {
+    /// Starts watching `root` but its output directories (fanotify);
+    /// nothing for strace, which starts with each command.
+    pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
         #[cfg(target_os = "linux")]
         if matches!(self.backend, Backend::Fanotify) {
-            *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root)?);
+            *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root, output_dirs)?);
         }
-        let _ = root;
+        let _ = (root, output_dirs);
         Ok(())
     }
 
@@ -685,7 +695,8 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
-    log.start(root)?;
+    output_dirs.extend(command_target_dirs(root, command));
+    log.start(root, &output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
         build
@@ -703,7 +714,6 @@ pub fn verify_command(
         }
         bail!("the traced build failed ({status}); nothing was checked, fix the build first");
     }
-    output_dirs.extend(command_target_dirs(root, command));
     let report = log.check(root, manifest, &output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     // The key was computed before the build; a build that rewrote an input

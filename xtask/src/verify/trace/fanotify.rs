@@ -1,8 +1,9 @@
 //! The fanotify backend of `verify-key --trace`: the kernel reports every
-//! file opened or executed on the repository's mounts while the build runs,
-//! without stopping the build's processes.
+//! file of the repository opened or executed while the build runs, without
+//! stopping the build's processes.
 //!
-//! This module owns the fanotify group (setting it up, marking mounts,
+//! This module owns the fanotify group (setting it up, marking the
+//! repository's directories,
 //! reading its events on a collector thread) and turning events into the
 //! checker's terms ([`super::Analysis`]). It does not decide which files are
 //! key inputs, run builds or parse strace logs.
@@ -23,8 +24,7 @@
 //! while the process can still be looked up; a process that is gone by the
 //! time its event is read counts as the build's (fail closed).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ffi::OsString;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -42,7 +42,8 @@ use super::{Analysis, Process, Scope, TraceReport};
 
 /// What the group asks the kernel to report: opens (of files and of
 /// directories, which is how a listing starts) and executions.
-const EVENTS: u64 = libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR;
+const EVENTS: u64 =
+    libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR | libc::FAN_EVENT_ON_CHILD;
 
 /// One repository-relevant event, with what was known of its process when
 /// it was read.
@@ -66,11 +67,9 @@ pub struct Opened {
 pub struct Collected {
     pub opened: Vec<Opened>,
     pub events: usize,
-    /// Files opened outside the repository (toolchain, registry, output).
-    pub outside: HashSet<PathBuf>,
 }
 
-/// A running fanotify watch over the mounts that hold the repository.
+/// A running fanotify watch over the repository's directories.
 pub struct OpenWatch {
     stop: Arc<AtomicBool>,
     collector: Option<JoinHandle<Result<Collected>>>,
@@ -83,15 +82,30 @@ impl OpenWatch {
         init_group().is_ok()
     }
 
-    /// Starts watching every mount that holds a part of `root`.
-    pub fn start(root: &Path) -> Result<OpenWatch> {
+    /// Starts watching every directory of `root` (see [`mark_directories`]).
+    pub fn start(root: &Path, output_dirs: &[PathBuf]) -> Result<OpenWatch> {
         let group = init_group()?;
         let root = std::fs::canonicalize(root)
             .with_context(|| format!("cannot resolve {}", root.display()))?;
-        let mut marked = vec![root.clone()];
-        marked.extend(mounts_under(&root)?);
-        for path in &marked {
-            mark_mount(&group, path)?;
+        let output_dirs: Vec<PathBuf> = output_dirs
+            .iter()
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        mark_directories(&group, &root, &output_dirs)?;
+        // Executions on the mounts of the repository and of the output
+        // directories (build scripts run from there): they name a process
+        // that has exited by the time its reads are looked at.
+        for dir in std::iter::once(&root).chain(&output_dirs) {
+            let existing = dir
+                .ancestors()
+                .find(|d| d.is_dir())
+                .unwrap_or(Path::new("/"));
+            mark(
+                &group,
+                existing,
+                libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
+                libc::FAN_OPEN_EXEC,
+            )?;
         }
         let stop = Arc::new(AtomicBool::new(false));
         let started = SystemTime::now();
@@ -136,7 +150,10 @@ impl Drop for OpenWatch {
 /// still be reported and fail the check).
 #[allow(unsafe_code)]
 fn init_group() -> Result<File> {
-    let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_UNLIMITED_QUEUE;
+    let flags = libc::FAN_CLASS_NOTIF
+        | libc::FAN_CLOEXEC
+        | libc::FAN_UNLIMITED_QUEUE
+        | libc::FAN_UNLIMITED_MARKS;
     let event_flags = libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC;
     let event_flags = u32::try_from(event_flags).context("fanotify event flags")?;
     // SAFETY: fanotify_init takes two integer flag sets and returns a new
@@ -152,9 +169,43 @@ fn init_group() -> Result<File> {
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-/// Marks the mount that holds `path` for [`EVENTS`].
+/// Marks every directory of the repository, except `.git` and the build's
+/// output directories, for [`EVENTS`] on itself and its children. Inode
+/// marks rather than a mount mark: the kernel then reports the
+/// repository's files only, not every file the toolchain opens. A
+/// directory the build creates is not watched: what is in it, the build
+/// wrote (a file it moved there from the repository is seen by strace only).
+fn mark_directories(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<usize> {
+    let walk = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|entry| {
+            if !entry.file_type().is_dir() {
+                return false;
+            }
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            !crate::key::is_git_metadata(&rel.to_string_lossy())
+                && !output_dirs.iter().any(|d| d == entry.path())
+        });
+    let mut marked = 0;
+    for entry in walk {
+        let entry = entry.context("cannot walk the repository to watch it")?;
+        mark(
+            group,
+            entry.path(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
+            EVENTS,
+        )?;
+        marked += 1;
+    }
+    if marked == 0 {
+        bail!("{} has no directory to watch", root.display());
+    }
+    Ok(marked)
+}
+
 #[allow(unsafe_code)]
-fn mark_mount(group: &File, path: &Path) -> Result<()> {
+fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<()> {
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .with_context(|| format!("{} contains a NUL byte", path.display()))?;
     // SAFETY: the group descriptor is open for the call, c_path is a valid
@@ -162,60 +213,17 @@ fn mark_mount(group: &File, path: &Path) -> Result<()> {
     let rc = unsafe {
         libc::fanotify_mark(
             group.as_raw_fd(),
-            libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
-            EVENTS,
+            flags,
+            events,
             libc::AT_FDCWD,
             c_path.as_ptr(),
         )
     };
     if rc != 0 {
         let err = std::io::Error::last_os_error();
-        bail!(
-            "cannot watch the mount of {} with fanotify: {err}",
-            path.display()
-        );
+        bail!("cannot watch {} with fanotify: {err}", path.display());
     }
     Ok(())
-}
-
-/// Mount points strictly under `root`: files there belong to another mount,
-/// which a mark on the root's mount does not cover.
-fn mounts_under(root: &Path) -> Result<Vec<PathBuf>> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")
-        .context("cannot read /proc/self/mountinfo to find the mounts under the repository")?;
-    let mut mounts = Vec::new();
-    for line in info.lines() {
-        // Field 5 is the mount point, with space, tab, newline and
-        // backslash written as octal escapes.
-        let Some(point) = line.split(' ').nth(4) else {
-            continue;
-        };
-        let point = PathBuf::from(OsString::from(unescape_mountinfo(point)));
-        if point != root && point.starts_with(root) {
-            mounts.push(point);
-        }
-    }
-    Ok(mounts)
-}
-
-fn unescape_mountinfo(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(code) = field
-                .get(i + 1..i + 4)
-                .and_then(|o| u8::from_str_radix(o, 8).ok())
-        {
-            out.push(code);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Reads events until `stop` is set and the queue is empty. Called on the
@@ -268,9 +276,6 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             let inside = bytes == root_bytes.as_slice()
                 || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
             if !inside {
-                if !collected.outside.contains(&path) {
-                    collected.outside.insert(path);
-                }
                 continue;
             }
             let Some(info) = processes.lookup(event.pid) else {
@@ -530,14 +535,9 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             analysis.use_file(&link, "followed", &process);
         }
     }
-    // Outside the repository: only counted, as output or external.
-    if let Some(process) = analysis.processes.values().next().cloned() {
-        for path in &collected.outside {
-            analysis.use_file(path, "read", &process);
-        }
-    }
     let mut report = analysis.finish(collected.events)?;
     report.recorded = "fanotify events";
+    report.watched_repository_only = true;
     Ok(report)
 }
 
@@ -572,13 +572,6 @@ fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_decoded() {
-        assert_eq!(unescape_mountinfo(r"/a\040b\011c"), "/a b\tc");
-        assert_eq!(unescape_mountinfo(r"/plain"), "/plain");
-        assert_eq!(unescape_mountinfo(r"/trailing\04"), r"/trailing\04");
-    }
 
     #[test]
     fn a_short_or_foreign_event_is_an_error() {
