@@ -1031,13 +1031,21 @@ struct Process {
     crate_name: Option<String>,
     /// The working directory it started in (a build script's package).
     start_dir: PathBuf,
+    /// Not started by the xtask (fanotify sees every process).
+    outside_tree: bool,
 }
 
 impl Process {
     /// The process as the report names it, control characters escaped:
     /// executable names and `--crate-name` come from the checkout.
     fn describe(&self, scope: &Scope) -> String {
-        escape_controls(&self.describe_raw(scope))
+        let described = self.describe_raw(scope);
+        if self.outside_tree {
+            return escape_controls(&format!(
+                "{described}, not started by the build: another process read the repository while the build ran; if it is no daemon of the build, stop it and trace again"
+            ));
+        }
+        escape_controls(&described)
     }
 
     fn describe_raw(&self, scope: &Scope) -> String {
@@ -1252,6 +1260,7 @@ impl<'a> Analysis<'a> {
                     exe: file.clone(),
                     crate_name,
                     start_dir,
+                    outside_tree: false,
                 });
                 self.processes.insert(call.pid, new.clone());
                 self.use_file(&file, "executed", &new);

@@ -543,8 +543,9 @@ fn fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote() {
         text.contains("1 repository files the build wrote before reading them (app/generated.txt)"),
         "{text}"
     );
-    // Processes that are not the build's do not count: a file read by a
-    // process started before the watch, beside the build, is not a miss.
+    // Every process's reads count: a daemon the build started may have left
+    // its process tree. A bystander that reads the repository while the
+    // build runs is reported as such (fail closed).
     ws.file("app/undeclared.txt", "read by a bystander\n");
     let reader = std::process::Command::new("sh")
         .arg("-c")
@@ -558,5 +559,23 @@ fn fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote() {
     let _ = reader.kill();
     let _ = reader.wait();
     let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("app/undeclared.txt  (read by ")
+            && text.contains("not started by the build: another process read the repository"),
+        "{text}"
+    );
+
+    // A daemon of the build that left its process tree (double fork) reads
+    // for the build all the same.
+    ws.file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    std::process::Command::new(\"sh\").arg(\"-c\").arg(format!(\"(sleep 0.3; cat daemon.txt > {out}/copy.txt) & exit 0\")).status().unwrap();\n    while std::fs::metadata(format!(\"{out}/copy.txt\")).map_or(true, |m| m.len() == 0) { std::thread::sleep(std::time::Duration::from_millis(50)); }\n}\n",
+    )
+    .file("app/daemon.txt", "read by a daemon\n");
+    std::fs::remove_file(ws.join("app/undeclared.txt")).unwrap();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("app/daemon.txt  (read by "), "{text}");
 }

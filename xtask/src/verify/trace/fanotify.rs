@@ -20,9 +20,12 @@
 //! - it needs `CAP_SYS_ADMIN` (root on a hosted runner, not in most
 //!   containers); without it the trace falls back to strace.
 //!
-//! Events of processes that are not descendants of this one are dropped
-//! while the process can still be looked up; a process that is gone by the
-//! time its event is read counts as the build's (fail closed).
+//! Every process's opens count, not only those of the build's process tree:
+//! a daemon the build started and that left the tree (double fork, an
+//! `sccache` server) reads for the build all the same. A process that does
+//! not descend from this one is named as such in the report, so that a
+//! bystander (an editor scanning the checkout) is recognised; this process's
+//! own opens do not count.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -57,6 +60,8 @@ pub struct Opened {
     pub created: bool,
     /// `None` when the process was gone before it could be looked up.
     pub exe: Option<PathBuf>,
+    /// Alive when looked up, and not started by this process.
+    pub outside_tree: bool,
     pub cwd: Option<PathBuf>,
     pub crate_name: Option<String>,
 }
@@ -294,6 +299,7 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
                 executed,
                 pid: event.pid,
                 exe: info.exe.clone(),
+                outside_tree: info.outside_tree,
                 cwd: info.cwd.clone(),
                 crate_name: info.crate_name.clone(),
                 path,
@@ -385,6 +391,8 @@ fn parse_event(bytes: &[u8]) -> Result<Event> {
 #[derive(Debug, Clone, Default)]
 struct ProcessInfo {
     exe: Option<PathBuf>,
+    /// Not a descendant of this process (alive, and traced back elsewhere).
+    outside_tree: bool,
     cwd: Option<PathBuf>,
     crate_name: Option<String>,
 }
@@ -424,8 +432,7 @@ impl ProcessTable {
         }
     }
 
-    /// The process, or `None` when it is this process or not one of its
-    /// descendants.
+    /// The process, or `None` when it is this process.
     fn lookup(&mut self, pid: u32) -> Option<ProcessInfo> {
         if pid == self.own_pid {
             return None;
@@ -433,16 +440,14 @@ impl ProcessTable {
         if let Some(known) = self.known.get(&pid) {
             return known.clone();
         }
-        let entry = match descends_from(pid, self.own_pid) {
-            Some(false) => None,
-            // A descendant, or gone: the build's, by default.
-            Some(true) | None => Some(read_process(pid).unwrap_or_else(|| ProcessInfo {
-                exe: self.executed.get(&pid).cloned(),
-                ..ProcessInfo::default()
-            })),
-        };
-        self.known.insert(pid, entry.clone());
-        entry
+        let mut info = read_process(pid).unwrap_or_else(|| ProcessInfo {
+            exe: self.executed.get(&pid).cloned(),
+            ..ProcessInfo::default()
+        });
+        // Gone before it could be traced back: presumed the build's.
+        info.outside_tree = descends_from(pid, self.own_pid) == Some(false);
+        self.known.insert(pid, Some(info.clone()));
+        Some(info)
     }
 }
 
@@ -479,6 +484,7 @@ fn read_process(pid: u32) -> Option<ProcessInfo> {
         exe: Some(exe),
         cwd,
         crate_name,
+        outside_tree: false,
     })
 }
 
@@ -495,6 +501,7 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
                 Rc::new(Process {
                     pid: event.pid,
                     exe: event.exe.clone().unwrap_or_else(|| PathBuf::from("?")),
+                    outside_tree: event.outside_tree,
                     crate_name: event.crate_name.clone(),
                     start_dir: event
                         .cwd
