@@ -579,3 +579,62 @@ fn fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("app/daemon.txt  (read by "), "{text}");
 }
+
+/// True when this process may bind-mount (root), which the attack below
+/// needs; otherwise says the test is skipped.
+fn can_bind_mount(test: &str) -> bool {
+    let scratch = Fixture::new();
+    scratch.file("a", "a").file("b", "b");
+    let ok = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(scratch.join("a"))
+        .arg(scratch.join("b"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let _ = std::process::Command::new("umount")
+            .arg(scratch.join("b"))
+            .status();
+    } else {
+        eprintln!("skipped {test}: bind mounts need root");
+    }
+    ok
+}
+
+#[test]
+fn fanotify_sees_a_repository_file_read_through_a_bind_mount() {
+    let test = "fanotify_sees_a_repository_file_read_through_a_bind_mount";
+    if !have_fanotify(test) || !can_bind_mount(test) {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    package(&ws, "app", "app", "");
+    // The build script mounts an undeclared file over a key input, which
+    // rustc then embeds: the path is a key input, the bytes are not.
+    ws.file(
+        "app/src/lib.rs",
+        "pub const T: &str = include_str!(\"data.txt\");\n",
+    )
+    .file("app/src/data.txt", "keyed\n")
+    .file("app/secret.txt", "not keyed\n")
+    .file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let ok = std::process::Command::new(\"mount\").args([\"--bind\", \"secret.txt\", \"src/data.txt\"]).status().unwrap().success();\n    assert!(ok);\n}\n",
+    );
+    lock(&ws);
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let _ = std::process::Command::new("umount")
+        .arg(ws.join("app/src/data.txt"))
+        .status();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("app/src/data.txt  (read through a mount the build made by rustc"),
+        "{text}"
+    );
+}

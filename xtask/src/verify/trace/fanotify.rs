@@ -27,11 +27,11 @@
 //! bystander (an editor scanning the checkout) is recognised; this process's
 //! own opens do not count.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -64,6 +64,8 @@ pub struct Opened {
     pub outside_tree: bool,
     pub cwd: Option<PathBuf>,
     pub crate_name: Option<String>,
+    /// Reached through a mount that is not the repository's.
+    pub foreign_mount: bool,
 }
 
 /// What the collector returns: the events inside the repository, in order,
@@ -97,6 +99,7 @@ impl OpenWatch {
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
             .collect();
         mark_directories(&group, &root, &output_dirs)?;
+        let repository_mounts = repository_mounts(&root)?;
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
         // that has exited by the time its reads are looked at.
@@ -118,7 +121,7 @@ impl OpenWatch {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fanotify".to_owned())
-                .spawn(move || collect(&group, &root, started, &stop))
+                .spawn(move || collect(&group, &root, &repository_mounts, started, &stop))
                 .context("cannot start the fanotify collector thread")?
         };
         Ok(OpenWatch {
@@ -233,7 +236,13 @@ fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<(
 
 /// Reads events until `stop` is set and the queue is empty. Called on the
 /// collector thread.
-fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) -> Result<Collected> {
+fn collect(
+    group: &File,
+    root: &Path,
+    repository_mounts: &HashSet<u64>,
+    started: SystemTime,
+    stop: &AtomicBool,
+) -> Result<Collected> {
     let mut collected = Collected::default();
     let mut processes = ProcessTable::new();
     let mut buffer = vec![0u8; 256 * 1024];
@@ -270,6 +279,7 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
                 continue;
             };
+            let mount = mount_id(fd.as_raw_fd());
             let file = File::from(fd);
             let metadata = file.metadata().ok();
             let path = strip_deleted(path, metadata.as_ref());
@@ -280,7 +290,14 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             let bytes = path.as_os_str().as_bytes();
             let inside = bytes == root_bytes.as_slice()
                 || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
-            if !inside {
+            // Only the repository's directories are marked for opens: an
+            // open reported through one of them, on a mount other than the
+            // repository's, reached a repository file through a mount the
+            // build made (a bind mount, another mount namespace), under
+            // whatever name it gave it.
+            let opened = event.mask & libc::FAN_OPEN != 0;
+            let foreign_mount = opened && mount.is_none_or(|id| !repository_mounts.contains(&id));
+            if !inside && !foreign_mount {
                 continue;
             }
             let Some(info) = processes.lookup(event.pid) else {
@@ -302,6 +319,7 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
                 outside_tree: info.outside_tree,
                 cwd: info.cwd.clone(),
                 crate_name: info.crate_name.clone(),
+                foreign_mount,
                 path,
             });
         }
@@ -309,6 +327,61 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             bail!("fanotify returned a truncated event ({len} bytes read, {offset} parsed)");
         }
     }
+}
+
+/// The mount a descriptor of this process is on (`mnt_id` of its fdinfo).
+fn mount_id(fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("mnt_id:"))
+        .and_then(|id| id.trim().parse().ok())
+}
+
+/// The mounts the repository is on: the one holding its root and every
+/// mount below it, as they are when the watch starts.
+fn repository_mounts(root: &Path) -> Result<HashSet<u64>> {
+    let dir = File::open(root).with_context(|| format!("cannot open {}", root.display()))?;
+    let mut mounts = HashSet::new();
+    mounts.insert(
+        mount_id(dir.as_raw_fd())
+            .with_context(|| format!("cannot tell which mount {} is on", root.display()))?,
+    );
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .context("cannot read /proc/self/mountinfo")?;
+    for line in info.lines() {
+        let mut fields = line.split(' ');
+        let (Some(id), Some(point)) = (fields.next(), fields.nth(3)) else {
+            continue;
+        };
+        // Mount points are written with octal escapes (`\040` for a space).
+        let point = unescape_octal(point);
+        if Path::new(&point).starts_with(root)
+            && let Ok(id) = id.parse()
+        {
+            mounts.insert(id);
+        }
+    }
+    Ok(mounts)
+}
+
+fn unescape_octal(field: &str) -> std::ffi::OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The path of a file the build removed before its event was read: the
@@ -492,6 +565,7 @@ fn read_process(pid: u32) -> Option<ProcessInfo> {
 pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
     let mut analysis = Analysis::new(scope);
     let mut processes: HashMap<u32, Rc<Process>> = HashMap::new();
+    let mut foreign: Vec<(PathBuf, Rc<Process>)> = Vec::new();
     // Each file opened, and the first process that opened it.
     let mut opened_files: BTreeMap<PathBuf, Rc<Process>> = BTreeMap::new();
     for event in &collected.opened {
@@ -511,6 +585,10 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             })
             .clone();
         analysis.processes.insert(event.pid, process.clone());
+        if event.foreign_mount {
+            foreign.push((event.path.clone(), process.clone()));
+            continue;
+        }
         if event.created {
             analysis.created.insert(event.path.clone().into_os_string());
         }
@@ -543,6 +621,19 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         }
     }
     let mut report = analysis.finish(collected.events)?;
+    for (path, process) in foreign {
+        report.misses.push(super::TraceMiss {
+            path: super::escape_controls(
+                &path
+                    .strip_prefix(scope.root)
+                    .unwrap_or(&path)
+                    .to_string_lossy(),
+            ),
+            access: "read through a mount the build made",
+            process: process.describe(scope),
+            fix: "a repository file was opened through a bind mount or another mount namespace, under a name that hides it; the build must not mount repository files (if a sandbox such as bubblewrap runs part of it, trace with --tracer strace)".to_owned(),
+        });
+    }
     report.recorded = "fanotify events";
     report.watched_repository_only = true;
     Ok(report)
@@ -579,6 +670,21 @@ fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_octal(r"/a\040b\011c"), "/a b\tc");
+        assert_eq!(unescape_octal("/plain"), "/plain");
+        assert_eq!(unescape_octal(r"/trailing\04"), r"/trailing\04");
+    }
+
+    #[test]
+    fn the_mount_of_a_descriptor_is_read_from_fdinfo() {
+        let dir = File::open("/").unwrap();
+        assert!(mount_id(dir.as_raw_fd()).is_some());
+        assert_eq!(mount_id(-1), None);
+        assert!(!repository_mounts(Path::new("/")).unwrap().is_empty());
+    }
 
     #[test]
     fn a_short_or_foreign_event_is_an_error() {
