@@ -36,10 +36,10 @@ enum Mode {
 
 const CONTENDERS: &[(&str, Mode)] = &[
     ("cargo build (untraced)", Mode::Untraced),
-    ("strace --seccomp-bpf (chosen)", Mode::Seccomp),
+    ("strace --seccomp-bpf, full list", Mode::Seccomp),
     ("same, opens and execs only", Mode::SeccompOpensOnly),
     ("strace -f, no seccomp filter", Mode::PlainStrace),
-    ("fanotify (opens, execs)", Mode::Fanotify),
+    ("fanotify (auto, where permitted)", Mode::Fanotify),
 ];
 
 impl flags::BenchTrace {
