@@ -449,6 +449,58 @@ impl CargoConfig {
     }
 }
 
+/// What a cargo or rustup started in a directory reads there besides the
+/// root's files: cargo probes `.cargo/config` and `.cargo/config.toml` in
+/// its working directory and every ancestor, rustup `rust-toolchain` and
+/// `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is set, which a build
+/// script may remove). A build script that builds GPU kernels with a nested
+/// `cargo build` starts it in its package directory, so a file added there
+/// changes the build: present or absent, each is a key input.
+pub const NESTED_PROBES: &[(&str, &str)] = &[
+    (".cargo/config", "cargo configuration"),
+    (".cargo/config.toml", "cargo configuration"),
+    ("rust-toolchain", "rustup toolchain file"),
+    ("rust-toolchain.toml", "rustup toolchain file"),
+];
+
+/// The directories strictly below `root` where a build script may start a
+/// nested cargo or rustup: each package directory and its ancestors.
+pub fn nested_start_dirs<'a>(
+    root: &Path,
+    package_dirs: impl Iterator<Item = &'a Path>,
+) -> BTreeSet<PathBuf> {
+    let mut dirs = BTreeSet::new();
+    for dir in package_dirs {
+        for ancestor in dir.ancestors() {
+            if ancestor == root || !ancestor.starts_with(root) {
+                break;
+            }
+            dirs.insert(ancestor.to_path_buf());
+        }
+    }
+    dirs
+}
+
+impl CargoConfig {
+    /// The configuration files a cargo started in one of `dirs` reads
+    /// beyond the root's: each directory's own `.cargo/config[.toml]` and
+    /// what it includes, with its paths relative to that directory.
+    pub fn nested(root: &Path, dirs: &BTreeSet<PathBuf>) -> Result<CargoConfig> {
+        let mut config = CargoConfig::default();
+        for dir in dirs {
+            if let Some(file) = probe(&dir.join(".cargo"), "config") {
+                let base = base_of(&file);
+                let origin = format!(
+                    "read by a cargo a build script starts in {}",
+                    display(root, dir)
+                );
+                config.read(root, &file, base, origin, &mut Vec::new())?;
+            }
+        }
+        Ok(config)
+    }
+}
+
 /// `dir/name` or `dir/name.toml`, as cargo chooses: the file without the
 /// extension wins when both exist.
 fn probe(dir: &Path, name: &str) -> Option<PathBuf> {

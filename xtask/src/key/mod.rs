@@ -301,6 +301,27 @@ fn add_build_configuration(
         )?;
     }
     let mut references = config.references(root);
+    // What a nested cargo or rustup started by a build script reads
+    // (cargo_config::NESTED_PROBES): present or absent, an input.
+    let package_dirs = workspace.packages.iter().map(|p| p.dir.as_path());
+    let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
+    for dir in &nested_dirs {
+        let shown = inputs::shown(dir.strip_prefix(root).unwrap_or(dir));
+        for (file, what) in cargo_config::NESTED_PROBES {
+            let why = format!("{what} a cargo or rustup started in {shown} would read");
+            inputs.add_maybe_absent(&dir.join(file), &why)?;
+        }
+        let why = format!("cargo configuration a cargo started in {shown} would read");
+        inputs.add_dir(&dir.join(".cargo"), &why, false)?;
+    }
+    let nested = cargo_config::CargoConfig::nested(root, &nested_dirs)?;
+    for file in nested.checkout_files(root) {
+        inputs.add(
+            &file.path,
+            &format!("cargo configuration ({})", file.origin),
+        )?;
+    }
+    references.extend(nested.references(root));
     for (var, value) in components::build_environment() {
         let flags = value.split(['\u{1f}', ' ', '\t']);
         for path in cargo_config::flag_paths(flags, root, &[]) {

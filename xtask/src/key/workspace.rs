@@ -33,6 +33,11 @@ pub struct Package {
     pub dependency_features: Vec<(String, Vec<String>)>,
     /// The values of the package's `[features]` table, flattened.
     pub feature_values: Vec<String>,
+    /// The README cargo hands to rustc as `CARGO_PKG_README`: the manifest's
+    /// `readme`, or the first of `README.md`, `README.txt`, `README` that
+    /// exists in the package directory (cargo looks for it at build time, so
+    /// adding one changes the build without touching a manifest).
+    pub readme: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +234,7 @@ fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
             .map(|dep| (dep.name.clone(), dep.features.clone()))
             .collect(),
         feature_values: package.features.values().flatten().cloned().collect(),
+        readme: package.readme.as_ref().map(|r| r.to_string()),
         manifest,
     }
 }
