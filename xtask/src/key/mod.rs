@@ -303,7 +303,12 @@ fn add_build_configuration(
     let mut references = config.references(root);
     // What a nested cargo or rustup started by a build script reads
     // (cargo_config::NESTED_PROBES): present or absent, an input.
-    let package_dirs = workspace.packages.iter().map(|p| p.dir.as_path());
+    let unbuilt_tool = tool_package::unbuilt_tool_manifest(workspace, policy);
+    let package_dirs = workspace
+        .packages
+        .iter()
+        .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
+        .map(|p| p.dir.as_path());
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
     for dir in &nested_dirs {
         let shown = inputs::shown(dir.strip_prefix(root).unwrap_or(dir));

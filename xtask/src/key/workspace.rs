@@ -77,7 +77,78 @@ pub struct Workspace {
     pub config: CargoConfig,
 }
 
+/// Where one cargo command writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// The target directory: final artifacts.
+    pub target_dir: PathBuf,
+    /// The build directory (`build.build-dir`, by default the target
+    /// directory): `<profile>/deps/*.d` dep-info and build script outputs.
+    pub build_dir: PathBuf,
+}
+
 impl Workspace {
+    /// Where the cargo (or `cargo nextest`) command line `args`, run from
+    /// `repo_root`, writes, as cargo decides it: the target directory is
+    /// the last `--target-dir`, else `CARGO_TARGET_DIR`, else
+    /// `build.target-dir` from the command's `--config` values (the last
+    /// wins), else `CARGO_BUILD_TARGET_DIR` or the configuration files (what
+    /// [`Workspace::target_dir`] already holds); the build directory is
+    /// `build.build-dir` from the same sources (`CARGO_BUILD_BUILD_DIR`), else
+    /// the target directory. Arguments after `--` are not cargo's.
+    pub fn command_output<S: AsRef<str>>(
+        &self,
+        repo_root: &Path,
+        args: &[S],
+    ) -> Result<CommandOutput> {
+        let args: Vec<&str> = args
+            .iter()
+            .map(AsRef::as_ref)
+            .take_while(|a| *a != "--")
+            .collect();
+        let values = |flag: &str| -> Vec<&str> {
+            let mut found = Vec::new();
+            for (i, arg) in args.iter().enumerate() {
+                if *arg == flag {
+                    found.extend(args.get(i + 1).copied());
+                } else if let Some(value) = arg.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
+                {
+                    found.push(value);
+                }
+            }
+            found
+        };
+        let cli = CargoConfig::from_command_line(repo_root, &values("--config"))?;
+        let env_dir = |var: &str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(|dir| normalize(&repo_root.join(dir)))
+        };
+        let target_dir = match values("--target-dir").last() {
+            Some(dir) => normalize(&repo_root.join(dir)),
+            None if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|v| !v.is_empty()) => {
+                self.target_dir.clone()
+            }
+            None => cli
+                .target_dir(repo_root)
+                .map_or_else(|| self.target_dir.clone(), |dir| dir.path),
+        };
+        let configured_build_dir = cli
+            .build_dir(repo_root)
+            .map(|dir| cargo_config::expand_build_dir(&dir, &self.root))
+            .or_else(|| env_dir("CARGO_BUILD_BUILD_DIR").map(Ok))
+            .or_else(|| {
+                self.build_dir
+                    .as_ref()
+                    .map(|dir| cargo_config::expand_build_dir(dir, &self.root))
+            })
+            .transpose()?;
+        Ok(CommandOutput {
+            build_dir: configured_build_dir.unwrap_or_else(|| target_dir.clone()),
+            target_dir,
+        })
+    }
+
     /// Package name to package directory, for every package built from the repository.
     pub fn package_dirs(&self) -> std::collections::BTreeMap<String, PathBuf> {
         self.packages
@@ -117,7 +188,12 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
         root: workspace_root.clone(),
         target_dir,
         configured_target_dir,
-        build_dir: config.build_dir(repo_root),
+        // `{workspace-root}/…` is expanded so that a build directory among
+        // the sources is refused; one that cannot be is taken literally.
+        build_dir: config.build_dir(repo_root).map(|dir| OutputDir {
+            path: cargo_config::expand_build_dir(&dir, &workspace_root).unwrap_or(dir.path),
+            set_by: dir.set_by,
+        }),
         build_targets,
         packages: Vec::new(),
         manifests: BTreeSet::from([root_manifest.clone(), workspace_root.join("Cargo.toml")]),

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+use crate::key::workspace::CommandOutput;
 use crate::key::{self, KeyManifest};
 use crate::policy::{ArchiveSpec, Policy};
 use crate::{flags, gha};
@@ -33,12 +34,26 @@ impl flags::VerifyKey {
             if let Some(dir) = &self.target_dir {
                 output_dirs.push(root.join(dir));
             }
+            // Wherever the command's `--target-dir`, `--config` or the
+            // environment sends its output, and the build directory.
+            let args: Vec<String> = self
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let outputs = workspace.command_output(&root, &args)?;
+            output_dirs.extend([outputs.target_dir, outputs.build_dir]);
             return trace::verify_command(&root, &policy, &manifest, &self.command, output_dirs);
         }
-        let target_dir = match &self.target_dir {
-            Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,
-            None => workspace.target_dir.clone(),
-        };
+        let mut args = Vec::new();
+        if let Some(dir) = &self.target_dir {
+            let dir = std::path::absolute(dir).context("cannot resolve --target-dir")?;
+            args = vec![
+                "--target-dir".to_owned(),
+                dir.to_string_lossy().into_owned(),
+            ];
+        }
+        let outputs = workspace.command_output(&root, &args)?;
         let package_dirs = workspace.package_dirs();
         // Without --target, the build went where the checkout's `[build]
         // target` (or CARGO_BUILD_TARGET) sent it, not to the host directory.
@@ -52,13 +67,16 @@ impl flags::VerifyKey {
         };
         let mut misses = Vec::new();
         for triple in triples {
-            let mut build = target_dir.clone();
+            // Dep-info lives in the build directory (`build.build-dir`,
+            // by default the target directory).
+            let mut build = outputs.build_dir.clone();
             if let Some(triple) = &triple {
                 build.push(triple);
             }
             let dirs = BuildDirs {
                 profile_dir: build.join(profile_dir(&self.profile)),
-                target_dir: target_dir.clone(),
+                build_dir: outputs.build_dir.clone(),
+                target_dir: outputs.target_dir.clone(),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -83,14 +101,14 @@ impl flags::VerifyKey {
 pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy) -> Result<()> {
     let workspace = key::workspace::load(root)?;
     let package_dirs = workspace.package_dirs();
-    let mut dirs: Vec<BuildDirs> = policy
-        .archive
-        .iter()
-        .flat_map(|spec| {
-            let triples = configured_triples(&workspace, manifest);
-            archive_build_dirs(&workspace.target_dir, &triples, root, spec)
-        })
-        .collect();
+    let triples = configured_triples(&workspace, manifest);
+    let mut dirs = Vec::new();
+    for spec in &policy.archive {
+        let args = spec.nextest.iter().chain(&spec.build).flatten();
+        let args: Vec<&str> = args.map(String::as_str).collect();
+        let outputs = workspace.command_output(root, &args)?;
+        dirs.extend(archive_build_dirs(&outputs, &triples, spec));
+    }
     dirs.sort();
     dirs.dedup();
     let mut misses = Vec::new();
@@ -118,19 +136,19 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
 pub struct BuildDirs {
     /// The whole target directory: every file under it is build output.
     pub target_dir: PathBuf,
-    /// `<target-dir>/[<triple>/]<profile>`.
+    /// The build directory (`build.build-dir`, by default the target
+    /// directory): build output too, and where the dep-info files are.
+    pub build_dir: PathBuf,
+    /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
 }
 
-/// Where an archive's build wrote: `[<target-dir>/][<triple>/]<profile>`, from
-/// the `--target-dir`, `--target`, `--cargo-profile` / `--profile` and
-/// `--release` arguments of its command (nextest's `--profile` is a nextest
-/// profile, not a cargo one).
-pub fn archive_profile_dir(
-    default_target_dir: &Path,
-    root: &Path,
-    spec: &ArchiveSpec,
-) -> BuildDirs {
+/// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
+/// the command's output directories (`outputs`, which follow its
+/// `--target-dir` and `--config`) and its `--target`, `--cargo-profile` /
+/// `--profile` and `--release` arguments (nextest's `--profile` is a
+/// nextest profile, not a cargo one).
+pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> BuildDirs {
     let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
         (Some(args), _) => (args.as_slice(), "--cargo-profile"),
         (None, Some(args)) => (args.as_slice(), "--profile"),
@@ -150,21 +168,20 @@ pub fn archive_profile_dir(
         }
         found
     };
-    let target_dir =
-        value("--target-dir").map_or_else(|| default_target_dir.to_path_buf(), |d| root.join(d));
     let profile = match value(cargo_profile_flag) {
         Some(profile) => profile,
         None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
         None => "dev".to_owned(),
     };
-    let mut dir = target_dir.clone();
+    let mut dir = outputs.build_dir.clone();
     if let Some(triple) = value("--target") {
         // A `.json` specification builds into a directory named by its stem.
         dir.push(key::cargo_config::target_dir_name(&triple));
     }
     BuildDirs {
         profile_dir: dir.join(profile_dir(&profile)),
-        target_dir,
+        build_dir: outputs.build_dir.clone(),
+        target_dir: outputs.target_dir.clone(),
     }
 }
 
@@ -193,12 +210,11 @@ fn configured_triples(
 /// (`configured_targets`) when the command names no `--target`: cargo then
 /// builds into `<target-dir>/<triple>/<profile>` for each of them.
 pub fn archive_build_dirs(
-    default_target_dir: &Path,
+    outputs: &CommandOutput,
     configured_targets: &[String],
-    root: &Path,
     spec: &ArchiveSpec,
 ) -> Vec<BuildDirs> {
-    let dirs = archive_profile_dir(default_target_dir, root, spec);
+    let dirs = archive_profile_dir(outputs, spec);
     let args = spec.nextest.iter().chain(&spec.build).flatten();
     let names_target = args
         .into_iter()
@@ -214,7 +230,8 @@ pub fn archive_build_dirs(
     configured_targets
         .iter()
         .map(|triple| BuildDirs {
-            profile_dir: dirs.target_dir.join(triple).join(&profile),
+            profile_dir: dirs.build_dir.join(triple).join(&profile),
+            build_dir: dirs.build_dir.clone(),
             target_dir: dirs.target_dir.clone(),
         })
         .collect()
@@ -329,6 +346,7 @@ pub fn check(
 ) -> Result<Report> {
     let BuildDirs {
         target_dir,
+        build_dir,
         profile_dir,
     } = dirs;
     if !profile_dir.is_dir() {
@@ -338,9 +356,9 @@ pub fn check(
         );
     }
     let mut profile_dirs = vec![profile_dir.clone()];
-    if profile_dir.parent() != Some(target_dir.as_path()) {
+    if profile_dir.parent() != Some(build_dir.as_path()) {
         if let Some(profile) = profile_dir.file_name() {
-            let host = target_dir.join(profile);
+            let host = build_dir.join(profile);
             if host.is_dir() {
                 profile_dirs.push(host);
             }
@@ -413,7 +431,7 @@ pub fn check(
     }
 
     for (path, (reader, source)) in read {
-        if path.starts_with(target_dir) {
+        if path.starts_with(target_dir) || path.starts_with(build_dir) {
             report.generated_files += 1;
             continue;
         }
@@ -679,6 +697,13 @@ mod tests {
         }
     }
 
+    fn outputs(target: &str) -> CommandOutput {
+        CommandOutput {
+            target_dir: PathBuf::from(target),
+            build_dir: PathBuf::from(target),
+        }
+    }
+
     #[test]
     fn archive_profile_dirs_follow_the_build_arguments() {
         let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
@@ -687,16 +712,14 @@ mod tests {
             build: build.map(|a| a.iter().map(|s| s.to_string()).collect()),
             binaries: vec![],
         };
-        let t = Path::new("/r/target");
-        let r = Path::new("/r");
+        let t = outputs("/r/target");
         assert_eq!(
-            archive_profile_dir(t, r, &spec(Some(&["-p", "x"]), None)).profile_dir,
+            archive_profile_dir(&t, &spec(Some(&["-p", "x"]), None)).profile_dir,
             Path::new("/r/target/debug")
         );
         assert_eq!(
             archive_profile_dir(
-                t,
-                r,
+                &t,
                 &spec(
                     Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
                     None
@@ -706,30 +729,27 @@ mod tests {
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--profile=ci"]))).profile_dir,
+            archive_profile_dir(&t, &spec(None, Some(&["--profile=ci"]))).profile_dir,
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--release"]))).profile_dir,
+            archive_profile_dir(&t, &spec(None, Some(&["--release"]))).profile_dir,
             Path::new("/r/target/release")
         );
+        // Dep-info is in the build directory, with the triple below it.
+        let split = CommandOutput {
+            target_dir: PathBuf::from("/r/out"),
+            build_dir: PathBuf::from("/r/build"),
+        };
         assert_eq!(
             archive_profile_dir(
-                t,
-                r,
-                &spec(
-                    None,
-                    Some(&[
-                        "--target-dir",
-                        "out",
-                        "--target",
-                        "x86_64-unknown-linux-gnu"
-                    ])
-                )
+                &split,
+                &spec(None, Some(&["--target", "x86_64-unknown-linux-gnu"]))
             ),
             BuildDirs {
                 target_dir: PathBuf::from("/r/out"),
-                profile_dir: PathBuf::from("/r/out/x86_64-unknown-linux-gnu/debug")
+                build_dir: PathBuf::from("/r/build"),
+                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug")
             }
         );
     }
@@ -742,19 +762,19 @@ mod tests {
             build: None,
             binaries: vec![],
         };
-        let t = Path::new("/r/target");
-        let r = Path::new("/r");
+        let t = outputs("/r/target");
         let triples = ["aarch64-unknown-linux-gnu".to_owned()];
-        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--cargo-profile", "ci"]));
+        let dirs = archive_build_dirs(&t, &triples, &spec(&["--cargo-profile", "ci"]));
         assert_eq!(
             dirs,
             [BuildDirs {
                 target_dir: PathBuf::from("/r/target"),
+                build_dir: PathBuf::from("/r/target"),
                 profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
             }]
         );
         // The command's own --target wins over the configuration.
-        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--target", "specs/gpu.json"]));
+        let dirs = archive_build_dirs(&t, &triples, &spec(&["--target", "specs/gpu.json"]));
         assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
@@ -794,6 +814,7 @@ mod tests {
             &BTreeMap::new(),
             &BuildDirs {
                 target_dir: target.clone(),
+                build_dir: target.clone(),
                 profile_dir: triple_debug,
             },
         )
@@ -831,6 +852,7 @@ mod tests {
             &BTreeMap::from([("m".to_owned(), root.clone())]),
             &BuildDirs {
                 target_dir: root.join("target"),
+                build_dir: root.join("target"),
                 profile_dir: debug,
             },
         )
@@ -858,6 +880,7 @@ mod tests {
         let manifest = manifest_of;
         let dirs = BuildDirs {
             target_dir: root.join("target"),
+            build_dir: root.join("target"),
             profile_dir: debug,
         };
         let packages = BTreeMap::new();

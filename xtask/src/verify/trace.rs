@@ -503,8 +503,42 @@ pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
             dirs.push(root.join(dir));
         }
     }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        dirs.push(root.join(dir));
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_BUILD_BUILD_DIR",
+    ] {
+        if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `--config build.target-dir=…` / `build.build-dir`, and the build
+    // directory of the configuration: output too (the precise choice is
+    // `Workspace::command_output`; here every candidate is build output).
+    use crate::key::cargo_config::{CargoConfig, expand_build_dir};
+    let args: Vec<String> = command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
+    let values: Vec<&str> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--config")
+        .map(|(_, value)| value.as_str())
+        .chain(args.iter().filter_map(|a| a.strip_prefix("--config=")))
+        .collect();
+    let configs = [
+        CargoConfig::from_command_line(root, &values),
+        CargoConfig::load(root),
+    ];
+    for config in configs.iter().flatten() {
+        dirs.extend(config.target_dir(root).map(|dir| dir.path));
+        dirs.extend(
+            config
+                .build_dir(root)
+                .and_then(|dir| expand_build_dir(&dir, root).ok()),
+        );
     }
     dirs
 }

@@ -32,6 +32,16 @@ fn xtask(f: &Fixture, args: &[&str]) -> Output {
     cmd.output().expect("run xtask")
 }
 
+/// `xtask ARGS` with the fixture as working directory, `--root` left to ARGS.
+fn xtask_in(f: &Fixture, args: &[&str]) -> Output {
+    let mut cmd = xtask_cmd(args);
+    cmd.current_dir(f.path());
+    for var in BUILD_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.output().expect("run xtask")
+}
+
 fn key(f: &Fixture) -> String {
     let output = xtask(f, &["ci-key"]);
     assert!(
@@ -145,4 +155,176 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
         f.file(rel, &text);
         assert_ne!(key(&f), before, "{rel} must be a key input");
     }
+}
+
+/// A one-package workspace whose crate embeds `src/d.txt`, locked.
+fn embedding_package(f: &Fixture) {
+    package(f, ".", "m", "");
+    f.file(
+        "src/lib.rs",
+        "pub const D: &str = include_str!(\"d.txt\");\n",
+    )
+    .file("src/d.txt", "d");
+    let output = cargo_in(f, &["generate-lockfile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// The number in verify-key's "read N dep-info files".
+fn dep_infos_read(report: &str) -> usize {
+    report
+        .split("read ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Residual: with `build.build-dir` set (cargo's intermediate artifacts,
+/// stable since 1.91), the dep-info files are not under the target
+/// directory; verify-key must read them where cargo wrote them.
+#[test]
+fn verify_key_reads_the_dep_info_in_the_configured_build_dir() {
+    for build_dir in ["bdir", "{workspace-root}/bdir2"] {
+        let f = Fixture::new();
+        embedding_package(&f);
+        f.file(
+            ".cargo/config.toml",
+            &format!("[build]\nbuild-dir = \"{build_dir}\"\n"),
+        );
+        let out = Fixture::new();
+        let target = out.path().to_str().unwrap();
+        let output = cargo_in(&f, &["build", "--quiet", "--target-dir", target]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let output = xtask(&f, &["verify-key", "--target-dir", target]);
+        let report = stderr(&output);
+        assert!(output.status.success(), "{build_dir}: {report}");
+        assert!(dep_infos_read(&report) > 0, "{build_dir}: {report}");
+    }
+    // A template only cargo can compute is refused, not guessed.
+    let f = Fixture::new();
+    embedding_package(&f);
+    f.file(
+        ".cargo/config.toml",
+        "[build]\nbuild-dir = \"/tmp/{workspace-path-hash}\"\n",
+    );
+    let output = xtask(&f, &["verify-key"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("{workspace-path-hash}"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// Residual: a traced command whose `--config` moves the target or build
+/// directory into the checkout; what it writes and reads back there is build
+/// output, on the first build and on the next one.
+#[test]
+fn verify_key_trace_follows_the_commands_config_target_and_build_dirs() {
+    if !crate::support::tool_available(
+        "strace",
+        Command::new("strace").arg("-V"),
+        "`apt-get install strace`",
+    ) {
+        return;
+    }
+    let f = Fixture::new();
+    embedding_package(&f);
+    let cargo = cargo();
+    for config in ["build.target-dir=\"tgt\"", "build.build-dir=\"bd\""] {
+        for run in ["first", "second"] {
+            let root = f.path().to_str().unwrap();
+            let output = xtask_in(
+                &f,
+                &[
+                    "verify-key",
+                    "--root",
+                    root,
+                    "--trace",
+                    "--",
+                    &cargo,
+                    "build",
+                    "--offline",
+                    "--quiet",
+                    "--config",
+                    config,
+                ],
+            );
+            let report = stderr(&output);
+            assert!(output.status.success(), "{config}, {run} build:\n{report}");
+        }
+    }
+    assert!(f.join("tgt/debug").is_dir() && f.join("bd/debug/deps").is_dir());
+}
+
+/// Attack on the dep-info fallback: the recipe's `--config` sends the
+/// archive build elsewhere while stale dep-info from an older build sits in
+/// the default target directory. The check must read the build it ran,
+/// which read a file the key lacks, and publish nothing.
+#[test]
+fn gpu_archive_checks_the_build_where_the_recipes_config_sent_it() {
+    let f = Fixture::new();
+    let out = Fixture::new();
+    let elsewhere = out.join("elsewhere");
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        &format!(
+            "[[archive]]\nfile = \"user.tar.zst\"\nbuild = [\"-p\", \"user\", \"--bin\", \"user\", \"--offline\", \"--config\", \"build.target-dir='{}'\"]\nbinaries = [\"user\"]\n",
+            elsewhere.display()
+        ),
+    )
+    .file(
+        "mac/src/lib.rs",
+        "use proc_macro::TokenStream;\n#[proc_macro]\npub fn data(_: TokenStream) -> TokenStream {\n    \"include_str!(concat!(env!(\\\"CARGO_MANIFEST_DIR\\\"), \\\"/data/x.txt\\\"))\".parse().unwrap()\n}\n",
+    )
+    .file(
+        "user/src/main.rs",
+        "fn main() { println!(\"{}\", mac::data!()); }\n",
+    )
+    .file("user/data/x.txt", "read through a proc macro\n")
+    // An older build's dep-info, listing only key inputs.
+    .file(
+        "target/debug/deps/user-0.d",
+        "/t/user-0: user/src/main.rs\n\nuser/src/main.rs:\n",
+    );
+    package(&f, "mac", "mac", "[lib]\nproc-macro = true\n");
+    package(
+        &f,
+        "user",
+        "user",
+        "[dependencies]\nmac = { path = \"../mac\" }\n",
+    );
+    let output = cargo_in(&f, &["generate-lockfile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // No tracer: the dep-info check is all there is.
+    let bin = Fixture::new();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for tool in ["cargo", "rustc", "rustup", "cc"] {
+        if let Some(found) = std::env::split_paths(&path)
+            .map(|dir| dir.join(tool))
+            .find(|candidate| candidate.is_file())
+        {
+            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+        }
+    }
+    let mut cmd = xtask_cmd(&["gpu-archive", "--out"]);
+    cmd.arg(out.join("archives"))
+        .arg("--root")
+        .arg(f.path())
+        .env("PATH", bin.path());
+    for var in BUILD_ENV {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("user/data/x.txt") && text.contains("not published under it"),
+        "{text}"
+    );
+    assert!(!out.join("archives/user.tar.zst").exists(), "{text}");
 }
