@@ -267,8 +267,10 @@ fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, S
 }
 
 /// nextest's configuration files, relative to the workspace root; a change
-/// to one changes what `cargo nextest archive` puts in the archive.
-const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml"];
+/// to one changes what `cargo nextest archive` puts in the archive. When
+/// `.config/nextest.toml` is absent, nextest's configuration loader tries
+/// the name with `.toml` appended, and loads that file instead.
+const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml", ".config/nextest.toml.toml"];
 
 /// Gets the path out of a flag's value.
 type PathOfValue = fn(&str) -> &str;

@@ -328,3 +328,43 @@ fn gpu_archive_checks_the_build_where_the_recipes_config_sent_it() {
     );
     assert!(!out.join("archives/user.tar.zst").exists(), "{text}");
 }
+
+/// Attack: add `.config/nextest.toml.toml`. With no `.config/nextest.toml`,
+/// nextest's loader tries the name with `.toml` appended and loads it: an
+/// `[profile.default.archive] include` there adds files to the archive.
+#[test]
+fn the_nextest_configuration_nextest_falls_back_to_moves_the_key() {
+    let f = Fixture::new();
+    package(&f, ".", "m", "");
+    f.file("Cargo.lock", "version = 4\n").file("src/lib.rs", "");
+    let before = key(&f);
+    f.file(
+        ".config/nextest.toml.toml",
+        "[profile.default.archive]\ninclude = [{ path = \"debug/build\", relative-to = \"target\" }]\n",
+    );
+    assert_ne!(key(&f), before, "nextest reads .config/nextest.toml.toml");
+    if !crate::support::has_nextest() {
+        return;
+    }
+    // The real nextest: the fallback file shapes the archive.
+    let out = Fixture::new();
+    let archive = |name: &str| {
+        let file = out.join(name);
+        let output = cargo_in(
+            &f,
+            &[
+                "nextest",
+                "archive",
+                "--archive-file",
+                file.to_str().unwrap(),
+                "--target-dir",
+                out.join("target").to_str().unwrap(),
+            ],
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+        stderr(&output)
+    };
+    assert!(archive("with.tar.zst").contains("extra path"));
+    f.remove(".config/nextest.toml.toml");
+    assert!(!archive("without.tar.zst").contains("extra path"));
+}
