@@ -646,7 +646,8 @@ pub fn parse_dep_info(text: &str) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=` lines.
+/// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=`
+/// lines, trimmed as cargo trims them (`= data ` watches `data`).
 fn rerun_paths(output: &str) -> Vec<String> {
     output
         .lines()
@@ -654,7 +655,7 @@ fn rerun_paths(output: &str) -> Vec<String> {
             line.strip_prefix("cargo::rerun-if-changed=")
                 .or_else(|| line.strip_prefix("cargo:rerun-if-changed="))
         })
-        .map(str::to_owned)
+        .map(|path| path.trim().to_owned())
         .collect()
 }
 
@@ -948,10 +949,14 @@ mod tests {
 
     #[test]
     fn rerun_lines_of_both_syntaxes_are_read() {
-        let output = "cargo:rustc-cfg=x\ncargo:rerun-if-changed=/r/kernels\ncargo::rerun-if-changed=build.rs\ncargo:rerun-if-env-changed=CUDA\n";
+        let output = "cargo:rustc-cfg=x\ncargo:rerun-if-changed=/r/kernels\ncargo::rerun-if-changed=build.rs\ncargo:rerun-if-env-changed=CUDA\ncargo:rerun-if-changed= data \n";
         assert_eq!(
             rerun_paths(output),
-            vec!["/r/kernels".to_owned(), "build.rs".to_owned()]
+            vec![
+                "/r/kernels".to_owned(),
+                "build.rs".to_owned(),
+                "data".to_owned()
+            ]
         );
     }
 

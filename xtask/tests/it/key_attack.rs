@@ -368,3 +368,34 @@ fn the_nextest_configuration_nextest_falls_back_to_moves_the_key() {
     f.remove(".config/nextest.toml.toml");
     assert!(!archive("without.tar.zst").contains("extra path"));
 }
+
+/// Attack on verify-key: a build script declares, at run time, a file
+/// outside its package with a space after the `=`. Cargo trims the value
+/// and watches the file; verify-key must check that file, not call the
+/// untrimmed name a vanished path.
+#[test]
+fn verify_key_trims_declared_paths_as_cargo_does() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    )
+    .file("app/src/lib.rs", "pub const C: &str = env!(\"SHARED\");\n")
+    .file(
+        "app/build.rs",
+        "fn main() {\n    let path = \"../shared/x.txt\";\n    println!(\"cargo:rerun-if-changed= {}\", path);\n    let text = std::fs::read_to_string(path).unwrap();\n    println!(\"cargo:rustc-env=SHARED={}\", text.trim());\n}\n",
+    )
+    .file("shared/x.txt", "read by the build script\n");
+    package(&f, "app", "app", "");
+    let out = Fixture::new();
+    let target = out.path().to_str().unwrap();
+    let output = cargo_in(&f, &["build", "--quiet", "--target-dir", target]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    let report = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("shared/x.txt") && report.contains("build script of app"),
+        "{report}"
+    );
+}
