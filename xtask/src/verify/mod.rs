@@ -428,6 +428,16 @@ pub fn check(
                     .or_insert_with(|| (reader.clone(), Source::BuildScript));
             }
         }
+        // What the script hands to rustc and the linker (search
+        // directories, link arguments) is read by them, and no dep-info
+        // lists it. A search directory counts whole: the linker probes it
+        // for `libX.so` before `libX.a`, so a file added there is used.
+        for path in link_paths(&text, package_dir, root) {
+            for file in expand_dir(&path) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::BuildScriptLink));
+            }
+        }
     }
 
     for (path, (reader, source)) in read {
@@ -476,6 +486,12 @@ pub fn check(
             Source::BuildScript => format!(
                 "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
             ),
+            Source::BuildScriptLink => format!(
+                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/*\"]) to the policy",
+                Path::new(&rel)
+                    .parent()
+                    .map_or(String::new(), |d| d.display().to_string())
+            ),
         };
         report.misses.push(Miss {
             path: rel,
@@ -498,6 +514,60 @@ pub fn check(
 enum Source {
     Compiler,
     BuildScript,
+    /// Handed to rustc or the linker by a build script's output.
+    BuildScriptLink,
+}
+
+/// Build script output directives that hand rustc or the linker paths:
+/// (directive, whether its value is a search directory rather than flags).
+const LINK_DIRECTIVES: &[(&str, bool)] = &[
+    ("rustc-link-search", true),
+    ("rustc-link-arg", false),
+    ("rustc-link-arg-bins", false),
+    ("rustc-link-arg-tests", false),
+    ("rustc-link-arg-examples", false),
+    ("rustc-link-arg-benches", false),
+    ("rustc-link-arg-cdylib", false),
+    ("rustc-cdylib-link-arg", false),
+    ("rustc-flags", false),
+];
+
+/// The existing repository paths a build script's output hands to rustc or
+/// the linker. A relative path is looked up from the package directory
+/// and from the workspace root (rustc's working directory): both count.
+fn link_paths(output: &str, package_dir: &Path, root: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for line in output.lines() {
+        let Some(directive) = line
+            .strip_prefix("cargo::")
+            .or_else(|| line.strip_prefix("cargo:"))
+        else {
+            continue;
+        };
+        let Some((name, value)) = directive.split_once('=') else {
+            continue;
+        };
+        let Some((_, search)) = LINK_DIRECTIVES.iter().find(|(d, _)| *d == name.trim()) else {
+            continue;
+        };
+        let value = value.trim();
+        for base in [package_dir, root] {
+            if *search {
+                let dir = value.split_once('=').map_or(value, |(_, dir)| dir);
+                paths.push(key::workspace::normalize(&base.join(dir)));
+            } else {
+                paths.extend(key::cargo_config::flag_paths(
+                    value.split_whitespace(),
+                    base,
+                    &[],
+                ));
+            }
+        }
+    }
+    paths.retain(|p| p.starts_with(root) && p != root && std::fs::symlink_metadata(p).is_ok());
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 /// Every rustc dep-info file of a profile directory.

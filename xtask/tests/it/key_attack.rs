@@ -399,3 +399,45 @@ fn verify_key_trims_declared_paths_as_cargo_does() {
         "{report}"
     );
 }
+
+/// Attack on verify-key: a build script hands the linker a search
+/// directory in the checkout (`rustc-link-search`). No dep-info lists what
+/// the linker takes from it, and it probes `libX.so` before `libX.a`, so a
+/// library replaced or added there changes the binary under the same key.
+/// verify-key must count the directory whole, until the key does.
+#[test]
+fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    )
+    .file("app/src/lib.rs", "")
+    .file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let dir = std::env::var(\"CARGO_MANIFEST_DIR\").unwrap();\n    println!(\"cargo::rustc-link-search=native={dir}/libs\");\n    println!(\"cargo::rustc-link-arg=-Wl,--version-script={dir}/link/app.map\");\n}\n",
+    )
+    .file("app/libs/libshim.a", "!<arch>\n")
+    .file("app/link/app.map", "{ global: *; };\n");
+    package(&f, "app", "app", "");
+    let out = Fixture::new();
+    let target = out.path().to_str().unwrap();
+    let output = cargo_in(&f, &["build", "--quiet", "--target-dir", target]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    let report = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    for miss in ["app/libs/libshim.a", "app/link/app.map"] {
+        assert!(report.contains(miss), "{miss}: {report}");
+    }
+    assert!(
+        report.contains("key.include = [\"app/libs/*\"]"),
+        "{report}"
+    );
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"app/libs/*\", \"app/link/*\"]\n",
+    );
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
