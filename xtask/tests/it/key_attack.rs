@@ -140,6 +140,11 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
         f.remove(probe);
         assert_eq!(key(&f), before, "removing {probe} restores the key");
     }
+    // A file where a directory would be: nothing below it exists.
+    std::fs::remove_dir_all(f.join("crates/gpu/.cargo")).unwrap();
+    f.file("crates/gpu/.cargo", "not a directory\n");
+    let with_file = key(&f);
+    f.remove("crates/gpu/.cargo");
     // What such a configuration includes, and the files it hands to the
     // build, are inputs like the root's.
     f.file(
@@ -148,6 +153,7 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
     )
     .file("ci/kernels.toml", "[env]\nKERNEL_FLAVOUR = \"plain\"\n")
     .file("ci/wrap.sh", "#!/bin/sh\nexec \"$@\"\n");
+    assert_ne!(key(&f), with_file);
     for rel in ["ci/kernels.toml", "ci/wrap.sh"] {
         let before = key(&f);
         let mut text = std::fs::read_to_string(f.join(rel)).unwrap();
