@@ -471,13 +471,15 @@ pub const NESTED_PROBES: &[(&str, &str)] = &[
 ];
 
 /// The directories strictly below `root` where a build script may start a
-/// nested cargo or rustup: each package directory and its ancestors.
+/// nested cargo or rustup: each package directory (and each directory a
+/// build script watches) and its ancestors.
 pub fn nested_start_dirs<'a>(
     root: &Path,
     package_dirs: impl Iterator<Item = &'a Path>,
 ) -> BTreeSet<PathBuf> {
     let mut dirs = BTreeSet::new();
     for dir in package_dirs {
+        let dir = normalize(dir);
         for ancestor in dir.ancestors() {
             if ancestor == root || !ancestor.starts_with(root) {
                 break;

@@ -153,6 +153,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
     warnings.extend(discovery.warnings.iter().cloned());
 
+    let mut watched_dirs = Vec::new();
     for (index, root_info) in roots.iter().enumerate().filter(|(_, r)| r.build_script) {
         let literals = discovery
             .rerun_literals
@@ -179,6 +180,13 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                         ));
                         continue;
                     }
+                    // A kernel builder may start a nested cargo in the
+                    // directory it watches (or above it).
+                    watched_dirs.push(if path.is_dir() {
+                        path.clone()
+                    } else {
+                        path.parent().unwrap_or(root).to_path_buf()
+                    });
                     let reason = format!("rerun-if-changed of the {}", root_info.label);
                     if path.is_dir() {
                         inputs
@@ -205,7 +213,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     for (dir, reason) in FIXED_DIRS {
         inputs.add_dir(&root.join(dir), reason, false)?;
     }
-    add_build_configuration(root, policy, &workspace, &mut inputs)?;
+    add_build_configuration(root, policy, &workspace, &watched_dirs, &mut inputs)?;
     for file in TOOLCHAIN_FILES {
         let path = root.join(file);
         if path.exists() || path.is_symlink() {
@@ -293,6 +301,7 @@ fn add_build_configuration(
     root: &Path,
     policy: &Policy,
     workspace: &workspace::Workspace,
+    watched_dirs: &[PathBuf],
     inputs: &mut InputSet,
 ) -> Result<()> {
     let config = &workspace.config;
@@ -310,7 +319,8 @@ fn add_build_configuration(
         .packages
         .iter()
         .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
-        .map(|p| p.dir.as_path());
+        .map(|p| p.dir.as_path())
+        .chain(watched_dirs.iter().map(PathBuf::as_path));
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
     for dir in &nested_dirs {
         let shown = inputs::shown(dir.strip_prefix(root).unwrap_or(dir));

@@ -122,12 +122,17 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
     )
     .file("Cargo.lock", "version = 4\n")
     .file("crates/gpu/src/lib.rs", "")
+    // The kernels are no package of the workspace: the build script builds
+    // them with a nested cargo started in `kernels/`, and watches their sources.
     .file(
         "crates/gpu/build.rs",
-        "fn main() { println!(\"cargo:rerun-if-changed=build.rs\"); }\n",
-    );
+        "fn main() {\n    println!(\"cargo:rerun-if-changed=build.rs\");\n    println!(\"cargo:rerun-if-changed=../../kernels/src\");\n}\n",
+    )
+    .file("kernels/src/lib.rs", "");
     package(&f, "crates/gpu", "gpu", "");
     for probe in [
+        "kernels/.cargo/config.toml",
+        "kernels/rust-toolchain.toml",
         "crates/gpu/.cargo/config.toml",
         "crates/gpu/.cargo/config",
         "crates/.cargo/config.toml",
