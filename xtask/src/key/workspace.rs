@@ -136,7 +136,12 @@ impl Workspace {
         let configured_build_dir = cli
             .build_dir(repo_root)
             .map(|dir| cargo_config::expand_build_dir(&dir, &self.root))
-            .or_else(|| env_dir("CARGO_BUILD_BUILD_DIR").map(Ok))
+            .or_else(|| {
+                env_dir("CARGO_BUILD_BUILD_DIR").map(|path| {
+                    let set_by = "the environment variable CARGO_BUILD_BUILD_DIR".to_owned();
+                    cargo_config::expand_build_dir(&OutputDir { path, set_by }, &self.root)
+                })
+            })
             .or_else(|| {
                 self.build_dir
                     .as_ref()
@@ -435,4 +440,88 @@ pub fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace(root: &Path, config: CargoConfig) -> Workspace {
+        Workspace {
+            root: root.to_path_buf(),
+            target_dir: root.join("target"),
+            configured_target_dir: None,
+            build_dir: None,
+            build_targets: Vec::new(),
+            packages: Vec::new(),
+            manifests: BTreeSet::new(),
+            config,
+        }
+    }
+
+    /// Where a command line writes, as cargo decides it (the environment
+    /// is left alone: tests run in parallel).
+    #[test]
+    fn command_output_follows_target_dir_and_config_as_cargo_does() {
+        if ["CARGO_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
+        {
+            return;
+        }
+        let root = Path::new("/r");
+        let ws = workspace(root, CargoConfig::default());
+        let out = |args: &[&str]| ws.command_output(root, args).unwrap();
+        assert_eq!(
+            out(&["build"]),
+            CommandOutput {
+                target_dir: root.join("target"),
+                build_dir: root.join("target"),
+            }
+        );
+        let cli = out(&[
+            "build",
+            "--config",
+            "build.target-dir='a'",
+            "--config=build.target-dir='b'",
+        ]);
+        assert_eq!(cli.target_dir, root.join("b"), "the last --config wins");
+        assert_eq!(
+            cli.build_dir,
+            root.join("b"),
+            "the build dir follows the target dir"
+        );
+        let flag = out(&[
+            "build",
+            "--config",
+            "build.target-dir='a'",
+            "--target-dir",
+            "t",
+        ]);
+        assert_eq!(flag.target_dir, root.join("t"), "--target-dir wins");
+        let split = out(&[
+            "nextest",
+            "archive",
+            "--config",
+            "build.build-dir='{workspace-root}/bd'",
+        ]);
+        assert_eq!(
+            (split.target_dir, split.build_dir),
+            (root.join("target"), root.join("bd"))
+        );
+        let after = out(&["run", "--", "--target-dir", "x"]);
+        assert_eq!(
+            after.target_dir,
+            root.join("target"),
+            "after `--` is not cargo's"
+        );
+        // The checkout's build.build-dir applies when the command sets none.
+        let mut configured = workspace(root, CargoConfig::default());
+        configured.build_dir = Some(OutputDir {
+            path: root.join("cfg-bd"),
+            set_by: "build.build-dir in .cargo/config.toml".into(),
+        });
+        let got = configured.command_output(root, &["build"]).unwrap();
+        assert_eq!(got.build_dir, root.join("cfg-bd"));
+    }
 }
