@@ -1431,7 +1431,19 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
             "a proc macro (or an include ci-key does not resolve) made rustc use it; {include}, or teach ci-key this form"
         )
     } else {
-        format!("a tool the build ran {access} it; {include}")
+        // Compilers and linkers look names up along search paths (include
+        // and library directories): a file added earlier on the path wins,
+        // so only the whole directory in the key covers what they use.
+        let dir = Path::new(rel)
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| !d.is_empty());
+        match dir {
+            Some(dir) => format!(
+                "a tool the build ran {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+            ),
+            None => format!("a tool the build ran {access} it; {include}"),
+        }
     }
 }
 

@@ -423,7 +423,7 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
         "Cargo.toml",
         "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
     )
-    .file("app/src/lib.rs", "")
+    .file("app/src/main.rs", "fn main() {}\n")
     .file(
         "app/build.rs",
         "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let dir = std::env::var(\"CARGO_MANIFEST_DIR\").unwrap();\n    println!(\"cargo::rustc-link-search=native={dir}/libs\");\n    println!(\"cargo::rustc-link-arg=-Wl,--version-script={dir}/link/app.map\");\n}\n",
@@ -445,6 +445,40 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
         report.contains("key.include = [\"app/libs/*\"]"),
         "{report}"
     );
+    // The trace sees the linker read the version script, and asks for the
+    // directory whole too.
+    if crate::support::tool_available(
+        "strace",
+        Command::new("strace").arg("-V"),
+        "`apt-get install strace`",
+    ) {
+        let root = f.path().to_str().unwrap();
+        let traced_target = out.join("traced");
+        let cargo = cargo();
+        let output = xtask_in(
+            &f,
+            &[
+                "verify-key",
+                "--root",
+                root,
+                "--trace",
+                "--",
+                &cargo,
+                "build",
+                "--offline",
+                "--quiet",
+                "--target-dir",
+                traced_target.to_str().unwrap(),
+            ],
+        );
+        let report = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{report}");
+        assert!(
+            report.contains("app/link/app.map")
+                && report.contains("key.include = [\"app/link/*\"]"),
+            "{report}"
+        );
+    }
     f.file(
         ".github/ci-trust.toml",
         "[key]\ninclude = [\"app/libs/*\", \"app/link/*\"]\n",
