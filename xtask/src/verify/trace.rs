@@ -1426,7 +1426,7 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
         format!(
             "the build script {access} it without declaring it: print `cargo::rerun-if-changed={from_package}` as a literal line so ci-key hashes it, or {include}"
         )
-    } else if process.crate_name.is_some() {
+    } else if process.crate_name.is_some() && access != "listed" {
         format!(
             "a proc macro (or an include ci-key does not resolve) made rustc use it; {include}, or teach ci-key this form"
         )
@@ -1438,11 +1438,16 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
             .parent()
             .map(|d| d.to_string_lossy().into_owned())
             .filter(|d| !d.is_empty());
+        let who = if process.crate_name.is_some() {
+            "rustc (searching a -L directory)"
+        } else {
+            "a tool the build ran"
+        };
         match dir {
             Some(dir) => format!(
-                "a tool the build ran {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
             ),
-            None => format!("a tool the build ran {access} it; {include}"),
+            None => format!("{who} {access} it; {include}"),
         }
     }
 }

@@ -478,6 +478,12 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
                 && report.contains("key.include = [\"app/link/*\"]"),
             "{report}"
         );
+        // rustc lists the search directory: the same advice.
+        assert!(
+            report.contains("rustc (searching a -L directory)")
+                && report.contains("key.include = [\"app/libs/*\"]"),
+            "{report}"
+        );
     }
     f.file(
         ".github/ci-trust.toml",
