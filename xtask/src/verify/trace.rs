@@ -240,7 +240,41 @@ const SYSCALLS: &[(&str, Call)] = &[
     // File operations submitted through io_uring never pass through a
     // traced system call: a process that sets one up is reported.
     ("io_uring_setup", Call::Unseen),
+    // A file opened by handle has no path in the trace.
+    ("open_by_handle_at", Call::Unseen),
+    // After these the paths a process uses no longer name the files they
+    // name for everyone else: a repository file bind-mounted over a path in
+    // the target directory is read as build output. No build needs them.
+    ("unshare", Call::Unseen),
+    ("setns", Call::Unseen),
+    ("mount", Call::Unseen),
+    ("open_tree", Call::Unseen),
+    ("move_mount", Call::Unseen),
+    ("chroot", Call::Unseen),
+    ("pivot_root", Call::Unseen),
 ];
+
+/// Why a process that made an [`Call::Unseen`] call is reported: the path
+/// shown, how it used files, and the fix.
+fn unseen_miss(syscall: &str) -> (String, &'static str, &'static str) {
+    match syscall {
+        "io_uring_setup" => (
+            "(io_uring)".to_owned(),
+            "hid file operations in io_uring",
+            "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced",
+        ),
+        "open_by_handle_at" => (
+            "(open_by_handle_at)".to_owned(),
+            "opened a file by handle",
+            "a file opened by handle has no path the trace can check; the build must open files by path",
+        ),
+        other => (
+            format!("({other})"),
+            "changed its view of the file system",
+            "after a mount, namespace or root change, paths no longer name the files they name outside (a repository file can be mounted over build output); the build must not do this while it is traced",
+        ),
+    }
+}
 
 /// What a recorded system call does; the numbers are argument positions.
 #[derive(Debug, Clone, Copy)]
@@ -985,7 +1019,8 @@ struct Analysis<'a> {
     canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
     symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
-    unseen: Vec<Rc<Process>>,
+    /// Processes that made a [`Call::Unseen`] call, with the call.
+    unseen: Vec<(String, Rc<Process>)>,
     repository_opens: usize,
 }
 
@@ -1215,7 +1250,12 @@ impl<'a> Analysis<'a> {
                     self.created.insert(target.into_os_string());
                 }
             }
-            Call::Unseen => self.unseen.push(process),
+            // A failed call hides nothing.
+            Call::Unseen => {
+                if call.succeeded() {
+                    self.unseen.push((call.name.clone(), process));
+                }
+            }
         }
         Ok(())
     }
@@ -1391,12 +1431,13 @@ impl<'a> Analysis<'a> {
                 process: process.describe(self.scope),
             });
         }
-        for process in &self.unseen {
+        for (syscall, process) in &self.unseen {
+            let (path, access, fix) = unseen_miss(syscall);
             report.misses.push(TraceMiss {
-                path: "(io_uring)".to_owned(),
-                access: "hid file operations in io_uring",
+                path,
+                access,
                 process: process.describe(self.scope),
-                fix: "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced".to_owned(),
+                fix: fix.to_owned(),
             });
         }
         Ok(report)
@@ -1605,6 +1646,8 @@ mod tests {
                 h("absent.txt")
             ),
             "1 io_uring_setup(8, {flags=0}) = 5".to_owned(),
+            "1 unshare(CLONE_NEWNS|CLONE_NEWUSER) = 0".to_owned(),
+            "1 mount(\"none\", \"/\", NULL, MS_REC|MS_PRIVATE, NULL) = -1 EPERM (Operation not permitted)".to_owned(),
         ]
         .join("\n");
         let inputs = BTreeSet::from(["in.txt"]);
@@ -1630,6 +1673,7 @@ mod tests {
                 ("b/y.txt", "read"),
                 ("rt/z.txt", "examined"),
                 ("(io_uring)", "hid file operations in io_uring"),
+                ("(unshare)", "changed its view of the file system"),
             ],
             "{}",
             report.render()

@@ -492,3 +492,81 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+/// Attack on the trace: a build script bind-mounts a repository file over
+/// a file in its `OUT_DIR` (in a user and mount namespace of its own) and
+/// reads it there; the trace saw only a read of build output. A process
+/// that changes its view of the file system is now a miss.
+#[test]
+fn a_build_that_mounts_a_repository_file_over_build_output_fails_the_trace() {
+    if !crate::support::tool_available(
+        "strace",
+        Command::new("strace").arg("-V"),
+        "`apt-get install strace`",
+    ) {
+        return;
+    }
+    // User namespaces may be off (a container, a hardened kernel): then
+    // this cannot be built, and there is nothing to check.
+    let probe = Command::new("unshare")
+        .args(["-Urm", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !probe {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED a_build_that_mounts_a_repository_file_over_build_output_fails_the_trace: `unshare -Urm` does not run here"
+        );
+        return;
+    }
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    )
+    .file("app/src/lib.rs", "pub const S: &str = env!(\"SEEN\");\n")
+    .file(
+        "app/build.rs",
+        r#"fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    let view = format!("{}/view.txt", std::env::var("OUT_DIR").unwrap());
+    std::fs::write(&view, "").unwrap();
+    let hidden = format!("{}/../hidden.txt", std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let script = format!("mount --bind {hidden} {view} && cat {view}");
+    let out = std::process::Command::new("unshare").args(["-Urm", "sh", "-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    println!("cargo::rustc-env=SEEN={}", String::from_utf8_lossy(&out.stdout).trim());
+}
+"#,
+    )
+    .file("hidden.txt", "not a key input\n");
+    package(&f, "app", "app", "");
+    let output = cargo_in(&f, &["generate-lockfile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = Fixture::new();
+    let root = f.path().to_str().unwrap();
+    let cargo = cargo();
+    let output = xtask_in(
+        &f,
+        &[
+            "verify-key",
+            "--root",
+            root,
+            "--trace",
+            "--",
+            &cargo,
+            "build",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+            out.path().to_str().unwrap(),
+        ],
+    );
+    let report = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("(unshare)") && report.contains("changed its view of the file system"),
+        "{report}"
+    );
+}
