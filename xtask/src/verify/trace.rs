@@ -537,12 +537,23 @@ pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
             dirs.push(root.join(dir));
         }
     }
-    for var in [
+    const OUTPUT_VARS: [&str; 3] = [
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_TARGET_DIR",
         "CARGO_BUILD_BUILD_DIR",
-    ] {
+    ];
+    for var in OUTPUT_VARS {
         if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `env CARGO_TARGET_DIR=out cargo build`: set by the command itself.
+    for arg in command {
+        let arg = arg.to_string_lossy();
+        if let Some((var, dir)) = arg.split_once('=')
+            && OUTPUT_VARS.contains(&var)
+            && !dir.is_empty()
+        {
             dirs.push(root.join(dir));
         }
     }

@@ -265,7 +265,30 @@ fn verify_key_trace_follows_the_commands_config_target_and_build_dirs() {
             assert!(output.status.success(), "{config}, {run} build:\n{report}");
         }
     }
+    // The command sets the environment itself: `env CARGO_TARGET_DIR=… cargo …`.
+    for run in ["first", "second"] {
+        let root = f.path().to_str().unwrap();
+        let output = xtask_in(
+            &f,
+            &[
+                "verify-key",
+                "--root",
+                root,
+                "--trace",
+                "--",
+                "env",
+                "CARGO_TARGET_DIR=tgt-env",
+                &cargo,
+                "build",
+                "--offline",
+                "--quiet",
+            ],
+        );
+        let report = stderr(&output);
+        assert!(output.status.success(), "env, {run} build:\n{report}");
+    }
     assert!(f.join("tgt/debug").is_dir() && f.join("bd/debug/deps").is_dir());
+    assert!(f.join("tgt-env/debug").is_dir());
 }
 
 /// Attack on the dep-info fallback: the recipe's `--config` sends the
