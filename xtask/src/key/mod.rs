@@ -322,6 +322,11 @@ fn add_build_configuration(
         .map(|p| p.dir.as_path())
         .chain(watched_dirs.iter().map(PathBuf::as_path));
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
+    // The root's own: `verify-key --trace` checks that the key records the
+    // absence of every configuration file cargo or rustup looked for.
+    for (file, what) in cargo_config::NESTED_PROBES {
+        inputs.add_maybe_absent(&root.join(file), &format!("{what} cargo or rustup reads"))?;
+    }
     for dir in &nested_dirs {
         let shown = inputs::shown(dir.strip_prefix(root).unwrap_or(dir));
         for (file, what) in cargo_config::NESTED_PROBES {

@@ -1032,7 +1032,25 @@ struct Analysis<'a> {
     symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
     /// Processes that made a [`Call::Unseen`] call, with the call.
     unseen: Vec<(String, Rc<Process>)>,
+    /// Configuration files a cargo or rustup looked for and did not find
+    /// ([`is_configuration_probe`]): one added there changes the build.
+    probed: Vec<(PathBuf, Rc<Process>)>,
     repository_opens: usize,
+}
+
+/// Whether `path` is a file cargo or rustup looks for in its working
+/// directory and every ancestor: `.cargo/config[.toml]`,
+/// `rust-toolchain[.toml]`. Its absence is what main's build used, and
+/// a failed lookup is otherwise not checked.
+fn is_configuration_probe(path: &Path) -> bool {
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+    let in_dot_cargo = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == ".cargo");
+    (in_dot_cargo && (name == "config" || name == "config.toml"))
+        || name == "rust-toolchain"
+        || name == "rust-toolchain.toml"
 }
 
 impl<'a> Analysis<'a> {
@@ -1051,6 +1069,7 @@ impl<'a> Analysis<'a> {
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
+            probed: Vec::new(),
             repository_opens: 0,
         }
     }
@@ -1192,6 +1211,11 @@ impl<'a> Analysis<'a> {
                     return Ok(());
                 };
                 if !call.succeeded() {
+                    let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
+                    if absent && is_configuration_probe(&requested) {
+                        let requested = self.resolve(&requested, &process);
+                        self.probed.push((requested, process));
+                    }
                     return Ok(());
                 }
                 let flags = call.args.get(flags).map(String::as_str).unwrap_or("");
@@ -1439,6 +1463,45 @@ impl<'a> Analysis<'a> {
                 fix: fix_for(&shown, &from_package, access, process),
                 path: shown,
                 access,
+                process: process.describe(self.scope),
+            });
+        }
+        let mut probed_misses = BTreeSet::new();
+        for (file, process) in &self.probed {
+            let bytes = file.as_os_str().as_bytes();
+            let outside = !is_under(bytes, self.scope.root.as_os_str().as_bytes());
+            let output = self
+                .scope
+                .output_dirs
+                .iter()
+                .any(|d| is_under(bytes, d.as_os_str().as_bytes()));
+            let Ok(rel) = file.strip_prefix(self.scope.root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            if outside
+                || output
+                || crate::key::is_git_metadata(&rel)
+                || self.scope.inputs.contains(rel.as_str())
+                || !probed_misses.insert(rel.clone())
+            {
+                continue;
+            }
+            // The directory the tool started in: above `.cargo/`.
+            let mut dir = Path::new(&rel).parent().unwrap_or(Path::new(""));
+            if dir.file_name().is_some_and(|d| d == ".cargo") {
+                dir = dir.parent().unwrap_or(Path::new(""));
+            }
+            let dir = dir.to_string_lossy().into_owned();
+            let shown = escape_controls(&rel);
+            report.misses.push(TraceMiss {
+                fix: format!(
+                    "a cargo or rustup started in `{}` looks for this configuration, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
+                    escape_controls(if dir.is_empty() { "." } else { &dir }),
+                    escape_controls(if dir.is_empty() { "." } else { &dir })
+                ),
+                path: shown,
+                access: "looked for (absent)",
                 process: process.describe(self.scope),
             });
         }

@@ -593,3 +593,87 @@ fn a_build_that_mounts_a_repository_file_over_build_output_fails_the_trace() {
         "{report}"
     );
 }
+
+/// The rest of the nested-cargo class: a build script starts cargo in a
+/// directory that is neither a package's nor one it watches. Main's build
+/// finds no `.cargo/config` there, and a pull request could add one; the
+/// trace reports the failed lookup until the key records the absence
+/// (the script watches the directory).
+#[test]
+fn the_trace_reports_configuration_a_nested_cargo_looked_for_in_vain() {
+    if !crate::support::tool_available(
+        "strace",
+        Command::new("strace").arg("-V"),
+        "`apt-get install strace`",
+    ) {
+        return;
+    }
+    let build_script = |watch: &str| {
+        format!(
+            r#"fn main() {{
+    println!("cargo::rerun-if-changed=build.rs");
+    {watch}
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap())
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir("../tools/kernels")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}}
+"#
+        )
+    };
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    )
+    .file("app/src/lib.rs", "")
+    .file("app/build.rs", &build_script(""))
+    .file(
+        "tools/kernels/Cargo.toml",
+        "[package]\nname = \"kernels\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .file("tools/kernels/src/lib.rs", "");
+    package(&f, "app", "app", "");
+    let output = cargo_in(&f, &["generate-lockfile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = Fixture::new();
+    let traced = |f: &Fixture, target: &str| {
+        let root = f.path().to_str().unwrap();
+        let target = out.join(target);
+        let cargo = cargo();
+        xtask_in(
+            f,
+            &[
+                "verify-key",
+                "--root",
+                root,
+                "--trace",
+                "--",
+                &cargo,
+                "build",
+                "--offline",
+                "--quiet",
+                "--target-dir",
+                target.to_str().unwrap(),
+            ],
+        )
+    };
+    let output = traced(&f, "first");
+    let report = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("tools/kernels/.cargo/config") && report.contains("looked for (absent)"),
+        "{report}"
+    );
+    assert!(report.contains("rerun-if-changed"), "{report}");
+    // Watching the directory puts the absence in the key: the trace passes.
+    f.file(
+        "app/build.rs",
+        &build_script(r#"println!("cargo::rerun-if-changed=../tools/kernels");"#),
+    );
+    let output = traced(&f, "second");
+    assert!(output.status.success(), "{}", stderr(&output));
+}
