@@ -208,7 +208,7 @@ fn configured_triples(
 
 /// [`archive_profile_dir`], with the configuration's `build.target` triples
 /// (`configured_targets`) when the command names no `--target`: cargo then
-/// builds into `<target-dir>/<triple>/<profile>` for each of them.
+/// builds into `<build-dir>/<triple>/<profile>` for each of them.
 pub fn archive_build_dirs(
     outputs: &CommandOutput,
     configured_targets: &[String],
