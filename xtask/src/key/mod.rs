@@ -82,6 +82,13 @@ const FIXED_DIRS: &[(&str, &str)] = &[
     (".cargo", "cargo configuration: read by the build"),
 ];
 const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
+/// Lint configuration clippy-driver reads (from the package directory up)
+/// and lists in the dep-info of its check builds, which share the target
+/// directory with the archive build: hashed where it exists (in the root
+/// and the package directories) so that `verify-key` after a `cargo
+/// clippy` finds it covered. It changes diagnostics, not code, so the cost
+/// is a rebuild when the lint configuration changes.
+const LINT_CONFIG_FILES: &[&str] = &["clippy.toml", ".clippy.toml"];
 
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
@@ -218,6 +225,21 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         let path = root.join(file);
         if path.exists() || path.is_symlink() {
             inputs.add(&path, "toolchain file: selects the compiler")?;
+        }
+    }
+    let lint_dirs = std::iter::once(root).chain(
+        workspace
+            .packages
+            .iter()
+            .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
+            .map(|p| p.dir.as_path()),
+    );
+    for dir in lint_dirs {
+        for file in LINT_CONFIG_FILES {
+            let path = dir.join(file);
+            if path.is_file() || path.is_symlink() {
+                inputs.add(&path, "lint configuration clippy lists in dep-info")?;
+            }
         }
     }
     for glob in &policy.key.include {

@@ -677,3 +677,30 @@ fn the_trace_reports_configuration_a_nested_cargo_looked_for_in_vain() {
     let output = traced(&f, "second");
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+/// Not an attack, a false alarm: `cargo clippy` shares the target
+/// directory, and clippy-driver lists `clippy.toml` in the dep-info of its
+/// check builds; verify-key after a clippy run must find it covered.
+#[test]
+fn lint_configuration_clippy_lists_in_dep_info_is_an_input() {
+    let f = Fixture::new();
+    package(&f, ".", "m", "");
+    f.file("Cargo.lock", "version = 4\n")
+        .file("src/lib.rs", "")
+        .file("clippy.toml", "msrv = \"1.80\"\n");
+    let before = key(&f);
+    f.file("clippy.toml", "msrv = \"1.85\"\n");
+    assert_ne!(key(&f), before, "clippy.toml must be an input");
+    let mut probe = Command::new(cargo());
+    probe.args(["clippy", "--version"]);
+    if !crate::support::tool_available("cargo-clippy", &mut probe, "`rustup component add clippy`")
+    {
+        return;
+    }
+    let out = Fixture::new();
+    let target = out.path().to_str().unwrap();
+    let output = cargo_in(&f, &["clippy", "--quiet", "--target-dir", target]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
