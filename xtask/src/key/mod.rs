@@ -29,6 +29,14 @@ use inputs::InputSet;
 pub use inputs::is_git_metadata;
 pub use tool_package::TOOL_PACKAGE;
 
+/// The directory of the xtask's own package when no archive build compiles
+/// it (see `tool_package.rs`): its compilations are tooling, not archives.
+pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Option<PathBuf> {
+    tool_package::unbuilt_tool_manifest(workspace, policy)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {

@@ -77,6 +77,7 @@ impl flags::VerifyKey {
                 profile_dir: build.join(profile_dir(&self.profile)),
                 build_dir: outputs.build_dir.clone(),
                 target_dir: outputs.target_dir.clone(),
+                tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -108,6 +109,10 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
         let args: Vec<&str> = args.map(String::as_str).collect();
         let outputs = workspace.command_output(root, &args)?;
         dirs.extend(archive_build_dirs(&outputs, &triples, spec));
+    }
+    let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
+    for dir in &mut dirs {
+        dir.tool_dir.clone_from(&tool_dir);
     }
     dirs.sort();
     dirs.dedup();
@@ -141,6 +146,10 @@ pub struct BuildDirs {
     pub build_dir: PathBuf,
     /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
+    /// The xtask's package directory when no archive compiles it: `cargo
+    /// xtask` builds it into the same directory, and a compilation that
+    /// reads only its files is tooling, counted, not checked.
+    pub tool_dir: Option<PathBuf>,
 }
 
 /// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
@@ -182,6 +191,7 @@ pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> Build
         profile_dir: dir.join(profile_dir(&profile)),
         build_dir: outputs.build_dir.clone(),
         target_dir: outputs.target_dir.clone(),
+        tool_dir: None,
     }
 }
 
@@ -233,6 +243,7 @@ pub fn archive_build_dirs(
             profile_dir: dirs.build_dir.join(triple).join(&profile),
             build_dir: dirs.build_dir.clone(),
             target_dir: dirs.target_dir.clone(),
+            tool_dir: None,
         })
         .collect()
 }
@@ -270,6 +281,8 @@ pub struct Report {
     pub vanished_files: usize,
     /// Git metadata a build script watches (`.git/HEAD`), never a key input.
     pub git_files: usize,
+    /// Compilations of the xtask itself (no archive compiles it).
+    pub tool_compilations: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -302,6 +315,13 @@ impl Report {
                 out,
                 "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
                 self.git_files
+            );
+        }
+        if self.tool_compilations > 0 {
+            let _ = writeln!(
+                out,
+                "  {} compilations of the xtask itself (no archive builds it): tooling, not checked",
+                self.tool_compilations
             );
         }
         if self.vanished_files > 0 {
@@ -348,6 +368,7 @@ pub fn check(
         target_dir,
         build_dir,
         profile_dir,
+        tool_dir,
     } = dirs;
     if !profile_dir.is_dir() {
         bail!(
@@ -387,13 +408,25 @@ pub fn check(
                 dep_info.display()
             )
         })?;
+        let listed: Vec<PathBuf> = listed
+            .into_iter()
+            .map(|path| {
+                key::workspace::normalize(&if path.is_absolute() {
+                    path
+                } else {
+                    root.join(path)
+                })
+            })
+            .collect();
+        if let Some(tool) = tool_dir {
+            let mut in_repo = listed.iter().filter(|p| p.starts_with(root)).peekable();
+            if in_repo.peek().is_some() && in_repo.all(|p| p.starts_with(tool)) {
+                report.tool_compilations += 1;
+                continue;
+            }
+        }
         for path in listed {
-            let path = if path.is_absolute() {
-                path
-            } else {
-                root.join(path)
-            };
-            for file in expand_dir(&key::workspace::normalize(&path)) {
+            for file in expand_dir(&path) {
                 read.entry(file)
                     .or_insert_with(|| (reader.clone(), Source::Compiler));
             }
@@ -820,7 +853,8 @@ mod tests {
             BuildDirs {
                 target_dir: PathBuf::from("/r/out"),
                 build_dir: PathBuf::from("/r/build"),
-                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug")
+                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug"),
+                tool_dir: None,
             }
         );
     }
@@ -842,6 +876,7 @@ mod tests {
                 target_dir: PathBuf::from("/r/target"),
                 build_dir: PathBuf::from("/r/target"),
                 profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
+                tool_dir: None,
             }]
         );
         // The command's own --target wins over the configuration.
@@ -887,6 +922,7 @@ mod tests {
                 target_dir: target.clone(),
                 build_dir: target.clone(),
                 profile_dir: triple_debug,
+                tool_dir: None,
             },
         )
         .unwrap();
@@ -925,6 +961,7 @@ mod tests {
                 target_dir: root.join("target"),
                 build_dir: root.join("target"),
                 profile_dir: debug,
+                tool_dir: None,
             },
         )
         .unwrap();
@@ -953,6 +990,7 @@ mod tests {
             target_dir: root.join("target"),
             build_dir: root.join("target"),
             profile_dir: debug,
+            tool_dir: None,
         };
         let packages = BTreeMap::new();
         let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();

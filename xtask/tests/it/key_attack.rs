@@ -704,3 +704,61 @@ fn lint_configuration_clippy_lists_in_dep_info_is_an_input() {
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+/// A false alarm in a host workspace: `cargo xtask` compiles the xtask
+/// into the same target directory as the archives, and no archive builds
+/// it, so its files are no key inputs; its own compilation is tooling.
+/// A package of the archive that reads an xtask file is still checked.
+#[test]
+fn the_xtasks_own_compilation_in_a_host_workspace_is_not_a_miss() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"gpu\", \"xtask\"]\nresolver = \"2\"\n",
+    )
+    .file("gpu/src/lib.rs", "")
+    .file("xtask/src/main.rs", "fn main() {}\n")
+    .file(
+        ".github/ci-trust.toml",
+        "[[archive]]\nfile = \"gpu.tar.zst\"\nnextest = [\"-p\", \"gpu\"]\n",
+    );
+    package(&f, "gpu", "gpu", "");
+    package(&f, "xtask", "xtask", "");
+    let output = cargo_in(&f, &["generate-lockfile"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = Fixture::new();
+    let target = out.path().to_str().unwrap();
+    let output = cargo_in(
+        &f,
+        &["build", "--quiet", "--workspace", "--target-dir", target],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    let report = stderr(&output);
+    assert!(output.status.success(), "{report}");
+    assert!(
+        report.contains("compilations of the xtask itself"),
+        "{report}"
+    );
+    // The archive's crate reading an xtask file is checked as before.
+    f.file(
+        "gpu/src/lib.rs",
+        "pub const T: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../xtask/table.txt\"));\n",
+    )
+    .file("xtask/table.txt", "t");
+    let output = cargo_in(
+        &f,
+        &["build", "--quiet", "--workspace", "--target-dir", target],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    let report = stderr(&output);
+    assert!(
+        output.status.success(),
+        "the include is a key input: {report}"
+    );
+    assert!(
+        report.contains("2 repository files read by the build, 2 of them key inputs"),
+        "the xtask file gpu reads was checked: {report}"
+    );
+}
