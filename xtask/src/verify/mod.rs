@@ -419,8 +419,18 @@ pub fn check(
             })
             .collect();
         if let Some(tool) = tool_dir {
-            let mut in_repo = listed.iter().filter(|p| p.starts_with(root)).peekable();
-            if in_repo.peek().is_some() && in_repo.all(|p| p.starts_with(tool)) {
+            // Only the tool's files, and none of a package nested in its
+            // directory (that one is built, and checked).
+            let nested: Vec<&PathBuf> = package_dirs
+                .values()
+                .filter(|d| *d != tool && d.starts_with(tool))
+                .collect();
+            let in_repo: Vec<&PathBuf> = listed.iter().filter(|p| p.starts_with(root)).collect();
+            let tooling = !in_repo.is_empty()
+                && in_repo
+                    .iter()
+                    .all(|p| p.starts_with(tool) && !nested.iter().any(|d| p.starts_with(d)));
+            if tooling {
                 report.tool_compilations += 1;
                 continue;
             }
