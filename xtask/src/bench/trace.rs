@@ -173,9 +173,9 @@ impl flags::BenchTrace {
                 }
             }
         }
-        let trace_bytes = last_log
-            .as_ref()
-            .map_or(0, |log| std::fs::metadata(log.path()).map_or(0, |m| m.len()));
+        let trace_bytes = last_log.as_ref().map_or(0, |log| {
+            std::fs::metadata(log.path()).map_or(0, |m| m.len())
+        });
         // The check of the last seccomp trace, with an empty key: it
         // examines every access (all repository files become misses).
         let manifest = crate::key::KeyManifest {
