@@ -579,3 +579,89 @@ fn fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("app/daemon.txt  (read by "), "{text}");
 }
+
+/// A package whose build script is `main` and whose `secret.txt` is not a
+/// key input (the script declares only itself).
+fn secret_reader(ws: &Fixture, name: &str, main: &str) {
+    package(ws, name, name, "");
+    ws.file(&format!("{name}/src/lib.rs"), "")
+        .file(&format!("{name}/secret.txt"), &format!("secret of {name}\n"))
+        .file(
+            &format!("{name}/build.rs"),
+            &format!(
+                "fn main() {{\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    let _ = &out;\n{main}\n}}\n"
+            ),
+        );
+}
+
+/// Attacks on the fanotify tracer's naming (each failed before its marks
+/// moved from names to inodes): a build script that reads a file that is
+/// not a key input through a name outside the repository's watched
+/// directories, or moves it before its event is read, or reads a file
+/// outside the repository that a repository symlink chose.
+#[test]
+fn fanotify_names_files_by_inode_whatever_the_build_does_to_their_names() {
+    if !have_fanotify("fanotify_names_files_by_inode_whatever_the_build_does_to_their_names") {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"hardlink\", \"moved\", \"moveddir\", \"late\", \"extlink\"]\nresolver = \"2\"\n",
+    );
+    // A hard link in OUT_DIR (an unwatched directory), read there.
+    secret_reader(
+        &ws,
+        "hardlink",
+        "    let _ = std::fs::remove_file(format!(\"{out}/s\"));\n    std::fs::hard_link(\"secret.txt\", format!(\"{out}/s\")).unwrap();\n    assert!(std::fs::read_to_string(format!(\"{out}/s\")).unwrap().contains(\"secret\"));",
+    );
+    // Moved into OUT_DIR, read there, moved back: the tree is unchanged.
+    secret_reader(
+        &ws,
+        "moved",
+        "    std::fs::rename(\"secret.txt\", format!(\"{out}/s\")).unwrap();\n    let text = std::fs::read_to_string(format!(\"{out}/s\")).unwrap();\n    std::fs::rename(format!(\"{out}/s\"), \"secret.txt\").unwrap();\n    assert!(text.contains(\"secret\"));",
+    );
+    // Its directory moved (the directory's mark goes with it).
+    secret_reader(
+        &ws,
+        "moveddir",
+        "    let _ = std::fs::remove_dir_all(format!(\"{out}/data\"));\n    std::fs::rename(\"data\", format!(\"{out}/data\")).unwrap();\n    let text = std::fs::read_to_string(format!(\"{out}/data/secret.txt\")).unwrap();\n    std::fs::rename(format!(\"{out}/data\"), \"data\").unwrap();\n    assert!(text.contains(\"secret\"));",
+    );
+    ws.file("moveddir/data/secret.txt", "secret of moveddir/data\n");
+    // Read in place, then moved out before the collector names the event.
+    secret_reader(
+        &ws,
+        "late",
+        "    let text = std::fs::read_to_string(\"secret.txt\").unwrap();\n    std::fs::rename(\"secret.txt\", format!(\"{out}/s\")).unwrap();\n    std::thread::sleep(std::time::Duration::from_millis(1000));\n    std::fs::rename(format!(\"{out}/s\"), \"secret.txt\").unwrap();\n    assert!(text.contains(\"secret\"));",
+    );
+    // A repository symlink (not a key input) to a file outside: its text
+    // chose what the build read.
+    let outside = Fixture::new();
+    outside.file("chosen.txt", "secret chosen by a link\n");
+    secret_reader(
+        &ws,
+        "extlink",
+        "    assert!(std::fs::read_to_string(\"choice.txt\").unwrap().contains(\"secret\"));",
+    );
+    std::os::unix::fs::symlink(outside.join("chosen.txt"), ws.join("extlink/choice.txt")).unwrap();
+    lock(&ws);
+    // Another temporary directory: on the workspace's file system, so that
+    // hard links and renames into OUT_DIR work.
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    for needle in [
+        "hardlink/secret.txt  (read by build script of hardlink",
+        "moved/secret.txt  (read by build script of moved",
+        "moveddir/data/secret.txt  (read by build script of moveddir",
+        "late/secret.txt  (read by build script of late",
+        "extlink/choice.txt  (followed by build script of extlink",
+        "5 files the build used are NOT covered by the key",
+    ] {
+        assert!(
+            text.contains(needle),
+            "the report lacks {needle:?}:\n{text}"
+        );
+    }
+}

@@ -12,11 +12,15 @@
 //! - it sees every open and exec the kernel performs, in every process,
 //!   and names the file the kernel opened, so no path is resolved again
 //!   after the fact;
+//! - it marks inodes, not names: a repository file opened through a hard
+//!   link or a bind mount, or moved out of the repository before or after
+//!   it was opened, is named by its path when the watch started;
 //! - it stops no process, so the build runs at nearly full speed;
 //! - it does not see metadata calls (`stat`, `access`, `readlink`) nor which
 //!   symlink a path went through: a repository symlink that is not a key
-//!   input and leads to a file the build opened is reported as "followed",
-//!   whether or not the build went through it (fail closed);
+//!   input and leads to a file the build opened (inside the repository or
+//!   out of it) is reported as "followed", whether or not the build went
+//!   through it (fail closed);
 //! - it needs `CAP_SYS_ADMIN` (root on a hosted runner, not in most
 //!   containers); without it the trace falls back to strace.
 //!
@@ -48,6 +52,31 @@ use super::{Analysis, Process, Scope, TraceReport};
 const EVENTS: u64 =
     libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR | libc::FAN_EVENT_ON_CHILD;
 
+/// What each repository file's own mark asks for: its opens and executions
+/// under any name, in any directory (a hard link or a rename out of the
+/// repository, a bind mount, a handle).
+const FILE_EVENTS: u64 = libc::FAN_OPEN | libc::FAN_OPEN_EXEC;
+
+/// An inode: device and inode number.
+type Identity = (u64, u64);
+
+/// What the watch knows from before the build: every marked repository
+/// object by identity, with its name(s) then, and the repository symlinks
+/// that resolve outside the repository.
+#[derive(Debug, Default)]
+struct Watched {
+    names: HashMap<Identity, Vec<PathBuf>>,
+    outside_links: Vec<OutsideLink>,
+}
+
+/// A repository symlink whose target is outside the repository.
+#[derive(Debug)]
+struct OutsideLink {
+    link: PathBuf,
+    target: PathBuf,
+    identity: Identity,
+}
+
 /// One repository-relevant event, with what was known of its process when
 /// it was read.
 #[derive(Debug, Clone)]
@@ -64,6 +93,9 @@ pub struct Opened {
     pub outside_tree: bool,
     pub cwd: Option<PathBuf>,
     pub crate_name: Option<String>,
+    /// `path` is a repository symlink whose target outside the repository
+    /// was opened.
+    pub via_link: bool,
 }
 
 /// What the collector returns: the events inside the repository, in order,
@@ -96,7 +128,18 @@ impl OpenWatch {
             .iter()
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
             .collect();
-        mark_directories(&group, &root, &output_dirs)?;
+        let mut watched = mark_repository(&group, &root, &output_dirs)?;
+        watched.outside_links = outside_links(&root, &output_dirs)?;
+        // Opens on the mounts of symlink targets outside the repository:
+        // the link's text chose what the build read there.
+        for link in &watched.outside_links {
+            mark(
+                &group,
+                &link.target,
+                libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
+                libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR,
+            )?;
+        }
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
         // that has exited by the time its reads are looked at.
@@ -118,7 +161,7 @@ impl OpenWatch {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fanotify".to_owned())
-                .spawn(move || collect(&group, &root, started, &stop))
+                .spawn(move || collect(&group, &root, &watched, started, &stop))
                 .context("cannot start the fanotify collector thread")?
         };
         Ok(OpenWatch {
@@ -175,38 +218,84 @@ fn init_group() -> Result<File> {
 }
 
 /// Marks every directory of the repository, except `.git` and the build's
-/// output directories, for [`EVENTS`] on itself and its children. Inode
+/// output directories, for [`EVENTS`] on itself and its children, and
+/// every other file in them (symlinks aside) for [`FILE_EVENTS`]. Inode
 /// marks rather than a mount mark: the kernel then reports the
-/// repository's files only, not every file the toolchain opens. A
-/// directory the build creates is not watched: what is in it, the build
-/// wrote (a file it moved there from the repository is seen by strace only).
-fn mark_directories(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<usize> {
+/// repository's files only, not every file the toolchain opens. The marks
+/// are on the inodes, not the names: a file the build hard-links or moves
+/// out of the repository (or a directory it moves), then opens, is still
+/// reported, and is named by what it was called when the watch started,
+/// never by where it is when the event is read. A file the build creates
+/// is reported while it is in a repository directory (and born after the
+/// watch started: the build's own).
+fn mark_repository(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<Watched> {
+    use std::os::unix::fs::MetadataExt;
     let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|entry| {
-            if !entry.file_type().is_dir() {
-                return false;
-            }
             let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
             !crate::key::is_git_metadata(&rel.to_string_lossy())
                 && !output_dirs.iter().any(|d| d == entry.path())
         });
-    let mut marked = 0;
+    let mut watched = Watched::default();
+    let mut directories = 0;
     for entry in walk {
         let entry = entry.context("cannot walk the repository to watch it")?;
-        mark(
-            group,
-            entry.path(),
-            libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
-            EVENTS,
-        )?;
-        marked += 1;
+        let file_type = entry.file_type();
+        if file_type.is_symlink() {
+            continue;
+        }
+        if file_type.is_dir() {
+            mark(
+                group,
+                entry.path(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
+                EVENTS,
+            )?;
+            directories += 1;
+        } else {
+            mark(
+                group,
+                entry.path(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
+                FILE_EVENTS,
+            )?;
+        }
+        let metadata = entry
+            .metadata()
+            .with_context(|| format!("cannot read {}", entry.path().display()))?;
+        watched
+            .names
+            .entry((metadata.dev(), metadata.ino()))
+            .or_default()
+            .push(entry.path().to_path_buf());
     }
-    if marked == 0 {
+    if directories == 0 {
         bail!("{} has no directory to watch", root.display());
     }
-    Ok(marked)
+    Ok(watched)
+}
+
+/// The repository symlinks (outside `.git` and the output directories)
+/// that resolve outside the repository and the output directories.
+fn outside_links(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<OutsideLink>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut links = Vec::new();
+    for (link, target) in symlinks_in(root, output_dirs)? {
+        if target.starts_with(root) || output_dirs.iter().any(|d| target.starts_with(d)) {
+            continue;
+        }
+        let Ok(metadata) = std::fs::metadata(&target) else {
+            continue;
+        };
+        links.push(OutsideLink {
+            link,
+            target,
+            identity: (metadata.dev(), metadata.ino()),
+        });
+    }
+    Ok(links)
 }
 
 #[allow(unsafe_code)]
@@ -233,7 +322,14 @@ fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<(
 
 /// Reads events until `stop` is set and the queue is empty. Called on the
 /// collector thread.
-fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) -> Result<Collected> {
+fn collect(
+    group: &File,
+    root: &Path,
+    watched: &Watched,
+    started: SystemTime,
+    stop: &AtomicBool,
+) -> Result<Collected> {
+    use std::os::unix::fs::MetadataExt;
     let mut collected = Collected::default();
     let mut processes = ProcessTable::new();
     let mut buffer = vec![0u8; 256 * 1024];
@@ -267,20 +363,43 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             let Some(fd) = event.fd else {
                 continue;
             };
-            let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
-                continue;
-            };
             let file = File::from(fd);
             let metadata = file.metadata().ok();
-            let path = strip_deleted(path, metadata.as_ref());
+            let identity = metadata.as_ref().map(|m| (m.dev(), m.ino()));
+            let named = identity.and_then(|id| watched.names.get(&id));
+            let path = match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                Ok(path) => strip_deleted(path, metadata.as_ref()),
+                Err(_) if named.is_some() => PathBuf::new(),
+                // Neither a repository file nor one whose name can be
+                // known: nothing to check.
+                Err(_) => continue,
+            };
             let executed = event.mask & libc::FAN_OPEN_EXEC != 0;
             if executed {
                 processes.executed(event.pid, &path);
             }
-            let bytes = path.as_os_str().as_bytes();
-            let inside = bytes == root_bytes.as_slice()
-                || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
-            if !inside {
+            // A repository file is named by its name(s) when the watch
+            // started: it may have been opened through a hard link, a bind
+            // mount or a handle, or moved before this event was read.
+            // Anything else is named by where it is now, and counts if
+            // that is in the repository or is the target of a repository
+            // symlink that points outside.
+            let mut names: Vec<(PathBuf, bool)> = match named {
+                Some(names) => names.iter().map(|n| (n.clone(), false)).collect(),
+                None => {
+                    let bytes = path.as_os_str().as_bytes();
+                    let inside = bytes == root_bytes.as_slice()
+                        || (bytes.starts_with(&root_bytes)
+                            && bytes.get(root_bytes.len()) == Some(&b'/'));
+                    inside.then(|| (path.clone(), false)).into_iter().collect()
+                }
+            };
+            for link in &watched.outside_links {
+                if identity == Some(link.identity) || path.starts_with(&link.target) {
+                    names.push((link.link.clone(), true));
+                }
+            }
+            if names.is_empty() {
                 continue;
             }
             let Some(info) = processes.lookup(event.pid) else {
@@ -291,19 +410,25 @@ fn collect(group: &File, root: &Path, started: SystemTime, stop: &AtomicBool) ->
             // legacy group's events do not carry FAN_ONDIR) and when it was
             // born: a file born after the watch started is the build's own
             // output, even if it is gone by the time of the check.
-            collected.opened.push(Opened {
-                directory: metadata.as_ref().is_some_and(std::fs::Metadata::is_dir),
-                created: metadata
+            let directory = metadata.as_ref().is_some_and(std::fs::Metadata::is_dir);
+            let created = named.is_none()
+                && metadata
                     .and_then(|m| m.created().ok())
-                    .is_some_and(|born| born > started),
-                executed,
-                pid: event.pid,
-                exe: info.exe.clone(),
-                outside_tree: info.outside_tree,
-                cwd: info.cwd.clone(),
-                crate_name: info.crate_name.clone(),
-                path,
-            });
+                    .is_some_and(|born| born > started);
+            for (name, via_link) in names {
+                collected.opened.push(Opened {
+                    directory: directory && !via_link,
+                    created: created && !via_link,
+                    executed,
+                    pid: event.pid,
+                    exe: info.exe.clone(),
+                    outside_tree: info.outside_tree,
+                    cwd: info.cwd.clone(),
+                    crate_name: info.crate_name.clone(),
+                    via_link,
+                    path: name,
+                });
+            }
         }
         if offset != len {
             bail!("fanotify returned a truncated event ({len} bytes read, {offset} parsed)");
@@ -520,6 +645,10 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             }
             continue;
         }
+        if event.via_link {
+            analysis.use_file(&event.path, "followed", &process);
+            continue;
+        }
         opened_files
             .entry(event.path.clone())
             .or_insert_with(|| process.clone());
@@ -532,7 +661,7 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
     // fanotify names the file the kernel opened, not the symlinks on the
     // way: a repository symlink that is not a key input and leads to a file
     // the build opened may have chosen it.
-    for (link, target) in repository_symlinks(scope)? {
+    for (link, target) in symlinks_in(scope.root, scope.output_dirs)? {
         let opener = opened_files
             .range(target.clone()..)
             .next()
@@ -549,17 +678,17 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
 }
 
 /// Every symlink in the repository outside the build output and `.git`,
-/// with the file or directory it resolves to, when that lies inside.
-fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
+/// with the file or directory it resolves to (wherever that is).
+fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, PathBuf)>> {
     let mut links = Vec::new();
-    let walk = walkdir::WalkDir::new(scope.root)
+    let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|entry| {
             let path = entry.path();
-            !scope.output_dirs.iter().any(|d| path.starts_with(d))
+            !output_dirs.iter().any(|d| path.starts_with(d))
                 && path
-                    .strip_prefix(scope.root)
+                    .strip_prefix(root)
                     .is_ok_and(|rel| !crate::key::is_git_metadata(&rel.to_string_lossy()))
         });
     for entry in walk {
@@ -567,9 +696,7 @@ fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
         if !entry.path_is_symlink() {
             continue;
         }
-        if let Ok(target) = std::fs::canonicalize(entry.path())
-            && target.starts_with(scope.root)
-        {
+        if let Ok(target) = std::fs::canonicalize(entry.path()) {
             links.push((entry.path().to_path_buf(), target));
         }
     }
