@@ -206,13 +206,12 @@ fn check_trace(
     )
 }
 
-/// Where the build writes: the workspace's target directory, the command's
-/// own, and the archive directories.
+/// Where the build writes: the command's target directory (else the
+/// workspace's, see [`trace::build_output_dirs`]) and the archive directories.
 fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let workspace = crate::key::workspace::load(root)?;
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut dirs = vec![workspace.target_dir];
-    dirs.extend(trace::command_target_dirs(root, &args));
+    let mut dirs = trace::build_output_dirs(root, &workspace.target_dir, &args);
     dirs.extend_from_slice(archive_dirs);
     Ok(dirs)
 }

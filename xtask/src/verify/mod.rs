@@ -29,7 +29,8 @@ impl flags::VerifyKey {
         let manifest = key::compute(&root, &policy)?;
         let workspace = key::workspace::load(&root)?;
         if self.trace {
-            let mut output_dirs = vec![workspace.target_dir.clone()];
+            let mut output_dirs =
+                trace::build_output_dirs(&root, &workspace.target_dir, &self.command);
             if let Some(dir) = &self.target_dir {
                 output_dirs.push(root.join(dir));
             }

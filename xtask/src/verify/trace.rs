@@ -636,6 +636,25 @@ impl TraceLog {
     }
 }
 
+/// The directories a traced build writes to: the target directories the
+/// command names, or else the workspace's. The workspace's is left out when
+/// the command builds elsewhere: what is in it was there before the build
+/// (the checkout may commit files there, a `build.target-dir` may name a
+/// directory of the checkout), so a read of it is a read of the
+/// repository, never of build output.
+pub fn build_output_dirs(
+    root: &Path,
+    workspace_target: &Path,
+    command: &[OsString],
+) -> Vec<PathBuf> {
+    let named = command_target_dirs(root, command);
+    if named.is_empty() {
+        vec![workspace_target.to_path_buf()]
+    } else {
+        named
+    }
+}
+
 /// The target directory a cargo command line names with `--target-dir`, or
 /// `CARGO_TARGET_DIR`: build output like the workspace's own.
 pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
@@ -665,7 +684,7 @@ pub fn verify_command(
     policy: &crate::policy::Policy,
     manifest: &crate::key::KeyManifest,
     command: &[OsString],
-    mut output_dirs: Vec<PathBuf>,
+    output_dirs: Vec<PathBuf>,
     choice: TracerChoice,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
@@ -695,7 +714,6 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
-    output_dirs.extend(command_target_dirs(root, command));
     log.start(root, &output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();

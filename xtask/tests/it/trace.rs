@@ -665,3 +665,59 @@ fn fanotify_names_files_by_inode_whatever_the_build_does_to_their_names() {
         );
     }
 }
+
+/// Attack on both tracers (it passed before the target directories a
+/// traced build writes to were the command's own): a file the checkout
+/// puts in the workspace's target directory, read while the build writes
+/// elsewhere, counted as build output.
+#[test]
+fn files_already_in_the_workspace_target_dir_are_repository_files() {
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "app",
+        "    assert!(std::fs::read_to_string(\"../target/secret.txt\").unwrap().contains(\"secret\"));",
+    );
+    ws.file("target/secret.txt", "secret committed into target/\n");
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if have_strace("files_already_in_the_workspace_target_dir_are_repository_files") {
+        tracers.push("strace");
+    }
+    if have_fanotify("files_already_in_the_workspace_target_dir_are_repository_files") {
+        tracers.push("fanotify");
+    }
+    for tracer in tracers {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        assert!(
+            text.contains("target/secret.txt  (read by build script of app"),
+            "{tracer}: {text}"
+        );
+    }
+    // The checkout names a directory of its own as the target directory;
+    // the command builds elsewhere.
+    ws.file(".cargo/config.toml", "[build]\ntarget-dir = \"data\"\n")
+        .file("data/secret.txt", "secret in a directory named as target\n")
+        .file(
+            "app/build.rs",
+            "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    assert!(std::fs::read_to_string(\"../data/secret.txt\").unwrap().contains(\"secret\"));\n}\n",
+        );
+    std::fs::remove_dir_all(ws.join("target")).unwrap();
+    if have_fanotify("files_already_in_the_workspace_target_dir_are_repository_files") {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, "fanotify", &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("data/secret.txt  (read by build script of app"),
+            "{text}"
+        );
+    }
+}
