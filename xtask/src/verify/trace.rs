@@ -25,7 +25,9 @@
 //!   checks and target discovery, `git status`-style scans) are exempt:
 //!   they do not shape the compiled bytes, and git state is a documented
 //!   residual of the key;
-//! - the source of a rename (the build moved a repository file).
+//! - the source of a rename (the build moved a repository file), and a
+//!   file or directory it removed (a listing is checked against the
+//!   directory as it is after the build).
 //!
 //! Not a miss: files under the target directories (build output), `.git/`,
 //! files outside the repository (registry sources, toolchain: covered by
@@ -238,6 +240,30 @@ const SYSCALLS: &[(&str, Call)] = &[
             path: 1,
         },
     ),
+    // Removing a repository file the build did not make hides it from
+    // what a listing is checked against (the directory as it is after the
+    // build): the removal counts as a use.
+    (
+        "unlink",
+        Call::Remove {
+            dirfd: None,
+            path: 0,
+        },
+    ),
+    (
+        "unlinkat",
+        Call::Remove {
+            dirfd: Some(0),
+            path: 1,
+        },
+    ),
+    (
+        "rmdir",
+        Call::Remove {
+            dirfd: None,
+            path: 0,
+        },
+    ),
     ("clone", Call::Fork),
     ("clone3", Call::Fork),
     ("fork", Call::Fork),
@@ -273,6 +299,10 @@ enum Call {
     Move {
         from: (Option<usize>, usize),
         to: (Option<usize>, usize),
+    },
+    Remove {
+        dirfd: Option<usize>,
+        path: usize,
     },
     Fork,
     Unseen,
@@ -1357,6 +1387,15 @@ impl<'a> Analysis<'a> {
                     self.created.insert(target.into_os_string());
                 }
             }
+            Call::Remove { dirfd, path } => {
+                if !call.succeeded() {
+                    return Ok(());
+                }
+                if let Some(file) = self.path_arg(call, dirfd, path)? {
+                    let file = self.resolve(&file, &process);
+                    self.use_file(&file, "removed", &process);
+                }
+            }
             Call::Unseen => self.unseen.push(process),
         }
         Ok(())
@@ -1438,6 +1477,19 @@ impl<'a> Analysis<'a> {
 
     /// Sorts a used file into a category; repository files are kept for the check.
     fn use_file(&mut self, file: &Path, access: &'static str, process: &Rc<Process>) {
+        self.use_file_as(file, access, process, true);
+    }
+
+    /// [`Self::use_file`] of a file known to have been in the repository
+    /// before the build (`may_be_created` false): a file the build later
+    /// created under the same name does not exempt it.
+    fn use_file_as(
+        &mut self,
+        file: &Path,
+        access: &'static str,
+        process: &Rc<Process>,
+        may_be_created: bool,
+    ) {
         // Byte prefixes: `Path::starts_with` compares component by
         // component, which a trace of a large build feels.
         let bytes = file.as_os_str().as_bytes();
@@ -1461,7 +1513,7 @@ impl<'a> Analysis<'a> {
             self.git.insert(file.as_os_str().to_owned());
             return;
         }
-        if self.created.contains(file.as_os_str()) {
+        if may_be_created && self.created.contains(file.as_os_str()) {
             self.created_used.insert(file.as_os_str().to_owned());
             return;
         }
@@ -1486,6 +1538,10 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             let Ok(entries) = std::fs::read_dir(&dir) else {
+                // Gone by now (removed or moved by the build): its names
+                // cannot be checked, so the directory itself is the miss
+                // (unless the build made it).
+                self.use_file(&dir, "listed", &process);
                 continue;
             };
             self.repository_opens += 1;

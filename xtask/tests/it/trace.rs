@@ -721,3 +721,73 @@ fn files_already_in_the_workspace_target_dir_are_repository_files() {
         );
     }
 }
+
+/// Attacks (each passed before): a build script that lists a directory and
+/// then removes the file or the directory it listed, so that the check of
+/// the listing (the directory as it is after the build) finds nothing; and
+/// one that moves a file that is not a key input aside, creates a file
+/// under its name, and reads the moved one (under fanotify, which names
+/// the moved file by its name at the start: that name is the build's
+/// creation, yet the file read is not).
+#[test]
+fn listings_hidden_by_removal_and_files_swapped_for_created_ones_are_caught() {
+    let test = "listings_hidden_by_removal_and_files_swapped_for_created_ones_are_caught";
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"swap\", \"unlisted\", \"rmdir\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "swap",
+        "    std::fs::rename(\"secret.txt\", format!(\"{out}/old\")).unwrap();\n    std::fs::write(\"secret.txt\", \"the build's own\").unwrap();\n    let _ = std::fs::read(\"secret.txt\").unwrap();\n    let text = std::fs::read_to_string(format!(\"{out}/old\")).unwrap();\n    std::fs::rename(format!(\"{out}/old\"), \"secret.txt\").unwrap();\n    assert!(text.contains(\"secret\"));",
+    );
+    secret_reader(
+        &ws,
+        "unlisted",
+        "    assert_eq!(std::fs::read_dir(\"plugins\").unwrap().count(), 1);\n    std::fs::remove_file(\"plugins/chosen.toml\").unwrap();",
+    );
+    ws.file("unlisted/plugins/chosen.toml", "x\n");
+    secret_reader(
+        &ws,
+        "rmdir",
+        "    assert_eq!(std::fs::read_dir(\"plugins\").unwrap().count(), 1);\n    std::fs::remove_dir_all(\"plugins\").unwrap();",
+    );
+    ws.file("rmdir/plugins/chosen.toml", "x\n");
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push("strace");
+    }
+    if have_fanotify(test) {
+        tracers.push("fanotify");
+    }
+    for tracer in tracers {
+        // Each build removes what it listed: a fresh copy each time.
+        let copy = Fixture::new();
+        for entry in walkdir::WalkDir::new(ws.path()) {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(ws.path()).unwrap();
+            if entry.file_type().is_file() {
+                copy.file(
+                    rel.to_str().unwrap(),
+                    &std::fs::read_to_string(entry.path()).unwrap(),
+                );
+            }
+        }
+        let target = Fixture::new();
+        let output = traced_build_with(&copy, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        for needle in [
+            "unlisted/plugins/chosen.toml  (",
+            "rmdir/plugins/chosen.toml  (",
+            "swap/secret.txt  (",
+        ] {
+            assert!(
+                text.contains(needle),
+                "{tracer}: the report lacks {needle:?}:\n{text}"
+            );
+        }
+    }
+}

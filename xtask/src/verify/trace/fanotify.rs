@@ -67,6 +67,8 @@ type Identity = (u64, u64);
 struct Watched {
     names: HashMap<Identity, Vec<PathBuf>>,
     outside_links: Vec<OutsideLink>,
+    /// Each directory's files (not subdirectories) when the watch started.
+    files_in: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 /// A repository symlink whose target is outside the repository.
@@ -96,6 +98,9 @@ pub struct Opened {
     /// `path` is a repository symlink whose target outside the repository
     /// was opened.
     pub via_link: bool,
+    /// The file was in the repository when the watch started (named by its
+    /// path then): no file the build creates under that name exempts it.
+    pub preexisting: bool,
 }
 
 /// What the collector returns: the events inside the repository, in order,
@@ -104,6 +109,9 @@ pub struct Opened {
 pub struct Collected {
     pub opened: Vec<Opened>,
     pub events: usize,
+    /// Each repository directory's files when the watch started: a listing
+    /// read those names, even if the build removed some before the check.
+    pub files_in: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 /// A running fanotify watch over the repository's directories.
@@ -161,7 +169,7 @@ impl OpenWatch {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fanotify".to_owned())
-                .spawn(move || collect(&group, &root, &watched, started, &stop))
+                .spawn(move || collect(&group, &root, watched, started, &stop))
                 .context("cannot start the fanotify collector thread")?
         };
         Ok(OpenWatch {
@@ -243,6 +251,15 @@ fn mark_repository(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result
     for entry in walk {
         let entry = entry.context("cannot walk the repository to watch it")?;
         let file_type = entry.file_type();
+        if !file_type.is_dir()
+            && let Some(dir) = entry.path().parent()
+        {
+            watched
+                .files_in
+                .entry(dir.to_path_buf())
+                .or_default()
+                .push(entry.path().to_path_buf());
+        }
         if file_type.is_symlink() {
             continue;
         }
@@ -325,7 +342,7 @@ fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<(
 fn collect(
     group: &File,
     root: &Path,
-    watched: &Watched,
+    mut watched: Watched,
     started: SystemTime,
     stop: &AtomicBool,
 ) -> Result<Collected> {
@@ -340,6 +357,7 @@ fn collect(
         let stopping = stop.load(Ordering::SeqCst);
         if !wait_readable(group, if stopping { 0 } else { 50 })? {
             if stopping {
+                collected.files_in = std::mem::take(&mut watched.files_in);
                 return Ok(collected);
             }
             continue;
@@ -426,6 +444,7 @@ fn collect(
                     cwd: info.cwd.clone(),
                     crate_name: info.crate_name.clone(),
                     via_link,
+                    preexisting: named.is_some() && !via_link,
                     path: name,
                 });
             }
@@ -642,6 +661,11 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         if event.directory {
             if !analysis.metadata_exempt(&process) {
                 analysis.listed.push((event.path.clone(), process.clone()));
+                if event.preexisting {
+                    for file in collected.files_in.get(&event.path).into_iter().flatten() {
+                        analysis.use_file_as(file, "listed", &process, false);
+                    }
+                }
             }
             continue;
         }
@@ -652,10 +676,11 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         opened_files
             .entry(event.path.clone())
             .or_insert_with(|| process.clone());
+        let may_be_created = !event.preexisting;
         if event.executed {
-            analysis.use_file(&event.path, "executed", &process);
+            analysis.use_file_as(&event.path, "executed", &process, may_be_created);
         } else if !analysis.is_scan_rule(&event.path, &process) {
-            analysis.use_file(&event.path, "read", &process);
+            analysis.use_file_as(&event.path, "read", &process, may_be_created);
         }
     }
     // fanotify names the file the kernel opened, not the symlinks on the
