@@ -791,3 +791,40 @@ fn listings_hidden_by_removal_and_files_swapped_for_created_ones_are_caught() {
         }
     }
 }
+
+/// Attack on fanotify (it passed before): a build script that reads the
+/// text of a dangling repository symlink that is not a key input and
+/// compiles it in. fanotify does not see `readlink`, so every such link is
+/// a miss (strace sees the call).
+#[test]
+fn fanotify_counts_symlinks_whose_text_it_cannot_see_read() {
+    if !have_fanotify("fanotify_counts_symlinks_whose_text_it_cannot_see_read") {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "app",
+        "    let payload = std::fs::read_link(\"payload\").unwrap();\n    std::fs::write(format!(\"{out}/gen.rs\"), format!(\"pub const X: u32 = {};\", payload.display())).unwrap();",
+    );
+    ws.file(
+        "app/src/lib.rs",
+        "include!(concat!(env!(\"OUT_DIR\"), \"/gen.rs\"));\n",
+    );
+    std::os::unix::fs::symlink("42", ws.join("app/payload")).unwrap();
+    lock(&ws);
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "app/payload  (a symlink maybe read by any process: fanotify does not see readlink)"
+        ),
+        "{text}"
+    );
+}

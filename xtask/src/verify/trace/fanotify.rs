@@ -20,7 +20,9 @@
 //!   symlink a path went through: a repository symlink that is not a key
 //!   input and leads to a file the build opened (inside the repository or
 //!   out of it) is reported as "followed", whether or not the build went
-//!   through it (fail closed);
+//!   through it, and any other repository symlink that is not a key input
+//!   as "maybe read" (its text may have been read with `readlink`; fail
+//!   closed);
 //! - it needs `CAP_SYS_ADMIN` (root on a hosted runner, not in most
 //!   containers); without it the trace falls back to strace.
 //!
@@ -31,7 +33,7 @@
 //! bystander (an editor scanning the checkout) is recognised; this process's
 //! own opens do not count.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -45,7 +47,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Analysis, Process, Scope, TraceReport};
+use super::{Analysis, Process, Scope, TraceMiss, TraceReport};
 
 /// What the group asks the kernel to report: opens (of files and of
 /// directories, which is how a listing starts) and executions.
@@ -300,6 +302,9 @@ fn outside_links(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<OutsideLink
     use std::os::unix::fs::MetadataExt;
     let mut links = Vec::new();
     for (link, target) in symlinks_in(root, output_dirs)? {
+        let Some(target) = target else {
+            continue;
+        };
         if target.starts_with(root) || output_dirs.iter().any(|d| target.starts_with(d)) {
             continue;
         }
@@ -686,25 +691,57 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
     // fanotify names the file the kernel opened, not the symlinks on the
     // way: a repository symlink that is not a key input and leads to a file
     // the build opened may have chosen it.
-    for (link, target) in symlinks_in(scope.root, scope.output_dirs)? {
+    let links = symlinks_in(scope.root, scope.output_dirs)?;
+    for (link, target) in &links {
+        let Some(target) = target else {
+            continue;
+        };
         let opener = opened_files
             .range(target.clone()..)
             .next()
-            .filter(|(file, _)| file.starts_with(&target))
+            .filter(|(file, _)| file.starts_with(target))
             .map(|(_, process)| process.clone());
         if let Some(process) = opener {
-            analysis.use_file(&link, "followed", &process);
+            analysis.use_file(link, "followed", &process);
         }
     }
     let mut report = analysis.finish(collected.events)?;
     report.recorded = "fanotify events";
     report.watched_repository_only = true;
+    // fanotify does not see `readlink`: the text of a repository symlink
+    // that is not a key input may have been read (a dangling link's text
+    // is any bytes the checkout chose). Fail closed.
+    let reported: HashSet<String> = report.misses.iter().map(|m| m.path.clone()).collect();
+    for (link, _) in &links {
+        let Ok(rel) = link.strip_prefix(scope.root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if scope.inputs.contains(rel.as_str()) {
+            continue;
+        }
+        let shown = super::escape_controls(&rel);
+        if reported.contains(&shown) {
+            continue;
+        }
+        report.repository_files += 1;
+        report.misses.push(TraceMiss {
+            fix: format!(
+                "its text may have chosen what the build did: add key.include = [\"{shown}\"] to the policy so the key hashes the link, remove the link, or trace with --tracer strace, which sees readlink"
+            ),
+            path: shown,
+            access: "a symlink maybe read",
+            process: "any process: fanotify does not see readlink".to_owned(),
+        });
+    }
+    report.misses.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(report)
 }
 
 /// Every symlink in the repository outside the build output and `.git`,
-/// with the file or directory it resolves to (wherever that is).
-fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, PathBuf)>> {
+/// with the file or directory it resolves to (wherever that is; `None`:
+/// dangling).
+fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Option<PathBuf>)>> {
     let mut links = Vec::new();
     let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
@@ -721,9 +758,10 @@ fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Pat
         if !entry.path_is_symlink() {
             continue;
         }
-        if let Ok(target) = std::fs::canonicalize(entry.path()) {
-            links.push((entry.path().to_path_buf(), target));
-        }
+        links.push((
+            entry.path().to_path_buf(),
+            std::fs::canonicalize(entry.path()).ok(),
+        ));
     }
     Ok(links)
 }
