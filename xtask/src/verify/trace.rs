@@ -271,6 +271,14 @@ const SYSCALLS: &[(&str, Call)] = &[
     // File operations submitted through io_uring never pass through a
     // traced system call: a process that sets one up is reported.
     ("io_uring_setup", Call::Unseen),
+    // A mount (a bind or overlay mount in a user namespace needs no
+    // privilege) or a chroot lets a repository file be opened under a name
+    // outside the repository: names no longer say which file was opened.
+    ("mount", Call::Remount),
+    ("open_tree", Call::Remount),
+    ("move_mount", Call::Remount),
+    ("chroot", Call::Remount),
+    ("pivot_root", Call::Remount),
 ];
 
 /// What a recorded system call does; the numbers are argument positions.
@@ -306,6 +314,7 @@ enum Call {
     },
     Fork,
     Unseen,
+    Remount,
 }
 
 /// Tools whose metadata scans of the repository are not reads (their file
@@ -1157,6 +1166,8 @@ struct Analysis<'a> {
     /// Repository symlinks a directory path passes through, found once.
     symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
     unseen: Vec<Rc<Process>>,
+    /// Processes that mounted or changed root (see [`Call::Remount`]).
+    remounted: Vec<Rc<Process>>,
     repository_opens: usize,
 }
 
@@ -1176,6 +1187,7 @@ impl<'a> Analysis<'a> {
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
+            remounted: Vec::new(),
             repository_opens: 0,
         }
     }
@@ -1397,6 +1409,11 @@ impl<'a> Analysis<'a> {
                 }
             }
             Call::Unseen => self.unseen.push(process),
+            Call::Remount => {
+                if call.succeeded() {
+                    self.remounted.push(process);
+                }
+            }
         }
         Ok(())
     }
@@ -1606,6 +1623,14 @@ impl<'a> Analysis<'a> {
                 access: "hid file operations in io_uring",
                 process: process.describe(self.scope),
                 fix: "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced".to_owned(),
+            });
+        }
+        for process in &self.remounted {
+            report.misses.push(TraceMiss {
+                path: "(mount)".to_owned(),
+                access: "changed what paths name (mount, chroot)",
+                process: process.describe(self.scope),
+                fix: "after a mount or chroot a repository file can be opened under a name outside the repository, which a system-call trace cannot tell; the build must not mount while it is traced (the fanotify tracer names files by inode)".to_owned(),
             });
         }
         Ok(report)

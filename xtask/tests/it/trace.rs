@@ -898,3 +898,52 @@ fn fanotify_catches_an_existence_check_of_a_file_that_is_not_a_key_input() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("app/enable-feature  ("), "{text}");
 }
+
+/// Attack (it passed under strace before mounts counted): a build script
+/// that mounts a repository directory elsewhere (an overlay in a user
+/// namespace needs no privilege) and reads a file that is not a key input
+/// through the mount. strace sees a path outside the repository, so the
+/// mount itself is the miss; fanotify names the file by inode.
+#[test]
+fn a_read_through_a_mount_of_the_repository_is_caught() {
+    let test = "a_read_through_a_mount_of_the_repository_is_caught";
+    let namespaces = std::process::Command::new("unshare")
+        .args(["-Urm", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !namespaces {
+        eprintln!(
+            "skipped {test}: `unshare -Urm` (user and mount namespaces) is not permitted here"
+        );
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "app",
+        "    let data = std::env::current_dir().unwrap().join(\"data\");\n    let (empty, mnt) = (format!(\"{out}/empty\"), format!(\"{out}/mnt\"));\n    std::fs::create_dir_all(&empty).unwrap();\n    std::fs::create_dir_all(&mnt).unwrap();\n    let script = format!(\"mount -t overlay overlay -o lowerdir={}:{empty} {mnt} && cat {mnt}/secret.txt > {out}/copy.txt\", data.display());\n    assert!(std::process::Command::new(\"unshare\").args([\"-Urm\", \"sh\", \"-c\", &script]).status().unwrap().success());\n    assert!(std::fs::read_to_string(format!(\"{out}/copy.txt\")).unwrap().contains(\"secret\"));",
+    );
+    ws.file("app/data/secret.txt", "secret read through a mount\n");
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push((
+            "strace",
+            "(mount)  (changed what paths name (mount, chroot) by ",
+        ));
+    }
+    if have_fanotify(test) {
+        tracers.push(("fanotify", "app/data/secret.txt  (read by cat "));
+    }
+    for (tracer, needle) in tracers {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        assert!(text.contains(needle), "{tracer}: {text}");
+    }
+}
