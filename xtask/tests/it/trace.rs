@@ -947,3 +947,42 @@ fn a_read_through_a_mount_of_the_repository_is_caught() {
         assert!(text.contains(needle), "{tracer}: {text}");
     }
 }
+
+/// Attack on fanotify (it passed before the watch killed what the build
+/// left running): a build script starts a daemon that waits for the trace
+/// to end, then reads a file that is not a key input (and could rewrite
+/// the build's output before `gpu-archive` packs it). strace waits for
+/// every traced process; the fanotify watch now kills the build's
+/// leftover processes (it reaps orphans as a subreaper) before it stops.
+#[test]
+fn fanotify_kills_what_the_build_left_running_before_the_watch_ends() {
+    if !have_fanotify("fanotify_kills_what_the_build_left_running_before_the_watch_ends") {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    let outside = Fixture::new();
+    let leak = outside.join("leak.txt");
+    secret_reader(
+        &ws,
+        "app",
+        &format!(
+            "    std::process::Command::new(\"sh\").arg(\"-c\").arg(\"(sleep 1; cat secret.txt > {}) > /dev/null 2>&1 &\").status().unwrap();",
+            leak.display()
+        ),
+    );
+    lock(&ws);
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!leak.exists(), "the daemon read after the trace:\n{text}");
+    assert!(
+        text.contains("process(es) the build left running (pid "),
+        "{text}"
+    );
+}

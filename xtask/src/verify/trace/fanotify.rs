@@ -165,6 +165,7 @@ impl OpenWatch {
                 libc::FAN_OPEN_EXEC,
             )?;
         }
+        become_subreaper()?;
         let stop = Arc::new(AtomicBool::new(false));
         let started = SystemTime::now();
         let collector = {
@@ -180,8 +181,23 @@ impl OpenWatch {
         })
     }
 
-    /// Stops the watch once every event queued so far is read.
+    /// Stops the watch once every event queued so far is read. Processes
+    /// the build left running (daemons) are killed first: after the watch
+    /// they would act unseen (read the repository, rewrite the build's
+    /// output before it is packed or published).
     pub fn finish(mut self) -> Result<Collected> {
+        let killed = kill_descendants()?;
+        if !killed.is_empty() {
+            eprintln!(
+                "verify-key --trace: killed {} process(es) the build left running (pid {}): they would have acted after the trace",
+                killed.len(),
+                killed
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         self.stop.store(true, Ordering::SeqCst);
         let collector = self
             .collector
@@ -201,6 +217,106 @@ impl Drop for OpenWatch {
             let _ = collector.join();
         }
     }
+}
+
+/// Makes this process the reaper of its orphaned descendants: a daemon the
+/// build starts (double fork, `setsid`) stays under this process, so that
+/// [`kill_descendants`] finds it.
+#[allow(unsafe_code)]
+fn become_subreaper() -> Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("cannot keep the build's daemons under the trace (PR_SET_CHILD_SUBREAPER): {err}");
+    }
+    Ok(())
+}
+
+/// Kills every live descendant of this process and reaps those that are
+/// its children, until none is left; returns the pids killed.
+#[allow(unsafe_code)]
+fn kill_descendants() -> Result<Vec<u32>> {
+    let own = std::process::id();
+    let mut killed = Vec::new();
+    for _ in 0..200 {
+        let mut parents: HashMap<u32, u32> = HashMap::new();
+        let entries = std::fs::read_dir("/proc").context("cannot list /proc")?;
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: a zombie (state Z) is dead already.
+            let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let mut fields = after_comm.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let Some(ppid) = fields.next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if state != "Z" && state != "X" {
+                parents.insert(pid, ppid);
+            }
+        }
+        let live: Vec<u32> = parents
+            .keys()
+            .copied()
+            .filter(|&pid| pid != own && descends_in(&parents, pid, own))
+            .collect();
+        // Reap the dead children (daemons reparented here included).
+        loop {
+            // SAFETY: waitpid with a null status pointer and WNOHANG.
+            let reaped = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if reaped <= 0 {
+                break;
+            }
+        }
+        if live.is_empty() {
+            return Ok(killed);
+        }
+        for pid in live {
+            let Ok(raw) = libc::pid_t::try_from(pid) else {
+                continue;
+            };
+            // SAFETY: kill takes two integers.
+            unsafe { libc::kill(raw, libc::SIGKILL) };
+            if !killed.contains(&pid) {
+                killed.push(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    bail!(
+        "the build left processes running that could not be stopped (pid {}): they would act after the trace",
+        killed
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Whether `pid` descends from `ancestor` in the `parents` table.
+fn descends_in(parents: &HashMap<u32, u32>, pid: u32, ancestor: u32) -> bool {
+    let mut current = pid;
+    for _ in 0..4096 {
+        if current == ancestor {
+            return true;
+        }
+        match parents.get(&current) {
+            Some(&parent) if parent != current => current = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// A notification-class group: events are queued, processes never wait for
