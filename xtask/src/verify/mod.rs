@@ -40,7 +40,7 @@ impl flags::VerifyKey {
                 &policy,
                 &manifest,
                 &self.command,
-                output_dirs,
+                &output_dirs,
                 choice,
             );
         }

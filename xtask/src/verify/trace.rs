@@ -723,7 +723,7 @@ pub fn verify_command(
     policy: &crate::policy::Policy,
     manifest: &crate::key::KeyManifest,
     command: &[OsString],
-    output_dirs: Vec<PathBuf>,
+    output_dirs: &[PathBuf],
     choice: TracerChoice,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
@@ -753,7 +753,7 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
-    log.start(root, &output_dirs)?;
+    log.start(root, output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
         build
@@ -771,7 +771,7 @@ pub fn verify_command(
         }
         bail!("the traced build failed ({status}); nothing was checked, fix the build first");
     }
-    let report = log.check(root, manifest, &output_dirs, root)?;
+    let report = log.check(root, manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     // The key was computed before the build; a build that rewrote an input
     // (cargo updating Cargo.lock, a build script writing into src/) built
