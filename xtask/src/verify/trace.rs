@@ -1168,6 +1168,9 @@ struct Analysis<'a> {
     unseen: Vec<Rc<Process>>,
     /// Processes that mounted or changed root (see [`Call::Remount`]).
     remounted: Vec<Rc<Process>>,
+    /// Programs born during the build (fanotify: by birth time, wherever
+    /// they are): never exempt tools, whatever their name.
+    new_programs: HashSet<OsString>,
     repository_opens: usize,
 }
 
@@ -1188,6 +1191,7 @@ impl<'a> Analysis<'a> {
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
             remounted: Vec::new(),
+            new_programs: HashSet::new(),
             repository_opens: 0,
         }
     }
@@ -1425,10 +1429,17 @@ impl<'a> Analysis<'a> {
             .file_name()
             .and_then(OsStr::to_str)
             .is_some_and(|n| METADATA_EXEMPT_TOOLS.contains(&n));
+        let exe = process.exe.as_os_str();
         exempt_name
             && process.exe.is_absolute()
             && !process.exe.starts_with(self.scope.root)
-            && !self.created.contains(process.exe.as_os_str())
+            && !self
+                .scope
+                .output_dirs
+                .iter()
+                .any(|d| is_under(exe.as_bytes(), d.as_os_str().as_bytes()))
+            && !self.created.contains(exe)
+            && !self.new_programs.contains(exe)
     }
 
     /// A [`SCAN_RULE_FILES`] file read by a metadata-exempt tool.

@@ -986,3 +986,49 @@ fn fanotify_kills_what_the_build_left_running_before_the_watch_ends() {
         "{text}"
     );
 }
+
+/// Attack on fanotify (it passed before): cargo's and git's listings and
+/// `.gitignore` reads are exempt by program name, and a build script
+/// copied `cat` and `ls` into OUT_DIR as `cargo` and `git` to read a
+/// `.gitignore` that is not a key input and list a directory. A program
+/// born during the build, or in a target directory, is exempt under no
+/// name.
+#[test]
+fn programs_the_build_made_are_not_exempt_tools_whatever_their_name() {
+    let test = "programs_the_build_made_are_not_exempt_tools_whatever_their_name";
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "app",
+        "    std::fs::copy(\"/bin/cat\", format!(\"{out}/cargo\")).unwrap();\n    let text = std::process::Command::new(format!(\"{out}/cargo\")).arg(\"plugins/.gitignore\").output().unwrap().stdout;\n    assert!(String::from_utf8_lossy(&text).contains(\"payload\"));\n    std::fs::copy(\"/bin/ls\", format!(\"{out}/git\")).unwrap();\n    let names = std::process::Command::new(format!(\"{out}/git\")).arg(\"plugins\").output().unwrap().stdout;\n    assert!(String::from_utf8_lossy(&names).contains(\"chosen\"));",
+    );
+    ws.file("app/plugins/.gitignore", "payload\n")
+        .file("app/plugins/chosen.toml", "x\n");
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push("strace");
+    }
+    if have_fanotify(test) {
+        tracers.push("fanotify");
+    }
+    for tracer in tracers {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        for needle in [
+            "app/plugins/.gitignore  (read by cargo (pid ",
+            "app/plugins/chosen.toml  (listed by git (pid ",
+        ] {
+            assert!(
+                text.contains(needle),
+                "{tracer}: the report lacks {needle:?}:\n{text}"
+            );
+        }
+    }
+}

@@ -103,6 +103,9 @@ pub struct Opened {
     /// The file was in the repository when the watch started (named by its
     /// path then): no file the build creates under that name exempts it.
     pub preexisting: bool,
+    /// The process's program was born after the watch started (or its
+    /// birth is unknown): the build made it, whatever it is called.
+    pub exe_new: bool,
 }
 
 /// What the collector returns: the events inside the repository, in order,
@@ -469,7 +472,7 @@ fn collect(
 ) -> Result<Collected> {
     use std::os::unix::fs::MetadataExt;
     let mut collected = Collected::default();
-    let mut processes = ProcessTable::new();
+    let mut processes = ProcessTable::new(started);
     let mut buffer = vec![0u8; 256 * 1024];
     let root_bytes = root.as_os_str().as_bytes().to_vec();
     loop {
@@ -564,6 +567,7 @@ fn collect(
                     outside_tree: info.outside_tree,
                     cwd: info.cwd.clone(),
                     crate_name: info.crate_name.clone(),
+                    exe_new: info.exe_new,
                     via_link,
                     preexisting: named.is_some() && !via_link,
                     path: name,
@@ -660,12 +664,15 @@ struct ProcessInfo {
     outside_tree: bool,
     cwd: Option<PathBuf>,
     crate_name: Option<String>,
+    /// See [`Opened::exe_new`].
+    exe_new: bool,
 }
 
 /// Processes looked up once each: whether they descend from this process,
 /// and what they run.
 struct ProcessTable {
     own_pid: u32,
+    started: SystemTime,
     /// `None`: not a descendant of this process (its events are dropped).
     known: HashMap<u32, Option<ProcessInfo>>,
     /// The last file each process executed, for processes gone before they
@@ -674,9 +681,10 @@ struct ProcessTable {
 }
 
 impl ProcessTable {
-    fn new() -> Self {
+    fn new(started: SystemTime) -> Self {
         ProcessTable {
             own_pid: std::process::id(),
+            started,
             known: HashMap::new(),
             executed: HashMap::new(),
         }
@@ -692,7 +700,10 @@ impl ProcessTable {
             self.executed.insert(pid, file.to_path_buf());
             // A process that executes another program becomes it.
             if let Some(Some(info)) = self.known.get_mut(&pid) {
-                *info = read_process(pid).unwrap_or_default();
+                *info = read_process(pid, self.started).unwrap_or_else(|| ProcessInfo {
+                    exe_new: true,
+                    ..ProcessInfo::default()
+                });
             }
         }
     }
@@ -705,8 +716,9 @@ impl ProcessTable {
         if let Some(known) = self.known.get(&pid) {
             return known.clone();
         }
-        let mut info = read_process(pid).unwrap_or_else(|| ProcessInfo {
+        let mut info = read_process(pid, self.started).unwrap_or_else(|| ProcessInfo {
             exe: self.executed.get(&pid).cloned(),
+            exe_new: true,
             ..ProcessInfo::default()
         });
         // Gone before it could be traced back: presumed the build's.
@@ -735,8 +747,12 @@ fn descends_from(pid: u32, ancestor: u32) -> Option<bool> {
     None
 }
 
-fn read_process(pid: u32) -> Option<ProcessInfo> {
+fn read_process(pid: u32, started: SystemTime) -> Option<ProcessInfo> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    // The program itself (even if removed since), not what its path names now.
+    let exe_new = std::fs::metadata(format!("/proc/{pid}/exe"))
+        .and_then(|m| m.created())
+        .map_or(true, |born| born > started);
     let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
@@ -750,6 +766,7 @@ fn read_process(pid: u32) -> Option<ProcessInfo> {
         cwd,
         crate_name,
         outside_tree: false,
+        exe_new,
     })
 }
 
@@ -776,6 +793,11 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             })
             .clone();
         analysis.processes.insert(event.pid, process.clone());
+        if event.exe_new {
+            analysis
+                .new_programs
+                .insert(process.exe.clone().into_os_string());
+        }
         if event.created {
             analysis.created.insert(event.path.clone().into_os_string());
         }
