@@ -506,10 +506,13 @@ fn collect(
                 continue;
             };
             let file = File::from(fd);
+            // The name before the metadata: a name that says " (deleted)"
+            // was unlinked before the link count is read.
+            let name = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
             let metadata = file.metadata().ok();
             let identity = metadata.as_ref().map(|m| (m.dev(), m.ino()));
             let named = identity.and_then(|id| watched.names.get(&id));
-            let path = match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            let path = match name {
                 Ok(path) => strip_deleted(path, metadata.as_ref()),
                 Err(_) if named.is_some() => PathBuf::new(),
                 // Neither a repository file nor one whose name can be
