@@ -583,8 +583,11 @@ impl TraceLog {
     }
 
     /// Starts watching `root` but its output directories (fanotify);
-    /// nothing for strace, which starts with each command.
+    /// nothing for strace, which starts with each command. Both refuse
+    /// output directories of the repository that already hold files (see
+    /// [`refuse_occupied_output_dirs`]).
     pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+        refuse_occupied_output_dirs(root, output_dirs)?;
         #[cfg(target_os = "linux")]
         if matches!(self.backend, Backend::Fanotify) {
             *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root, output_dirs)?);
@@ -673,6 +676,41 @@ impl TraceLog {
             Backend::Fanotify => bail!("fanotify exists only on Linux"),
         }
     }
+}
+
+/// Refuses output directories inside the repository, other than the
+/// default `target/`, that hold a file before the build: the trace counts
+/// what is in them as build output, and an `[[archive]]`'s `--target-dir`
+/// or the checkout's `build.target-dir` may name a directory of the
+/// checkout. (`target/` is where caches restore dependencies; a file the
+/// checkout commits there is an open residual.)
+pub fn refuse_occupied_output_dirs(root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+    let default_target = root.join("target");
+    for dir in output_dirs {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        if root.starts_with(&dir) {
+            bail!(
+                "the target directory {} contains the repository {}, so the trace could check nothing; build into a directory of its own",
+                escape_controls(&dir.display().to_string()),
+                escape_controls(&root.display().to_string())
+            );
+        }
+        if !dir.starts_with(root) || dir.starts_with(&default_target) {
+            continue;
+        }
+        let occupied = walkdir::WalkDir::new(&dir)
+            .into_iter()
+            .filter_map(std::result::Result::ok)
+            .find(|entry| !entry.file_type().is_dir());
+        if let Some(entry) = occupied {
+            bail!(
+                "the build's output directory {} is inside the repository and already holds {}: the trace would count it as build output, though it comes from the checkout or an earlier build; build into a new or empty directory (or `target/`)",
+                escape_controls(&dir.display().to_string()),
+                escape_controls(&entry.path().display().to_string())
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The directories a traced build writes to: the target directories the

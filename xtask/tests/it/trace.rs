@@ -1035,3 +1035,56 @@ fn programs_the_build_made_are_not_exempt_tools_whatever_their_name() {
         }
     }
 }
+
+/// Attack on both tracers through `gpu-archive` (an archive was published
+/// before): the tree's `[[archive]]` builds with `--target-dir` naming a
+/// directory of the checkout whose file a build script reads; the trace
+/// counted it as build output. An output directory inside the repository
+/// (but `target/`) that already holds a file is now refused.
+#[test]
+fn gpu_archive_refuses_a_target_dir_that_is_a_directory_of_the_checkout() {
+    let test = "gpu_archive_refuses_a_target_dir_that_is_a_directory_of_the_checkout";
+    let tracer = if have_strace(test) {
+        "strace"
+    } else if have_fanotify(test) {
+        "fanotify"
+    } else {
+        return;
+    };
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"leaky\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        &format!(
+            "[[archive]]\nfile = \"leaky.tar.zst\"\nbuild = [\"-p\", \"leaky\", \"--bin\", \"leaky\", \"--target-dir\", \"leaky/data\"]\nbinaries = [\"leaky\"]\n[verify]\ntracer = \"{tracer}\"\n"
+        ),
+    );
+    package(&ws, "leaky", "leaky", "");
+    ws.file("leaky/src/main.rs", "fn main() {}\n")
+        .file(
+            "leaky/build.rs",
+            "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    assert!(std::fs::read_to_string(\"data/secret.txt\").unwrap().contains(\"secret\"));\n}\n",
+        )
+        .file("leaky/data/secret.txt", "secret\n");
+    lock(&ws);
+    let scratch = Fixture::new();
+    let out = scratch.join("out");
+    let output = xtask_cmd(&["gpu-archive", "--out"])
+        .arg(&out)
+        .arg("--root")
+        .arg(ws.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{tracer}: {text}");
+    assert!(
+        text.contains("leaky/data is inside the repository and already holds")
+            && text.contains("leaky/data/secret.txt"),
+        "{tracer}: {text}"
+    );
+    assert!(!out.join("leaky.tar.zst").exists(), "{text}");
+}
