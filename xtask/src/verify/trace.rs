@@ -687,6 +687,18 @@ impl TraceLog {
 pub fn refuse_occupied_output_dirs(root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
     let default_target = root.join("target");
     for dir in output_dirs {
+        // A `..` resolves differently once the build created the
+        // directories before it (`target/x/../../data` passes for `target/`
+        // here, and is `data` after the build).
+        if dir
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            bail!(
+                "the build's output directory {} goes through `..`: name it without (an absolute path, or one relative to the repository root)",
+                escape_controls(&dir.display().to_string())
+            );
+        }
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         if root.starts_with(&dir) {
             bail!(

@@ -1087,4 +1087,24 @@ fn gpu_archive_refuses_a_target_dir_that_is_a_directory_of_the_checkout() {
         "{tracer}: {text}"
     );
     assert!(!out.join("leaky.tar.zst").exists(), "{text}");
+
+    // The same directory named through a `..` after a directory the build
+    // creates: it passed the refusal for `target/`, and was the checkout's
+    // directory by the time of the check.
+    let policy = std::fs::read_to_string(ws.join(".github/ci-trust.toml")).unwrap();
+    ws.file(
+        ".github/ci-trust.toml",
+        &policy.replace("\"leaky/data\"", "\"target/x/../../leaky/data\""),
+    );
+    let output = xtask_cmd(&["gpu-archive", "--out"])
+        .arg(&out)
+        .arg("--root")
+        .arg(ws.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{tracer}: {text}");
+    assert!(text.contains("goes through `..`"), "{tracer}: {text}");
+    assert!(!out.join("leaky.tar.zst").exists(), "{text}");
 }
