@@ -94,10 +94,15 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 scrubbed(command(&sh, traced, &argv))
                     .run()
                     .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
+                refuse_repository_file(root, &dest, &args_and_outputs(root, args, &outputs))?;
             }
             (None, Some(args)) => {
                 let executables = build_binaries(&sh, traced, &cargo, args, &spec.binaries)
                     .with_context(|| format!("`cargo build` for {} failed", spec.file))?;
+                let build_outputs = args_and_outputs(root, args, &outputs);
+                for executable in &executables {
+                    refuse_repository_file(root, executable, &build_outputs)?;
+                }
                 let members: Vec<(String, PathBuf)> =
                     spec.binaries.iter().cloned().zip(executables).collect();
                 pack_zstd_tar(&members, &dest, staging.path())
@@ -214,6 +219,35 @@ fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result
     let mut dirs = trace::build_output_dirs(root, &workspace.target_dir, &args);
     dirs.extend_from_slice(archive_dirs);
     Ok(dirs)
+}
+
+/// [`output_dirs`], or only the archive directories when the workspace
+/// cannot be read (the refusal below then errs on the side of refusing).
+fn args_and_outputs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    output_dirs(root, args, archive_dirs).unwrap_or_else(|_| archive_dirs.to_vec())
+}
+
+/// Refuses to pack or publish `path` when it resolves to a file of the
+/// repository outside the build's output directories: the build (or a
+/// daemon it left) may have put a symlink there, in place of the file it
+/// built or of a directory on the way, to have this process pack a
+/// repository file that is not a key input. No trace sees this process's
+/// own reads under strace.
+fn refuse_repository_file(root: &Path, path: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+    let real = std::fs::canonicalize(path)
+        .with_context(|| format!("cannot resolve the build output {}", path.display()))?;
+    let in_output = output_dirs.iter().any(|dir| {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        real.starts_with(dir)
+    });
+    if real.starts_with(root) && !in_output {
+        bail!(
+            "the build output {} resolves to {}, a file of the repository, not something the build wrote: a symlink planted in the target directory; refused",
+            path.display(),
+            real.display()
+        );
+    }
+    Ok(())
 }
 
 /// `cmd` without any runner control variable in its environment.

@@ -1108,3 +1108,81 @@ fn gpu_archive_refuses_a_target_dir_that_is_a_directory_of_the_checkout() {
     assert!(text.contains("goes through `..`"), "{tracer}: {text}");
     assert!(!out.join("leaky.tar.zst").exists(), "{text}");
 }
+
+/// A workspace whose build script leaves a daemon that, once cargo has
+/// written the binary, replaces it with a symlink (`link = "symlink"`) or
+/// a hard link (`"hard"`) to a repository file that is not a key input.
+fn swapping_archive_workspace(link: &str, tracer: &str) -> Fixture {
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"leaky\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        &format!(
+            "[[archive]]\nfile = \"leaky.tar.zst\"\nbuild = [\"-p\", \"leaky\", \"--bin\", \"leaky\"]\nbinaries = [\"leaky\"]\n[verify]\ntracer = \"{tracer}\"\n"
+        ),
+    );
+    package(&ws, "leaky", "leaky", "");
+    let make_link = if link == "hard" {
+        "std::fs::hard_link(&secret, &bin)"
+    } else {
+        "std::os::unix::fs::symlink(&secret, &bin)"
+    };
+    ws.file("leaky/src/main.rs", "fn main() {}\n")
+        .file("leaky/secret.bin", "SECRET-BINARY\n")
+        .file(
+            "leaky/build.rs",
+            &format!(
+                "fn main() {{\n    if std::env::args().nth(1).as_deref() == Some(\"daemon\") {{\n        let bin = std::env::args().nth(2).unwrap();\n        let secret = std::env::args().nth(3).unwrap();\n        for _ in 0..20000 {{\n            if std::fs::symlink_metadata(&bin).is_ok() {{\n                let _ = std::fs::remove_file(&bin);\n                {make_link}.unwrap();\n                return;\n            }}\n            std::thread::sleep(std::time::Duration::from_millis(1));\n        }}\n        return;\n    }}\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let out = std::path::PathBuf::from(std::env::var(\"OUT_DIR\").unwrap());\n    let secret = std::env::current_dir().unwrap().join(\"secret.bin\");\n    std::process::Command::new(std::env::current_exe().unwrap()).arg(\"daemon\").arg(out.join(\"../../../leaky\")).arg(&secret).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();\n}}\n"
+            ),
+        );
+    lock(&ws);
+    ws
+}
+
+/// Attack on both tracers through `gpu-archive` (a repository file that is
+/// not a key input was published as the binary before): a daemon of the
+/// build swaps the binary cargo wrote for a link to a repository file
+/// before the xtask packs it. A symlink (on the way or at the end) is
+/// refused; a hard link is the source of a `link` (strace) and a
+/// repository file opened by the xtask itself (fanotify).
+#[test]
+fn gpu_archive_packs_no_repository_file_a_daemon_swapped_in() {
+    let test = "gpu_archive_packs_no_repository_file_a_daemon_swapped_in";
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push("strace");
+    }
+    if have_fanotify(test) {
+        tracers.push("fanotify");
+    }
+    for tracer in tracers {
+        for (link, needle) in [
+            (
+                "symlink",
+                "a file of the repository, not something the build wrote",
+            ),
+            ("hard", "leaky/secret.bin ("),
+        ] {
+            let ws = swapping_archive_workspace(link, tracer);
+            let scratch = Fixture::new();
+            let out = scratch.join("out");
+            let output = xtask_cmd(&["gpu-archive", "--out"])
+                .arg(&out)
+                .arg("--root")
+                .arg(ws.path())
+                .env("CARGO_TARGET_DIR", scratch.join("target"))
+                .output()
+                .unwrap();
+            let text = stderr(&output);
+            assert_eq!(output.status.code(), Some(2), "{tracer} {link}: {text}");
+            assert!(text.contains(needle), "{tracer} {link}: {text}");
+            assert!(
+                !out.join("leaky.tar.zst").exists(),
+                "{tracer} {link}: {text}"
+            );
+        }
+    }
+}

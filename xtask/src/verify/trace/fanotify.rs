@@ -30,8 +30,10 @@
 //! a daemon the build started and that left the tree (double fork, an
 //! `sccache` server) reads for the build all the same. A process that does
 //! not descend from this one is named as such in the report, so that a
-//! bystander (an editor scanning the checkout) is recognised; this process's
-//! own opens do not count.
+//! bystander (an editor scanning the checkout) is recognised. This
+//! process's own opens count too once the build may run (gpu-archive packs
+//! what the build left in its target directory, and a link planted there
+//! leads to a repository file); its own walk of the repository is dropped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -145,13 +147,16 @@ impl OpenWatch {
         watched.outside_links = outside_links(&root, &output_dirs)?;
         // Opens on the mounts of symlink targets outside the repository:
         // the link's text chose what the build read there.
+        // Best effort: such a link that is not a key input is a miss
+        // anyway ("maybe read"), and a target on a file system fanotify
+        // cannot mark must not stop the trace.
         for link in &watched.outside_links {
-            mark(
+            let _ = mark(
                 &group,
                 &link.target,
                 libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
                 libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR,
-            )?;
+            );
         }
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
@@ -168,6 +173,12 @@ impl OpenWatch {
                 libc::FAN_OPEN_EXEC,
             )?;
         }
+        // The walks above opened every directory: those events are this
+        // process's own, queued before the build starts. Dropped here, so
+        // that from now on this process's opens count like the build's (it
+        // packs what the build left in the target directory, which may be
+        // a link to a repository file).
+        drain(&group)?;
         become_subreaper()?;
         let stop = Arc::new(AtomicBool::new(false));
         let started = SystemTime::now();
@@ -220,6 +231,25 @@ impl Drop for OpenWatch {
             let _ = collector.join();
         }
     }
+}
+
+/// Reads and drops every event queued so far.
+fn drain(group: &File) -> Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    while wait_readable(group, 0)? {
+        let mut reader = group;
+        let len = match reader.read(&mut buffer) {
+            Ok(len) => len,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err).context("cannot read fanotify events"),
+        };
+        let mut offset = 0;
+        while offset + EVENT_HEADER <= len {
+            // Parsing takes ownership of each event's descriptor, closing it.
+            offset += parse_event(&buffer[offset..len])?.len;
+        }
+    }
+    Ok(())
 }
 
 /// Makes this process the reaper of its orphaned descendants: a daemon the
@@ -711,11 +741,8 @@ impl ProcessTable {
         }
     }
 
-    /// The process, or `None` when it is this process.
+    /// The process, looked up once; this one included (see [`drain`]).
     fn lookup(&mut self, pid: u32) -> Option<ProcessInfo> {
-        if pid == self.own_pid {
-            return None;
-        }
         if let Some(known) = self.known.get(&pid) {
             return known.clone();
         }
