@@ -274,6 +274,16 @@ const SYSCALLS: &[(&str, Call)] = &[
     // A mount (a bind or overlay mount in a user namespace needs no
     // privilege) or a chroot lets a repository file be opened under a name
     // outside the repository: names no longer say which file was opened.
+    // A file opened by handle has no path in the trace; looking the handle
+    // up is a lookup of the path like `stat`.
+    (
+        "name_to_handle_at",
+        Call::Stat {
+            dirfd: Some(0),
+            path: 1,
+        },
+    ),
+    ("open_by_handle_at", Call::ByHandle),
     ("mount", Call::Remount),
     ("open_tree", Call::Remount),
     ("move_mount", Call::Remount),
@@ -315,6 +325,7 @@ enum Call {
     Fork,
     Unseen,
     Remount,
+    ByHandle,
 }
 
 /// Tools whose metadata scans of the repository are not reads (their file
@@ -1218,6 +1229,8 @@ struct Analysis<'a> {
     unseen: Vec<Rc<Process>>,
     /// Processes that mounted or changed root (see [`Call::Remount`]).
     remounted: Vec<Rc<Process>>,
+    /// Processes that opened a file by handle (see [`Call::ByHandle`]).
+    by_handle: Vec<Rc<Process>>,
     /// Programs born during the build (fanotify: by birth time, wherever
     /// they are): never exempt tools, whatever their name.
     new_programs: HashSet<OsString>,
@@ -1241,6 +1254,7 @@ impl<'a> Analysis<'a> {
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
             remounted: Vec::new(),
+            by_handle: Vec::new(),
             new_programs: HashSet::new(),
             repository_opens: 0,
         }
@@ -1468,6 +1482,11 @@ impl<'a> Analysis<'a> {
                     self.remounted.push(process);
                 }
             }
+            Call::ByHandle => {
+                if call.succeeded() {
+                    self.by_handle.push(process);
+                }
+            }
         }
         Ok(())
     }
@@ -1684,6 +1703,14 @@ impl<'a> Analysis<'a> {
                 access: "hid file operations in io_uring",
                 process: process.describe(self.scope),
                 fix: "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced".to_owned(),
+            });
+        }
+        for process in &self.by_handle {
+            report.misses.push(TraceMiss {
+                path: "(file handle)".to_owned(),
+                access: "opened a file by handle (open_by_handle_at)",
+                process: process.describe(self.scope),
+                fix: "a file opened by handle has no name in a system-call trace; the build must not open files by handle while it is traced (the fanotify tracer names files by inode)".to_owned(),
             });
         }
         for process in &self.remounted {

@@ -1186,3 +1186,48 @@ fn gpu_archive_packs_no_repository_file_a_daemon_swapped_in() {
         }
     }
 }
+
+/// Attack on strace (it passed before; the build needs
+/// `CAP_DAC_READ_SEARCH`, i.e. root): a build script that reads a file
+/// that is not a key input through `open_by_handle_at`, whose result has
+/// no path in the trace. fanotify names the file by inode.
+#[test]
+fn a_file_opened_by_handle_is_caught() {
+    let test = "a_file_opened_by_handle_is_caught";
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        eprintln!("skipped {test}: opening by handle needs root");
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(&ws, "app", "    let _ = by_handle::read(&out);");
+    let build = std::fs::read_to_string(ws.join("app/build.rs")).unwrap();
+    ws.file(
+        "app/build.rs",
+        &format!(
+            "{build}\nmod by_handle {{\n    use std::io::Read;\n    use std::os::fd::FromRawFd;\n    #[repr(C)]\n    struct Handle {{ bytes: u32, kind: i32, data: [u8; 128] }}\n    extern \"C\" {{\n        fn name_to_handle_at(dirfd: i32, path: *const u8, handle: *mut Handle, mount_id: *mut i32, flags: i32) -> i32;\n        fn open_by_handle_at(mount_fd: i32, handle: *mut Handle, flags: i32) -> i32;\n        fn open(path: *const u8, flags: i32, ...) -> i32;\n    }}\n    pub fn read(out: &str) -> String {{\n        let mount = format!(\"{{out}}\\0\");\n        let mut handle = Handle {{ bytes: 128, kind: 0, data: [0; 128] }};\n        let mut mount_id = 0;\n        let mut text = String::new();\n        unsafe {{\n            assert_eq!(name_to_handle_at(-100, b\"secret.txt\\0\".as_ptr(), &mut handle, &mut mount_id, 0), 0);\n            let mount_fd = open(mount.as_ptr(), 0o200000);\n            let fd = open_by_handle_at(mount_fd, &mut handle, 0);\n            assert!(fd >= 0);\n            std::fs::File::from_raw_fd(fd).read_to_string(&mut text).unwrap();\n        }}\n        assert!(text.contains(\"secret\"));\n        text\n    }}\n}}\n"
+        ),
+    );
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push(("strace", "(file handle)  (opened a file by handle"));
+    }
+    if have_fanotify(test) {
+        tracers.push(("fanotify", "app/secret.txt  (read by build script of app"));
+    }
+    for (tracer, needle) in tracers {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        assert!(text.contains(needle), "{tracer}: {text}");
+    }
+}
