@@ -1421,7 +1421,15 @@ impl<'a> Analysis<'a> {
                 for file in &paths {
                     if replaces {
                         self.created.insert(file.clone().into_os_string());
-                    } else if flags.contains("O_DIRECTORY") && !flags.contains("O_PATH") {
+                    } else if reads
+                        && (flags.contains("O_DIRECTORY")
+                            || (is_under(
+                                file.as_os_str().as_bytes(),
+                                self.scope.root.as_os_str().as_bytes(),
+                            ) && file.is_dir()))
+                    {
+                        // A directory opened without `O_DIRECTORY` lists
+                        // all the same (`getdents` on the descriptor).
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
                         }

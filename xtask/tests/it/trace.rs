@@ -969,11 +969,14 @@ fn fanotify_kills_what_the_build_left_running_before_the_watch_ends() {
     );
     let outside = Fixture::new();
     let leak = outside.join("leak.txt");
+    // The daemon waits for a signal the test gives once verify-key is done.
+    let go = outside.join("go");
     secret_reader(
         &ws,
         "app",
         &format!(
-            "    std::process::Command::new(\"sh\").arg(\"-c\").arg(\"(sleep 1; cat secret.txt > {}) > /dev/null 2>&1 &\").status().unwrap();",
+            "    std::process::Command::new(\"sh\").arg(\"-c\").arg(\"(while [ ! -e {} ]; do sleep 0.05; done; cat secret.txt > {}) > /dev/null 2>&1 &\").status().unwrap();",
+            go.display(),
             leak.display()
         ),
     );
@@ -982,7 +985,8 @@ fn fanotify_kills_what_the_build_left_running_before_the_watch_ends() {
     let output = traced_build_with(&ws, &target, "fanotify", &[]);
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{text}");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&go, "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     assert!(!leak.exists(), "the daemon read after the trace:\n{text}");
     assert!(
         text.contains("process(es) the build left running (pid "),
@@ -1229,5 +1233,42 @@ fn a_file_opened_by_handle_is_caught() {
         let text = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
         assert!(text.contains(needle), "{tracer}: {text}");
+    }
+}
+
+/// Attack on strace (it passed before): a build script that opens a
+/// directory without `O_DIRECTORY` and lists it with `getdents64` on that
+/// descriptor. Any open of a repository directory for reading is a listing.
+#[test]
+fn a_directory_listed_without_o_directory_is_caught() {
+    let test = "a_directory_listed_without_o_directory_is_caught";
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    secret_reader(
+        &ws,
+        "app",
+        "    let dir = std::fs::File::open(\"plugins\").unwrap();\n    let mut buf = [0u8; 4096];\n    extern \"C\" { fn syscall(n: i64, ...) -> i64; }\n    let n = unsafe { syscall(217, std::os::fd::AsRawFd::as_raw_fd(&dir) as i64, buf.as_mut_ptr(), buf.len() as i64) };\n    assert!(n > 0 && String::from_utf8_lossy(&buf[..n as usize]).contains(\"chosen\"));",
+    );
+    ws.file("app/plugins/chosen.toml", "x\n");
+    lock(&ws);
+    let mut tracers = Vec::new();
+    if std::env::consts::ARCH == "x86_64" && have_strace(test) {
+        tracers.push("strace");
+    }
+    if std::env::consts::ARCH == "x86_64" && have_fanotify(test) {
+        tracers.push("fanotify");
+    }
+    for tracer in tracers {
+        let target = Fixture::new();
+        let output = traced_build_with(&ws, &target, tracer, &[]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{tracer}: {text}");
+        assert!(
+            text.contains("app/plugins/chosen.toml  (listed by build script of app"),
+            "{tracer}: {text}"
+        );
     }
 }
