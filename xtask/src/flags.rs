@@ -239,6 +239,10 @@ pub struct BenchTrace {
     /// Runs of each contender; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Only the untraced build and fanotify (a large repository's build
+    /// takes minutes per contender).
+    #[arg(long)]
+    pub fanotify_only: bool,
     /// `--root DIR`: build that repository (`cargo build --workspace
     /// --all-targets`) instead of a generated workspace.
     #[command(flatten)]

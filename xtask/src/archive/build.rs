@@ -76,7 +76,12 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 "cargo build"
             };
             output_dirs(root, &args, &outputs)
-                .and_then(|dirs| log.start(root, &dirs))
+                .and_then(|dirs| {
+                    // The `[[archive]]` arguments are the tree's: no
+                    // directory they name is trusted.
+                    trace::refuse_occupied_output_dirs(root, &dirs, &[])?;
+                    log.start(root, &dirs)
+                })
                 .with_context(|| {
                     format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
                 })?;

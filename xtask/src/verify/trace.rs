@@ -271,9 +271,6 @@ const SYSCALLS: &[(&str, Call)] = &[
     // File operations submitted through io_uring never pass through a
     // traced system call: a process that sets one up is reported.
     ("io_uring_setup", Call::Unseen),
-    // A mount (a bind or overlay mount in a user namespace needs no
-    // privilege) or a chroot lets a repository file be opened under a name
-    // outside the repository: names no longer say which file was opened.
     // A file opened by handle has no path in the trace; looking the handle
     // up is a lookup of the path like `stat`.
     (
@@ -283,13 +280,40 @@ const SYSCALLS: &[(&str, Call)] = &[
             path: 1,
         },
     ),
-    ("open_by_handle_at", Call::ByHandle),
-    ("mount", Call::Remount),
-    ("open_tree", Call::Remount),
-    ("move_mount", Call::Remount),
-    ("chroot", Call::Remount),
-    ("pivot_root", Call::Remount),
+    ("open_by_handle_at", Call::Unseen),
+    // After these the paths a process uses no longer name the files they
+    // name for everyone else: a repository file bind-mounted over a path in
+    // the target directory is read as build output. No build needs them.
+    ("unshare", Call::Unseen),
+    ("setns", Call::Unseen),
+    ("mount", Call::Unseen),
+    ("open_tree", Call::Unseen),
+    ("move_mount", Call::Unseen),
+    ("chroot", Call::Unseen),
+    ("pivot_root", Call::Unseen),
 ];
+
+/// Why a process that made an [`Call::Unseen`] call is reported: the path
+/// shown, how it used files, and the fix.
+fn unseen_miss(syscall: &str) -> (String, &'static str, &'static str) {
+    match syscall {
+        "io_uring_setup" => (
+            "(io_uring)".to_owned(),
+            "hid file operations in io_uring",
+            "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced",
+        ),
+        "open_by_handle_at" => (
+            "(open_by_handle_at)".to_owned(),
+            "opened a file by handle",
+            "a file opened by handle has no path the trace can check; the build must open files by path",
+        ),
+        other => (
+            format!("({other})"),
+            "changed its view of the file system",
+            "after a mount, namespace or root change, paths no longer name the files they name outside (a repository file can be mounted over build output); the build must not do this while it is traced",
+        ),
+    }
+}
 
 /// What a recorded system call does; the numbers are argument positions.
 #[derive(Debug, Clone, Copy)]
@@ -324,8 +348,6 @@ enum Call {
     },
     Fork,
     Unseen,
-    Remount,
-    ByHandle,
 }
 
 /// Tools whose metadata scans of the repository are not reads (their file
@@ -594,11 +616,10 @@ impl TraceLog {
     }
 
     /// Starts watching `root` but its output directories (fanotify);
-    /// nothing for strace, which starts with each command. Both refuse
-    /// output directories of the repository that already hold files (see
-    /// [`refuse_occupied_output_dirs`]).
+    /// nothing for strace, which starts with each command. Callers first
+    /// refuse output directories of the repository that already hold files
+    /// ([`refuse_occupied_output_dirs`]).
     pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
-        refuse_occupied_output_dirs(root, output_dirs)?;
         #[cfg(target_os = "linux")]
         if matches!(self.backend, Backend::Fanotify) {
             *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root, output_dirs)?);
@@ -694,9 +715,20 @@ impl TraceLog {
 /// what is in them as build output, and an `[[archive]]`'s `--target-dir`
 /// or the checkout's `build.target-dir` may name a directory of the
 /// checkout. (`target/` is where caches restore dependencies; a file the
-/// checkout commits there is an open residual.)
-pub fn refuse_occupied_output_dirs(root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+/// checkout commits there is an open residual.) `trusted` are directories
+/// the trusted command line itself names (`verify-key --trace -- cargo
+/// build --target-dir DIR`): a later build may find the earlier one's
+/// output there.
+pub fn refuse_occupied_output_dirs(
+    root: &Path,
+    output_dirs: &[PathBuf],
+    trusted: &[PathBuf],
+) -> Result<()> {
     let default_target = root.join("target");
+    let trusted: Vec<PathBuf> = trusted
+        .iter()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .collect();
     for dir in output_dirs {
         // A `..` resolves differently once the build created the
         // directories before it (`target/x/../../data` passes for `target/`
@@ -718,7 +750,7 @@ pub fn refuse_occupied_output_dirs(root: &Path, output_dirs: &[PathBuf]) -> Resu
                 escape_controls(&root.display().to_string())
             );
         }
-        if !dir.starts_with(root) || dir.starts_with(&default_target) {
+        if !dir.starts_with(root) || dir.starts_with(&default_target) || trusted.contains(&dir) {
             continue;
         }
         let occupied = walkdir::WalkDir::new(&dir)
@@ -755,6 +787,32 @@ pub fn build_output_dirs(
     }
 }
 
+/// The target directories the command line itself names: `--target-dir
+/// DIR` and `VAR=DIR` arguments (`env CARGO_TARGET_DIR=… cargo …`), not
+/// the checkout's configuration.
+pub fn command_line_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for (i, arg) in command.iter().enumerate() {
+        let text = arg.to_string_lossy();
+        if text == "--target-dir" {
+            dirs.extend(command.get(i + 1).map(|dir| root.join(dir)));
+        } else if let Some(dir) = text.strip_prefix("--target-dir=") {
+            dirs.push(root.join(dir));
+        } else if let Some((var, dir)) = text.split_once('=')
+            && [
+                "CARGO_TARGET_DIR",
+                "CARGO_BUILD_TARGET_DIR",
+                "CARGO_BUILD_BUILD_DIR",
+            ]
+            .contains(&var)
+            && !dir.is_empty()
+        {
+            dirs.push(root.join(dir));
+        }
+    }
+    dirs
+}
+
 /// The target directory a cargo command line names with `--target-dir`, or
 /// `CARGO_TARGET_DIR`: build output like the workspace's own.
 pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
@@ -769,8 +827,53 @@ pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
             dirs.push(root.join(dir));
         }
     }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        dirs.push(root.join(dir));
+    const OUTPUT_VARS: [&str; 3] = [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_BUILD_BUILD_DIR",
+    ];
+    for var in OUTPUT_VARS {
+        if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `env CARGO_TARGET_DIR=out cargo build`: set by the command itself.
+    for arg in command {
+        let arg = arg.to_string_lossy();
+        if let Some((var, dir)) = arg.split_once('=')
+            && OUTPUT_VARS.contains(&var)
+            && !dir.is_empty()
+        {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `--config build.target-dir=…` / `build.build-dir`, and the build
+    // directory of the configuration: output too (the precise choice is
+    // `Workspace::command_output`; here every candidate is build output).
+    use crate::key::cargo_config::{CargoConfig, expand_build_dir};
+    let args: Vec<String> = command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
+    let values: Vec<&str> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--config")
+        .map(|(_, value)| value.as_str())
+        .chain(args.iter().filter_map(|a| a.strip_prefix("--config=")))
+        .collect();
+    let configs = [
+        CargoConfig::from_command_line(root, &values),
+        CargoConfig::load(root),
+    ];
+    for config in configs.iter().flatten() {
+        dirs.extend(config.target_dir(root).map(|dir| dir.path));
+        dirs.extend(
+            config
+                .build_dir(root)
+                .and_then(|dir| expand_build_dir(&dir, root).ok()),
+        );
     }
     dirs
 }
@@ -1226,15 +1329,30 @@ struct Analysis<'a> {
     canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
     symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
-    unseen: Vec<Rc<Process>>,
-    /// Processes that mounted or changed root (see [`Call::Remount`]).
-    remounted: Vec<Rc<Process>>,
-    /// Processes that opened a file by handle (see [`Call::ByHandle`]).
-    by_handle: Vec<Rc<Process>>,
+    /// Processes that made a [`Call::Unseen`] call, with the call.
+    unseen: Vec<(String, Rc<Process>)>,
+    /// Configuration files a cargo or rustup looked for and did not find
+    /// ([`is_configuration_probe`]): one added there changes the build.
+    probed: Vec<(PathBuf, Rc<Process>)>,
     /// Programs born during the build (fanotify: by birth time, wherever
     /// they are): never exempt tools, whatever their name.
     new_programs: HashSet<OsString>,
     repository_opens: usize,
+}
+
+/// Whether `path` is a file cargo or rustup looks for in its working
+/// directory and every ancestor: `.cargo/config[.toml]`,
+/// `rust-toolchain[.toml]`. Its absence is what main's build used, and
+/// a failed lookup is otherwise not checked.
+fn is_configuration_probe(path: &Path) -> bool {
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+    let in_dot_cargo = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == ".cargo");
+    (in_dot_cargo && (name == "config" || name == "config.toml"))
+        || name == "rust-toolchain"
+        || name == "rust-toolchain.toml"
 }
 
 impl<'a> Analysis<'a> {
@@ -1253,8 +1371,7 @@ impl<'a> Analysis<'a> {
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
-            remounted: Vec::new(),
-            by_handle: Vec::new(),
+            probed: Vec::new(),
             new_programs: HashSet::new(),
             repository_opens: 0,
         }
@@ -1398,6 +1515,11 @@ impl<'a> Analysis<'a> {
                     return Ok(());
                 };
                 if !call.succeeded() {
+                    let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
+                    if absent && is_configuration_probe(&requested) {
+                        let requested = self.resolve(&requested, &process);
+                        self.probed.push((requested, process));
+                    }
                     return Ok(());
                 }
                 let flags = call.args.get(flags).map(String::as_str).unwrap_or("");
@@ -1484,15 +1606,10 @@ impl<'a> Analysis<'a> {
                     self.use_file(&file, "removed", &process);
                 }
             }
-            Call::Unseen => self.unseen.push(process),
-            Call::Remount => {
+            // A failed call hides nothing.
+            Call::Unseen => {
                 if call.succeeded() {
-                    self.remounted.push(process);
-                }
-            }
-            Call::ByHandle => {
-                if call.succeeded() {
-                    self.by_handle.push(process);
+                    self.unseen.push((call.name.clone(), process));
                 }
             }
         }
@@ -1705,28 +1822,52 @@ impl<'a> Analysis<'a> {
                 process: process.describe(self.scope),
             });
         }
-        for process in &self.unseen {
+        let mut probed_misses = BTreeSet::new();
+        for (file, process) in &self.probed {
+            let bytes = file.as_os_str().as_bytes();
+            let outside = !is_under(bytes, self.scope.root.as_os_str().as_bytes());
+            let output = self
+                .scope
+                .output_dirs
+                .iter()
+                .any(|d| is_under(bytes, d.as_os_str().as_bytes()));
+            let Ok(rel) = file.strip_prefix(self.scope.root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            if outside
+                || output
+                || crate::key::is_git_metadata(&rel)
+                || self.scope.inputs.contains(rel.as_str())
+                || !probed_misses.insert(rel.clone())
+            {
+                continue;
+            }
+            // The directory the tool started in: above `.cargo/`.
+            let mut dir = Path::new(&rel).parent().unwrap_or(Path::new(""));
+            if dir.file_name().is_some_and(|d| d == ".cargo") {
+                dir = dir.parent().unwrap_or(Path::new(""));
+            }
+            let dir = dir.to_string_lossy().into_owned();
+            let shown = escape_controls(&rel);
             report.misses.push(TraceMiss {
-                path: "(io_uring)".to_owned(),
-                access: "hid file operations in io_uring",
+                fix: format!(
+                    "a cargo or rustup started in `{}` looks for this configuration, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
+                    escape_controls(if dir.is_empty() { "." } else { &dir }),
+                    escape_controls(if dir.is_empty() { "." } else { &dir })
+                ),
+                path: shown,
+                access: "looked for (absent)",
                 process: process.describe(self.scope),
-                fix: "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced".to_owned(),
             });
         }
-        for process in &self.by_handle {
+        for (syscall, process) in &self.unseen {
+            let (path, access, fix) = unseen_miss(syscall);
             report.misses.push(TraceMiss {
-                path: "(file handle)".to_owned(),
-                access: "opened a file by handle (open_by_handle_at)",
+                path,
+                access,
                 process: process.describe(self.scope),
-                fix: "a file opened by handle has no name in a system-call trace; the build must not open files by handle while it is traced (the fanotify tracer names files by inode)".to_owned(),
-            });
-        }
-        for process in &self.remounted {
-            report.misses.push(TraceMiss {
-                path: "(mount)".to_owned(),
-                access: "changed what paths name (mount, chroot)",
-                process: process.describe(self.scope),
-                fix: "after a mount or chroot a repository file can be opened under a name outside the repository, which a system-call trace cannot tell; the build must not mount while it is traced (the fanotify tracer names files by inode)".to_owned(),
+                fix: fix.to_owned(),
             });
         }
         Ok(report)
@@ -1756,12 +1897,29 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
         format!(
             "the build script {access} it without declaring it: print `cargo::rerun-if-changed={from_package}` as a literal line so ci-key hashes it, or {include}"
         )
-    } else if process.crate_name.is_some() {
+    } else if process.crate_name.is_some() && access != "listed" {
         format!(
             "a proc macro (or an include ci-key does not resolve) made rustc use it; {include}, or teach ci-key this form"
         )
     } else {
-        format!("a tool the build ran {access} it; {include}")
+        // Compilers and linkers look names up along search paths (include
+        // and library directories): a file added earlier on the path wins,
+        // so only the whole directory in the key covers what they use.
+        let dir = Path::new(rel)
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| !d.is_empty());
+        let who = if process.crate_name.is_some() {
+            "rustc (searching a -L directory)"
+        } else {
+            "a tool the build ran"
+        };
+        match dir {
+            Some(dir) => format!(
+                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+            ),
+            None => format!("{who} {access} it; {include}"),
+        }
     }
 }
 
@@ -1918,6 +2076,8 @@ mod tests {
                 h("absent.txt")
             ),
             "1 io_uring_setup(8, {flags=0}) = 5".to_owned(),
+            "1 unshare(CLONE_NEWNS|CLONE_NEWUSER) = 0".to_owned(),
+            "1 mount(\"none\", \"/\", NULL, MS_REC|MS_PRIVATE, NULL) = -1 EPERM (Operation not permitted)".to_owned(),
         ]
         .join("\n");
         let inputs = BTreeSet::from(["in.txt"]);
@@ -1943,6 +2103,7 @@ mod tests {
                 ("b/y.txt", "read"),
                 ("rt/z.txt", "examined"),
                 ("(io_uring)", "hid file operations in io_uring"),
+                ("(unshare)", "changed its view of the file system"),
             ],
             "{}",
             report.render()

@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -73,6 +73,8 @@ struct Watched {
     outside_links: Vec<OutsideLink>,
     /// Each directory's files (not subdirectories) when the watch started.
     files_in: HashMap<PathBuf, Vec<PathBuf>>,
+    /// The mounts the repository is on (see [`repository_mounts`]).
+    repository_mounts: HashSet<u64>,
 }
 
 /// A repository symlink whose target is outside the repository.
@@ -108,6 +110,8 @@ pub struct Opened {
     /// The process's program was born after the watch started (or its
     /// birth is unknown): the build made it, whatever it is called.
     pub exe_new: bool,
+    /// Reached through a mount that is not the repository's.
+    pub foreign_mount: bool,
 }
 
 /// What the collector returns: the events inside the repository, in order,
@@ -158,6 +162,7 @@ impl OpenWatch {
                 libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR,
             );
         }
+        watched.repository_mounts = repository_mounts(&root)?;
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
         // that has exited by the time its reads are looked at.
@@ -535,6 +540,7 @@ fn collect(
             let Some(fd) = event.fd else {
                 continue;
             };
+            let mount = mount_id(fd.as_raw_fd());
             let file = File::from(fd);
             // The name before the metadata: a name that says " (deleted)"
             // was unlinked before the link count is read.
@@ -559,16 +565,21 @@ fn collect(
             // Anything else is named by where it is now, and counts if
             // that is in the repository or is the target of a repository
             // symlink that points outside.
+            let bytes = path.as_os_str().as_bytes();
+            let inside = bytes == root_bytes.as_slice()
+                || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
             let mut names: Vec<(PathBuf, bool)> = match named {
                 Some(names) => names.iter().map(|n| (n.clone(), false)).collect(),
-                None => {
-                    let bytes = path.as_os_str().as_bytes();
-                    let inside = bytes == root_bytes.as_slice()
-                        || (bytes.starts_with(&root_bytes)
-                            && bytes.get(root_bytes.len()) == Some(&b'/'));
-                    inside.then(|| (path.clone(), false)).into_iter().collect()
-                }
+                None => inside.then(|| (path.clone(), false)).into_iter().collect(),
             };
+            // A repository file (or a path in the repository) opened on a
+            // mount other than the repository's was reached through a mount
+            // the build made (a bind mount, another mount namespace), under
+            // whatever name it gave it.
+            let opened = event.mask & libc::FAN_OPEN != 0;
+            let foreign_mount = opened
+                && !names.is_empty()
+                && mount.is_none_or(|id| !watched.repository_mounts.contains(&id));
             for link in &watched.outside_links {
                 if identity == Some(link.identity) || path.starts_with(&link.target) {
                     names.push((link.link.clone(), true));
@@ -603,6 +614,7 @@ fn collect(
                     exe_new: info.exe_new,
                     via_link,
                     preexisting: named.is_some() && !via_link,
+                    foreign_mount: foreign_mount && !via_link,
                     path: name,
                 });
             }
@@ -611,6 +623,61 @@ fn collect(
             bail!("fanotify returned a truncated event ({len} bytes read, {offset} parsed)");
         }
     }
+}
+
+/// The mount a descriptor of this process is on (`mnt_id` of its fdinfo).
+fn mount_id(fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("mnt_id:"))
+        .and_then(|id| id.trim().parse().ok())
+}
+
+/// The mounts the repository is on: the one holding its root and every
+/// mount below it, as they are when the watch starts.
+fn repository_mounts(root: &Path) -> Result<HashSet<u64>> {
+    let dir = File::open(root).with_context(|| format!("cannot open {}", root.display()))?;
+    let mut mounts = HashSet::new();
+    mounts.insert(
+        mount_id(dir.as_raw_fd())
+            .with_context(|| format!("cannot tell which mount {} is on", root.display()))?,
+    );
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .context("cannot read /proc/self/mountinfo")?;
+    for line in info.lines() {
+        let mut fields = line.split(' ');
+        let (Some(id), Some(point)) = (fields.next(), fields.nth(3)) else {
+            continue;
+        };
+        // Mount points are written with octal escapes (`\040` for a space).
+        let point = unescape_octal(point);
+        if Path::new(&point).starts_with(root)
+            && let Ok(id) = id.parse()
+        {
+            mounts.insert(id);
+        }
+    }
+    Ok(mounts)
+}
+
+fn unescape_octal(field: &str) -> std::ffi::OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The path of a file the build removed before its event was read: the
@@ -804,6 +871,7 @@ fn read_process(pid: u32, started: SystemTime) -> Option<ProcessInfo> {
 pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
     let mut analysis = Analysis::new(scope);
     let mut processes: HashMap<u32, Rc<Process>> = HashMap::new();
+    let mut foreign: Vec<(PathBuf, Rc<Process>)> = Vec::new();
     // Each file opened, and the first process that opened it.
     let mut opened_files: BTreeMap<PathBuf, Rc<Process>> = BTreeMap::new();
     for event in &collected.opened {
@@ -827,6 +895,10 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             analysis
                 .new_programs
                 .insert(process.exe.clone().into_os_string());
+        }
+        if event.foreign_mount {
+            foreign.push((event.path.clone(), process.clone()));
+            continue;
         }
         if event.created {
             analysis.created.insert(event.path.clone().into_os_string());
@@ -874,6 +946,19 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         }
     }
     let mut report = analysis.finish(collected.events)?;
+    for (path, process) in foreign {
+        report.misses.push(super::TraceMiss {
+            path: super::escape_controls(
+                &path
+                    .strip_prefix(scope.root)
+                    .unwrap_or(&path)
+                    .to_string_lossy(),
+            ),
+            access: "read through a mount the build made",
+            process: process.describe(scope),
+            fix: "a repository file was opened through a bind mount or another mount namespace, under a name that hides it; the build must not mount repository files (if a sandbox such as bubblewrap runs part of it, trace with --tracer strace)".to_owned(),
+        });
+    }
     report.recorded = "fanotify events";
     report.watched_repository_only = true;
     // fanotify does not see `readlink`: the text of a repository symlink
@@ -937,6 +1022,21 @@ fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_octal(r"/a\040b\011c"), "/a b\tc");
+        assert_eq!(unescape_octal("/plain"), "/plain");
+        assert_eq!(unescape_octal(r"/trailing\04"), r"/trailing\04");
+    }
+
+    #[test]
+    fn the_mount_of_a_descriptor_is_read_from_fdinfo() {
+        let dir = File::open("/").unwrap();
+        assert!(mount_id(dir.as_raw_fd()).is_some());
+        assert_eq!(mount_id(-1), None);
+        assert!(!repository_mounts(Path::new("/")).unwrap().is_empty());
+    }
 
     #[test]
     fn a_short_or_foreign_event_is_an_error() {
