@@ -3,21 +3,26 @@
 //! `include_bytes!`, `include!`), plus string literals that a build script
 //! prints as `cargo:rerun-if-changed=`.
 //!
-//! The file is read as a token stream (`proc-macro2`'s lexer, the same
-//! token rules as rustc's), never as a syntax tree: `mod x;`, attributes and
-//! macro calls are all visible at the token level, including embeds inside
-//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies).
-//! Text in string literals and comments is never mistaken for a macro call,
-//! because the lexer has already made it a literal or dropped it. The walk
-//! recurses once per group level, after an iterative check that the file
-//! nests no deeper than [`MAX_NESTING`].
+//! The file is read as a token stream ([`super::lexer`], rustc's token
+//! rules), never as a syntax tree: `mod x;`, attributes and macro calls are
+//! all visible at the token level, including embeds inside other macros
+//! (`println!("{}", include_str!(…))`, `macro_rules!` bodies). Text in
+//! string literals and comments is never mistaken for a macro call, because
+//! the lexer has already made it a literal or dropped it.
+//!
+//! Memory stays O(file size) with a small constant whatever the file holds:
+//! tokens are byte ranges into the text, never owned strings, and none is
+//! kept. A first pass lexes the file once, checks that it nests no deeper
+//! than [`MAX_NESTING`] and records where each group closes (8 bytes a
+//! group); the walk then lexes each level lazily through a cursor with a
+//! few tokens of lookahead, stepping over a group as one token and
+//! recursing into it when it looks inside.
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
-use syn::ext::IdentExt;
+use super::lexer::{self, Delim, Kind, Lexer, Token};
 
 /// Where a construct stands: the file and its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,89 +215,308 @@ fn has_file_module_decl(text: &[u8]) -> bool {
 /// stack overflow.
 pub const MAX_NESTING: usize = 256;
 
+/// How many tokens a construct whose exact shape matters (an attribute
+/// body, an include argument, one part of a `concat!`) may hold before it is
+/// read as "something else": every shape looked for is shorter.
+const MAX_SHAPE_TOKENS: usize = 64;
+
+/// How many pieces a `concat!` path may have before it is unresolved.
+const MAX_PATH_PIECES: usize = 4096;
+
 /// Reads one file. Never fails: a file that cannot be tokenised, or nests
 /// deeper than [`MAX_NESTING`], is reported through `refused`, with no
 /// findings, and the caller refuses the key.
 ///
 /// The file is read as tokens, never as a syntax tree: every form that
 /// loads a file (`mod x;`, attributes, macro calls) is visible at the token
-/// level, a token walk needs no more memory than the tokens, recursion is
-/// bounded by the group depth checked first, and syntax newer than any
-/// parser this tool links is no obstacle.
+/// level, recursion is bounded by the group depth checked first, and syntax
+/// newer than any parser is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
     let mut scan = FileScan::default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    match TokenStream::from_str(text) {
-        Ok(tokens) => {
-            // Owned once: the depth check borrows the top level and copies
-            // only the children of the groups it is inside.
-            let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-            match deepest_group(&tokens) {
-                Some((depth, line)) if depth > MAX_NESTING => {
-                    scan.refused = Some((
-                        line,
-                        format!(
-                            "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
-                        ),
-                    ));
-                }
-                _ => {
-                    let mut walker = TokenWalker {
-                        ctx,
-                        scan: &mut scan,
-                        in_macro_rules: None,
-                        in_alternative: false,
-                    };
-                    walker.walk_items(tokens.into_iter().collect(), ctx.module_dir, 0);
-                }
-            }
+    if u32::try_from(text.len()).is_err() {
+        scan.refused = Some((
+            1,
+            "larger than 4 GiB; ci-key refuses to read a source this large (split the file)".into(),
+        ));
+        return scan;
+    }
+    let start = shebang_end(text);
+    match Source::index(text, start) {
+        Ok(source) => {
+            let mut walker = TokenWalker {
+                ctx,
+                src: &source,
+                scan: &mut scan,
+                in_macro_rules: None,
+                in_alternative: false,
+            };
+            walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }
-        Err(lex) => {
-            scan.refused = Some((
-                lex.span().start().line,
-                format!("cannot tokenise it ({lex}), so neither can rustc"),
-            ));
+        Err((offset, why)) => {
+            scan.refused = Some((line_at(text, offset), why));
         }
     }
-    // The span source map keeps a copy of every file read on this thread;
-    // no span of this file outlives this call, so release it.
-    proc_macro2::extra::invalidate_current_thread_spans();
     scan
 }
 
-/// The deepest group nesting of `tokens`, with the line where it is first
-/// reached; `None` for a stream without groups. Iterative, so it cannot
-/// overflow the stack it guards.
-fn deepest_group(tokens: &[TokenTree]) -> Option<(usize, usize)> {
-    let mut deepest: Option<(usize, usize)> = None;
-    for token in tokens {
-        let TokenTree::Group(top) = token else {
-            continue;
-        };
-        if deepest.is_none() {
-            deepest = Some((1, top.span_open().start().line));
-        }
-        let mut stack = vec![top.stream().into_iter()];
-        while let Some(top) = stack.last_mut() {
-            match top.next() {
-                Some(TokenTree::Group(group)) => {
-                    let depth = stack.len() + 1;
-                    if deepest.is_none_or(|(d, _)| depth > d) {
-                        deepest = Some((depth, group.span_open().start().line));
-                    }
-                    if depth > MAX_NESTING {
-                        return deepest;
-                    }
-                    stack.push(group.stream().into_iter());
+/// Where tokens start: after a `#!` first line that is not an inner
+/// attribute (rustc's `strip_shebang`).
+fn shebang_end(text: &str) -> usize {
+    let Some(tail) = text.strip_prefix("#!") else {
+        return 0;
+    };
+    let next = Lexer::new(tail, 0, tail.len()).next_token();
+    if matches!(
+        next,
+        Ok(Some(Token {
+            kind: Kind::Open(Delim::Bracket),
+            ..
+        }))
+    ) {
+        return 0;
+    }
+    text.find('\n').unwrap_or(text.len())
+}
+
+/// The 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> usize {
+    1 + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset.min(text.len())]).count()
+}
+
+/// A byte range of the text: a whole file, or the inside of a group.
+type Range = (usize, usize);
+
+/// A file's text and where each of its groups closes.
+struct Source<'s> {
+    text: &'s str,
+    /// (open offset, close offset) of every group, by open offset.
+    groups: Vec<(u32, u32)>,
+    /// The last offset whose line was asked for, with that line: lines are
+    /// mostly asked for in order, so counting goes on from there.
+    line_cache: Cell<(usize, usize)>,
+}
+
+impl<'s> Source<'s> {
+    /// Lexes the whole text once: every token must be one rustc accepts,
+    /// every bracket must match, and nesting is limited. Errors give the
+    /// offset and the reason.
+    fn index(text: &'s str, start: usize) -> Result<Self, (usize, String)> {
+        let mut lexer = Lexer::new(text, start, text.len());
+        let mut groups: Vec<(u32, u32)> = Vec::new();
+        let mut open: Vec<(Delim, usize)> = Vec::new();
+        let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
+        loop {
+            let token = match lexer.next_token() {
+                Ok(Some(token)) => token,
+                Ok(None) => break,
+                Err(err) => {
+                    return Err((
+                        err.offset,
+                        format!("cannot tokenise it ({}), so neither can rustc", err.what),
+                    ));
                 }
-                Some(_) => {}
-                None => {
-                    stack.pop();
+            };
+            match token.kind {
+                Kind::Open(delim) => {
+                    open.push((delim, groups.len()));
+                    groups.push((offset(token.start), u32::MAX));
+                    if open.len() > MAX_NESTING {
+                        return Err((
+                            token.start,
+                            format!(
+                                "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
+                            ),
+                        ));
+                    }
                 }
+                Kind::Close(delim) => match open.pop() {
+                    Some((opened, index)) if opened == delim => {
+                        groups[index].1 = offset(token.start);
+                    }
+                    _ => {
+                        return Err((
+                            token.start,
+                            "cannot tokenise it (a closing delimiter that matches no opening one), so neither can rustc".into(),
+                        ));
+                    }
+                },
+                _ => {}
             }
         }
+        if let Some(&(_, index)) = open.last() {
+            return Err((
+                groups[index].0 as usize,
+                "cannot tokenise it (an unclosed delimiter), so neither can rustc".into(),
+            ));
+        }
+        Ok(Source {
+            text,
+            groups,
+            line_cache: Cell::new((0, 1)),
+        })
     }
-    deepest
+
+    /// The offset of the bracket that closes the group opened at `open`.
+    fn close_of(&self, open: usize) -> Option<usize> {
+        let at = u32::try_from(open).ok()?;
+        let index = self.groups.binary_search_by_key(&at, |g| g.0).ok()?;
+        Some(self.groups[index].1 as usize)
+    }
+
+    fn line(&self, offset: usize) -> usize {
+        let (cached, line) = self.line_cache.get();
+        let bytes = self.text.as_bytes();
+        let line = if offset >= cached {
+            line + memchr::memchr_iter(b'\n', &bytes[cached..offset]).count()
+        } else {
+            line - memchr::memchr_iter(b'\n', &bytes[offset..cached]).count()
+        };
+        self.line_cache.set((offset, line));
+        line
+    }
+
+    fn cursor(&self, range: Range) -> Cursor<'_, 's> {
+        Cursor {
+            src: self,
+            lexer: Lexer::new(self.text, range.0, range.1),
+            ahead: VecDeque::new(),
+        }
+    }
+
+    fn text(&self, token: Token) -> &'s str {
+        &self.text[token.start..token.end]
+    }
+
+    /// Whether `token` is the plain (not raw) identifier `name`.
+    fn is_ident(&self, token: Option<Token>, name: &str) -> bool {
+        token.is_some_and(|t| t.kind == Kind::Ident && self.text(t) == name)
+    }
+
+    /// The name of an identifier, raw or not, without its `r#`.
+    fn ident_name(&self, token: Option<Token>) -> Option<&'s str> {
+        let token = token?;
+        match token.kind {
+            Kind::Ident => Some(self.text(token)),
+            Kind::RawIdent => Some(&self.text(token)[2..]),
+            _ => None,
+        }
+    }
+
+    fn is_punct(&self, token: Option<Token>, c: u8) -> bool {
+        token.is_some_and(|t| t.kind == Kind::Punct && self.text.as_bytes()[t.start] == c)
+    }
+
+    /// The text of a range for a message: white space collapsed, shortened.
+    fn snippet(&self, range: Range) -> String {
+        let text = self.text[range.0..range.1]
+            .split_whitespace()
+            .collect::<Vec<_>>();
+        let text = text.join(" ");
+        match text.char_indices().nth(80) {
+            Some((at, _)) => format!("{} …", &text[..at]),
+            None => text,
+        }
+    }
+
+    /// The tokens of `range`, or `None` when it holds more than `max`.
+    fn shape(&self, range: Range, max: usize) -> Option<Vec<Token>> {
+        let mut cursor = self.cursor(range);
+        let mut tokens = Vec::new();
+        while let Some(token) = cursor.peek(0) {
+            if tokens.len() == max {
+                return None;
+            }
+            tokens.push(token);
+            cursor.advance(1);
+        }
+        Some(tokens)
+    }
+
+    /// Calls `each` with every comma-separated part of `range` (empty parts
+    /// skipped): its range, and its tokens when it has at most `max`.
+    fn for_each_part(
+        &self,
+        range: Range,
+        max: usize,
+        mut each: impl FnMut(Range, Option<&[Token]>),
+    ) {
+        let mut cursor = self.cursor(range);
+        let mut tokens: Vec<Token> = Vec::new();
+        let mut part: Option<Range> = None;
+        let mut long = false;
+        let mut flush = |part: &mut Option<Range>, tokens: &mut Vec<Token>, long: &mut bool| {
+            if let Some(range) = part.take() {
+                each(range, (!*long).then_some(tokens.as_slice()));
+            }
+            tokens.clear();
+            *long = false;
+        };
+        while let Some(token) = cursor.peek(0) {
+            cursor.advance(1);
+            if self.is_punct(Some(token), b',') {
+                flush(&mut part, &mut tokens, &mut long);
+                continue;
+            }
+            part = Some((part.map_or(token.start, |p| p.0), token.end));
+            if tokens.len() < max {
+                tokens.push(token);
+            } else {
+                long = true;
+            }
+        }
+        flush(&mut part, &mut tokens, &mut long);
+    }
+}
+
+/// The inside of a group token.
+fn inner(group: Token) -> Range {
+    (group.start + 1, group.end - 1)
+}
+
+fn is_group(token: Option<Token>, delim: Option<Delim>) -> bool {
+    match token.map(|t| t.kind) {
+        Some(Kind::Open(d)) => delim.is_none_or(|want| want == d),
+        _ => false,
+    }
+}
+
+/// Tokens of one level of a range, a group being one token (kind `Open`,
+/// spanning its brackets), lexed on demand with a few tokens of lookahead.
+struct Cursor<'a, 's> {
+    src: &'a Source<'s>,
+    lexer: Lexer<'s>,
+    ahead: VecDeque<Token>,
+}
+
+impl Cursor<'_, '_> {
+    fn peek(&mut self, n: usize) -> Option<Token> {
+        while self.ahead.len() <= n {
+            // The range was lexed whole by `Source::index`: the same text
+            // lexes the same way again, and every group is known.
+            let mut token = self.lexer.next_token().ok().flatten()?;
+            match token.kind {
+                Kind::Open(_) => {
+                    let close = self.src.close_of(token.start)?;
+                    token.end = close + 1;
+                    self.lexer.seek(close + 1);
+                }
+                Kind::Close(_) => return None,
+                _ => {}
+            }
+            self.ahead.push_back(token);
+        }
+        self.ahead.get(n).copied()
+    }
+
+    fn advance(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.ahead.is_empty() {
+                self.peek(0);
+            }
+            self.ahead.pop_front();
+        }
+    }
 }
 
 /// The macros that make rustc read a file named by their argument.
@@ -388,37 +612,67 @@ fn module_decl(
     }
 }
 
-/// The `path = "…"` values of a `cfg_attr(predicate, attr, …)` argument list,
-/// nested `cfg_attr`s included.
-fn cfg_attr_paths(tokens: TokenStream) -> Vec<String> {
-    let mut paths = Vec::new();
-    for part in split_commas(tokens).into_iter().skip(1) {
-        if let Some(path) = lexical_path_attribute(part.clone()) {
-            paths.push(path);
-            continue;
-        }
-        let part: Vec<TokenTree> = part.into_iter().collect();
-        if let [TokenTree::Ident(name), TokenTree::Group(group)] = part.as_slice() {
-            if name == "cfg_attr" && group.delimiter() == Delimiter::Parenthesis {
-                paths.extend(cfg_attr_paths(group.stream()));
+impl Source<'_> {
+    /// The `path = "…"` values of a `cfg_attr(predicate, attr, …)` argument
+    /// list, nested `cfg_attr`s included.
+    fn cfg_attr_paths(&self, args: Range) -> Vec<String> {
+        let mut paths = Vec::new();
+        let mut first = true;
+        self.for_each_part(args, 3, |part, tokens| {
+            if std::mem::take(&mut first) {
+                return;
             }
+            if let Some(path) = self.lexical_path_attribute(part) {
+                paths.push(path);
+            } else if let Some(&[name, group]) = tokens {
+                if self.is_ident(Some(name), "cfg_attr")
+                    && is_group(Some(group), Some(Delim::Paren))
+                {
+                    paths.extend(self.cfg_attr_paths(inner(group)));
+                }
+            }
+        });
+        paths
+    }
+
+    /// Whether a bracketed attribute body is `doc = "…"`.
+    fn is_doc_text(&self, body: Range) -> bool {
+        matches!(
+            self.shape(body, 3).as_deref(),
+            Some(&[name, eq, lit]) if self.is_ident(Some(name), "doc")
+                && self.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal
+        )
+    }
+
+    /// `path = "…"`: the path.
+    fn lexical_path_attribute(&self, body: Range) -> Option<String> {
+        match self.shape(body, 3)?.as_slice() {
+            &[name, eq, lit]
+                if self.is_ident(Some(name), "path")
+                    && self.is_punct(Some(eq), b'=')
+                    && lit.kind == Kind::Literal =>
+            {
+                lexer::string_value(self.text(lit))
+            }
+            _ => None,
         }
     }
-    paths
+
+    /// `name ! (args)` at the cursor: the macro's name (without `r#`), its
+    /// arguments and the line of the name.
+    fn macro_call_at(&self, cursor: &mut Cursor<'_, '_>) -> Option<(&str, Range, usize)> {
+        let name = self.ident_name(cursor.peek(0))?;
+        if !self.is_punct(cursor.peek(1), b'!') || !is_group(cursor.peek(2), None) {
+            return None;
+        }
+        let line = self.line(cursor.peek(0)?.start);
+        Some((name, inner(cursor.peek(2)?), line))
+    }
 }
 
-/// Whether a bracketed attribute body is `doc = "…"` (a doc comment).
-fn is_doc_text(tokens: &TokenStream) -> bool {
-    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
-    matches!(
-        tokens.as_slice(),
-        [TokenTree::Ident(name), TokenTree::Punct(eq), TokenTree::Literal(_)]
-            if name == "doc" && eq.as_char() == '='
-    )
-}
-
-struct TokenWalker<'a, 'b> {
+struct TokenWalker<'a, 'b, 's> {
     ctx: &'a FileContext<'a>,
+    src: &'a Source<'s>,
     scan: &'b mut FileScan,
     /// The `macro_rules!` whose body is being walked, if any.
     in_macro_rules: Option<String>,
@@ -427,202 +681,245 @@ struct TokenWalker<'a, 'b> {
     in_alternative: bool,
 }
 
-impl TokenWalker<'_, '_> {
-    /// Finds `include_*!(…)` anywhere in a token stream, including nested groups.
-    fn walk_for_embeds(&mut self, tokens: TokenStream) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-        let mut i = 0;
-        while i < tokens.len() {
-            self.record_use_renames(&tokens, i);
-            self.record_debugger_visualizers(&tokens, i);
-            if self.record_embed_at(&tokens, i) {
-                i += 3;
+impl TokenWalker<'_, '_, '_> {
+    /// Finds `include_*!(…)` anywhere in a range, including nested groups.
+    fn walk_for_embeds(&mut self, range: Range) {
+        let src = self.src;
+        let mut cursor = src.cursor(range);
+        let mut in_use = false;
+        while let Some(token) = cursor.peek(0) {
+            in_use = self.track_use(&mut cursor, in_use);
+            if self.record_ident_forms(&mut cursor, token) {
+                cursor.advance(3);
                 continue;
             }
-            match &tokens[i] {
-                // Doc comments in macro bodies are text, never printed.
-                TokenTree::Group(group)
-                    if group.delimiter() == Delimiter::Bracket && is_doc_text(&group.stream()) => {}
-                TokenTree::Group(group) => self.walk_for_embeds(group.stream()),
-                TokenTree::Literal(lit) => self.record_literal(lit),
+            match token.kind {
+                // Doc attributes in macro bodies are text, never printed.
+                Kind::Open(Delim::Bracket) if src.is_doc_text(inner(token)) => {}
+                Kind::Open(_) => self.walk_for_embeds(inner(token)),
+                Kind::Literal => self.record_literal(token),
                 _ => {}
             }
-            i += 1;
+            cursor.advance(1);
         }
     }
 
     /// The token-only reading of a whole file or inline module body: embeds
     /// and literals everywhere, plus `[#[path = "…"]] [pub…] mod name ;|{…}`.
-    fn walk_items(&mut self, tokens: TokenStream, scope: &Path, inline_depth: usize) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    fn walk_items(&mut self, range: Range, scope: &Path, inline_depth: usize) {
+        let src = self.src;
+        let mut cursor = src.cursor(range);
         let mut path_attr: Option<String> = None;
         let mut cfg_paths: Vec<String> = Vec::new();
-        let mut i = 0;
-        while i < tokens.len() {
-            self.record_use_renames(&tokens, i);
-            self.record_debugger_visualizers(&tokens, i);
-            if self.record_embed_at(&tokens, i) {
-                i += 3;
+        let mut in_use = false;
+        while let Some(token) = cursor.peek(0) {
+            in_use = self.track_use(&mut cursor, in_use);
+            if self.record_ident_forms(&mut cursor, token) {
+                cursor.advance(3);
                 continue;
             }
-            match &tokens[i] {
-                TokenTree::Punct(p) if p.as_char() == '#' => {
+            match token.kind {
+                Kind::Punct if src.is_punct(Some(token), b'#') => {
                     // `#[…]`, or an inner attribute `#![…]`.
-                    let bang = matches!(tokens.get(i + 1), Some(TokenTree::Punct(b)) if b.as_char() == '!');
-                    let at = i + 1 + usize::from(bang);
-                    if let Some(TokenTree::Group(g)) = tokens.get(at) {
-                        if g.delimiter() == Delimiter::Bracket {
-                            if let Some(path) = lexical_path_attribute(g.stream()) {
-                                path_attr = Some(path);
-                            } else if is_doc_text(&g.stream()) {
-                                // Documentation text is never printed.
-                            } else {
-                                let body: Vec<TokenTree> = g.stream().into_iter().collect();
-                                if let [TokenTree::Ident(name), TokenTree::Group(args)] =
-                                    body.as_slice()
-                                {
-                                    if name == "cfg_attr" {
-                                        cfg_paths.extend(cfg_attr_paths(args.stream()));
-                                    }
-                                }
-                                self.walk_for_embeds(g.stream());
-                            }
-                            i = at + 1;
-                            continue;
-                        }
-                    }
-                }
-                TokenTree::Ident(ident) if ident == "macro_rules" => {
-                    // The body's `mod x;` declarations load files where the
-                    // macro is invoked (see `MacroModule`); its embeds are
-                    // resolved here and from its callers.
-                    if let (
-                        Some(TokenTree::Punct(bang)),
-                        Some(TokenTree::Ident(name)),
-                        Some(TokenTree::Group(body)),
-                    ) = (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
+                    let at = 1 + usize::from(src.is_punct(cursor.peek(1), b'!'));
+                    if let Some(group) = cursor
+                        .peek(at)
+                        .filter(|g| is_group(Some(*g), Some(Delim::Bracket)))
                     {
-                        if bang.as_char() == '!' {
-                            let outer = self.in_macro_rules.replace(name.to_string());
-                            self.walk_for_embeds(body.stream());
-                            self.in_macro_rules = outer;
-                            self.record_macro_modules(&name.to_string(), body.stream());
-                            i += 4;
-                            continue;
+                        let body = inner(group);
+                        if let Some(path) = src.lexical_path_attribute(body) {
+                            path_attr = Some(path);
+                        } else if src.is_doc_text(body) {
+                            // Documentation text is never printed.
+                        } else {
+                            if let Some(&[name, args]) = src.shape(body, 2).as_deref() {
+                                if src.is_ident(Some(name), "cfg_attr")
+                                    && is_group(Some(args), None)
+                                {
+                                    cfg_paths.extend(src.cfg_attr_paths(inner(args)));
+                                }
+                            }
+                            self.walk_for_embeds(body);
                         }
+                        cursor.advance(at + 1);
+                        continue;
                     }
                 }
-                TokenTree::Ident(ident) if ident == "mod" => {
-                    if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
-                        let line = name.span().start().line;
-                        let name = name.unraw().to_string();
-                        match tokens.get(i + 2) {
-                            Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
-                                let decls = module_decls(
-                                    self.ctx,
-                                    scope,
-                                    inline_depth,
-                                    name,
-                                    path_attr.take(),
-                                    std::mem::take(&mut cfg_paths),
-                                    line,
-                                );
-                                let in_alternative = self.in_alternative;
-                                self.scan.modules.extend(decls.into_iter().map(|mut d| {
-                                    d.has_alternatives |= in_alternative;
-                                    d
-                                }));
-                                i += 3;
-                                continue;
-                            }
-                            Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
-                                // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
-                                // moves where `c` is loaded from when the cfg
-                                // holds: the body is read once per directory.
-                                let alternatives = std::mem::take(&mut cfg_paths);
-                                let default = inline_scope(
-                                    self.ctx,
-                                    scope,
-                                    inline_depth,
-                                    &name,
-                                    path_attr.take(),
-                                );
-                                let outer = self.in_alternative;
-                                self.in_alternative = outer || !alternatives.is_empty();
-                                self.walk_items(g.stream(), &default, inline_depth + 1);
-                                for path in alternatives {
-                                    let inner = inline_scope(
-                                        self.ctx,
-                                        scope,
-                                        inline_depth,
-                                        &name,
-                                        Some(path),
-                                    );
-                                    if inner != default {
-                                        self.walk_items(g.stream(), &inner, inline_depth + 1);
-                                    }
+                // The body's `mod x;` declarations load files where the
+                // macro is invoked (see `MacroModule`); its embeds are
+                // resolved here and from its callers.
+                Kind::Ident
+                    if src.text(token) == "macro_rules"
+                        && src.is_punct(cursor.peek(1), b'!')
+                        && is_group(cursor.peek(3), None) =>
+                {
+                    if let (Some(name), Some(body)) =
+                        (src.ident_name(cursor.peek(2)), cursor.peek(3))
+                    {
+                        let outer = self.in_macro_rules.replace(name.to_owned());
+                        self.walk_for_embeds(inner(body));
+                        self.in_macro_rules = outer;
+                        self.record_macro_modules(name, inner(body));
+                        cursor.advance(4);
+                        continue;
+                    }
+                }
+                Kind::Ident if src.text(token) == "mod" => {
+                    if let (Some(name), Some(name_token)) =
+                        (src.ident_name(cursor.peek(1)), cursor.peek(1))
+                    {
+                        let line = src.line(name_token.start);
+                        let name = name.to_owned();
+                        let after = cursor.peek(2);
+                        if src.is_punct(after, b';') {
+                            let decls = module_decls(
+                                self.ctx,
+                                scope,
+                                inline_depth,
+                                name,
+                                path_attr.take(),
+                                std::mem::take(&mut cfg_paths),
+                                line,
+                            );
+                            let in_alternative = self.in_alternative;
+                            self.scan.modules.extend(decls.into_iter().map(|mut d| {
+                                d.has_alternatives |= in_alternative;
+                                d
+                            }));
+                            cursor.advance(3);
+                            continue;
+                        }
+                        if let Some(body) = after.filter(|g| is_group(Some(*g), Some(Delim::Brace)))
+                        {
+                            // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
+                            // moves where `c` is loaded from when the cfg
+                            // holds: the body is read once per directory.
+                            let alternatives = std::mem::take(&mut cfg_paths);
+                            let default = inline_scope(
+                                self.ctx,
+                                scope,
+                                inline_depth,
+                                &name,
+                                path_attr.take(),
+                            );
+                            let outer = self.in_alternative;
+                            self.in_alternative = outer || !alternatives.is_empty();
+                            self.walk_items(inner(body), &default, inline_depth + 1);
+                            for path in alternatives {
+                                let alternative =
+                                    inline_scope(self.ctx, scope, inline_depth, &name, Some(path));
+                                if alternative != default {
+                                    self.walk_items(inner(body), &alternative, inline_depth + 1);
                                 }
-                                self.in_alternative = outer;
-                                i += 3;
-                                continue;
                             }
-                            _ => {}
+                            self.in_alternative = outer;
+                            cursor.advance(3);
+                            continue;
                         }
                     }
                 }
                 // Visibility and `unsafe` may stand between an attribute and `mod`.
-                TokenTree::Ident(ident) if ident == "pub" || ident == "unsafe" => {
-                    i += 1;
+                Kind::Ident if matches!(src.text(token), "pub" | "unsafe") => {
+                    cursor.advance(1);
                     continue;
                 }
-                TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => {
-                    self.walk_for_embeds(g.stream());
-                    i += 1;
+                Kind::Open(Delim::Paren) => {
+                    self.walk_for_embeds(inner(token));
+                    cursor.advance(1);
                     continue;
                 }
-                TokenTree::Group(g) => self.walk_items(g.stream(), scope, inline_depth),
-                TokenTree::Literal(lit) => self.record_literal(lit),
+                Kind::Open(_) => self.walk_items(inner(token), scope, inline_depth),
+                Kind::Literal => self.record_literal(token),
                 _ => {}
             }
             path_attr = None;
             cfg_paths.clear();
-            i += 1;
+            cursor.advance(1);
+        }
+    }
+
+    /// Follows `use … ;` statements at one level: `in_use` says whether the
+    /// cursor is inside one; returns whether it still is. Every `A as B`
+    /// of the statement is recorded, nested groups (`use std::{include_str
+    /// as s}`) included.
+    fn track_use(&mut self, cursor: &mut Cursor<'_, '_>, in_use: bool) -> bool {
+        let src = self.src;
+        let token = cursor.peek(0);
+        if src.is_ident(token, "use") {
+            return true;
+        }
+        if !in_use {
+            return false;
+        }
+        if src.is_punct(token, b';') {
+            return false;
+        }
+        if let Some(group) = token.filter(|t| is_group(Some(*t), None)) {
+            self.record_use_renames(inner(group));
+        }
+        self.record_rename_at(cursor);
+        true
+    }
+
+    /// Every `A as B` in a group of a `use` statement.
+    fn record_use_renames(&mut self, range: Range) {
+        let mut cursor = self.src.cursor(range);
+        while let Some(token) = cursor.peek(0) {
+            if is_group(Some(token), None) {
+                self.record_use_renames(inner(token));
+            }
+            self.record_rename_at(&mut cursor);
+            cursor.advance(1);
+        }
+    }
+
+    fn record_rename_at(&mut self, cursor: &mut Cursor<'_, '_>) {
+        let src = self.src;
+        if let (Some(from), true, Some(to)) = (
+            src.ident_name(cursor.peek(0)),
+            src.is_ident(cursor.peek(1), "as"),
+            src.ident_name(cursor.peek(2)),
+        ) {
+            self.scan.use_renames.push((from.to_owned(), to.to_owned()));
         }
     }
 
     /// The `[#[path = "…"]] mod name;` declarations anywhere in a
     /// `macro_rules!` body. One whose file a metavariable chooses (`mod $m;`,
     /// `#[path = $p]`) is refused: each caller picks another file.
-    fn record_macro_modules(&mut self, macro_rules: &str, body: TokenStream) {
+    fn record_macro_modules(&mut self, macro_rules: &str, body: Range) {
+        let src = self.src;
         let mut pending = vec![body];
-        while let Some(stream) = pending.pop() {
-            let tokens: Vec<TokenTree> = stream.into_iter().collect();
+        while let Some(range) = pending.pop() {
+            let mut cursor = src.cursor(range);
             let mut path_attr: Option<Result<String, ()>> = None;
-            for (i, token) in tokens.iter().enumerate() {
-                match token {
-                    TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket => {
-                        let body: Vec<TokenTree> = g.stream().into_iter().collect();
-                        if matches!(body.first(), Some(TokenTree::Ident(p)) if p == "path") {
-                            path_attr = Some(lexical_path_attribute(g.stream()).ok_or(()));
+            while let Some(token) = cursor.peek(0) {
+                cursor.advance(1);
+                match token.kind {
+                    Kind::Open(Delim::Bracket) => {
+                        let body = inner(token);
+                        let first = src.cursor(body).peek(0);
+                        if src.is_ident(first, "path") {
+                            path_attr = Some(src.lexical_path_attribute(body).ok_or(()));
                         }
-                        pending.push(g.stream());
+                        pending.push(body);
                         continue;
                     }
-                    TokenTree::Group(g) => pending.push(g.stream()),
-                    TokenTree::Ident(m) if m == "mod" => {
-                        let line = m.span().start().line;
-                        let (name, after) = match (tokens.get(i + 1), tokens.get(i + 2)) {
-                            (Some(TokenTree::Ident(name)), after) => {
-                                (Some(name.unraw().to_string()), after)
+                    Kind::Open(_) => pending.push(inner(token)),
+                    Kind::Ident if src.text(token) == "mod" => {
+                        let line = src.line(token.start);
+                        let (name, after) = match (cursor.peek(0), cursor.peek(1)) {
+                            (next, after) if src.ident_name(next).is_some() => {
+                                (src.ident_name(next).map(str::to_owned), after)
                             }
-                            (Some(TokenTree::Punct(d)), Some(TokenTree::Ident(_)))
-                                if d.as_char() == '$' =>
+                            (dollar, name)
+                                if src.is_punct(dollar, b'$') && src.ident_name(name).is_some() =>
                             {
-                                (None, tokens.get(i + 3))
+                                (None, cursor.peek(2))
                             }
                             _ => (None, None),
                         };
-                        if !matches!(after, Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+                        if !src.is_punct(after, b';') {
                             path_attr = None;
                             continue;
                         }
@@ -653,8 +950,8 @@ impl TokenWalker<'_, '_> {
                         });
                         continue;
                     }
-                    TokenTree::Punct(p) if p.as_char() == '#' => continue,
-                    TokenTree::Ident(v) if v == "pub" => continue,
+                    Kind::Punct if src.is_punct(Some(token), b'#') => continue,
+                    Kind::Ident if src.text(token) == "pub" => continue,
                     _ => {}
                 }
                 path_attr = None;
@@ -662,107 +959,95 @@ impl TokenWalker<'_, '_> {
         }
     }
 
-    /// At `debugger_visualizer(…)` (`tokens[i]`, an attribute, perhaps
-    /// inside `cfg_attr`): records the `natvis_file` / `gdb_script_file`
-    /// rustc reads, relative to the directory of this file (checked with
-    /// rustc 1.95's dep-info: not the module directory).
-    fn record_debugger_visualizers(&mut self, tokens: &[TokenTree], i: usize) {
-        let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
-            (tokens.get(i), tokens.get(i + 1))
-        else {
+    /// At `debugger_visualizer(…)` (an attribute, perhaps inside
+    /// `cfg_attr`): records the `natvis_file` / `gdb_script_file` rustc
+    /// reads, relative to the directory of this file (checked with rustc
+    /// 1.95's dep-info: not the module directory).
+    fn record_debugger_visualizers(&mut self, cursor: &mut Cursor<'_, '_>) {
+        let src = self.src;
+        let (Some(name), Some(args)) = (cursor.peek(0), cursor.peek(1)) else {
             return;
         };
-        if name != "debugger_visualizer" || args.delimiter() != Delimiter::Parenthesis {
+        if src.ident_name(Some(name)) != Some("debugger_visualizer")
+            || !is_group(Some(args), Some(Delim::Paren))
+        {
             return;
         }
-        let line = name.span().start().line;
-        for part in split_commas(args.stream()) {
-            let part: Vec<TokenTree> = part.into_iter().collect();
-            let target = match part.as_slice() {
-                [
-                    TokenTree::Ident(key),
-                    TokenTree::Punct(eq),
-                    TokenTree::Literal(lit),
-                ] if eq.as_char() == '=' => match literal_str(lit) {
-                    Some(text) => EmbedTarget::File(
-                        self.ctx.file.parent().unwrap_or(Path::new("/")).join(text),
-                    ),
-                    None => EmbedTarget::Unresolved(format!("{key} = {lit}")),
-                },
-                other => {
-                    let text: TokenStream = other.iter().cloned().collect();
-                    EmbedTarget::Unresolved(format!("`{text}`"))
+        let line = src.line(name.start);
+        let file = self.ctx.file;
+        let mut embeds = Vec::new();
+        src.for_each_part(inner(args), 3, |part, tokens| {
+            let target = match tokens {
+                Some(&[key, eq, lit])
+                    if src.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal =>
+                {
+                    match lexer::string_value(src.text(lit)) {
+                        Some(text) => {
+                            EmbedTarget::File(file.parent().unwrap_or(Path::new("/")).join(text))
+                        }
+                        None => EmbedTarget::Unresolved(format!(
+                            "{} = {}",
+                            src.text(key),
+                            src.text(lit)
+                        )),
+                    }
                 }
+                _ => EmbedTarget::Unresolved(format!("`{}`", src.snippet(part))),
             };
-            self.scan.embeds.push(Embed {
+            embeds.push(Embed {
                 macro_name: "#[debugger_visualizer]".into(),
                 target,
                 site: Site {
-                    file: self.ctx.file.to_path_buf(),
+                    file: file.to_path_buf(),
                     line,
                 },
                 caller_relative: None,
             });
+        });
+        self.scan.embeds.extend(embeds);
+    }
+
+    /// At an identifier: records a `debugger_visualizer(…)` and an
+    /// `include_*!(…)` there; says whether it was an include (three tokens).
+    fn record_ident_forms(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) -> bool {
+        if !matches!(token.kind, Kind::Ident | Kind::RawIdent) {
+            return false;
+        }
+        self.record_debugger_visualizers(cursor);
+        self.record_embed_at(cursor)
+    }
+
+    /// Records `include_*!(…)` at the cursor; says whether there was one.
+    fn record_embed_at(&mut self, cursor: &mut Cursor<'_, '_>) -> bool {
+        let Some((name, args, line)) = self.src.macro_call_at(cursor) else {
+            return false;
+        };
+        match self.ctx.include_macro(name) {
+            Some(include) => {
+                self.record_embed(&include, args, line);
+                true
+            }
+            None => false,
         }
     }
 
-    /// At `use` (`tokens[i]`): records every `A as B` up to its `;`,
-    /// nested groups (`use std::{include_str as s}`) included.
-    fn record_use_renames(&mut self, tokens: &[TokenTree], i: usize) {
-        if !matches!(&tokens[i], TokenTree::Ident(u) if u == "use") {
+    fn record_literal(&mut self, token: Token) {
+        let text = self.src.text(token);
+        // Only an escape can spell the words without holding them.
+        if !text.contains("rerun-if-changed") && !text.contains('\\') {
             return;
         }
-        let end = tokens[i..]
-            .iter()
-            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
-            .map_or(tokens.len(), |n| i + n);
-        let mut pending: Vec<TokenStream> = vec![tokens[i + 1..end].iter().cloned().collect()];
-        while let Some(stream) = pending.pop() {
-            let tree: Vec<TokenTree> = stream.into_iter().collect();
-            for (at, token) in tree.iter().enumerate() {
-                match token {
-                    TokenTree::Group(g) => pending.push(g.stream()),
-                    TokenTree::Ident(r#as) if r#as == "as" && at > 0 => {
-                        if let (TokenTree::Ident(from), Some(TokenTree::Ident(to))) =
-                            (&tree[at - 1], tree.get(at + 1))
-                        {
-                            self.scan
-                                .use_renames
-                                .push((from.unraw().to_string(), to.unraw().to_string()));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-
-    /// Records `include_*!(…)` starting at `tokens[i]`; says whether there was one.
-    fn record_embed_at(&mut self, tokens: &[TokenTree], i: usize) -> bool {
-        match macro_call_at(tokens, i) {
-            Some((name, args, line)) => match self.ctx.include_macro(&name) {
-                Some(include) => {
-                    self.record_embed(&include, args, line);
-                    true
-                }
-                None => false,
-            },
-            _ => false,
-        }
-    }
-
-    fn record_literal(&mut self, lit: &proc_macro2::Literal) {
-        if let Some(value) = literal_str(lit) {
+        if let Some(value) = lexer::string_value(text) {
             if value.contains("rerun-if-changed") {
                 self.scan
                     .rerun_literals
-                    .push((value, lit.span().start().line));
+                    .push((value, self.src.line(token.start)));
             }
         }
     }
 
-    fn record_embed(&mut self, macro_name: &str, args: TokenStream, line: usize) {
-        let (target, relative) = evaluate_path(args, self.ctx);
+    fn record_embed(&mut self, macro_name: &str, args: Range, line: usize) {
+        let (target, relative) = evaluate_path(self.src, args, self.ctx);
         let caller_relative = match (&self.in_macro_rules, relative) {
             (Some(name), Some(text)) => Some(CallerRelative {
                 macro_rules: name.clone(),
@@ -783,44 +1068,6 @@ impl TokenWalker<'_, '_> {
     }
 }
 
-/// `name ! (args)` at `tokens[i]`, with the line of `name`.
-fn macro_call_at(tokens: &[TokenTree], i: usize) -> Option<(String, TokenStream, usize)> {
-    let TokenTree::Ident(name) = tokens.get(i)? else {
-        return None;
-    };
-    let TokenTree::Punct(bang) = tokens.get(i + 1)? else {
-        return None;
-    };
-    if bang.as_char() != '!' {
-        return None;
-    }
-    let TokenTree::Group(group) = tokens.get(i + 2)? else {
-        return None;
-    };
-    Some((name.to_string(), group.stream(), name.span().start().line))
-}
-
-fn lexical_path_attribute(tokens: TokenStream) -> Option<String> {
-    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    match tokens.as_slice() {
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(eq),
-            TokenTree::Literal(lit),
-        ] if name == "path" && eq.as_char() == '=' => literal_str(lit),
-        _ => None,
-    }
-}
-
-/// The value of a string literal token (plain or raw), or `None` for any other literal.
-fn literal_str(lit: &proc_macro2::Literal) -> Option<String> {
-    let text = lit.to_string();
-    if !(text.starts_with('"') || text.starts_with("r\"") || text.starts_with("r#")) {
-        return None;
-    }
-    syn::parse_str::<syn::LitStr>(&text).ok().map(|s| s.value())
-}
-
 /// One piece of a path expression.
 enum Piece {
     Text(String),
@@ -834,9 +1081,13 @@ enum Piece {
 /// known without expanding anything but `concat!` and `env!` of
 /// `CARGO_MANIFEST_DIR` / `OUT_DIR`; with it, the path text (`*` for each
 /// metavariable) when the path is relative to the file.
-fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Option<String>) {
+fn evaluate_path(
+    src: &Source<'_>,
+    args: Range,
+    ctx: &FileContext<'_>,
+) -> (EmbedTarget, Option<String>) {
     let mut pieces = Vec::new();
-    evaluate_into(args, &mut pieces);
+    evaluate_into(src, args, &mut pieces);
     let mut text = String::new();
     let mut starts_at_manifest_dir = false;
     let mut has_metavariable = false;
@@ -893,81 +1144,79 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Opti
     }
 }
 
-fn evaluate_into(args: TokenStream, pieces: &mut Vec<Piece>) {
-    let mut tokens: Vec<TokenTree> = args.into_iter().collect();
+fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piece>) {
+    if pieces.len() >= MAX_PATH_PIECES {
+        pieces.push(Piece::Unknown(format!(
+            "a path built from more than {MAX_PATH_PIECES} pieces"
+        )));
+        return;
+    }
+    let Some(mut tokens) = src.shape(args, MAX_SHAPE_TOKENS) else {
+        pieces.push(Piece::Unknown(format!("`{}`", src.snippet(args))));
+        return;
+    };
     // A trailing comma is allowed in macro arguments.
-    if matches!(tokens.last(), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+    if src.is_punct(tokens.last().copied(), b',') {
         tokens.pop();
     }
     // `std::concat!`, `::core::env!` and friends name the same macros.
     let mut start = 0;
     while start + 2 < tokens.len() {
-        match (&tokens[start], &tokens[start + 1]) {
-            (TokenTree::Ident(i), TokenTree::Punct(p))
-                if (i == "std" || i == "core") && p.as_char() == ':' =>
-            {
-                start += 3;
-            }
-            (TokenTree::Punct(p), TokenTree::Punct(q))
-                if p.as_char() == ':' && q.as_char() == ':' =>
-            {
-                start += 2;
-            }
-            _ => break,
+        let (first, second) = (Some(tokens[start]), Some(tokens[start + 1]));
+        if (src.is_ident(first, "std") || src.is_ident(first, "core")) && src.is_punct(second, b':')
+        {
+            start += 3;
+        } else if src.is_punct(first, b':') && src.is_punct(second, b':') {
+            start += 2;
+        } else {
+            break;
         }
     }
     let tokens = &tokens[start..];
-    match tokens {
-        [TokenTree::Literal(lit)] => match literal_str(lit) {
+    let text_of = |tokens: &[Token]| match (tokens.first(), tokens.last()) {
+        (Some(first), Some(last)) => src.snippet((first.start, last.end)),
+        _ => String::new(),
+    };
+    match *tokens {
+        [lit] if lit.kind == Kind::Literal => match lexer::string_value(src.text(lit)) {
             Some(text) => pieces.push(Piece::Text(text)),
-            None => pieces.push(Piece::Unknown(format!("the literal {lit}"))),
+            None => pieces.push(Piece::Unknown(format!("the literal {}", src.text(lit)))),
         },
-        [TokenTree::Punct(dollar), TokenTree::Ident(_)] if dollar.as_char() == '$' => {
+        [dollar, name]
+            if src.is_punct(Some(dollar), b'$') && src.ident_name(Some(name)).is_some() =>
+        {
             pieces.push(Piece::MetaVariable);
         }
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(bang),
-            TokenTree::Group(group),
-        ] if bang.as_char() == '!' && name == "concat" => {
-            for part in split_commas(group.stream()) {
-                evaluate_into(part, pieces);
-            }
+        [name, bang, group]
+            if src.is_ident(Some(name), "concat")
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None) =>
+        {
+            src.for_each_part(inner(group), 0, |part, _| evaluate_into(src, part, pieces));
         }
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(bang),
-            TokenTree::Group(group),
-        ] if bang.as_char() == '!' && name == "env" => {
-            let var: Vec<TokenTree> = group.stream().into_iter().collect();
-            match var.as_slice() {
-                [TokenTree::Literal(lit)] | [TokenTree::Literal(lit), TokenTree::Punct(_)] => {
-                    match literal_str(lit).as_deref() {
-                        Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
-                        Some("OUT_DIR") => pieces.push(Piece::OutDir),
-                        _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
-                    }
+        [name, bang, group]
+            if src.is_ident(Some(name), "env")
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None) =>
+        {
+            let var = src.shape(inner(group), 2).unwrap_or_default();
+            let value = match var.as_slice() {
+                [lit] | [lit, _] if lit.kind == Kind::Literal => {
+                    lexer::string_value(src.text(*lit))
                 }
-                _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
+                _ => None,
+            };
+            match value.as_deref() {
+                Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
+                Some("OUT_DIR") => pieces.push(Piece::OutDir),
+                _ => pieces.push(Piece::Unknown(format!(
+                    "env!({})",
+                    src.snippet(inner(group))
+                ))),
             }
         }
-        other => {
-            let text: TokenStream = other.iter().cloned().collect();
-            pieces.push(Piece::Unknown(format!("`{text}`")));
-        }
+        _ => pieces.push(Piece::Unknown(format!("`{}`", text_of(tokens)))),
     }
-}
-
-fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
-    let mut parts = vec![TokenStream::new()];
-    for token in tokens {
-        match &token {
-            TokenTree::Punct(p) if p.as_char() == ',' => parts.push(TokenStream::new()),
-            _ => parts.last_mut().expect("never empty").extend([token]),
-        }
-    }
-    parts.retain(|p| !p.is_empty());
-    parts
 }
 
 #[cfg(test)]
