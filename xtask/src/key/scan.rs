@@ -122,6 +122,10 @@ pub struct FileScan {
     pub use_renames: Vec<(String, String)>,
     /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
     pub macro_modules: Vec<MacroModule>,
+    /// (macro_rules!, macro it calls) for every macro call in a
+    /// `macro_rules!` body: a macro that calls an including macro includes
+    /// from *its* callers' files.
+    pub macro_rules_calls: Vec<(String, String)>,
     /// Set when the file cannot be read faithfully: the line and why. The
     /// key is refused.
     pub refused: Option<(usize, String)>,
@@ -207,6 +211,42 @@ fn has_file_module_decl(text: &[u8]) -> bool {
         start = start.max(i);
     }
     false
+}
+
+/// Whether `text` calls any of `names` as a macro (`name!`, white space
+/// and comments allowed before the `!`, `r#name!` too), read with the
+/// lexer so that text in comments and literals is no call. Text that does
+/// not lex is taken as a caller: over-approximating costs an input, not a
+/// miss.
+pub fn calls_any_macro(text: &[u8], names: &std::collections::HashSet<String>) -> bool {
+    if !names
+        .iter()
+        .any(|name| memchr::memmem::find(text, name.as_bytes()).is_some())
+    {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(text) else {
+        return true;
+    };
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut previous: Option<&str> = None;
+    loop {
+        match lexer.next_token() {
+            Ok(None) => return false,
+            Err(_) => return true,
+            Ok(Some(token)) => {
+                let word = &text[token.start..token.end];
+                match token.kind {
+                    Kind::Punct if word == "!" && previous.is_some_and(|p| names.contains(p)) => {
+                        return true;
+                    }
+                    Kind::Ident => previous = Some(word),
+                    Kind::RawIdent => previous = Some(&word[2..]),
+                    _ => previous = None,
+                }
+            }
+        }
+    }
 }
 
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
@@ -1027,7 +1067,14 @@ impl TokenWalker<'_, '_, '_> {
                 self.record_embed(&include, args, line);
                 true
             }
-            None => false,
+            None => {
+                if let Some(definer) = &self.in_macro_rules {
+                    self.scan
+                        .macro_rules_calls
+                        .push((definer.clone(), name.to_owned()));
+                }
+                false
+            }
         }
     }
 
@@ -1566,6 +1613,20 @@ struct B {{ a: u8 b: u8 }}
         }
         eprintln!("{files} files, {skipped} skipped by the prefilter, none wrongly");
         assert!(files > 0, "no .rs file in the corpus");
+    }
+
+    #[test]
+    fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
+        let names = std::collections::HashSet::from(["ptx".to_owned()]);
+        let calls = |text: &str| calls_any_macro(text.as_bytes(), &names);
+        assert!(calls("static K: &[u8] = ptx!(\"k\");"));
+        assert!(calls("let k = ptx ! (\"k\");"));
+        assert!(calls("let k = ptx /* c */ !(\"k\");"));
+        assert!(calls("let k = r#ptx!(\"k\");"));
+        assert!(!calls("let k = my_ptx!(\"k\");"));
+        assert!(!calls("let k = ptx_two!(\"k\");"));
+        assert!(!calls("fn ptx() {}"));
+        assert!(!calls("// ptx!(\"k\")\nconst S: &str = \"ptx!()\";"));
     }
 
     #[test]

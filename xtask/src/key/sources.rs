@@ -122,6 +122,7 @@ fn walk(
     aliases: &HashMap<String, String>,
 ) -> (Discovery, Vec<(String, String)>) {
     let mut renames: Vec<(String, String)> = Vec::new();
+    let mut macro_calls: Vec<(String, String)> = Vec::new();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -138,13 +139,12 @@ fn walk(
         )
     };
     let mut used_dynamic: HashSet<String> = HashSet::new();
-    // For embeds in `macro_rules!` bodies, resolved again from each caller
-    // once every module file of the package is known.
-    let mut package_files: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
     // Every file read, with its context, and the `mod x;` of `macro_rules!`
-    // bodies: loaded from each file that calls the macro.
+    // bodies: loaded from each file that calls the macro. Embeds in
+    // `macro_rules!` bodies are resolved again from each calling file once
+    // every module file of the workspace is known.
     let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
-    let mut macro_modules: Vec<(PathBuf, scan::MacroModule)> = Vec::new();
+    let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -195,10 +195,6 @@ fn walk(
                         discovery
                             .known
                             .insert(super::workspace::normalize(&job.file), hashed);
-                        package_files
-                            .entry(root.package_dir.clone())
-                            .or_default()
-                            .push(job.file.clone());
                         walked.push((job.file.clone(), job.module_dir.clone(), job.root));
                         if let Some((target, target_hash)) = symlink_target {
                             let why =
@@ -218,9 +214,8 @@ fn walk(
                 };
                 discovery.parsed_files += 1;
                 renames.extend(scan.use_renames.iter().cloned());
-                for module in &scan.macro_modules {
-                    macro_modules.push((root.package_dir.clone(), module.clone()));
-                }
+                macro_calls.extend(scan.macro_rules_calls.iter().cloned());
+                macro_modules.extend(scan.macro_modules.iter().cloned());
                 if let Some((line, why)) = &scan.refused {
                     discovery.errors.push(format!("{rel}:{line}: {why}"));
                     continue;
@@ -288,7 +283,6 @@ fn walk(
                     let why = format!("embedded by {} at {site}", embed.macro_name);
                     if let Some(relative) = &embed.caller_relative {
                         macro_embeds.push(MacroEmbed {
-                            package_dir: root.package_dir.clone(),
                             definition: embed.site.file.clone(),
                             site: site.clone(),
                             macro_name: embed.macro_name.clone(),
@@ -396,14 +390,15 @@ fn walk(
         // the macro is called; calls at the top of a file are resolved here
         // (one inside an inline module loads from a subdirectory of `src/`,
         // which is hashed whole).
-        for (package_dir, module) in macro_modules.clone() {
+        // A `#[macro_export]` macro loads from callers in other crates too.
+        for module in macro_modules.clone() {
+            let names = invocation_names(&module.macro_rules, &renames, &macro_calls);
             for (caller, module_dir, root) in walked.clone() {
-                if roots[root].package_dir != package_dir
-                    || !std::fs::read(&caller).is_ok_and(|t| calls_macro(&t, &module.macro_rules))
-                {
+                if !std::fs::read(&caller).is_ok_and(|t| scan::calls_any_macro(&t, &names)) {
                     continue;
                 }
-                for decl in macro_module_decls(&module, &caller, &module_dir, &package_dir) {
+                let package_dir = &roots[root].package_dir;
+                for decl in macro_module_decls(&module, &caller, &module_dir, package_dir) {
                     let site = format!(
                         "`mod {};` of macro_rules! {} called in {}",
                         decl.name,
@@ -465,7 +460,15 @@ fn walk(
             break;
         }
     }
-    resolve_from_callers(&macro_embeds, &package_files, inputs, &mut discovery);
+    let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+    resolve_from_callers(
+        &macro_embeds,
+        &callers,
+        &renames,
+        &macro_calls,
+        inputs,
+        &mut discovery,
+    );
     for dynamic in &policy.dynamic_include {
         if !used_dynamic.contains(&dynamic.site) {
             discovery.warnings.push(format!(
@@ -526,9 +529,36 @@ fn macro_module_decls(
         .collect()
 }
 
+/// The names a `macro_rules!` can be invoked by: its own, every `use … as`
+/// alias of it (chains included), and, since a macro that calls it makes
+/// rustc resolve the include from *that* macro's caller, the names of every
+/// `macro_rules!` whose body calls one of these, with their aliases.
+fn invocation_names(
+    name: &str,
+    renames: &[(String, String)],
+    macro_calls: &[(String, String)],
+) -> HashSet<String> {
+    let mut names = HashSet::from([name.to_owned()]);
+    loop {
+        let before = names.len();
+        for (from, to) in renames {
+            if names.contains(from) {
+                names.insert(to.clone());
+            }
+        }
+        for (definer, called) in macro_calls {
+            if names.contains(called) {
+                names.insert(definer.clone());
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
 /// An embed in a `macro_rules!` body, with a path relative to the file.
 struct MacroEmbed {
-    package_dir: PathBuf,
     definition: PathBuf,
     site: String,
     macro_name: String,
@@ -539,27 +569,39 @@ struct MacroEmbed {
 /// macro call stands, not where `macro_rules!` defines it. The definition's
 /// own directory was used while walking (right for a macro used in its own
 /// file); here the path is resolved again from every other module file of
-/// the package that calls the macro. Callers in other crates (a
-/// `#[macro_export]` used elsewhere) are left to `verify-key`.
+/// the workspace that calls the macro, by its name, an alias, or through
+/// another `macro_rules!` that calls it (a `#[macro_export]` macro is
+/// called from other crates). Callers in registry crates are left to
+/// `verify-key`.
 fn resolve_from_callers(
     macro_embeds: &[MacroEmbed],
-    package_files: &HashMap<PathBuf, Vec<PathBuf>>,
+    callers: &[PathBuf],
+    renames: &[(String, String)],
+    macro_calls: &[(String, String)],
     inputs: &mut InputSet,
     discovery: &mut Discovery,
 ) {
-    let mut contents: HashMap<&Path, Option<Vec<u8>>> = HashMap::new();
-    for embed in macro_embeds {
-        let name = &embed.relative.macro_rules;
-        for caller in package_files.get(&embed.package_dir).into_iter().flatten() {
-            if *caller == embed.definition {
+    if macro_embeds.is_empty() {
+        return;
+    }
+    let names: Vec<HashSet<String>> = macro_embeds
+        .iter()
+        .map(|embed| invocation_names(&embed.relative.macro_rules, renames, macro_calls))
+        .collect();
+    let mut seen: HashSet<&Path> = HashSet::new();
+    for caller in callers {
+        // Each file once, whatever contexts it was walked in.
+        if !seen.insert(caller.as_path()) {
+            continue;
+        }
+        let Ok(text) = std::fs::read(caller) else {
+            continue;
+        };
+        for (embed, names) in macro_embeds.iter().zip(&names) {
+            if *caller == embed.definition || !scan::calls_any_macro(&text, names) {
                 continue;
             }
-            let text = contents
-                .entry(caller.as_path())
-                .or_insert_with(|| std::fs::read(caller).ok());
-            if !text.as_deref().is_some_and(|t| calls_macro(t, name)) {
-                continue;
-            }
+            let name = &embed.relative.macro_rules;
             let base = caller.parent().unwrap_or(Path::new("/"));
             let path = super::workspace::normalize(&base.join(&embed.relative.text));
             let why = format!(
@@ -591,18 +633,6 @@ fn resolve_from_callers(
             }
         }
     }
-}
-
-/// Whether `text` holds `name!` (with optional white space before the `!`)
-/// where `name` is a whole identifier.
-fn calls_macro(text: &[u8], name: &str) -> bool {
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    memchr::memmem::find_iter(text, name.as_bytes()).any(|at| {
-        let before_ok = at == 0 || !is_ident(text[at - 1]);
-        let rest = &text[at + name.len()..];
-        let after = rest.iter().find(|b| !b.is_ascii_whitespace());
-        before_ok && after == Some(&b'!')
-    })
 }
 
 fn display(root: &Path, path: &Path) -> String {
@@ -688,19 +718,5 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
         hashed,
         symlink_target,
         scan: Some(Box::new(scan::scan_file(text, &ctx))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::calls_macro;
-
-    #[test]
-    fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
-        assert!(calls_macro(b"static K: &[u8] = ptx!(\"k\");", "ptx"));
-        assert!(calls_macro(b"let k = ptx ! (\"k\");", "ptx"));
-        assert!(!calls_macro(b"let k = my_ptx!(\"k\");", "ptx"));
-        assert!(!calls_macro(b"let k = ptx_two!(\"k\");", "ptx"));
-        assert!(!calls_macro(b"fn ptx() {}", "ptx"));
     }
 }

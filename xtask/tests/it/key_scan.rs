@@ -328,3 +328,98 @@ fn a_huge_generated_source_is_read_in_memory_proportional_to_its_size() {
         size >> 20
     );
 }
+
+/// Builds `f` with the real cargo and runs `verify-key` on the build: every
+/// file the compiler read must be a key input.
+fn build_and_verify(f: &Fixture) {
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--workspace",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target.path())
+        .current_dir(f.path())
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", stderr(&build));
+    let verify = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "every file the build read must be a key input:\n{}",
+        stderr(&verify)
+    );
+}
+
+/// Changing each of `files` changes the key.
+fn each_changes_the_key(f: &Fixture, files: &[&str]) {
+    let mut key = ci_key(f);
+    for file in files {
+        f.file(file, "changed\n");
+        let changed = ci_key(f);
+        assert_ne!(changed, key, "changing {file} must change the key");
+        key = changed;
+    }
+}
+
+/// rustc resolves an include in a `macro_rules!` body from the file of the
+/// outermost call: a call through a `use … as` alias, through another
+/// macro, or from another crate (`#[macro_export]`) reads another file
+/// than the definition's directory names.
+#[test]
+fn a_macro_rules_include_called_by_alias_through_a_macro_or_from_another_crate() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"inc\", \"user\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "inc/Cargo.toml",
+        "[package]\nname = \"inc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "user/Cargo.toml",
+        "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n[dependencies]\ninc = { path = \"../inc\" }\n",
+    )
+    .file(
+        "inc/code/lib.rs",
+        r#"#[macro_export]
+macro_rules! my_include { ($p:literal) => { include_str!(concat!("../data/", $p)) } }
+macro_rules! outer { ($p:literal) => { my_include!($p) } }
+mod sub;
+#[path = "a/b/deep.rs"]
+mod deep;
+pub const T: &str = sub::T;
+pub const D: &str = deep::D;
+"#,
+    )
+    .file(
+        "inc/code/sub/mod.rs",
+        "use crate::my_include as inc;\npub const T: &str = inc /* a comment */ !(\"x.txt\");\n",
+    )
+    .file("inc/code/a/b/deep.rs", "pub const D: &str = outer!(\"y.txt\");\n")
+    .file(
+        "user/code/lib.rs",
+        "pub const U: &str = inc::my_include!(\"z.txt\");\n",
+    )
+    .file("inc/code/data/x.txt", "x")
+    .file("inc/code/a/data/y.txt", "y")
+    .file("user/data/z.txt", "z");
+    build_and_verify(&f);
+    each_changes_the_key(
+        &f,
+        &[
+            "inc/code/data/x.txt",   // `inc!`, an alias of the macro
+            "inc/code/a/data/y.txt", // `outer!`, a macro that calls it
+            "user/data/z.txt",       // `inc::my_include!` from another crate
+        ],
+    );
+}
