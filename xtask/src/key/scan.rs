@@ -52,6 +52,9 @@ pub enum EmbedTarget {
     Pattern(PathBuf),
     /// A path under `OUT_DIR`: build output, covered by its build script's inputs.
     OutDir,
+    /// A directory read whole (an absolute path), by a macro of
+    /// [`PATH_MACROS`]; its absence is hashed when it does not exist.
+    Tree(PathBuf),
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
 }
@@ -159,11 +162,14 @@ impl FileContext<'_> {
 /// It must never say no to a file the parser would find something in: it
 /// over-approximates. `include` covers every include macro (aliases are
 /// found by name later, see `sources`), `debugger_visualizer` the files
-/// rustc reads for that attribute.
+/// rustc reads for that attribute, the names of [`PATH_MACROS`] theirs.
 pub fn may_reference_files(text: &[u8]) -> bool {
     contains(text, b"include")
         || contains(text, b"rerun-if-changed")
         || contains(text, b"debugger_visualizer")
+        || PATH_MACROS
+            .iter()
+            .any(|m| contains(text, m.name.as_bytes()))
         || has_file_module_decl(text)
 }
 
@@ -562,6 +568,126 @@ impl Cursor<'_, '_> {
 /// The macros that make rustc read a file named by their argument.
 pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
+/// A macro of a registry crate that makes the compiler read files its
+/// arguments name. `ci-key` cannot follow a proc macro's code, so each is
+/// listed here, the one place that knows them, with what it reads.
+pub struct PathMacro {
+    pub name: &'static str,
+    /// The crate that provides it, for messages.
+    pub krate: &'static str,
+    pub form: PathMacroForm,
+    pub reads: PathReads,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathMacroForm {
+    /// `name!(…)`, by its name whatever path it is called through.
+    Call,
+    /// `#[name = "…"]`.
+    Attribute,
+    /// `#[name(…, path = "…", …)]`.
+    AttributeWithPath,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathReads {
+    /// The literal argument, relative to the calling file, as `include_str!`
+    /// (a `macro_rules!` wrapper around it).
+    FileRelative,
+    /// A directory below `CARGO_MANIFEST_DIR`, read whole; `$CARGO_MANIFEST_DIR`
+    /// may start the text. `default` is read when there is no argument.
+    ManifestDirTree { default: Option<&'static str> },
+    /// Rules too varied to model (search paths, configuration files,
+    /// settings): the key is refused until the policy declares the files
+    /// with `[[key.dynamic-include]]`.
+    Declared,
+}
+
+/// The registry macros known to read files named in the source. A call of
+/// one that cannot be resolved refuses the key, with the fix.
+pub const PATH_MACROS: &[PathMacro] = &[
+    PathMacro {
+        name: "include_dir",
+        krate: "include_dir",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree { default: None },
+    },
+    PathMacro {
+        name: "folder",
+        krate: "rust-embed",
+        form: PathMacroForm::Attribute,
+        reads: PathReads::ManifestDirTree { default: None },
+    },
+    PathMacro {
+        name: "migrate",
+        krate: "sqlx",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("migrations"),
+        },
+    },
+    PathMacro {
+        name: "include_wgsl",
+        krate: "wgpu",
+        form: PathMacroForm::Call,
+        reads: PathReads::FileRelative,
+    },
+    PathMacro {
+        name: "include_spirv",
+        krate: "wgpu or inline-spirv",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "include_spirv_raw",
+        krate: "wgpu",
+        form: PathMacroForm::Call,
+        reads: PathReads::FileRelative,
+    },
+    PathMacro {
+        name: "flate",
+        krate: "include-flate",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "template",
+        krate: "askama or rinja",
+        form: PathMacroForm::AttributeWithPath,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "grammar",
+        krate: "pest_derive",
+        form: PathMacroForm::Attribute,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "dotenv",
+        krate: "dotenv_codegen or dotenvy_macro",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "import_types",
+        krate: "typify",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "generate_api",
+        krate: "progenitor",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+];
+
+fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
+    PATH_MACROS
+        .iter()
+        .find(|m| m.name == name && m.form == form)
+}
+
 /// The directory a `#[path]` attribute is relative to: outside inline
 /// modules the directory of the file itself, inside them the scope's module
 /// directory.
@@ -736,7 +862,12 @@ impl TokenWalker<'_, '_, '_> {
             match token.kind {
                 // Doc attributes in macro bodies are text, never printed.
                 Kind::Open(Delim::Bracket) if src.is_doc_text(inner(token)) => {}
-                Kind::Open(_) => self.walk_for_embeds(inner(token)),
+                Kind::Open(delim) => {
+                    if delim == Delim::Bracket {
+                        self.record_attribute_forms(inner(token));
+                    }
+                    self.walk_for_embeds(inner(token));
+                }
                 Kind::Literal => self.record_literal(token),
                 _ => {}
             }
@@ -772,6 +903,7 @@ impl TokenWalker<'_, '_, '_> {
                         } else if src.is_doc_text(body) {
                             // Documentation text is never printed.
                         } else {
+                            self.record_attribute_forms(body);
                             if let Some(&[name, args]) = src.shape(body, 2).as_deref() {
                                 if src.is_ident(Some(name), "cfg_attr")
                                     && is_group(Some(args), None)
@@ -1047,6 +1179,90 @@ impl TokenWalker<'_, '_, '_> {
         self.scan.embeds.extend(embeds);
     }
 
+    /// Records what a macro of [`PATH_MACROS`] reads: `arg` is its string
+    /// argument, `Some(None)` when it has none, `None` when it has another.
+    fn record_path_macro(&mut self, known: &PathMacro, arg: Option<Option<String>>, line: usize) {
+        let label = match known.form {
+            PathMacroForm::Call => format!("{}! ({})", known.name, known.krate),
+            _ => format!("#[{}] ({})", known.name, known.krate),
+        };
+        let unresolved = |why: &str| EmbedTarget::Unresolved(format!("files {why}"));
+        let target = match (known.reads, arg) {
+            (PathReads::Declared, _) => {
+                unresolved(&format!("by {} rules ci-key does not model", known.krate))
+            }
+            (_, None) => unresolved("with an argument that is not a string literal"),
+            (PathReads::FileRelative, Some(Some(path))) => {
+                EmbedTarget::File(self.ctx.file.parent().unwrap_or(Path::new("/")).join(path))
+            }
+            (PathReads::FileRelative, Some(None)) => unresolved("with no path argument"),
+            (PathReads::ManifestDirTree { default }, Some(path)) => {
+                match path.as_deref().or(default) {
+                    None => unresolved("with no path argument"),
+                    Some(path) => {
+                        let path = path.strip_prefix("$CARGO_MANIFEST_DIR").unwrap_or(path);
+                        if path.contains('$') {
+                            unresolved(&format!(
+                                "under {path:?}, which names an environment variable"
+                            ))
+                        } else {
+                            EmbedTarget::Tree(
+                                self.ctx.package_dir.join(path.trim_start_matches('/')),
+                            )
+                        }
+                    }
+                }
+            }
+        };
+        self.scan.embeds.push(Embed {
+            macro_name: label,
+            target,
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line,
+            },
+            caller_relative: None,
+        });
+    }
+
+    /// The body of an attribute `#[…]`: records a [`PATH_MACROS`] attribute.
+    fn record_attribute_forms(&mut self, body: Range) {
+        let src = self.src;
+        let Some(first) = src.cursor(body).peek(0) else {
+            return;
+        };
+        let Some(name) = src.ident_name(Some(first)) else {
+            return;
+        };
+        let line = src.line(first.start);
+        if let Some(known) = path_macro(name, PathMacroForm::Attribute) {
+            let arg = match src.shape(body, 3).as_deref() {
+                Some(&[_, eq, lit])
+                    if src.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal =>
+                {
+                    lexer::string_value(src.text(lit)).map(Some)
+                }
+                _ => None,
+            };
+            self.record_path_macro(known, arg, line);
+        }
+        if let Some(known) = path_macro(name, PathMacroForm::AttributeWithPath) {
+            let Some(&[_, args]) = src.shape(body, 2).as_deref() else {
+                return;
+            };
+            if !is_group(Some(args), Some(Delim::Paren)) {
+                return;
+            }
+            let mut named = false;
+            src.for_each_part(inner(args), 3, |part, _| {
+                named |= src.is_ident(src.cursor(part).peek(0), "path");
+            });
+            if named {
+                self.record_path_macro(known, Some(None), line);
+            }
+        }
+    }
+
     /// At an identifier: records a `debugger_visualizer(…)` and an
     /// `include_*!(…)` there; says whether it was an include (three tokens).
     fn record_ident_forms(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) -> bool {
@@ -1072,6 +1288,17 @@ impl TokenWalker<'_, '_, '_> {
                     self.scan
                         .macro_rules_calls
                         .push((definer.clone(), name.to_owned()));
+                }
+                if let Some(known) = path_macro(name, PathMacroForm::Call) {
+                    // Its arguments are still walked for embeds.
+                    let arg = self.src.shape(args, 2).and_then(|tokens| match *tokens {
+                        [] => Some(None),
+                        [lit] | [lit, _] if lit.kind == Kind::Literal => {
+                            lexer::string_value(self.src.text(lit)).map(Some)
+                        }
+                        _ => None,
+                    });
+                    self.record_path_macro(known, arg, line);
                 }
                 false
             }
@@ -1572,6 +1799,8 @@ struct B {{ a: u8 b: u8 }}
                 "#![debugger_visualizer(natvis_file{ws}={ws}\"a.natvis\")]",
                 "const{ws}A:&str=include_str!(\"a\");",
                 "const{ws}A:&str=core::include_str{ws}!{ws}(\"a\");",
+                "#[folder{ws}={ws}\"public/\"]{ws}struct{ws}S;",
+                "fn{ws}m(){ws}{{{ws}sqlx::migrate!{ws}();{ws}}}",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -1582,7 +1811,7 @@ struct B {{ a: u8 b: u8 }}
                 cases += 1;
             }
         }
-        assert_eq!(cases, 110);
+        assert_eq!(cases, 132);
     }
 
     /// Run by hand on real material:

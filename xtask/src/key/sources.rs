@@ -346,6 +346,25 @@ fn walk(
                             }
                         }
                         EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+                        EmbedTarget::Tree(dir) => {
+                            let dir = super::workspace::normalize(dir);
+                            let result = if inputs.relative(&dir).is_err() {
+                                Err(anyhow::anyhow!(
+                                    "it is outside the repository or in an excluded area; move it into the repository"
+                                ))
+                            } else if dir.is_dir() {
+                                inputs.add_dir(&dir, &why, false)
+                            } else {
+                                inputs.add_maybe_absent(&dir, &why)
+                            };
+                            if let Err(err) = result {
+                                discovery.errors.push(format!(
+                                    "{site}: {} reads {}, which cannot be a key input: {err:#}",
+                                    embed.macro_name,
+                                    display(inputs.root(), &dir)
+                                ));
+                            }
+                        }
                         EmbedTarget::Unresolved(what) => {
                             let file_rel = display(inputs.root(), &embed.site.file);
                             let declared: Vec<_> = policy

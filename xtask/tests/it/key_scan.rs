@@ -423,3 +423,66 @@ pub const D: &str = deep::D;
         ],
     );
 }
+
+/// Registry macros that read files (`PATH_MACROS`): a directory below the
+/// manifest is hashed whole, its absence too; one whose rules are not
+/// modelled refuses the key until the policy declares its files. (No build:
+/// these crates are not in the offline registry; each form's expansion is
+/// the crate's.)
+#[test]
+fn registry_macros_that_read_files_are_hashed_or_refused() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        r#"mod db;
+static ASSETS: Dir = include_dir::include_dir!("$CARGO_MANIFEST_DIR/assets");
+#[derive(rust_embed::RustEmbed)]
+#[folder = "public/"]
+struct Public;
+"#,
+    )
+    .file("code/db.rs", "pub fn m() { sqlx::migrate!(); }\n")
+    .file("assets/deep/a.txt", "a")
+    .file("public/index.html", "i");
+    each_changes_the_key(
+        &f,
+        &[
+            "assets/deep/a.txt", // include_dir!
+            "assets/new.txt",
+            "public/index.html", // #[folder]
+            "migrations/1.sql",  // sqlx::migrate!() with no argument: ./migrations
+        ],
+    );
+    f.file(
+        "code/db.rs",
+        "#[derive(askama::Template)]\n#[template(path = \"hello.html\")]\nstruct Hello;\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/db.rs:2: #[template] (askama or rinja)",
+            "[[key.dynamic-include]] site = \"code/db.rs\"",
+        ],
+    );
+    f.file(
+        ".github/ci-trust.toml",
+        "[[key.dynamic-include]]\nsite = \"code/db.rs\"\nfiles = [\"templates/*.html\"]\nreason = \"askama's template directory\"\n",
+    )
+    .file("templates/hello.html", "h");
+    each_changes_the_key(&f, &["templates/hello.html"]);
+    f.file(
+        "code/db.rs",
+        "static OUT: Dir = include_dir::include_dir!(\"$CARGO_MANIFEST_DIR/../../outside\");\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/db.rs:1: include_dir! (include_dir)",
+            "outside the repository",
+        ],
+    );
+}
