@@ -995,8 +995,12 @@ impl TokenWalker<'_, '_, '_> {
                     cursor.advance(1);
                     continue;
                 }
+                // `pub(crate)`, and the arguments of an item macro:
+                // `items!(mod a;)` loads `a.rs` as `items![mod a;]` and
+                // `items! { mod a; }` do. (Nowhere else may a paren group
+                // hold `mod`, so reading it as items finds nothing more.)
                 Kind::Open(Delim::Paren) => {
-                    self.walk_for_embeds(inner(token));
+                    self.walk_items(inner(token), scope, inline_depth);
                     cursor.advance(1);
                     continue;
                 }

@@ -486,3 +486,52 @@ struct Public;
         ],
     );
 }
+
+/// Forms found by attacking the scanner with real builds: a file module
+/// declared in the parenthesised arguments of an item macro, an include
+/// called by its raw name, a string continued over lines or spelled with
+/// escapes, a `#[path]` module in a function body.
+#[test]
+fn modules_in_paren_macro_arguments_and_raw_include_names_are_inputs() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        r#"macro_rules! items { ($($i:item)*) => { $($i)* } }
+items!(pub mod a;);
+pub fn f() -> &'static str {
+    #[path = "fnmod.rs"]
+    mod inner;
+    inner::X
+}
+pub const R: &str = r#include_str!("../data/raw.txt");
+pub const S: &str = include_str!("../data\
+      /cont.txt");
+pub const U: &str = include_str!("../d\u{61}ta/uni.txt");
+"#,
+    )
+    .file(
+        "code/a.rs",
+        "pub const A: &str = include_str!(\"../data/a.txt\");\n",
+    )
+    .file("code/fnmod.rs", "pub const X: &str = \"x\";\n")
+    .file("data/a.txt", "a")
+    .file("data/raw.txt", "r")
+    .file("data/cont.txt", "c")
+    .file("data/uni.txt", "u");
+    build_and_verify(&f);
+    each_changes_the_key(
+        &f,
+        &[
+            "data/a.txt",    // included by `a`, a module of `items!(pub mod a;)`
+            "data/raw.txt",  // `r#include_str!`
+            "data/cont.txt", // "…\<newline> …"
+            "data/uni.txt",  // "\u{61}"
+            "code/fnmod.rs", // `#[path]` module in a function body
+            "code/a.rs",
+        ],
+    );
+}
