@@ -125,6 +125,14 @@ pub struct FileScan {
     pub use_renames: Vec<(String, String)>,
     /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
     pub macro_modules: Vec<MacroModule>,
+    /// Whether a `macro_rules!` body calls a metavariable as a macro
+    /// (`$m!(…)`): then any macro it is handed to may call it.
+    pub metavariable_macro_call: bool,
+    /// `include` handed to a macro as a token (`call!(include, "x.rs")`):
+    /// refused only where some `macro_rules!` calls a metavariable, since
+    /// `include` is a common word. (`include_str`, `include_bytes` and
+    /// aliases handed over are in `embeds`, refused unless declared.)
+    pub passed_include: Vec<Embed>,
     /// (macro_rules!, macro it calls) for every macro call in a
     /// `macro_rules!` body: a macro that calls an including macro includes
     /// from *its* callers' files.
@@ -171,6 +179,31 @@ pub fn may_reference_files(text: &[u8]) -> bool {
             .iter()
             .any(|m| contains(text, m.name.as_bytes()))
         || has_file_module_decl(text)
+        || has_metavariable_call(text)
+}
+
+/// Looks for `$name !` (a `macro_rules!` body calling a macro it was
+/// handed), loosely: white space may stand before the `!`, and a comment
+/// there lets the parser decide.
+fn has_metavariable_call(text: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    memchr::memchr_iter(b'$', text).any(|at| {
+        let mut i = at + 1;
+        let start = i;
+        while i < text.len() && is_ident(text[i]) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+        // Vertical tab (0x0B) is Pattern_White_Space but not `is_ascii_whitespace`.
+        while i < text.len()
+            && (text[i].is_ascii_whitespace() || text[i] == 0x0B || text[i] >= 0x80)
+        {
+            i += 1;
+        }
+        matches!(text.get(i), Some(b'!' | b'/'))
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -296,6 +329,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                 scan: &mut scan,
                 in_macro_rules: None,
                 in_alternative: false,
+                in_macro_args: 0,
             };
             walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }
@@ -427,6 +461,7 @@ impl<'s> Source<'s> {
             src: self,
             lexer: Lexer::new(self.text, range.0, range.1),
             ahead: VecDeque::new(),
+            behind: [None, None],
         }
     }
 
@@ -533,6 +568,8 @@ struct Cursor<'a, 's> {
     src: &'a Source<'s>,
     lexer: Lexer<'s>,
     ahead: VecDeque<Token>,
+    /// The last two tokens stepped over, the latest first.
+    behind: [Option<Token>; 2],
 }
 
 impl Cursor<'_, '_> {
@@ -560,8 +597,16 @@ impl Cursor<'_, '_> {
             if self.ahead.is_empty() {
                 self.peek(0);
             }
-            self.ahead.pop_front();
+            if let Some(token) = self.ahead.pop_front() {
+                self.behind = [Some(token), self.behind[0]];
+            }
         }
+    }
+
+    /// Whether the group at the cursor holds a macro call's arguments
+    /// (`name ! (…)`).
+    fn at_macro_args(&self) -> bool {
+        self.src.is_punct(self.behind[0], b'!') && self.src.ident_name(self.behind[1]).is_some()
     }
 }
 
@@ -845,6 +890,8 @@ struct TokenWalker<'a, 'b, 's> {
     /// Inside an inline module with `cfg_attr(…, path = …)` directories,
     /// where a module file's absence in one of them is expected.
     in_alternative: bool,
+    /// How many macro calls' arguments the walk is inside.
+    in_macro_args: usize,
 }
 
 impl TokenWalker<'_, '_, '_> {
@@ -866,9 +913,20 @@ impl TokenWalker<'_, '_, '_> {
                     if delim == Delim::Bracket {
                         self.record_attribute_forms(inner(token));
                     }
+                    let args = usize::from(cursor.at_macro_args());
+                    self.in_macro_args += args;
                     self.walk_for_embeds(inner(token));
+                    self.in_macro_args -= args;
                 }
                 Kind::Literal => self.record_literal(token),
+                Kind::Punct
+                    if self.in_macro_rules.is_some()
+                        && src.is_punct(Some(token), b'$')
+                        && src.ident_name(cursor.peek(1)).is_some()
+                        && src.is_punct(cursor.peek(2), b'!') =>
+                {
+                    self.scan.metavariable_macro_call = true;
+                }
                 _ => {}
             }
             cursor.advance(1);
@@ -1000,11 +1058,13 @@ impl TokenWalker<'_, '_, '_> {
                 // `items! { mod a; }` do. (Nowhere else may a paren group
                 // hold `mod`, so reading it as items finds nothing more.)
                 Kind::Open(Delim::Paren) => {
-                    self.walk_items(inner(token), scope, inline_depth);
+                    self.walk_macro_args_or_items(&cursor, inner(token), scope, inline_depth);
                     cursor.advance(1);
                     continue;
                 }
-                Kind::Open(_) => self.walk_items(inner(token), scope, inline_depth),
+                Kind::Open(_) => {
+                    self.walk_macro_args_or_items(&cursor, inner(token), scope, inline_depth);
+                }
                 Kind::Literal => self.record_literal(token),
                 _ => {}
             }
@@ -1012,6 +1072,21 @@ impl TokenWalker<'_, '_, '_> {
             cfg_paths.clear();
             cursor.advance(1);
         }
+    }
+
+    /// [`Self::walk_items`] on a group, counting whether it holds a macro
+    /// call's arguments.
+    fn walk_macro_args_or_items(
+        &mut self,
+        cursor: &Cursor<'_, '_>,
+        range: Range,
+        scope: &Path,
+        inline_depth: usize,
+    ) {
+        let args = usize::from(cursor.at_macro_args());
+        self.in_macro_args += args;
+        self.walk_items(range, scope, inline_depth);
+        self.in_macro_args -= args;
     }
 
     /// Follows `use … ;` statements at one level: `in_use` says whether the
@@ -1274,7 +1349,50 @@ impl TokenWalker<'_, '_, '_> {
             return false;
         }
         self.record_debugger_visualizers(cursor);
-        self.record_embed_at(cursor)
+        if self.record_embed_at(cursor) {
+            return true;
+        }
+        if self.in_macro_args > 0 {
+            self.record_passed_include(cursor, token);
+        }
+        false
+    }
+
+    /// An include macro's name handed to a macro as a token
+    /// (`call!(include_str, "x")`): a `macro_rules!` may call it as
+    /// `$m!(…)`, with a path no reading of the definition shows.
+    fn record_passed_include(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) {
+        let src = self.src;
+        let Some(name) = src.ident_name(Some(token)) else {
+            return;
+        };
+        let Some(include) = self.ctx.include_macro(name) else {
+            return;
+        };
+        let next = cursor.peek(1);
+        // A call, a function call, a field, a type ascription: not a macro name.
+        if [b'!', b'.', b':'].iter().any(|&c| src.is_punct(next, c))
+            || is_group(next, Some(Delim::Paren))
+            || src.is_punct(cursor.behind[0], b'.')
+        {
+            return;
+        }
+        let embed = Embed {
+            macro_name: format!("{include}!"),
+            target: EmbedTarget::Unresolved(format!(
+                "a path chosen where `{name}` is handed to a macro as a token (a macro_rules! may call it as `$m!(…)`; call {include}! directly)"
+            )),
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line: src.line(token.start),
+            },
+            caller_relative: None,
+        };
+        if matches!(name, "include_str" | "include_bytes") {
+            self.scan.embeds.push(embed);
+        } else {
+            self.scan.passed_include.push(embed);
+        }
     }
 
     /// Records `include_*!(…)` at the cursor; says whether there was one.
@@ -1775,6 +1893,8 @@ struct B {{ a: u8 b: u8 }}
             || !scan.embeds.is_empty()
             || !scan.macro_modules.is_empty()
             || !scan.rerun_literals.is_empty()
+            || scan.metavariable_macro_call
+            || !scan.passed_include.is_empty()
             // Renames of aliases are found by the alias fixpoint in `sources`.
             || scan
                 .use_renames
@@ -1805,6 +1925,7 @@ struct B {{ a: u8 b: u8 }}
                 "const{ws}A:&str=core::include_str{ws}!{ws}(\"a\");",
                 "#[folder{ws}={ws}\"public/\"]{ws}struct{ws}S;",
                 "fn{ws}m(){ws}{{{ws}sqlx::migrate!{ws}();{ws}}}",
+                "macro_rules!{ws}c{ws}{{($m:ident)=>{{$m{ws}!(\"x\")}}}}",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -1815,7 +1936,7 @@ struct B {{ a: u8 b: u8 }}
                 cases += 1;
             }
         }
-        assert_eq!(cases, 132);
+        assert_eq!(cases, 143);
     }
 
     /// Run by hand on real material:

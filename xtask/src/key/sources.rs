@@ -123,6 +123,10 @@ fn walk(
 ) -> (Discovery, Vec<(String, String)>) {
     let mut renames: Vec<(String, String)> = Vec::new();
     let mut macro_calls: Vec<(String, String)> = Vec::new();
+    // `include` handed to a macro as a token is a call only where some
+    // `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
+    let mut any_metavariable_call = false;
+    let mut passed_include: Vec<scan::Embed> = Vec::new();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -215,6 +219,8 @@ fn walk(
                 discovery.parsed_files += 1;
                 renames.extend(scan.use_renames.iter().cloned());
                 macro_calls.extend(scan.macro_rules_calls.iter().cloned());
+                any_metavariable_call |= scan.metavariable_macro_call;
+                passed_include.extend(scan.passed_include.iter().cloned());
                 macro_modules.extend(scan.macro_modules.iter().cloned());
                 if let Some((line, why)) = &scan.refused {
                     discovery.errors.push(format!("{rel}:{line}: {why}"));
@@ -365,35 +371,15 @@ fn walk(
                                 ));
                             }
                         }
-                        EmbedTarget::Unresolved(what) => {
-                            let file_rel = display(inputs.root(), &embed.site.file);
-                            let declared: Vec<_> = policy
-                                .dynamic_include
-                                .iter()
-                                .filter(|d| d.site == file_rel)
-                                .collect();
-                            if declared.is_empty() {
-                                discovery.errors.push(format!(
-                                "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-                                 [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
-                                embed.macro_name
-                            ));
-                            }
-                            for dynamic in declared {
-                                used_dynamic.insert(dynamic.site.clone());
-                                for glob in &dynamic.files {
-                                    let reason =
-                                        format!("declared in key.dynamic-include for {site}");
-                                    match inputs.add_glob(glob, &reason) {
-                                    Ok(0) => discovery.warnings.push(format!(
-                                        "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
-                                    )),
-                                    Ok(_) => {}
-                                    Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
-                                }
-                                }
-                            }
-                        }
+                        EmbedTarget::Unresolved(what) => declare_or_refuse(
+                            embed,
+                            what,
+                            &site,
+                            policy,
+                            inputs,
+                            &mut used_dynamic,
+                            &mut discovery,
+                        ),
                     }
                 }
                 if root.build_script {
@@ -479,6 +465,26 @@ fn walk(
             break;
         }
     }
+    if any_metavariable_call {
+        for embed in &passed_include {
+            if let EmbedTarget::Unresolved(what) = &embed.target {
+                let site = format!(
+                    "{}:{}",
+                    display(inputs.root(), &embed.site.file),
+                    embed.site.line
+                );
+                declare_or_refuse(
+                    embed,
+                    what,
+                    &site,
+                    policy,
+                    inputs,
+                    &mut used_dynamic,
+                    &mut discovery,
+                );
+            }
+        }
+    }
     let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
     resolve_from_callers(
         &macro_embeds,
@@ -546,6 +552,47 @@ fn macro_module_decls(
             named.decl(caller, module_dir, package_dir)
         })
         .collect()
+}
+
+/// An include whose files ci-key cannot compute: covered by the policy's
+/// `[[key.dynamic-include]]` entries for its file, or refused.
+fn declare_or_refuse(
+    embed: &scan::Embed,
+    what: &str,
+    site: &str,
+    policy: &KeyPolicy,
+    inputs: &mut InputSet,
+    used_dynamic: &mut HashSet<String>,
+    discovery: &mut Discovery,
+) {
+    let file_rel = display(inputs.root(), &embed.site.file);
+    let declared: Vec<_> = policy
+        .dynamic_include
+        .iter()
+        .filter(|d| d.site == file_rel)
+        .collect();
+    if declared.is_empty() {
+        discovery.errors.push(format!(
+            "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
+             [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+            embed.macro_name
+        ));
+    }
+    for dynamic in declared {
+        used_dynamic.insert(dynamic.site.clone());
+        for glob in &dynamic.files {
+            let reason = format!("declared in key.dynamic-include for {site}");
+            match inputs.add_glob(glob, &reason) {
+                Ok(0) => discovery.warnings.push(format!(
+                    "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
+                )),
+                Ok(_) => {}
+                Err(err) => discovery
+                    .errors
+                    .push(format!("key.dynamic-include {glob:?}: {err:#}")),
+            }
+        }
+    }
 }
 
 /// The names a `macro_rules!` can be invoked by: its own, every `use … as`

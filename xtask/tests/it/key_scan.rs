@@ -535,3 +535,51 @@ pub const U: &str = include_str!("../d\u{61}ta/uni.txt");
         ],
     );
 }
+
+/// An include macro handed to a `macro_rules!` as a token and called there
+/// as `$m!(…)`: no reading of the definition shows the path, so the key is
+/// refused until the policy declares the files (then the build is covered).
+#[test]
+fn an_include_macro_handed_to_a_macro_as_a_token_is_refused_until_declared() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! call { ($m:ident, $p:literal) => { $m!($p) } }\nmod user;\npub const B: &str = user::B;\n",
+    )
+    .file(
+        "code/user.rs",
+        "pub const B: &str = call!(include_str, \"../data/b.txt\");\npub fn f(include: &str) { println!(\"{}\", include.len()); }\n",
+    )
+    .file("data/b.txt", "b");
+    refused(
+        &f,
+        &[
+            "code/user.rs:1: include_str! names a path chosen where `include_str` is handed to a macro as a token",
+            "[[key.dynamic-include]] site = \"code/user.rs\"",
+        ],
+    );
+    // `include` is a common word: handed over, it is refused only where a
+    // macro_rules! calls a metavariable, as here.
+    f.file(
+        "code/user.rs",
+        "pub const B: &str = call!(include_str, \"../data/b.txt\");\npub fn f(include: &str) { println!(\"{}\", include); }\n",
+    );
+    refused(
+        &f,
+        &["code/user.rs:2: include! names a path chosen where `include`"],
+    );
+    f.file(
+        "code/user.rs",
+        "pub const B: &str = call!(include_str, \"../data/b.txt\");\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        "[[key.dynamic-include]]\nsite = \"code/user.rs\"\nfiles = [\"data/*.txt\"]\nreason = \"call! is handed include_str\"\n",
+    );
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["data/b.txt"]);
+}
