@@ -1279,14 +1279,21 @@ impl TokenWalker<'_, '_, '_> {
                 match path.as_deref().or(default) {
                     None => unresolved("with no path argument"),
                     Some(path) => {
-                        let path = path.strip_prefix("$CARGO_MANIFEST_DIR").unwrap_or(path);
-                        if path.contains('$') {
+                        let (from_manifest, rest) = match path.strip_prefix("$CARGO_MANIFEST_DIR") {
+                            Some(rest) => (true, rest),
+                            None => (false, path),
+                        };
+                        if rest.contains('$') {
                             unresolved(&format!(
                                 "under {path:?}, which names an environment variable"
                             ))
+                        } else if !from_manifest && Path::new(rest).is_absolute() {
+                            // Read where it points: inside the checkout it
+                            // is hashed, outside it is refused.
+                            EmbedTarget::Tree(PathBuf::from(rest))
                         } else {
                             EmbedTarget::Tree(
-                                self.ctx.package_dir.join(path.trim_start_matches('/')),
+                                self.ctx.package_dir.join(rest.trim_start_matches('/')),
                             )
                         }
                     }
@@ -1369,12 +1376,9 @@ impl TokenWalker<'_, '_, '_> {
         let Some(include) = self.ctx.include_macro(name) else {
             return;
         };
-        let next = cursor.peek(1);
-        // A call, a function call, a field, a type ascription: not a macro name.
-        if [b'!', b'.', b':'].iter().any(|&c| src.is_punct(next, c))
-            || is_group(next, Some(Delim::Paren))
-            || src.is_punct(cursor.behind[0], b'.')
-        {
+        // A macro's matcher may take any tokens around it (`$m:ident :`,
+        // `x . $m`), so only a direct call (recorded already) is no hand-over.
+        if src.is_punct(cursor.peek(1), b'!') {
             return;
         }
         let embed = Embed {
@@ -1967,6 +1971,67 @@ struct B {{ a: u8 b: u8 }}
         }
         eprintln!("{files} files, {skipped} skipped by the prefilter, none wrongly");
         assert!(files > 0, "no .rs file in the corpus");
+    }
+
+    #[test]
+    fn path_macros_resolve_their_directories_or_are_unresolved() {
+        let text = r#"
+static A: Dir = include_dir::include_dir!("$CARGO_MANIFEST_DIR/assets");
+#[folder = "/ws/pkg/abs"] struct E;
+#[folder = "$OTHER/x"] struct F;
+fn m() { sqlx::migrate!(); wgpu::include_wgsl!("k.wgsl"); }
+#[template(path = "t.html")] struct T;
+#[template(source = "inline", ext = "txt")] struct I;
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        let got = targets(&scan);
+        assert_eq!(got[0], EmbedTarget::Tree("/ws/pkg/assets".into()));
+        // An absolute path is read where it points, not below the package.
+        assert_eq!(got[1], EmbedTarget::Tree("/ws/pkg/abs".into()));
+        assert!(
+            matches!(&got[2], EmbedTarget::Unresolved(t) if t.contains("$OTHER")),
+            "{got:?}"
+        );
+        assert_eq!(got[3], EmbedTarget::Tree("/ws/pkg/migrations".into()));
+        assert_eq!(got[4], EmbedTarget::File("/ws/pkg/src/k.wgsl".into()));
+        assert!(
+            matches!(&got[5], EmbedTarget::Unresolved(t) if t.contains("askama")),
+            "{got:?}"
+        );
+        // An inline template reads no file.
+        assert_eq!(got.len(), 6, "{got:?}");
+    }
+
+    #[test]
+    fn an_include_macro_handed_over_in_any_position_is_unresolved() {
+        for args in [
+            "include_str, \"x\"",
+            "include_str: \"x\"",
+            "x . include_bytes",
+            "include_str(\"x\")",
+        ] {
+            let text = format!("const A: &str = call!({args});\n");
+            let got = targets(&scan(&text, "/ws/pkg/src/lib.rs"));
+            assert!(
+                matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("handed to a macro")),
+                "{args}: {got:?}"
+            );
+        }
+        // Outside macro arguments it is no hand-over; a direct call is an embed.
+        let got = targets(&scan(
+            "use std::include_str;\nconst A: &str = include_str!(\"a\");\n",
+            "/ws/pkg/src/lib.rs",
+        ));
+        assert_eq!(got, vec![EmbedTarget::File("/ws/pkg/src/a".into())]);
+        // Bare `include` is set aside: refused only where a macro_rules!
+        // calls a metavariable (decided across the crate, in `sources`).
+        let scan = scan(
+            "fn f(include: &str) { println!(\"{}\", include); }\n",
+            "/ws/pkg/src/lib.rs",
+        );
+        assert!(scan.embeds.is_empty());
+        assert_eq!(scan.passed_include.len(), 1);
+        assert!(!scan.metavariable_macro_call);
     }
 
     #[test]
