@@ -52,6 +52,9 @@ pub enum EmbedTarget {
     Pattern(PathBuf),
     /// A path under `OUT_DIR`: build output, covered by its build script's inputs.
     OutDir,
+    /// A path wholly a `macro_rules!` metavariable (`include_str!($p)`):
+    /// each caller's argument is the path, read from the caller's file.
+    FromCallers,
     /// A directory read whole (an absolute path), by a macro of
     /// [`PATH_MACROS`]; its absence is hashed when it does not exist.
     Tree(PathBuf),
@@ -286,6 +289,158 @@ pub fn calls_any_macro(text: &[u8], names: &std::collections::HashSet<String>) -
             }
         }
     }
+}
+
+/// A call of a macro in a file, as [`call_sites`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    pub name: String,
+    pub line: usize,
+    /// The `macro_rules!` whose body holds the call, if any: the path is
+    /// then resolved at that macro's callers.
+    pub definer: Option<String>,
+    /// The string literals anywhere in the arguments.
+    pub literals: Vec<String>,
+    /// Why the arguments do not give the path by themselves: a macro call
+    /// (`concat!`, `env!`, any other) or a metavariable among them.
+    pub opaque: Option<String>,
+    /// A macro call among the arguments.
+    pub has_macro_call: bool,
+    /// The name is handed to a macro as a token, not called.
+    pub handed_over: bool,
+}
+
+/// Every call of one of `names` (`name!(…)`) in `text`, and every place one
+/// of them is handed over as a token outside a `use` (`call!(m, "x")`).
+/// `Err` when the text does not tokenise.
+pub fn call_sites(
+    text: &str,
+    names: &std::collections::HashSet<String>,
+) -> Result<Vec<CallSite>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let start = shebang_end(text);
+    let source = Source::index(text, start).map_err(|(_, why)| why)?;
+    let mut sites = Vec::new();
+    collect_call_sites(&source, (start, text.len()), names, None, &mut sites);
+    Ok(sites)
+}
+
+fn collect_call_sites(
+    src: &Source<'_>,
+    range: Range,
+    names: &std::collections::HashSet<String>,
+    definer: Option<&str>,
+    sites: &mut Vec<CallSite>,
+) {
+    let mut cursor = src.cursor(range);
+    let mut in_use = false;
+    while let Some(token) = cursor.peek(0) {
+        if src.is_ident(Some(token), "use") {
+            in_use = true;
+        } else if src.is_punct(Some(token), b';') {
+            in_use = false;
+        }
+        if src.is_ident(Some(token), "macro_rules")
+            && src.is_punct(cursor.peek(1), b'!')
+            && is_group(cursor.peek(3), None)
+        {
+            if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(2)), cursor.peek(3)) {
+                collect_call_sites(src, inner(body), names, Some(name), sites);
+                cursor.advance(4);
+                continue;
+            }
+        }
+        if let Some(name) = src.ident_name(Some(token)).filter(|n| names.contains(*n)) {
+            let line = src.line(token.start);
+            let site = |handed_over: bool| CallSite {
+                name: name.to_owned(),
+                line,
+                definer: definer.map(str::to_owned),
+                literals: Vec::new(),
+                opaque: None,
+                has_macro_call: false,
+                handed_over,
+            };
+            if src.is_punct(cursor.peek(1), b'!') {
+                if let Some(args) = cursor.peek(2).filter(|g| is_group(Some(*g), None)) {
+                    let mut call = site(false);
+                    read_arguments(src, inner(args), &mut call);
+                    sites.push(call);
+                }
+            } else if !in_use && !src.is_punct(cursor.behind[0], b'!') {
+                // `macro_rules! name` defines it; anything else hands it over.
+                sites.push(site(true));
+            }
+        }
+        if is_group(Some(token), None) {
+            collect_call_sites(src, inner(token), names, definer, sites);
+        }
+        cursor.advance(1);
+    }
+}
+
+/// Fills in what a call's arguments say about the path they give.
+fn read_arguments(src: &Source<'_>, range: Range, call: &mut CallSite) {
+    let mut pending = vec![range];
+    while let Some(part) = pending.pop() {
+        let mut cursor = src.cursor(part);
+        while let Some(token) = cursor.peek(0) {
+            match token.kind {
+                Kind::Punct if src.is_punct(Some(token), b'!') => {
+                    call.has_macro_call = true;
+                    call.opaque = Some(format!("a macro call in `{}`", src.snippet(range)));
+                }
+                Kind::Punct if src.is_punct(Some(token), b'$') => {
+                    call.opaque.get_or_insert_with(|| {
+                        format!("a metavariable in `{}`", src.snippet(range))
+                    });
+                }
+                Kind::Literal => {
+                    if let Some(value) = lexer::string_value(src.text(token)) {
+                        call.literals.push(value);
+                    }
+                }
+                Kind::Open(_) => pending.push(inner(token)),
+                _ => {}
+            }
+            cursor.advance(1);
+        }
+    }
+}
+
+/// Every `A as B` of the `use` declarations of `text` (flat: a use tree's
+/// braces hold no `;`). Empty when the text does not tokenise.
+pub fn use_renames(text: &str) -> Vec<(String, String)> {
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut window: [Option<Token>; 3] = [None; 3];
+    let mut in_use = false;
+    let mut renames = Vec::new();
+    let name = |token: Option<Token>| -> Option<&str> {
+        let token = token?;
+        match token.kind {
+            Kind::Ident => Some(&text[token.start..token.end]),
+            Kind::RawIdent => Some(&text[token.start + 2..token.end]),
+            _ => None,
+        }
+    };
+    while let Ok(Some(token)) = lexer.next_token() {
+        window = [window[1], window[2], Some(token)];
+        let word = &text[token.start..token.end];
+        match token.kind {
+            Kind::Ident if word == "use" => in_use = true,
+            Kind::Punct if word == ";" => in_use = false,
+            _ => {}
+        }
+        if in_use
+            && name(window[1]) == Some("as")
+            && window[1].is_some_and(|t| t.kind == Kind::Ident)
+        {
+            if let (Some(from), Some(to)) = (name(window[0]), name(window[2])) {
+                renames.push((from.to_owned(), to.to_owned()));
+            }
+        }
+    }
+    renames
 }
 
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
@@ -1447,7 +1602,12 @@ impl TokenWalker<'_, '_, '_> {
     }
 
     fn record_embed(&mut self, macro_name: &str, args: Range, line: usize) {
-        let (target, relative) = evaluate_path(self.src, args, self.ctx);
+        let (mut target, relative) = evaluate_path(self.src, args, self.ctx);
+        if target == EmbedTarget::FromCallers && self.in_macro_rules.is_none() {
+            target = EmbedTarget::Unresolved(
+                "a metavariable outside any macro_rules!, so ci-key cannot find its callers".into(),
+            );
+        }
         let caller_relative = match (&self.in_macro_rules, relative) {
             (Some(name), Some(text)) => Some(CallerRelative {
                 macro_rules: name.clone(),
@@ -1516,6 +1676,9 @@ fn evaluate_path(
     }
     // A path that starts with a metavariable is wholly the caller's: it may
     // climb out of any directory a glob could name (`m!("../../data/x")`).
+    if matches!(pieces.as_slice(), [Piece::MetaVariable]) {
+        return (EmbedTarget::FromCallers, Some(String::new()));
+    }
     if matches!(pieces.first(), Some(Piece::MetaVariable)) {
         return (
             EmbedTarget::Unresolved(
@@ -1880,14 +2043,67 @@ struct B {{ a: u8 b: u8 }}
     }
 
     #[test]
-    fn a_path_wholly_chosen_by_the_macro_caller_is_unresolved() {
-        let text = "macro_rules! m { ($p:literal) => { include_str!($p) }; }
-";
+    fn a_path_wholly_chosen_by_the_macro_caller_is_resolved_at_its_callers() {
+        let text = "macro_rules! m { ($p:literal) => { include_str!($p) }; }\n";
+        let found = scan(text, "/ws/pkg/src/lib.rs");
+        assert_eq!(targets(&found), vec![EmbedTarget::FromCallers]);
+        assert_eq!(
+            found.embeds[0]
+                .caller_relative
+                .as_ref()
+                .unwrap()
+                .macro_rules,
+            "m"
+        );
+        // A path that only starts with one may climb anywhere: unresolved.
+        let text = "macro_rules! m { ($d:literal) => { include_str!(concat!($d, \"/x\")) }; }\n";
         let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
         assert!(
             matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn call_sites_give_literals_definers_and_hand_overs() {
+        let names = std::collections::HashSet::from(["m".to_owned(), "k".to_owned()]);
+        let text = r#"use crate::m as k;
+const A: &str = m!("a.txt");
+macro_rules! outer { ($p:literal) => { k!($p) } }
+const B: &str = m /* c */ ! (concat!("b", ".txt"));
+const C: () = call!(m, "c.txt");
+"#;
+        let sites = call_sites(text, &names).unwrap();
+        let got: Vec<_> = sites
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.line,
+                    s.definer.as_deref(),
+                    s.literals.clone(),
+                    s.has_macro_call,
+                    s.handed_over,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("m", 2, None, vec!["a.txt".to_owned()], false, false),
+                ("k", 3, Some("outer"), vec![], false, false),
+                (
+                    "m",
+                    4,
+                    None,
+                    vec!["b".to_owned(), ".txt".to_owned()],
+                    true,
+                    false
+                ),
+                ("m", 5, None, vec![], false, true),
+            ]
+        );
+        assert_eq!(use_renames(text), vec![("m".to_owned(), "k".to_owned())]);
     }
 
     /// Whether the walk finds anything that loads a file, or refuses.

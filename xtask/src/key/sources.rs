@@ -289,6 +289,7 @@ fn walk(
                     let why = format!("embedded by {} at {site}", embed.macro_name);
                     if let Some(relative) = &embed.caller_relative {
                         macro_embeds.push(MacroEmbed {
+                            whole: embed.target == EmbedTarget::FromCallers,
                             definition: embed.site.file.clone(),
                             site: site.clone(),
                             macro_name: embed.macro_name.clone(),
@@ -351,6 +352,8 @@ fn walk(
                                     .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
                             }
                         }
+                        // Resolved at each caller, once every module file is known.
+                        EmbedTarget::FromCallers => {}
                         EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
                         EmbedTarget::Tree(dir) => {
                             let dir = super::workspace::normalize(dir);
@@ -486,11 +489,17 @@ fn walk(
         }
     }
     let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+    let known = MacroKnowledge {
+        renames: &renames,
+        macro_calls: &macro_calls,
+        any_metavariable_call,
+    };
     resolve_from_callers(
         &macro_embeds,
         &callers,
-        &renames,
-        &macro_calls,
+        &known,
+        policy,
+        &mut used_dynamic,
         inputs,
         &mut discovery,
     );
@@ -625,10 +634,51 @@ fn invocation_names(
 
 /// An embed in a `macro_rules!` body, with a path relative to the file.
 struct MacroEmbed {
+    /// The path is wholly the caller's argument (`include_str!($p)`).
+    whole: bool,
     definition: PathBuf,
     site: String,
     macro_name: String,
     relative: CallerRelative,
+}
+
+/// What the walk learned about macros, crate-wide.
+struct MacroKnowledge<'a> {
+    renames: &'a [(String, String)],
+    macro_calls: &'a [(String, String)],
+    any_metavariable_call: bool,
+}
+
+/// [`invocation_names`], completed from the text of every module file: a
+/// file the prefilter skipped may still alias the macro (`use crate::m as
+/// k;`) or call it from another `macro_rules!`.
+fn invocation_names_in(
+    name: &str,
+    known: &MacroKnowledge<'_>,
+    texts: &[(PathBuf, String)],
+) -> HashSet<String> {
+    let mut names = invocation_names(name, known.renames, known.macro_calls);
+    loop {
+        let before = names.len();
+        for (_, text) in texts {
+            if !names.iter().any(|n| text.contains(n.as_str())) {
+                continue;
+            }
+            for (from, to) in scan::use_renames(text) {
+                if names.contains(&from) {
+                    names.insert(to);
+                }
+            }
+            for site in scan::call_sites(text, &names).unwrap_or_default() {
+                if let Some(definer) = site.definer {
+                    names.insert(definer);
+                }
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
 }
 
 /// rustc resolves a relative include path from the file where the outermost
@@ -637,45 +687,113 @@ struct MacroEmbed {
 /// file); here the path is resolved again from every other module file of
 /// the workspace that calls the macro, by its name, an alias, or through
 /// another `macro_rules!` that calls it (a `#[macro_export]` macro is
-/// called from other crates). Callers in registry crates are left to
-/// `verify-key`.
+/// called from other crates). A path wholly the caller's (`include_str!($p)`)
+/// is each outermost call's string literal, from the caller's file; a call
+/// whose argument is not plain literals, or a macro handed over as a token
+/// where some `macro_rules!` calls a metavariable, is refused unless
+/// declared. Callers in registry crates are left to `verify-key`.
 fn resolve_from_callers(
     macro_embeds: &[MacroEmbed],
     callers: &[PathBuf],
-    renames: &[(String, String)],
-    macro_calls: &[(String, String)],
+    known: &MacroKnowledge<'_>,
+    policy: &KeyPolicy,
+    used_dynamic: &mut HashSet<String>,
     inputs: &mut InputSet,
     discovery: &mut Discovery,
 ) {
     if macro_embeds.is_empty() {
         return;
     }
-    let names: Vec<HashSet<String>> = macro_embeds
-        .iter()
-        .map(|embed| invocation_names(&embed.relative.macro_rules, renames, macro_calls))
-        .collect();
     let mut seen: HashSet<&Path> = HashSet::new();
-    for caller in callers {
-        // Each file once, whatever contexts it was walked in.
-        if !seen.insert(caller.as_path()) {
-            continue;
-        }
-        let Ok(text) = std::fs::read(caller) else {
-            continue;
-        };
-        for (embed, names) in macro_embeds.iter().zip(&names) {
-            if *caller == embed.definition || !scan::calls_any_macro(&text, names) {
+    let texts: Vec<(PathBuf, String)> = callers
+        .iter()
+        .filter(|caller| seen.insert(caller.as_path()))
+        .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
+        .collect();
+    for embed in macro_embeds {
+        let name = &embed.relative.macro_rules;
+        let names = invocation_names_in(name, known, &texts);
+        for (caller, text) in &texts {
+            if !names.iter().any(|n| text.contains(n.as_str())) {
                 continue;
             }
-            let name = &embed.relative.macro_rules;
+            // A file that does not tokenise was refused when it was read.
+            let sites = scan::call_sites(text, &names).unwrap_or_default();
+            let caller_rel = display(inputs.root(), caller);
             let base = caller.parent().unwrap_or(Path::new("/"));
-            let path = super::workspace::normalize(&base.join(&embed.relative.text));
             let why = format!(
-                "embedded by {} in macro_rules! {name} ({}), called from {}",
-                embed.macro_name,
-                embed.site,
-                display(inputs.root(), caller)
+                "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
+                embed.macro_name, embed.site
             );
+            for site in &sites {
+                let at = format!("{caller_rel}:{}", site.line);
+                let refusal = if site.handed_over {
+                    known.any_metavariable_call.then(|| {
+                        format!(
+                            "a path chosen where `{}` (macro_rules! {name}, which includes a path at {}) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`",
+                            site.name, embed.site
+                        )
+                    })
+                } else if !embed.whole {
+                    None
+                } else if site.definer.is_some() {
+                    // Passing its own arguments on (`m!($p)`) is resolved at
+                    // its callers; a literal or a macro call here is not.
+                    (site.has_macro_call || !site.literals.is_empty()).then(|| {
+                            format!(
+                                "the path of {}! inside a macro_rules! body (macro_rules! {name} includes its argument at {}), which its callers' arguments do not give",
+                                site.name, embed.site
+                            )
+                        })
+                } else {
+                    site.opaque.as_ref().map(|opaque| {
+                        format!(
+                            "the argument of {}! ({opaque}), which macro_rules! {name} includes as a path at {}",
+                            site.name, embed.site
+                        )
+                    })
+                };
+                if let Some(what) = refusal {
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
+                if embed.whole && !site.handed_over && site.definer.is_none() {
+                    for literal in &site.literals {
+                        let path = super::workspace::normalize(&base.join(literal));
+                        let why = format!("{why}:{}", site.line);
+                        if let Err(err) = inputs
+                            .add_maybe_absent(&path, &why)
+                            .and_then(|()| inputs.add_link_target(&path, &why))
+                        {
+                            discovery.errors.push(format!(
+                                "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
+                                site.name
+                            ));
+                        }
+                    }
+                }
+            }
+            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
+                continue;
+            }
+            let path = super::workspace::normalize(&base.join(&embed.relative.text));
             let result = if embed.relative.is_pattern {
                 path.strip_prefix(inputs.root())
                     .ok()
@@ -691,10 +809,8 @@ fn resolve_from_callers(
             };
             if let Err(err) = result {
                 discovery.errors.push(format!(
-                    "{}: {} in macro_rules! {name}, called from {}: {err:#}",
-                    embed.site,
-                    embed.macro_name,
-                    display(inputs.root(), caller)
+                    "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
+                    embed.site, embed.macro_name
                 ));
             }
         }

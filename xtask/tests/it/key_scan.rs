@@ -583,3 +583,67 @@ fn an_include_macro_handed_to_a_macro_as_a_token_is_refused_until_declared() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["data/b.txt"]);
 }
+
+/// The most natural wrapper, `include_str!($p)`, includes whatever each
+/// outermost call passes, read from that call's file: resolved from every
+/// call's string literal (by name, by alias, through another macro); an
+/// argument that is not plain literals refuses the key until declared.
+#[test]
+fn a_macro_rules_wrapper_whose_path_is_its_argument_is_resolved_at_each_call() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        r#"macro_rules! my_include { ($p:literal) => { include_str!($p) } }
+pub(crate) use my_include;
+macro_rules! outer { ($p:literal) => { my_include!($p) } }
+mod sub;
+#[path = "a/b/deep.rs"]
+mod deep;
+pub const T: &str = sub::T;
+pub const D: &str = deep::D;
+pub const L: &str = my_include!("../data/l.txt");
+"#,
+    )
+    .file(
+        "code/sub/mod.rs",
+        "use crate::my_include as inc;\npub const T: &str = inc!(\"../data/x.txt\");\n",
+    )
+    .file("code/a/b/deep.rs", "pub const D: &str = outer!(\"../data/y.txt\");\n")
+    .file("code/data/x.txt", "x")
+    .file("code/a/data/y.txt", "y")
+    .file("data/l.txt", "l");
+    build_and_verify(&f);
+    each_changes_the_key(
+        &f,
+        &[
+            "data/l.txt",        // a call in the defining file
+            "code/data/x.txt",   // `inc!`, an alias, from another file
+            "code/a/data/y.txt", // `outer!`, a macro passing its argument on
+        ],
+    );
+    f.file(
+        "code/a/b/deep.rs",
+        "macro_rules! wrap { ($p:expr) => { include_str!($p) } }\npub const D: &str = wrap!(concat!(\"../data/\", \"y.txt\"));\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/a/b/deep.rs:2: wrap! names the argument of wrap! (a macro call in",
+            "[[key.dynamic-include]] site = \"code/a/b/deep.rs\"",
+        ],
+    );
+    f.file(
+        "code/a/b/deep.rs",
+        "macro_rules! fixed { () => { crate::my_include!(\"../data/y.txt\") } }\npub const D: &str = fixed!();\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/a/b/deep.rs:1: my_include! names the path of my_include! inside a macro_rules! body",
+        ],
+    );
+}
