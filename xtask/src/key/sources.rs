@@ -149,6 +149,11 @@ fn walk(
     // every module file of the workspace is known.
     let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
     let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
+    let mut walked_texts: Vec<(PathBuf, String)> = Vec::new();
+    // (site, name, macro_rules) where a macro declaring modules is handed
+    // over as a token: refused once it is known that some macro_rules!
+    // calls a metavariable.
+    let mut handed_modules: Vec<(String, String, String)> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -399,10 +404,38 @@ fn walk(
         // (one inside an inline module loads from a subdirectory of `src/`,
         // which is hashed whole).
         // A `#[macro_export]` macro loads from callers in other crates too.
+        // Aliases are read from every file walked so far (the prefilter may
+        // have skipped a file that only renames and calls the macro).
+        if !macro_modules.is_empty() {
+            for (file, _, _) in &walked {
+                if !walked_texts.iter().any(|(f, _)| f == file) {
+                    if let Ok(text) = std::fs::read_to_string(file) {
+                        walked_texts.push((file.clone(), text));
+                    }
+                }
+            }
+        }
+        let known = MacroKnowledge {
+            renames: &renames,
+            macro_calls: &macro_calls,
+            any_metavariable_call,
+        };
         for module in macro_modules.clone() {
-            let names = invocation_names(&module.macro_rules, &renames, &macro_calls);
+            let names = invocation_names_in(&module.macro_rules, &known, &walked_texts);
             for (caller, module_dir, root) in walked.clone() {
-                if !std::fs::read(&caller).is_ok_and(|t| scan::calls_any_macro(&t, &names)) {
+                let sites = walked_texts
+                    .iter()
+                    .find(|(f, _)| *f == caller)
+                    .and_then(|(_, text)| scan::call_sites(text, &names).ok())
+                    .unwrap_or_default();
+                for site in sites.iter().filter(|s| s.handed_over) {
+                    handed_modules.push((
+                        format!("{}:{}", display(inputs.root(), &caller), site.line),
+                        site.name.clone(),
+                        module.macro_rules.clone(),
+                    ));
+                }
+                if !sites.iter().any(|s| !s.handed_over) {
                     continue;
                 }
                 let package_dir = &roots[root].package_dir;
@@ -469,6 +502,13 @@ fn walk(
         }
     }
     if any_metavariable_call {
+        handed_modules.sort();
+        handed_modules.dedup();
+        for (site, name, macro_rules) in &handed_modules {
+            discovery.errors.push(format!(
+                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
+            ));
+        }
         for embed in &passed_include {
             if let EmbedTarget::Unresolved(what) = &embed.target {
                 let site = format!(

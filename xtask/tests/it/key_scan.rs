@@ -647,3 +647,23 @@ pub const L: &str = my_include!("../data/l.txt");
         ],
     );
 }
+
+/// A `macro_rules!` that declares a file module, called through an alias
+/// from a file that holds nothing else (no `include`, no `mod x;`: the
+/// byte prefilter skips it), loads the module from that file's directory.
+#[test]
+fn a_module_declaring_macro_called_by_alias_from_a_plain_file_is_followed() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! declare { () => { pub mod from_macro; } }\npub(crate) use declare;\npub mod sub;\n",
+    )
+    .file("code/sub/mod.rs", "use crate::declare as d;\nd!();\n")
+    .file("code/sub/from_macro.rs", "pub const X: u8 = 3;\n");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/sub/from_macro.rs"]);
+}
