@@ -1076,7 +1076,13 @@ impl TokenWalker<'_, '_, '_> {
                     {
                         let body = inner(group);
                         if let Some(path) = src.lexical_path_attribute(body) {
-                            path_attr = Some(path);
+                            // rustc obeys the first `#[path]` (a later one is
+                            // an "unused attribute"); the others are read too.
+                            if path_attr.is_none() {
+                                path_attr = Some(path);
+                            } else {
+                                cfg_paths.push(path);
+                            }
                         } else if src.is_doc_text(body) {
                             // Documentation text is never printed.
                         } else {
@@ -1270,7 +1276,9 @@ impl TokenWalker<'_, '_, '_> {
                         let body = inner(token);
                         let first = src.cursor(body).peek(0);
                         if src.is_ident(first, "path") {
-                            path_attr = Some(src.lexical_path_attribute(body).ok_or(()));
+                            // The first `#[path]` is the one rustc obeys.
+                            path_attr
+                                .get_or_insert_with(|| src.lexical_path_attribute(body).ok_or(()));
                         }
                         pending.push(body);
                         continue;

@@ -667,3 +667,22 @@ fn a_module_declaring_macro_called_by_alias_from_a_plain_file_is_followed() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["code/sub/from_macro.rs"]);
 }
+
+/// rustc obeys the first of two `#[path]` attributes (the second is an
+/// "unused attribute" warning); the scan took the last one.
+#[test]
+fn the_first_of_two_path_attributes_is_the_module_file() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "#[path = \"a.rs\"]\n#[path = \"b.rs\"]\nmod m;\npub use m::X;\n",
+    )
+    .file("code/a.rs", "pub const X: u8 = 1;\n")
+    .file("code/b.rs", "pub const X: u8 = 2;\n");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/a.rs", "code/b.rs"]);
+}
