@@ -2223,6 +2223,25 @@ fn m() { sqlx::migrate!(); wgpu::include_wgsl!("k.wgsl"); }
     }
 
     #[test]
+    fn a_shebang_line_is_skipped_as_rustc_skips_it() {
+        // The shebang's unterminated quote would swallow the file.
+        let found = scan("#!/bin/sh -c \"x\nmod a;\n", "/ws/pkg/src/main.rs");
+        assert!(found.refused.is_none(), "{:?}", found.refused);
+        assert_eq!(module_files(&found)[0], PathBuf::from("/ws/pkg/src/a.rs"));
+        assert_eq!(found.modules[0].site.line, 2);
+        // `#![…]` is an inner attribute, not a shebang.
+        let found = scan(
+            "#![doc = include_str!(\"r.md\")]\nmod b;\n",
+            "/ws/pkg/src/lib.rs",
+        );
+        assert_eq!(
+            targets(&found),
+            vec![EmbedTarget::File("/ws/pkg/src/r.md".into())]
+        );
+        assert_eq!(found.modules.len(), 1);
+    }
+
+    #[test]
     fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
         let names = std::collections::HashSet::from(["ptx".to_owned()]);
         let calls = |text: &str| {
