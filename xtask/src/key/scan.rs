@@ -593,6 +593,13 @@ impl<'s> Source<'s> {
         token.is_some_and(|t| t.kind == Kind::Ident && self.text(t) == name)
     }
 
+    /// Whether `token` is the identifier `name`, raw or not: `r#path` is
+    /// `path` to rustc wherever a name is not a keyword (attributes,
+    /// macros, path segments).
+    fn is_name(&self, token: Option<Token>, name: &str) -> bool {
+        self.ident_name(token) == Some(name)
+    }
+
     /// The name of an identifier, raw or not, without its `r#`.
     fn ident_name(&self, token: Option<Token>) -> Option<&'s str> {
         let token = token?;
@@ -955,8 +962,7 @@ impl Source<'_> {
             if let Some(path) = self.lexical_path_attribute(part) {
                 paths.push(path);
             } else if let Some(&[name, group]) = tokens {
-                if self.is_ident(Some(name), "cfg_attr")
-                    && is_group(Some(group), Some(Delim::Paren))
+                if self.is_name(Some(name), "cfg_attr") && is_group(Some(group), Some(Delim::Paren))
                 {
                     paths.extend(self.cfg_attr_paths(inner(group)));
                 }
@@ -969,7 +975,7 @@ impl Source<'_> {
     fn is_doc_text(&self, body: Range) -> bool {
         matches!(
             self.shape(body, 3).as_deref(),
-            Some(&[name, eq, lit]) if self.is_ident(Some(name), "doc")
+            Some(&[name, eq, lit]) if self.is_name(Some(name), "doc")
                 && self.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal
         )
     }
@@ -978,7 +984,7 @@ impl Source<'_> {
     fn lexical_path_attribute(&self, body: Range) -> Option<String> {
         match self.shape(body, 3)?.as_slice() {
             &[name, eq, lit]
-                if self.is_ident(Some(name), "path")
+                if self.is_name(Some(name), "path")
                     && self.is_punct(Some(eq), b'=')
                     && lit.kind == Kind::Literal =>
             {
@@ -1088,8 +1094,7 @@ impl TokenWalker<'_, '_, '_> {
                         } else {
                             self.record_attribute_forms(body);
                             if let Some(&[name, args]) = src.shape(body, 2).as_deref() {
-                                if src.is_ident(Some(name), "cfg_attr")
-                                    && is_group(Some(args), None)
+                                if src.is_name(Some(name), "cfg_attr") && is_group(Some(args), None)
                                 {
                                     cfg_paths.extend(src.cfg_attr_paths(inner(args)));
                                 }
@@ -1275,7 +1280,7 @@ impl TokenWalker<'_, '_, '_> {
                     Kind::Open(Delim::Bracket) => {
                         let body = inner(token);
                         let first = src.cursor(body).peek(0);
-                        if src.is_ident(first, "path") {
+                        if src.is_name(first, "path") {
                             // The first `#[path]` is the one rustc obeys.
                             path_attr
                                 .get_or_insert_with(|| src.lexical_path_attribute(body).ok_or(()));
@@ -1468,7 +1473,7 @@ impl TokenWalker<'_, '_, '_> {
             }
             let mut named = false;
             src.for_each_part(inner(args), 3, |part, _| {
-                named |= src.is_ident(src.cursor(part).peek(0), "path");
+                named |= src.is_name(src.cursor(part).peek(0), "path");
             });
             if named {
                 self.record_path_macro(known, Some(None), line);
@@ -1698,8 +1703,7 @@ fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piece>) {
     let mut start = 0;
     while start + 2 < tokens.len() {
         let (first, second) = (Some(tokens[start]), Some(tokens[start + 1]));
-        if (src.is_ident(first, "std") || src.is_ident(first, "core")) && src.is_punct(second, b':')
-        {
+        if (src.is_name(first, "std") || src.is_name(first, "core")) && src.is_punct(second, b':') {
             start += 3;
         } else if src.is_punct(first, b':') && src.is_punct(second, b':') {
             start += 2;
@@ -1723,14 +1727,14 @@ fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piece>) {
             pieces.push(Piece::MetaVariable);
         }
         [name, bang, group]
-            if src.is_ident(Some(name), "concat")
+            if src.is_name(Some(name), "concat")
                 && src.is_punct(Some(bang), b'!')
                 && is_group(Some(group), None) =>
         {
             src.for_each_part(inner(group), 0, |part, _| evaluate_into(src, part, pieces));
         }
         [name, bang, group]
-            if src.is_ident(Some(name), "env")
+            if src.is_name(Some(name), "env")
                 && src.is_punct(Some(bang), b'!')
                 && is_group(Some(group), None) =>
         {

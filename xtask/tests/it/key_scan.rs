@@ -686,3 +686,22 @@ fn the_first_of_two_path_attributes_is_the_module_file() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["code/a.rs", "code/b.rs"]);
 }
+
+/// rustc reads `#[r#path = …]` and `#[r#cfg_attr(…, r#path = …)]` as
+/// `path` and `cfg_attr`: raw attribute names are the same attributes.
+#[test]
+fn raw_attribute_names_are_the_attributes() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "#[r#path = \"a.rs\"]\nmod m;\npub use m::X;\n#[r#cfg_attr(all(), r#path = \"c.rs\")]\nmod n;\npub use n::Y;\n",
+    )
+    .file("code/a.rs", "pub const X: u8 = 1;\n")
+    .file("code/c.rs", "pub const Y: u8 = 1;\n");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/a.rs", "code/c.rs"]);
+}
