@@ -149,7 +149,7 @@ fn walk(
     // every module file of the workspace is known.
     let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
     let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
-    let mut walked_texts: Vec<(PathBuf, String)> = Vec::new();
+    let mut walked_texts: HashMap<PathBuf, String> = HashMap::new();
     // (site, name, macro_rules) where a macro declaring modules is handed
     // over as a token: refused once it is known that some macro_rules!
     // calls a metavariable.
@@ -408,9 +408,9 @@ fn walk(
         // have skipped a file that only renames and calls the macro).
         if !macro_modules.is_empty() {
             for (file, _, _) in &walked {
-                if !walked_texts.iter().any(|(f, _)| f == file) {
+                if !walked_texts.contains_key(file) {
                     if let Ok(text) = std::fs::read_to_string(file) {
-                        walked_texts.push((file.clone(), text));
+                        walked_texts.insert(file.clone(), text);
                     }
                 }
             }
@@ -420,13 +420,14 @@ fn walk(
             macro_calls: &macro_calls,
             any_metavariable_call,
         };
+        let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
         for module in macro_modules.clone() {
-            let names = invocation_names_in(&module.macro_rules, &known, &walked_texts);
+            let names = invocation_names_in(&module.macro_rules, &known, &texts);
             for (caller, module_dir, root) in walked.clone() {
                 let sites = walked_texts
-                    .iter()
-                    .find(|(f, _)| *f == caller)
-                    .and_then(|(_, text)| scan::call_sites(text, &names).ok())
+                    .get(&caller)
+                    .filter(|text| names.iter().any(|n| text.contains(n.as_str())))
+                    .and_then(|text| scan::call_sites(text, &names).ok())
                     .unwrap_or_default();
                 for site in sites.iter().filter(|s| s.handed_over) {
                     handed_modules.push((
@@ -692,15 +693,11 @@ struct MacroKnowledge<'a> {
 /// [`invocation_names`], completed from the text of every module file: a
 /// file the prefilter skipped may still alias the macro (`use crate::m as
 /// k;`) or call it from another `macro_rules!`.
-fn invocation_names_in(
-    name: &str,
-    known: &MacroKnowledge<'_>,
-    texts: &[(PathBuf, String)],
-) -> HashSet<String> {
+fn invocation_names_in(name: &str, known: &MacroKnowledge<'_>, texts: &[&str]) -> HashSet<String> {
     let mut names = invocation_names(name, known.renames, known.macro_calls);
     loop {
         let before = names.len();
-        for (_, text) in texts {
+        for text in texts {
             if !names.iter().any(|n| text.contains(n.as_str())) {
                 continue;
             }
@@ -750,9 +747,10 @@ fn resolve_from_callers(
         .filter(|caller| seen.insert(caller.as_path()))
         .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
         .collect();
+    let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
     for embed in macro_embeds {
         let name = &embed.relative.macro_rules;
-        let names = invocation_names_in(name, known, &texts);
+        let names = invocation_names_in(name, known, &text_refs);
         for (caller, text) in &texts {
             if !names.iter().any(|n| text.contains(n.as_str())) {
                 continue;
