@@ -706,8 +706,10 @@ fn invocation_names_in(name: &str, known: &MacroKnowledge<'_>, texts: &[&str]) -
                     names.insert(to);
                 }
             }
+            // A macro whose body *calls* one of them; a mere mention
+            // (`::core::prelude::v1`) is no call.
             for site in scan::call_sites(text, &names).unwrap_or_default() {
-                if let Some(definer) = site.definer {
+                if let Some(definer) = site.definer.filter(|_| !site.handed_over) {
                     names.insert(definer);
                 }
             }
@@ -938,5 +940,30 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
         hashed,
         symlink_target,
         scan: Some(Box::new(scan::scan_file(text, &ctx))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
+        let known = MacroKnowledge {
+            renames: &[],
+            macro_calls: &[],
+            any_metavariable_call: false,
+        };
+        let texts = [
+            "macro_rules! prelude { () => { mod types; } }",
+            // A mention of the name as a path segment, as libc's `s!` has.
+            "macro_rules! s { () => { #[::core::prelude::v1::derive(Clone)] struct S; } }",
+            "macro_rules! outer { () => { prelude!(); } }",
+            "use crate::outer as o;",
+        ];
+        let names = invocation_names_in("prelude", &known, &texts);
+        let mut names: Vec<_> = names.into_iter().collect();
+        names.sort();
+        assert_eq!(names, ["o", "outer", "prelude"]);
     }
 }
