@@ -206,6 +206,19 @@ fn has_metavariable_call(text: &[u8]) -> bool {
             i += 1;
         }
         matches!(text.get(i), Some(b'!' | b'/'))
+    }) || has_repetition_call(text)
+}
+
+/// Looks for `* !`, `+ !` or `? !` (a repetition called as a macro,
+/// `$($m)*!(…)`), loosely: white space may stand between, and a comment
+/// there lets the parser decide.
+fn has_repetition_call(text: &[u8]) -> bool {
+    memchr::memchr_iter(b'!', text).any(|at| {
+        let before = text[..at]
+            .iter()
+            .rev()
+            .find(|b| !(b.is_ascii_whitespace() || **b == 0x0B || **b >= 0x80));
+        matches!(before, Some(b'*' | b'+' | b'?' | b'/'))
     })
 }
 
@@ -1006,6 +1019,21 @@ impl Source<'_> {
     }
 }
 
+/// At `$` in a `macro_rules!` body: whether a metavariable or a
+/// repetition is called as a macro (`$m!(…)`, `$($m)*!(…)`, `$($m),+!(…)`).
+fn calls_metavariable(src: &Source<'_>, cursor: &mut Cursor<'_, '_>) -> bool {
+    if src.ident_name(cursor.peek(1)).is_some() {
+        return src.is_punct(cursor.peek(2), b'!');
+    }
+    if !is_group(cursor.peek(1), Some(Delim::Paren)) {
+        return false;
+    }
+    let is_repeat = |t: Option<Token>| [b'*', b'+', b'?'].iter().any(|&c| src.is_punct(t, c));
+    // `$(…)*!`, or with a separator token: `$(…),*!`.
+    (is_repeat(cursor.peek(2)) && src.is_punct(cursor.peek(3), b'!'))
+        || (is_repeat(cursor.peek(3)) && src.is_punct(cursor.peek(4), b'!'))
+}
+
 struct TokenWalker<'a, 'b, 's> {
     ctx: &'a FileContext<'a>,
     src: &'a Source<'s>,
@@ -1047,8 +1075,7 @@ impl TokenWalker<'_, '_, '_> {
                 Kind::Punct
                     if self.in_macro_rules.is_some()
                         && src.is_punct(Some(token), b'$')
-                        && src.ident_name(cursor.peek(1)).is_some()
-                        && src.is_punct(cursor.peek(2), b'!') =>
+                        && calls_metavariable(src, &mut cursor) =>
                 {
                     self.scan.metavariable_macro_call = true;
                 }
@@ -2122,6 +2149,8 @@ const C: () = call!(m, "c.txt");
                 "#[folder{ws}={ws}\"public/\"]{ws}struct{ws}S;",
                 "fn{ws}m(){ws}{{{ws}sqlx::migrate!{ws}();{ws}}}",
                 "macro_rules!{ws}c{ws}{{($m:ident)=>{{$m{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident),+)=>{{$($m),+{ws}!(\"x\")}}}}",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -2132,7 +2161,7 @@ const C: () = call!(m, "c.txt");
                 cases += 1;
             }
         }
-        assert_eq!(cases, 143);
+        assert_eq!(cases, 165);
     }
 
     /// Run by hand on real material:
