@@ -705,3 +705,59 @@ fn raw_attribute_names_are_the_attributes() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["code/a.rs", "code/c.rs"]);
 }
+
+/// The forms the issue lists for an attacker to try, each built for real:
+/// doc attributes (outer and inner), a raw-string path, `concat!` of
+/// literals only, an `include!`d file that itself includes, an include in a
+/// build script under a `cfg`, and a `#[path]` module in an inline module.
+#[test]
+fn attacked_include_forms_are_inputs() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"tools/build.rs\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        r###"#![doc = include_str!("../data/inner.md")]
+#[doc = include_str!("../data/outer.md")]
+pub struct S;
+pub const R: &str = include_str!(r#"../data/raw.txt"#);
+pub const C: &str = include_str!(concat!("../data/", "cat", ".txt"));
+pub const I: &str = include!("../gen/part.rs");
+mod inline {
+    #[path = "../../data/nested.rs"]
+    pub mod nested;
+}
+pub const N: u8 = inline::nested::N;
+"###,
+    )
+    .file("gen/part.rs", "include_str!(\"../data/deep.txt\")\n")
+    .file(
+        "tools/build.rs",
+        "#[cfg(target_os = \"linux\")]\nconst B: &str = include_str!(\"../data/build.txt\");\n#[cfg(not(target_os = \"linux\"))]\nconst B: &str = \"\";\nfn main() { let _ = B; }\n",
+    )
+    .file("data/inner.md", "i")
+    .file("data/outer.md", "o")
+    .file("data/raw.txt", "r")
+    .file("data/cat.txt", "c")
+    .file("data/deep.txt", "d")
+    .file("data/build.txt", "b")
+    .file("data/nested.rs", "pub const N: u8 = 1;\n")
+    // The kernel resolves `inline/..` only if the directory exists.
+    .file("code/inline/README", "");
+    build_and_verify(&f);
+    each_changes_the_key(
+        &f,
+        &[
+            "data/inner.md",
+            "data/outer.md",
+            "data/raw.txt",
+            "data/cat.txt",
+            "data/deep.txt", // included by the `include!`d file
+            "data/build.txt",
+            "data/nested.rs",
+            "gen/part.rs",
+        ],
+    );
+}
