@@ -1948,7 +1948,7 @@ macro_rules! prelude { () => { mod declared_by_the_caller; }; }
 mod sys;
 "#;
         for parse_fails in [false, true] {
-            // The token reading must agree with the syn reading.
+            // Text no parser accepts is read the same way.
             let text = if parse_fails {
                 format!(
                     "struct Broken {{ a: u8 b: u8 }}
