@@ -811,6 +811,22 @@ pub const PATH_MACROS: &[PathMacro] = &[
         },
     },
     PathMacro {
+        name: "embed_migrations",
+        krate: "diesel_migrations or refinery",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("migrations"),
+        },
+    },
+    PathMacro {
+        name: "i18n",
+        krate: "rust-i18n",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("locales"),
+        },
+    },
+    PathMacro {
         name: "include_wgsl",
         krate: "wgpu",
         form: PathMacroForm::Call,
@@ -2201,6 +2217,7 @@ static A: Dir = include_dir::include_dir!("$CARGO_MANIFEST_DIR/assets");
 #[folder = "/ws/pkg/abs"] struct E;
 #[folder = "$OTHER/x"] struct F;
 fn m() { sqlx::migrate!(); wgpu::include_wgsl!("k.wgsl"); }
+diesel_migrations::embed_migrations!("db/migrations");
 #[template(path = "t.html")] struct T;
 #[template(source = "inline", ext = "txt")] struct I;
 "#;
@@ -2215,12 +2232,13 @@ fn m() { sqlx::migrate!(); wgpu::include_wgsl!("k.wgsl"); }
         );
         assert_eq!(got[3], EmbedTarget::Tree("/ws/pkg/migrations".into()));
         assert_eq!(got[4], EmbedTarget::File("/ws/pkg/src/k.wgsl".into()));
+        assert_eq!(got[5], EmbedTarget::Tree("/ws/pkg/db/migrations".into()));
         assert!(
-            matches!(&got[5], EmbedTarget::Unresolved(t) if t.contains("askama")),
+            matches!(&got[6], EmbedTarget::Unresolved(t) if t.contains("askama")),
             "{got:?}"
         );
         // An inline template reads no file.
-        assert_eq!(got.len(), 6, "{got:?}");
+        assert_eq!(got.len(), 7, "{got:?}");
     }
 
     #[test]
