@@ -93,10 +93,17 @@ pub struct MacroModule {
 }
 
 impl MacroModule {
-    /// The files this declaration loads when `macro_rules!` is called at the
-    /// top level of `caller`, whose child modules live in `module_dir`.
-    /// `None` for `mod $m;`: the caller lists the names it may take.
-    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Option<ModuleDecl> {
+    /// The files this declaration loads when `macro_rules!` is called in
+    /// `caller`, in a module whose child modules live in `module_dir`
+    /// (`inline_depth` inline modules deep). `None` for `mod $m;`: the
+    /// caller lists the names it may take.
+    pub fn decl(
+        &self,
+        caller: &Path,
+        module_dir: &Path,
+        inline_depth: usize,
+        package_dir: &Path,
+    ) -> Option<ModuleDecl> {
         let name = self.name.as_ref()?;
         let aliases = HashMap::new();
         let ctx = FileContext {
@@ -108,7 +115,7 @@ impl MacroModule {
         Some(module_decl(
             &ctx,
             module_dir,
-            0,
+            inline_depth,
             name.clone(),
             self.path.clone(),
             self.line,
@@ -285,6 +292,11 @@ pub struct CallSite {
     pub has_macro_call: bool,
     /// The name is handed to a macro as a token, not called.
     pub handed_over: bool,
+    /// The inline modules (`mod a { … }`) the call stands in, outermost
+    /// first: a `mod x;` it expands to loads from their directory.
+    pub inline: Vec<String>,
+    /// One of them is moved by `#[path]` or `cfg_attr`.
+    pub inline_moved: bool,
 }
 
 /// Every call of one of `names` (`name!(…)`) in `text`, and every place one
@@ -298,32 +310,74 @@ pub fn call_sites(
     let start = shebang_end(text);
     let source = Source::index(text, start).map_err(|(_, why)| why)?;
     let mut sites = Vec::new();
-    collect_call_sites(&source, (start, text.len()), names, None, &mut sites);
+    let mut inline = Vec::new();
+    let mut place = CallPlace {
+        definer: None,
+        inline: &mut inline,
+        inline_moved: false,
+    };
+    collect_call_sites(&source, (start, text.len()), names, &mut place, &mut sites);
     Ok(sites)
 }
 
-fn collect_call_sites(
-    src: &Source<'_>,
+/// Where [`collect_call_sites`] is: in which `macro_rules!` body and
+/// inline modules.
+struct CallPlace<'a, 'n> {
+    definer: Option<&'n str>,
+    inline: &'a mut Vec<String>,
+    inline_moved: bool,
+}
+
+fn collect_call_sites<'n>(
+    src: &Source<'n>,
     range: Range,
     names: &std::collections::HashSet<String>,
-    definer: Option<&str>,
+    place: &mut CallPlace<'_, 'n>,
     sites: &mut Vec<CallSite>,
 ) {
     let mut cursor = src.cursor(range);
     let mut in_use = false;
+    // A `#[path …]` or `#[cfg_attr(…)]` since the last item ended.
+    let mut moving_attribute = false;
     while let Some(token) = cursor.peek(0) {
         if src.is_ident(Some(token), "use") {
             in_use = true;
         } else if src.is_punct(Some(token), b';') {
             in_use = false;
+            moving_attribute = false;
+        }
+        if src.is_punct(Some(token), b'#') {
+            let at = 1 + usize::from(src.is_punct(cursor.peek(1), b'!'));
+            if let Some(body) = cursor
+                .peek(at)
+                .filter(|g| is_group(Some(*g), Some(Delim::Bracket)))
+            {
+                let first = src.cursor(inner(body)).peek(0);
+                moving_attribute |= src.is_name(first, "path") || src.is_name(first, "cfg_attr");
+            }
         }
         if src.is_ident(Some(token), "macro_rules")
             && src.is_punct(cursor.peek(1), b'!')
             && is_group(cursor.peek(3), None)
         {
             if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(2)), cursor.peek(3)) {
-                collect_call_sites(src, inner(body), names, Some(name), sites);
+                let outer = place.definer.replace(name);
+                collect_call_sites(src, inner(body), names, place, sites);
+                place.definer = outer;
                 cursor.advance(4);
+                continue;
+            }
+        }
+        if src.is_ident(Some(token), "mod") && is_group(cursor.peek(2), Some(Delim::Brace)) {
+            if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(1)), cursor.peek(2)) {
+                place.inline.push(name.to_owned());
+                let outer = place.inline_moved;
+                place.inline_moved |= moving_attribute;
+                collect_call_sites(src, inner(body), names, place, sites);
+                place.inline_moved = outer;
+                place.inline.pop();
+                moving_attribute = false;
+                cursor.advance(3);
                 continue;
             }
         }
@@ -332,11 +386,13 @@ fn collect_call_sites(
             let site = |handed_over: bool| CallSite {
                 name: name.to_owned(),
                 line,
-                definer: definer.map(str::to_owned),
+                definer: place.definer.map(str::to_owned),
                 literals: Vec::new(),
                 opaque: None,
                 has_macro_call: false,
                 handed_over,
+                inline: place.inline.clone(),
+                inline_moved: place.inline_moved,
             };
             if src.is_punct(cursor.peek(1), b'!') {
                 if let Some(args) = cursor.peek(2).filter(|g| is_group(Some(*g), None)) {
@@ -350,7 +406,10 @@ fn collect_call_sites(
             }
         }
         if is_group(Some(token), None) {
-            collect_call_sites(src, inner(token), names, definer, sites);
+            collect_call_sites(src, inner(token), names, place, sites);
+            if is_group(Some(token), Some(Delim::Brace)) {
+                moving_attribute = false;
+            }
         }
         cursor.advance(1);
     }

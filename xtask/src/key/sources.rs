@@ -400,9 +400,8 @@ fn walk(
             frontier = next;
         }
         // rustc loads a `macro_rules!` body's `mod x;` from the module where
-        // the macro is called; calls at the top of a file are resolved here
-        // (one inside an inline module loads from a subdirectory of `src/`,
-        // which is hashed whole).
+        // the macro is called: the calling file's module directory, or the
+        // directory of the inline modules the call stands in.
         // A `#[macro_export]` macro loads from callers in other crates too.
         // Aliases are read from every file walked so far (the prefilter may
         // have skipped a file that only renames and calls the macro).
@@ -436,64 +435,88 @@ fn walk(
                         module.macro_rules.clone(),
                     ));
                 }
-                if !sites.iter().any(|s| !s.handed_over) {
-                    continue;
-                }
+                // Each inline module the macro is called in loads from its
+                // own directory; one moved by `#[path]`/`cfg_attr` is refused.
+                let mut places: Vec<(Vec<String>, bool, usize)> = sites
+                    .iter()
+                    .filter(|s| !s.handed_over)
+                    .map(|s| (s.inline.clone(), s.inline_moved, s.line))
+                    .collect();
+                places.sort();
+                places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
                 let package_dir = &roots[root].package_dir;
-                for decl in macro_module_decls(&module, &caller, &module_dir, package_dir) {
-                    let site = format!(
-                        "`mod {};` of macro_rules! {} called in {}",
-                        decl.name,
-                        module.macro_rules,
-                        display(inputs.root(), &caller)
-                    );
-                    match decl
-                        .candidates
+                for (inline, moved, line) in places {
+                    if moved {
+                        discovery.errors.push(format!(
+                        "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
+                        display(inputs.root(), &caller),
+                        module.macro_rules
+                    ));
+                        continue;
+                    }
+                    let module_dir = inline
                         .iter()
-                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                        .fold(module_dir.clone(), |dir, name| dir.join(name));
+                    for decl in
+                        macro_module_decls(&module, &caller, &module_dir, inline.len(), package_dir)
                     {
-                        Some((file, dir)) => {
-                            if inputs.relative(file).is_err() {
-                                discovery.errors.push(format!(
+                        let site = format!(
+                            "`mod {};` of macro_rules! {} called in {}",
+                            decl.name,
+                            module.macro_rules,
+                            display(inputs.root(), &caller)
+                        );
+                        match decl
+                            .candidates
+                            .iter()
+                            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                        {
+                            Some((file, dir)) => {
+                                if inputs.relative(file).is_err() {
+                                    discovery.errors.push(format!(
                             "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
                             file.display()
                         ));
-                            } else if visited.insert(visit_key(file, dir, root)) {
-                                frontier.push(Job {
-                                    file: file.clone(),
-                                    module_dir: dir.clone(),
-                                    root,
-                                });
+                                } else if visited.insert(visit_key(file, dir, root)) {
+                                    frontier.push(Job {
+                                        file: file.clone(),
+                                        module_dir: dir.clone(),
+                                        root,
+                                    });
+                                }
                             }
-                        }
-                        None => {
-                            for (file, _) in &decl.candidates {
-                                if let Err(err) =
-                                    inputs.add_maybe_absent(file, &format!("missing {site}"))
-                                {
-                                    discovery.errors.push(format!("{site}: {err:#}"));
+                            None => {
+                                for (file, _) in &decl.candidates {
+                                    if let Err(err) =
+                                        inputs.add_maybe_absent(file, &format!("missing {site}"))
+                                    {
+                                        discovery.errors.push(format!("{site}: {err:#}"));
+                                    }
                                 }
                             }
                         }
                     }
-                }
-                if module.name.is_none() {
-                    // A file added later that such a `mod` could load changes the key.
-                    let why = format!(
-                        "a `mod $…;` of macro_rules! {} called in {} may load it",
-                        module.macro_rules,
-                        display(inputs.root(), &caller)
-                    );
-                    let result = module_dir
-                        .strip_prefix(inputs.root())
-                        .ok()
-                        .and_then(|d| d.to_str())
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("{} is outside the repository", module_dir.display())
-                        })
-                        .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
-                    if let Err(err) = result {
-                        discovery.errors.push(format!("{why}: {err:#}"));
+                    if module.name.is_none() {
+                        // A file added later that such a `mod` could load changes the key.
+                        let why = format!(
+                            "a `mod $…;` of macro_rules! {} called in {} may load it",
+                            module.macro_rules,
+                            display(inputs.root(), &caller)
+                        );
+                        let result = module_dir
+                            .strip_prefix(inputs.root())
+                            .ok()
+                            .and_then(|d| d.to_str())
+                            .ok_or_else(|| {
+                                anyhow::anyhow!(
+                                    "{} is outside the repository",
+                                    module_dir.display()
+                                )
+                            })
+                            .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                        if let Err(err) = result {
+                            discovery.errors.push(format!("{why}: {err:#}"));
+                        }
                     }
                 }
             }
@@ -567,6 +590,7 @@ fn macro_module_decls(
     module: &scan::MacroModule,
     caller: &Path,
     module_dir: &Path,
+    inline_depth: usize,
     package_dir: &Path,
 ) -> Vec<scan::ModuleDecl> {
     let names: Vec<Option<String>> = match &module.name {
@@ -599,7 +623,7 @@ fn macro_module_decls(
                 name,
                 ..module.clone()
             };
-            named.decl(caller, module_dir, package_dir)
+            named.decl(caller, module_dir, inline_depth, package_dir)
         })
         .collect()
 }

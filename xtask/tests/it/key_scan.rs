@@ -761,3 +761,33 @@ pub const N: u8 = inline::nested::N;
         ],
     );
 }
+
+/// A `macro_rules!` that declares a file module, called inside an inline
+/// module, loads the file from that module's directory (outside `src/`,
+/// which is not hashed whole); inside an inline module that `#[path]`
+/// moves, the key is refused.
+#[test]
+fn a_module_declaring_macro_called_in_an_inline_module_loads_from_its_directory() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! declare { () => { pub mod from_macro; } }\npub mod outer { declare!(); }\npub const X: u8 = outer::from_macro::X;\n",
+    )
+    .file("code/outer/from_macro.rs", "pub const X: u8 = 3;\n");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/outer/from_macro.rs"]);
+    f.file(
+        "code/lib.rs",
+        "macro_rules! declare { () => { pub mod from_macro; } }\n#[path = \"moved\"]\npub mod outer { declare!(); }\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/lib.rs:3: macro_rules! declare declares a file module and is called inside an inline module that #[path] or cfg_attr moves",
+        ],
+    );
+}
