@@ -194,7 +194,7 @@ pub fn may_reference_files(text: &[u8]) -> bool {
 
 /// Looks for `$name !` (a `macro_rules!` body calling a macro it was
 /// handed), loosely: white space may stand before the `!`, and a comment
-/// there lets the parser decide.
+/// there lets the parser decide; or a repetition called so.
 fn has_metavariable_call(text: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     memchr::memchr_iter(b'$', text).any(|at| {
@@ -212,20 +212,43 @@ fn has_metavariable_call(text: &[u8]) -> bool {
         {
             i += 1;
         }
-        matches!(text.get(i), Some(b'!' | b'/'))
+        matches!(
+            (text.get(i), text.get(i + 1)),
+            (Some(b'!'), _) | (Some(b'/'), Some(b'/' | b'*'))
+        )
     }) || has_repetition_call(text)
 }
 
-/// Looks for `* !`, `+ !` or `? !` (a repetition called as a macro,
-/// `$($m)*!(…)`), loosely: white space may stand between, and a comment
-/// there lets the parser decide.
+/// Looks for `) * !` (a repetition called as a macro, `$($m)*!(…)`, with
+/// `+` or `?`, and perhaps a separator: `$($m),+!`), loosely: white space
+/// may stand between, and a comment before the `!` lets the parser decide.
 fn has_repetition_call(text: &[u8]) -> bool {
-    memchr::memchr_iter(b'!', text).any(|at| {
-        let before = text[..at]
-            .iter()
-            .rev()
-            .find(|b| !(b.is_ascii_whitespace() || **b == 0x0B || **b >= 0x80));
-        matches!(before, Some(b'*' | b'+' | b'?' | b'/'))
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
+    let skip_space = |mut i: usize| {
+        while i < text.len() && is_space(text[i]) {
+            i += 1;
+        }
+        i
+    };
+    memchr::memchr_iter(b')', text).any(|at| {
+        let mut i = skip_space(at + 1);
+        // A separator: any token but a repetition operator (at most `=>`-long).
+        for _ in 0..2 {
+            if i < text.len() && !matches!(text[i], b'*' | b'+' | b'?') && !is_space(text[i]) {
+                i += 1;
+            }
+        }
+        i = skip_space(i);
+        if !matches!(text.get(i), Some(b'*' | b'+' | b'?')) {
+            return false;
+        }
+        let i = skip_space(i + 1);
+        match (text.get(i), text.get(i + 1)) {
+            // `!=` is a comparison (`f()? != x`).
+            (Some(b'!'), next) => next != Some(&b'='),
+            (Some(b'/'), Some(b'/' | b'*')) => true,
+            _ => false,
+        }
     })
 }
 
@@ -2226,6 +2249,7 @@ const C: () = call!(m, "c.txt");
                 "macro_rules!{ws}c{ws}{{($m:ident)=>{{$m{ws}!(\"x\")}}}}",
                 "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*{ws}!(\"x\")}}}}",
                 "macro_rules!{ws}c{ws}{{($($m:ident),+)=>{{$($m),+{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*/*{ws}*/!(\"x\")}}}}",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -2236,7 +2260,7 @@ const C: () = call!(m, "c.txt");
                 cases += 1;
             }
         }
-        assert_eq!(cases, 165);
+        assert_eq!(cases, 176);
     }
 
     /// Run by hand on real material:
@@ -2447,5 +2471,10 @@ fn h() {}
             b"mod tests { fn t() {} }\nfn model() {}"
         ));
         assert!(!may_reference_files(b"fn main() {}"));
+        // A `?` before a comparison is no repetition called as a macro.
+        assert!(!may_reference_files(
+            b"fn f() -> Option<()> { if g()? != 1 {} None }"
+        ));
+        assert!(may_reference_files(b"($($m)* // c\n !(1))"));
     }
 }
