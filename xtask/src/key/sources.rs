@@ -419,15 +419,38 @@ fn walk(
             macro_calls: &macro_calls,
             any_metavariable_call,
         };
+        let files: Vec<&PathBuf> = walked_texts.keys().collect();
         let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
+        let roots_of_modules: Vec<&str> = macro_modules
+            .iter()
+            .map(|m| m.macro_rules.as_str())
+            .collect();
+        let calls = if macro_modules.is_empty() {
+            None
+        } else {
+            match MacroCalls::read(&roots_of_modules, &known, &texts) {
+                Ok(calls) => Some(calls),
+                Err(why) => {
+                    discovery.errors.push(why);
+                    None
+                }
+            }
+        };
+        let index: HashMap<&PathBuf, usize> =
+            files.iter().enumerate().map(|(i, f)| (*f, i)).collect();
         for module in macro_modules.clone() {
-            let names = invocation_names_in(&module.macro_rules, &known, &texts);
+            let Some(calls) = &calls else {
+                break;
+            };
+            let names = calls.names_of(&module.macro_rules);
             for (caller, module_dir, root) in walked.clone() {
-                let sites = walked_texts
+                let sites: Vec<scan::CallSite> = index
                     .get(&caller)
-                    .filter(|text| names.iter().any(|n| text.contains(n.as_str())))
-                    .and_then(|text| scan::call_sites(text, &names).ok())
-                    .unwrap_or_default();
+                    .map(|&i| calls.sites[i].clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|s| names.contains(&s.name))
+                    .collect();
                 for site in sites.iter().filter(|s| s.handed_over) {
                     handed_modules.push((
                         format!("{}:{}", display(inputs.root(), &caller), site.line),
@@ -714,33 +737,99 @@ struct MacroKnowledge<'a> {
     any_metavariable_call: bool,
 }
 
-/// [`invocation_names`], completed from the text of every module file: a
-/// file the prefilter skipped may still alias the macro (`use crate::m as
-/// k;`) or call it from another `macro_rules!`.
-fn invocation_names_in(name: &str, known: &MacroKnowledge<'_>, texts: &[&str]) -> HashSet<String> {
-    let mut names = invocation_names(name, known.renames, known.macro_calls);
-    loop {
-        let before = names.len();
-        for text in texts {
-            if !names.iter().any(|n| text.contains(n.as_str())) {
-                continue;
+/// How many macro names (macros that include or declare modules, their
+/// aliases and the macros that call them) ci-key follows before refusing.
+const MAX_MACRO_NAMES: usize = 1024;
+
+/// The calls of some macros in every module file, each file read once: its
+/// call sites of any of their names, and the aliases and calling macros
+/// that give them other names. A file the prefilter skipped may still alias
+/// a macro (`use crate::m as k;`) or call it from another `macro_rules!`.
+struct MacroCalls {
+    /// Per text, in the order given.
+    sites: Vec<Vec<scan::CallSite>>,
+    renames: Vec<(String, String)>,
+    calls: Vec<(String, String)>,
+}
+
+impl MacroCalls {
+    /// `Err` when the names grow past [`MAX_MACRO_NAMES`].
+    fn read(roots: &[&str], known: &MacroKnowledge<'_>, texts: &[&str]) -> Result<Self, String> {
+        let mut names: HashSet<String> = roots
+            .iter()
+            .flat_map(|root| invocation_names(root, known.renames, known.macro_calls))
+            .collect();
+        let text_renames: Vec<Vec<(String, String)>> = texts
+            .iter()
+            .map(|text| {
+                if memchr::memmem::find(text.as_bytes(), b"as").is_some() {
+                    scan::use_renames(text)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        loop {
+            if names.len() > MAX_MACRO_NAMES {
+                return Err(format!(
+                    "more than {MAX_MACRO_NAMES} macro names lead to include macros or module declarations in macro_rules! bodies (aliases and macros calling them); ci-key refuses to follow that many"
+                ));
             }
-            for (from, to) in scan::use_renames(text) {
-                if names.contains(&from) {
-                    names.insert(to);
+            let before = names.len();
+            for (from, to) in text_renames.iter().flatten() {
+                if names.contains(from) {
+                    names.insert(to.clone());
                 }
             }
+            let sites: Vec<Vec<scan::CallSite>> = texts
+                .iter()
+                .map(|text| {
+                    if names.iter().any(|n| text.contains(n.as_str())) {
+                        // A file that does not tokenise was refused when read.
+                        scan::call_sites(text, &names).unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
             // A macro whose body *calls* one of them; a mere mention
             // (`::core::prelude::v1`) is no call.
-            for site in scan::call_sites(text, &names).unwrap_or_default() {
-                if let Some(definer) = site.definer.filter(|_| !site.handed_over) {
-                    names.insert(definer);
+            for site in sites.iter().flatten() {
+                if let Some(definer) = site.definer.as_ref().filter(|_| !site.handed_over) {
+                    names.insert(definer.clone());
                 }
             }
+            if names.len() == before {
+                let renames = known
+                    .renames
+                    .iter()
+                    .cloned()
+                    .chain(text_renames.into_iter().flatten())
+                    .collect();
+                let calls = known
+                    .macro_calls
+                    .iter()
+                    .cloned()
+                    .chain(
+                        sites
+                            .iter()
+                            .flatten()
+                            .filter(|s| !s.handed_over)
+                            .filter_map(|s| Some((s.definer.clone()?, s.name.clone()))),
+                    )
+                    .collect();
+                return Ok(MacroCalls {
+                    sites,
+                    renames,
+                    calls,
+                });
+            }
         }
-        if names.len() == before {
-            return names;
-        }
+    }
+
+    /// The names `root` is invoked by.
+    fn names_of(&self, root: &str) -> HashSet<String> {
+        invocation_names(root, &self.renames, &self.calls)
     }
 }
 
@@ -774,15 +863,32 @@ fn resolve_from_callers(
         .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
         .collect();
     let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
+    let roots: Vec<&str> = macro_embeds
+        .iter()
+        .map(|e| e.relative.macro_rules.as_str())
+        .collect();
+    let calls = match MacroCalls::read(&roots, known, &text_refs) {
+        Ok(calls) => calls,
+        Err(why) => {
+            discovery.errors.push(why);
+            return;
+        }
+    };
+    let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
     for embed in macro_embeds {
         let name = &embed.relative.macro_rules;
-        let names = invocation_names_in(name, known, &text_refs);
-        for (caller, text) in &texts {
-            if !names.iter().any(|n| text.contains(n.as_str())) {
+        let names = names_of
+            .entry(name.as_str())
+            .or_insert_with(|| calls.names_of(name))
+            .clone();
+        for ((caller, _), all_sites) in texts.iter().zip(&calls.sites) {
+            let sites: Vec<&scan::CallSite> = all_sites
+                .iter()
+                .filter(|s| names.contains(&s.name))
+                .collect();
+            if sites.is_empty() {
                 continue;
             }
-            // A file that does not tokenise was refused when it was read.
-            let sites = scan::call_sites(text, &names).unwrap_or_default();
             let caller_rel = display(inputs.root(), caller);
             let base = caller.parent().unwrap_or(Path::new("/"));
             let why = format!(
@@ -985,9 +1091,26 @@ mod tests {
             "macro_rules! outer { () => { prelude!(); } }",
             "use crate::outer as o;",
         ];
-        let names = invocation_names_in("prelude", &known, &texts);
+        let names = MacroCalls::read(&["prelude"], &known, &texts)
+            .unwrap()
+            .names_of("prelude");
         let mut names: Vec<_> = names.into_iter().collect();
         names.sort();
         assert_eq!(names, ["o", "outer", "prelude"]);
+    }
+
+    #[test]
+    fn too_many_macro_names_are_refused_not_followed() {
+        let known = MacroKnowledge {
+            renames: &[],
+            macro_calls: &[],
+            any_metavariable_call: false,
+        };
+        let roots: Vec<String> = (0..=MAX_MACRO_NAMES).map(|i| format!("m{i}")).collect();
+        let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
+        let err = MacroCalls::read(&roots, &known, &["m0!(\"x\");"])
+            .err()
+            .expect("refused");
+        assert!(err.contains("refuses to follow that many"), "{err}");
     }
 }
