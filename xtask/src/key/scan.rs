@@ -217,6 +217,27 @@ fn has_metavariable_call(text: &[u8]) -> bool {
             (Some(b'!'), _) | (Some(b'/'), Some(b'/' | b'*'))
         )
     }) || has_repetition_call(text)
+        || has_bare_bang(text)
+}
+
+/// Looks for a `!` that ends a macro argument (`m!(!)`, `m!(x, !)`),
+/// loosely: white space may follow, and a comment lets the parser decide.
+fn has_bare_bang(text: &[u8]) -> bool {
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
+    memchr::memchr_iter(b'!', text).any(|at| {
+        // `//!` and `/*!` open inner doc comments.
+        if at > 0 && text[at - 1] == b'/' {
+            return false;
+        }
+        let mut i = at + 1;
+        while i < text.len() && is_space(text[i]) {
+            i += 1;
+        }
+        matches!(
+            (text.get(i), text.get(i + 1)),
+            (Some(b')' | b']' | b'}' | b',' | b';'), _) | (Some(b'/'), Some(b'/' | b'*'))
+        )
+    })
 }
 
 /// Looks for `) * !` (a repetition called as a macro, `$($m)*!(…)`, with
@@ -1609,6 +1630,14 @@ impl TokenWalker<'_, '_, '_> {
     /// At an identifier: records a `debugger_visualizer(…)` and an
     /// `include_*!(…)` there; says whether it was an include (three tokens).
     fn record_ident_forms(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) -> bool {
+        if self.in_macro_args > 0 && self.src.is_punct(Some(token), b'!') {
+            // A `!` handed to a macro on its own (`m!(!)`, `m!(x, !)`): the
+            // macro may assemble a call from it.
+            let next = cursor.peek(1);
+            if next.is_none() || self.src.is_punct(next, b',') || self.src.is_punct(next, b';') {
+                self.scan.metavariable_macro_call = true;
+            }
+        }
         if !matches!(token.kind, Kind::Ident | Kind::RawIdent) {
             return false;
         }
@@ -1618,8 +1647,34 @@ impl TokenWalker<'_, '_, '_> {
         }
         if self.in_macro_args > 0 {
             self.record_passed_include(cursor, token);
+        } else if self.in_macro_rules.is_some() && self.src.is_punct(cursor.peek(1), b'$') {
+            self.record_bang_from_caller(token);
         }
         false
+    }
+
+    /// `include_str $b (…)` in a `macro_rules!` body: the caller may pass
+    /// the `!` (`m!(!)`), making it a call with a path no reading shows.
+    fn record_bang_from_caller(&mut self, token: Token) {
+        let src = self.src;
+        let Some(name) = src.ident_name(Some(token)) else {
+            return;
+        };
+        let Some(include) = self.ctx.include_macro(name) else {
+            return;
+        };
+        let macro_rules = self.in_macro_rules.clone().unwrap_or_default();
+        self.scan.embeds.push(Embed {
+            macro_name: format!("{include}!"),
+            target: EmbedTarget::Unresolved(format!(
+                "a path chosen where `{name}` is followed by a metavariable in macro_rules! {macro_rules}, whose caller may pass the `!` (write {include}! in the body)"
+            )),
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line: src.line(token.start),
+            },
+            caller_relative: None,
+        });
     }
 
     /// An include macro's name handed to a macro as a token
@@ -1634,8 +1689,9 @@ impl TokenWalker<'_, '_, '_> {
             return;
         };
         // A macro's matcher may take any tokens around it (`$m:ident :`,
-        // `x . $m`), so only a direct call (recorded already) is no hand-over.
-        if src.is_punct(cursor.peek(1), b'!') {
+        // `x . $m`), so only a direct call (recorded already) is no
+        // hand-over; `include_str !` with no arguments after it is one.
+        if src.is_punct(cursor.peek(1), b'!') && is_group(cursor.peek(2), None) {
             return;
         }
         let embed = Embed {
@@ -2250,6 +2306,7 @@ const C: () = call!(m, "c.txt");
                 "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*{ws}!(\"x\")}}}}",
                 "macro_rules!{ws}c{ws}{{($($m:ident),+)=>{{$($m),+{ws}!(\"x\")}}}}",
                 "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*/*{ws}*/!(\"x\")}}}}",
+                "const{ws}A:&str=m!(x,{ws}!{ws});",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -2260,7 +2317,7 @@ const C: () = call!(m, "c.txt");
                 cases += 1;
             }
         }
-        assert_eq!(cases, 176);
+        assert_eq!(cases, 187);
     }
 
     /// Run by hand on real material:
@@ -2322,6 +2379,36 @@ diesel_migrations::embed_migrations!("db/migrations");
         );
         // An inline template reads no file.
         assert_eq!(got.len(), 7, "{got:?}");
+    }
+
+    #[test]
+    fn a_call_assembled_from_handed_tokens_is_unresolved() {
+        // `!` handed over on its own lets a macro assemble a call.
+        let found = scan("const A: &str = m!(include, !);\n", "/ws/pkg/src/lib.rs");
+        assert!(found.metavariable_macro_call);
+        assert_eq!(found.passed_include.len(), 1);
+        // `include_str !` with nothing after it is no call but a hand-over.
+        let got = targets(&scan(
+            "const A: &str = m!(include_str !);\n",
+            "/ws/pkg/src/lib.rs",
+        ));
+        assert!(
+            matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("handed to a macro")),
+            "{got:?}"
+        );
+        // Unary not is no bare `!`.
+        let found = scan("fn f() { assert!(!x, \"y\"); }\n", "/ws/pkg/src/lib.rs");
+        assert!(!found.metavariable_macro_call);
+    }
+
+    #[test]
+    fn an_include_name_followed_by_a_metavariable_in_a_macro_body_is_unresolved() {
+        let text = "macro_rules! m { ($b:tt) => { include_str $b (\"../data/a.txt\") } }\n";
+        let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
+        assert!(
+            matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("may pass the `!`")),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -791,3 +791,26 @@ fn a_module_declaring_macro_called_in_an_inline_module_loads_from_its_directory(
         ],
     );
 }
+
+/// A call assembled by a macro from tokens its caller hands over (the `!`
+/// from `m!(!)`): rustc reads the file (a real build shows it), no reading
+/// of the definition sees a call, so the key is refused.
+#[test]
+fn an_include_call_assembled_from_a_handed_bang_is_refused() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! m { ($b:tt) => { include_str $b (\"../data/a.txt\") } }\npub const A: &str = m!(!);\n",
+    )
+    .file("data/a.txt", "a");
+    refused(
+        &f,
+        &[
+            "code/lib.rs:1: include_str! names a path chosen where `include_str` is followed by a metavariable in macro_rules! m",
+        ],
+    );
+}
