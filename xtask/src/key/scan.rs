@@ -565,6 +565,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                 in_macro_rules: None,
                 in_alternative: false,
                 in_macro_args: 0,
+                in_generated_macro: false,
             };
             walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }
@@ -1164,6 +1165,9 @@ struct TokenWalker<'a, 'b, 's> {
     in_alternative: bool,
     /// How many macro calls' arguments the walk is inside.
     in_macro_args: usize,
+    /// Inside a `macro_rules! $name` that a macro body defines: its callers
+    /// cannot be found by name.
+    in_generated_macro: bool,
 }
 
 impl TokenWalker<'_, '_, '_> {
@@ -1174,6 +1178,10 @@ impl TokenWalker<'_, '_, '_> {
         let mut in_use = false;
         while let Some(token) = cursor.peek(0) {
             in_use = self.track_use(&mut cursor, in_use);
+            if let Some(step) = self.walk_nested_macro_rules(&mut cursor, token) {
+                cursor.advance(step);
+                continue;
+            }
             if self.record_ident_forms(&mut cursor, token) {
                 cursor.advance(3);
                 continue;
@@ -1202,6 +1210,55 @@ impl TokenWalker<'_, '_, '_> {
             }
             cursor.advance(1);
         }
+    }
+
+    /// A `macro_rules!` defined inside a macro body (at `token`): its body
+    /// is walked as its own (`macro_rules! inner {…}`), or, when the caller
+    /// names it (`macro_rules! $name {…}`), as one whose callers cannot be
+    /// found: what it includes from its callers, or the modules it
+    /// declares, refuse the key. Returns how many tokens it spans.
+    fn walk_nested_macro_rules(
+        &mut self,
+        cursor: &mut Cursor<'_, '_>,
+        token: Token,
+    ) -> Option<usize> {
+        let src = self.src;
+        if !src.is_ident(Some(token), "macro_rules") || !src.is_punct(cursor.peek(1), b'!') {
+            return None;
+        }
+        let (name, body, step) = if src.is_punct(cursor.peek(2), b'$') {
+            let name = src.ident_name(cursor.peek(3))?;
+            (format!("${name}"), cursor.peek(4)?, 5)
+        } else {
+            (
+                src.ident_name(cursor.peek(2))?.to_owned(),
+                cursor.peek(3)?,
+                4,
+            )
+        };
+        if !is_group(Some(body), None) {
+            return None;
+        }
+        let generated = step == 5;
+        let outer = self.in_macro_rules.replace(name.clone());
+        let outer_generated = self.in_generated_macro;
+        self.in_generated_macro |= generated;
+        self.walk_for_embeds(inner(body));
+        let modules = self.scan.macro_modules.len();
+        self.record_macro_modules(&name, inner(body));
+        if self.in_generated_macro && self.scan.macro_modules.len() > modules {
+            let line = self.scan.macro_modules[modules].line;
+            self.scan.macro_modules.truncate(modules);
+            self.scan.refused.get_or_insert((
+                line,
+                format!(
+                    "macro_rules! {name}, defined by another macro under a name its caller chooses, declares a file module; ci-key cannot find where it is called (define it with a literal name)"
+                ),
+            ));
+        }
+        self.in_generated_macro = outer_generated;
+        self.in_macro_rules = outer;
+        Some(step)
     }
 
     /// The token-only reading of a whole file or inline module body: embeds
@@ -1760,7 +1817,13 @@ impl TokenWalker<'_, '_, '_> {
     }
 
     fn record_embed(&mut self, macro_name: &str, args: Range, line: usize) {
-        let (mut target, relative) = evaluate_path(self.src, args, self.ctx);
+        let (mut target, mut relative) = evaluate_path(self.src, args, self.ctx);
+        if self.in_generated_macro && (relative.is_some() || target == EmbedTarget::FromCallers) {
+            target = EmbedTarget::Unresolved(
+                "a path read from the callers of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find".into(),
+            );
+            relative = None;
+        }
         if target == EmbedTarget::FromCallers && self.in_macro_rules.is_none() {
             target = EmbedTarget::Unresolved(
                 "a metavariable outside any macro_rules!, so ci-key cannot find its callers".into(),

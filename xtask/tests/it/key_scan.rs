@@ -814,3 +814,33 @@ fn an_include_call_assembled_from_a_handed_bang_is_refused() {
         ],
     );
 }
+
+/// A `macro_rules!` that a macro body defines: under a literal name its
+/// includes are resolved at its own callers; under a name its caller
+/// chooses (`macro_rules! $name`), its callers cannot be found: refused.
+#[test]
+fn a_macro_rules_defined_by_another_macro_is_followed_or_refused() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! def { () => { macro_rules! inc { ($p:literal) => { include_str!($p) } } } }\ndef!();\nmod sub;\n",
+    )
+    .file("code/sub/mod.rs", "pub const B: &str = inc!(\"../../data/b.txt\");\n")
+    .file("data/b.txt", "b");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["data/b.txt"]);
+    f.file(
+        "code/lib.rs",
+        "macro_rules! def { ($n:ident) => { macro_rules! $n { ($p:literal) => { include_str!($p) } } } }\ndef!(inc);\nmod sub;\n",
+    );
+    refused(
+        &f,
+        &[
+            "code/lib.rs:1: include_str! names a path read from the callers of a macro_rules! that another macro defines under a name its caller chooses",
+        ],
+    );
+}
