@@ -544,6 +544,37 @@ fn walk(
                 }
             }
         }
+        // Embeds in `macro_rules!` bodies, resolved again from every calling
+        // file known so far; a file an `include!` there reads is walked
+        // like a module, from its own directory, as the walk does.
+        let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+        let known = MacroKnowledge {
+            renames: &renames,
+            macro_calls: &macro_calls,
+            any_metavariable_call,
+        };
+        let included = resolve_from_callers(
+            &macro_embeds,
+            &callers,
+            &known,
+            policy,
+            &mut used_dynamic,
+            inputs,
+            &mut discovery,
+        );
+        for (file, caller) in included {
+            let Some(&(_, _, root)) = walked.iter().find(|(f, _, _)| *f == caller) else {
+                continue;
+            };
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            if visited.insert(visit_key(&file, &dir, root)) {
+                frontier.push(Job {
+                    file,
+                    module_dir: dir,
+                    root,
+                });
+            }
+        }
         if frontier.is_empty() {
             break;
         }
@@ -575,21 +606,6 @@ fn walk(
             }
         }
     }
-    let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
-    let known = MacroKnowledge {
-        renames: &renames,
-        macro_calls: &macro_calls,
-        any_metavariable_call,
-    };
-    resolve_from_callers(
-        &macro_embeds,
-        &callers,
-        &known,
-        policy,
-        &mut used_dynamic,
-        inputs,
-        &mut discovery,
-    );
     for dynamic in &policy.dynamic_include {
         if !used_dynamic.contains(&dynamic.site) {
             discovery.warnings.push(format!(
@@ -852,9 +868,11 @@ fn resolve_from_callers(
     used_dynamic: &mut HashSet<String>,
     inputs: &mut InputSet,
     discovery: &mut Discovery,
-) {
+) -> Vec<(PathBuf, PathBuf)> {
+    // (file an `include!` reads, the calling file): walked like modules.
+    let mut included: Vec<(PathBuf, PathBuf)> = Vec::new();
     if macro_embeds.is_empty() {
-        return;
+        return included;
     }
     let mut seen: HashSet<&Path> = HashSet::new();
     let texts: Vec<(PathBuf, String)> = callers
@@ -871,7 +889,7 @@ fn resolve_from_callers(
         Ok(calls) => calls,
         Err(why) => {
             discovery.errors.push(why);
-            return;
+            return included;
         }
     };
     let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
@@ -956,6 +974,8 @@ fn resolve_from_callers(
                                 "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
                                 site.name
                             ));
+                        } else if embed.macro_name == "include!" && path.is_file() {
+                            included.push((path, caller.clone()));
                         }
                     }
                 }
@@ -982,9 +1002,13 @@ fn resolve_from_callers(
                     "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
                     embed.site, embed.macro_name
                 ));
+            } else if embed.macro_name == "include!" && !embed.relative.is_pattern && path.is_file()
+            {
+                included.push((path, caller.clone()));
             }
         }
     }
+    included
 }
 
 fn display(root: &Path, path: &Path) -> String {

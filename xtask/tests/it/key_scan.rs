@@ -844,3 +844,23 @@ fn a_macro_rules_defined_by_another_macro_is_followed_or_refused() {
         ],
     );
 }
+
+/// An `include!` in a `macro_rules!` body reads, from each caller's file, a
+/// file rustc parses as code: what that file includes is read too.
+#[test]
+fn a_file_a_macro_includes_from_its_caller_is_walked() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! inc { () => { include!(\"gen/part.rs\") } }\nmod sub;\n",
+    )
+    .file("code/sub/mod.rs", "pub const A: &str = inc!();\n")
+    .file("code/sub/gen/part.rs", "include_str!(\"x.txt\")\n")
+    .file("code/sub/gen/x.txt", "x");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/sub/gen/x.txt", "code/sub/gen/part.rs"]);
+}
