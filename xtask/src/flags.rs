@@ -188,6 +188,10 @@ pub struct VerifyKey {
     /// file any of its processes opened, executed or examined.
     #[arg(long, requires = "command")]
     pub trace: bool,
+    /// The tracer `--trace` uses (default: the policy's `[verify] tracer`,
+    /// auto: fanotify where permitted, else strace).
+    #[arg(long, value_enum, requires = "trace")]
+    pub tracer: Option<crate::policy::TracerChoice>,
     /// The build command that `--trace` runs, from the repository root.
     #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
     pub command: Vec<std::ffi::OsString>,
@@ -235,6 +239,10 @@ pub struct BenchTrace {
     /// Runs of each contender; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Only the untraced build and fanotify (a large repository's build
+    /// takes minutes per contender).
+    #[arg(long)]
+    pub fanotify_only: bool,
     /// `--root DIR`: build that repository (`cargo build --workspace
     /// --all-targets`) instead of a generated workspace.
     #[command(flatten)]

@@ -150,6 +150,24 @@ pub struct VerifyPolicy {
     /// not available to trace the build.
     #[serde(default)]
     pub require_trace: bool,
+    /// Which tracer proves the fresh build (see README, "What the trace
+    /// proves"): `auto` (fanotify where permitted, else strace), `strace`
+    /// or `fanotify`.
+    #[serde(default)]
+    pub tracer: TracerChoice,
+}
+
+/// A tracer for the fresh build, as the policy or `--tracer` names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TracerChoice {
+    /// fanotify when this process may use it (CAP_SYS_ADMIN), else strace.
+    #[default]
+    Auto,
+    /// strace: every call of every process, metadata probes included.
+    Strace,
+    /// fanotify: every open and exec on the repository's mounts.
+    Fanotify,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -675,6 +693,10 @@ binaries = ["cuda_tutorial"]
         assert!(!Policy::parse("").unwrap().verify.require_trace);
         let policy = Policy::parse("[verify]\nrequire-trace = true\n").unwrap();
         assert!(policy.verify.require_trace);
+        assert_eq!(policy.verify.tracer, TracerChoice::Auto);
+        let policy = Policy::parse("[verify]\ntracer = \"strace\"\n").unwrap();
+        assert_eq!(policy.verify.tracer, TracerChoice::Strace);
+        assert!(Policy::parse("[verify]\ntracer = \"ptrace\"\n").is_err());
         assert!(Policy::parse("[verify]\nrequire-trac = true\n").is_err());
     }
 }

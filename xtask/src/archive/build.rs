@@ -11,10 +11,12 @@
 //! the real boundary. Archives are built into a staging directory and
 //! verified before they are moved into `--out`.
 //!
-//! Each build command runs under strace when it is installed
-//! ([`crate::verify::trace`]): every repository file the build opened,
-//! executed or examined must be a key input, or the build fails and nothing
-//! is moved into `--out`. Without strace the build says so loudly and the
+//! Each build command runs traced when a tracer can run
+//! ([`crate::verify::trace`]: fanotify where permitted, else strace, or
+//! the trust policy's `[verify] tracer`): every repository file the build
+//! opened, executed (or, under strace, examined) must be a key input, or
+//! the build fails and nothing is moved into `--out`. Without a tracer the
+//! build says so loudly and the
 //! dep-info check alone follows; with `[verify] require-trace` in the trust
 //! policy (`--trust-policy`) it fails.
 
@@ -29,7 +31,7 @@ use xshell::{Cmd, Shell};
 use super::{Request, download, verify};
 use crate::gha;
 use crate::policy::Policy;
-use crate::verify::trace::{self, TraceLog, Tracer};
+use crate::verify::trace::{self, Backend, TraceLog};
 
 /// Builds every archive of the request's policy for the workspace at its
 /// root into its `out`.
@@ -40,7 +42,7 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     // Whether the trace is required is a trust setting: the trusted policy's.
-    let tracer = choose_tracer(request.trust, Tracer::find())?;
+    let tracer = choose_tracer(request.trust, Backend::choose(request.trust.verify.tracer))?;
     // A missing lockfile is hashed as absent (ci-key warns); cargo writing
     // one during the build does not change what the key says.
     let lock_was_absent = !root.join("Cargo.lock").exists();
@@ -56,8 +58,29 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             specs.len(),
             spec.file
         );
-        let log = TraceLog::new()?;
-        let traced = tracer.as_ref().map(|t| (t, &log));
+        let log = tracer.as_ref().map(TraceLog::new).transpose()?;
+        let traced = log.as_ref();
+        let args = spec
+            .nextest
+            .as_ref()
+            .or(spec.build.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        // The archive is written to the staging directory beside `--out`.
+        let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+        if let Some(log) = traced {
+            eprintln!("the build runs traced ({})", log.backend().name());
+            let tool = if spec.nextest.is_some() {
+                "cargo nextest archive"
+            } else {
+                "cargo build"
+            };
+            output_dirs(root, &args, &outputs)
+                .and_then(|dirs| log.start(root, &dirs))
+                .with_context(|| {
+                    format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
+                })?;
+        }
         match (&spec.nextest, &spec.build) {
             (Some(args), _) => {
                 let mut argv: Vec<OsString> = vec![
@@ -82,15 +105,7 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             }
             (None, None) => bail!("archive {} has neither `nextest` nor `build`", spec.file),
         }
-        if let Some((_, log)) = traced {
-            let args = spec
-                .nextest
-                .as_ref()
-                .or(spec.build.as_ref())
-                .cloned()
-                .unwrap_or_default();
-            // The archive is written to the staging directory beside `--out`.
-            let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+        if let Some(log) = traced {
             check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
                 format!(
                     "the traced build of {} is not covered by the key",
@@ -109,28 +124,31 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     download::move_into_place(staging.path(), specs, out)
 }
 
-/// The tracer for the fresh build: strace when installed; otherwise a
+/// The tracer for the fresh build, when one can run; otherwise a
 /// loud warning and `None`, or an error when the policy requires the trace.
-fn choose_tracer(policy: &Policy, found: Option<Tracer>) -> Result<Option<Tracer>> {
+fn choose_tracer(
+    policy: &Policy,
+    found: std::result::Result<Backend, String>,
+) -> Result<Option<Backend>> {
     match found {
-        Some(tracer) => Ok(Some(tracer)),
-        None if policy.verify.require_trace => bail!(
-            "strace is not installed, and the policy ([verify] require-trace) requires the fresh build to run traced; install it (apt-get install strace) in the job before gpu-archive"
+        Ok(tracer) => Ok(Some(tracer)),
+        Err(why) if policy.verify.require_trace => bail!(
+            "no tracer can run ({why}), and the policy ([verify] require-trace) requires the fresh build to run traced; install strace in the job before gpu-archive, or run it as root"
         ),
-        None => {
-            gha::warning(
-                "strace is not installed: the fresh build is NOT traced, and only rustc's dep-info can show what it read (blind to files a build script or proc macro reads without declaring them); install strace (apt-get install strace), or set [verify] require-trace = true to make this an error",
-            );
+        Err(why) => {
+            gha::warning(&format!(
+                "no tracer can run ({why}): the fresh build is NOT traced, and only rustc's dep-info can show what it read (blind to files a build script or proc macro reads without declaring them); install strace, or set [verify] require-trace = true to make this an error",
+            ));
             Ok(None)
         }
     }
 }
 
-/// `argv`, or `argv` under strace writing to `log`, as an xshell command.
-fn command<'a>(sh: &'a Shell, traced: Option<(&Tracer, &TraceLog)>, argv: &[OsString]) -> Cmd<'a> {
+/// `argv` as it runs traced by `log` (or untraced), as an xshell command.
+fn command<'a>(sh: &'a Shell, traced: Option<&TraceLog>, argv: &[OsString]) -> Cmd<'a> {
     match traced {
-        Some((tracer, log)) => {
-            let (program, args) = log.wrap(tracer, argv);
+        Some(log) => {
+            let (program, args) = log.wrap(argv);
             sh.cmd(program).args(args)
         }
         None => sh.cmd(&argv[0]).args(&argv[1..]),
@@ -149,6 +167,8 @@ fn check_trace(
     lock_was_absent: bool,
 ) -> Result<()> {
     let root = request.root;
+    // The watch ends before this process reads the repository itself.
+    log.stop()?;
     let mut manifest = crate::key::compute(root, request.policy)
         .context("cannot compute the key again after the build")?;
     let lock = root.join("Cargo.lock");
@@ -168,11 +188,7 @@ fn check_trace(
             request.artifact_name
         );
     }
-    let workspace = crate::key::workspace::load(root)?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut output_dirs = vec![workspace.target_dir];
-    output_dirs.extend(trace::command_target_dirs(root, &args));
-    output_dirs.extend_from_slice(archive_dirs);
+    let output_dirs = output_dirs(root, args, archive_dirs)?;
     let report = log.check(root, &manifest, &output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     if report.misses.is_empty() {
@@ -190,6 +206,17 @@ fn check_trace(
     )
 }
 
+/// Where the build writes: the workspace's target directory, the command's
+/// own, and the archive directories.
+fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let workspace = crate::key::workspace::load(root)?;
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let mut dirs = vec![workspace.target_dir];
+    dirs.extend(trace::command_target_dirs(root, &args));
+    dirs.extend_from_slice(archive_dirs);
+    Ok(dirs)
+}
+
 /// `cmd` without any runner control variable in its environment.
 pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
     for (name, _) in std::env::vars_os() {
@@ -205,7 +232,7 @@ pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
 /// directories need no guessing).
 fn build_binaries(
     sh: &Shell,
-    traced: Option<(&Tracer, &TraceLog)>,
+    traced: Option<&TraceLog>,
     cargo: &OsString,
     args: &[String],
     binaries: &[String],

@@ -1,9 +1,9 @@
 //! `cargo xtask bench-trace`: what tracing a fresh build costs. Times, side
 //! by side, the same clean build untraced, under the strace command line
 //! `verify-key --trace` uses (`--seccomp-bpf`: only the recorded calls
-//! stop), the same without the metadata calls (the anchor's list), and
-//! under plain `strace -f` with the full list (every call stops), then the
-//! check of one trace.
+//! stop), the same without the metadata calls (the anchor's list), under
+//! plain `strace -f` with the full list (every call stops), and watched by
+//! fanotify (where permitted), then the check of one trace of each kind.
 //!
 //! The build is a generated workspace (the `bench-key` generator, with a
 //! build script in every package) or, with `--this-repository`, this
@@ -21,7 +21,8 @@ use anyhow::{Context, Result, bail};
 
 use super::key::{Shape, generate, workspace_dir};
 use crate::flags;
-use crate::verify::trace::{TraceLog, Tracer};
+use crate::policy::TracerChoice;
+use crate::verify::trace::{Backend, TraceLog, Tracer};
 
 /// How a contender runs the build.
 #[derive(Clone, Copy)]
@@ -30,18 +31,25 @@ enum Mode {
     Seccomp,
     SeccompOpensOnly,
     PlainStrace,
+    Fanotify,
 }
 
 const CONTENDERS: &[(&str, Mode)] = &[
     ("cargo build (untraced)", Mode::Untraced),
-    ("strace --seccomp-bpf (chosen)", Mode::Seccomp),
+    ("strace --seccomp-bpf, full list", Mode::Seccomp),
     ("same, opens and execs only", Mode::SeccompOpensOnly),
     ("strace -f, no seccomp filter", Mode::PlainStrace),
+    ("fanotify (auto, where permitted)", Mode::Fanotify),
 ];
 
 impl flags::BenchTrace {
     pub fn run(&self) -> Result<ExitCode> {
         let tracer = Tracer::find().context("bench-trace needs strace: apt-get install strace")?;
+        let strace = Backend::Strace(tracer);
+        // fanotify needs CAP_SYS_ADMIN: without it, its row says so.
+        let fanotify = Backend::choose(TracerChoice::Fanotify)
+            .map_err(|why| eprintln!("fanotify contender skipped: {why}"))
+            .ok();
         let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
         let (workspace, build_args) = if let Some(root) = &self.common.root {
             let root = std::fs::canonicalize(root).with_context(|| {
@@ -84,23 +92,40 @@ impl flags::BenchTrace {
         command.push("--target-dir".into());
         command.push(target.clone().into());
 
+        // The workspace's own target directory is build output too: the
+        // watch does not walk it.
+        let mut watch_outputs = vec![target.clone()];
+        if let Ok(loaded) = crate::key::workspace::load(&workspace) {
+            watch_outputs.push(loaded.target_dir);
+        }
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
         let mut cpu_times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
         let mut last_log = None;
+        let mut last_fanotify = None;
         // Round 0 warms the page cache and is not counted.
         for round in 0..=self.runs.max(1) {
             for (index, (name, mode)) in CONTENDERS.iter().enumerate() {
+                if self.fanotify_only && !matches!(mode, Mode::Untraced | Mode::Fanotify) {
+                    continue;
+                }
+                let backend = match mode {
+                    Mode::Fanotify => match &fanotify {
+                        Some(backend) => backend,
+                        None => continue,
+                    },
+                    _ => &strace,
+                };
                 if target.exists() {
                     std::fs::remove_dir_all(&target)
                         .with_context(|| format!("cannot clear {}", target.display()))?;
                 }
-                let log = TraceLog::new()?;
+                let log = TraceLog::new(backend)?;
                 let (program, args) = match mode {
                     Mode::Untraced => (PathBuf::from(&command[0]), command[1..].to_vec()),
-                    Mode::Seccomp => log.wrap(&tracer, &command),
+                    Mode::Seccomp | Mode::Fanotify => log.wrap(&command),
                     // The anchor's call list: what the metadata calls cost.
                     Mode::SeccompOpensOnly => {
-                        let (program, mut args) = log.wrap(&tracer, &command);
+                        let (program, mut args) = log.wrap(&command);
                         for arg in &mut args {
                             if arg.to_string_lossy().starts_with("--trace=") {
                                 *arg = "--trace=open,openat,openat2,execve,execveat,chdir,fchdir,clone,clone3,fork,vfork".into();
@@ -109,20 +134,26 @@ impl flags::BenchTrace {
                         (program, args)
                     }
                     Mode::PlainStrace => {
-                        let (program, mut args) = log.wrap(&tracer, &command);
+                        let (program, mut args) = log.wrap(&command);
                         args.retain(|a| a != "--seccomp-bpf");
                         (program, args)
                     }
                 };
-                let cpu_before = children_cpu_time();
+                // fanotify's collector runs in this process: its time is
+                // counted with the children's.
+                let cpu_before = children_cpu_time() + own_cpu_time();
                 let start = Instant::now();
+                if matches!(mode, Mode::Fanotify) {
+                    log.start(&workspace, &watch_outputs)?;
+                }
                 let status = std::process::Command::new(&program)
                     .args(&args)
                     .current_dir(&workspace)
                     .status()
                     .with_context(|| format!("cannot run {}", program.display()))?;
+                log.stop()?;
                 let elapsed = start.elapsed();
-                let cpu = children_cpu_time().saturating_sub(cpu_before);
+                let cpu = (children_cpu_time() + own_cpu_time()).saturating_sub(cpu_before);
                 if !status.success() {
                     bail!("the benchmark build ({name}) failed: {status}");
                 }
@@ -135,13 +166,16 @@ impl flags::BenchTrace {
                     times[index].push(elapsed);
                     cpu_times[index].push(cpu);
                 }
-                if matches!(mode, Mode::Seccomp) {
-                    last_log = Some(log);
+                match mode {
+                    Mode::Seccomp => last_log = Some(log),
+                    Mode::Fanotify => last_fanotify = Some(log),
+                    _ => {}
                 }
             }
         }
-        let log = last_log.expect("at least one traced round ran");
-        let trace_bytes = std::fs::metadata(log.path()).map_or(0, |m| m.len());
+        let trace_bytes = last_log.as_ref().map_or(0, |log| {
+            std::fs::metadata(log.path()).map_or(0, |m| m.len())
+        });
         // The check of the last seccomp trace, with an empty key: it
         // examines every access (all repository files become misses).
         let manifest = crate::key::KeyManifest {
@@ -153,9 +187,6 @@ impl flags::BenchTrace {
             stats: Default::default(),
         };
         let root = std::fs::canonicalize(&workspace)?;
-        let start = Instant::now();
-        let report = log.check(&root, &manifest, std::slice::from_ref(&target), &root)?;
-        let check_time = start.elapsed();
 
         let median = |t: &Vec<Duration>| {
             let mut t = t.clone();
@@ -174,6 +205,10 @@ impl flags::BenchTrace {
             "contender", "wall s", "min s", "vs base", "CPU s", "vs base"
         );
         for ((name, _), (t, c)) in CONTENDERS.iter().zip(times.iter().zip(&cpu_times)) {
+            if t.is_empty() {
+                println!("{name:<34} {:>9}", "not run");
+                continue;
+            }
             let m = median(t).as_secs_f64();
             let min = t.iter().min().expect("runs").as_secs_f64();
             let cpu = median(c).as_secs_f64();
@@ -183,13 +218,27 @@ impl flags::BenchTrace {
                 (cpu / cpu_base - 1.0) * 100.0
             );
         }
-        println!(
-            "check of one trace: {:.3} s ({} calls, {:.1} MB of trace, {} processes)",
-            check_time.as_secs_f64(),
-            report.calls,
-            trace_bytes as f64 / 1e6,
-            report.processes
-        );
+        if let Some(log) = last_log {
+            let start = Instant::now();
+            let report = log.check(&root, &manifest, std::slice::from_ref(&target), &root)?;
+            println!(
+                "check of one strace trace: {:.3} s ({} calls, {:.1} MB of trace, {} processes)",
+                start.elapsed().as_secs_f64(),
+                report.calls,
+                trace_bytes as f64 / 1e6,
+                report.processes
+            );
+        }
+        if let Some(log) = last_fanotify {
+            let start = Instant::now();
+            let report = log.check(&root, &manifest, std::slice::from_ref(&target), &root)?;
+            println!(
+                "check of one fanotify watch: {:.3} s ({} events, {} repository files)",
+                start.elapsed().as_secs_f64(),
+                report.calls,
+                report.repository_files
+            );
+        }
         println!(
             "load average at the end: {}",
             std::fs::read_to_string("/proc/loadavg")
@@ -200,15 +249,24 @@ impl flags::BenchTrace {
     }
 }
 
+/// User plus system time of this process so far (fanotify's collector).
+fn own_cpu_time() -> Duration {
+    rusage_time(libc::RUSAGE_SELF)
+}
+
 /// User plus system time of every waited-for child so far: the build's
 /// processes and, for traced runs, strace's own work. Unlike wall time it
 /// barely moves when other jobs load the machine.
-#[allow(unsafe_code)]
 fn children_cpu_time() -> Duration {
+    rusage_time(libc::RUSAGE_CHILDREN)
+}
+
+#[allow(unsafe_code)]
+fn rusage_time(who: libc::c_int) -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        libc::getrusage(who, &mut usage);
         usage
     };
     let time = |t: libc::timeval| {

@@ -41,7 +41,9 @@ pub fn analyse(
                     "{site} assembles a rerun-if-changed line at run time"
                 ));
             };
-            let path_text = path_text.split(['\n', '\r']).next().unwrap_or("");
+            let line_text = path_text.split(['\n', '\r']).next().unwrap_or("");
+            // Cargo trims the value: `rerun-if-changed= data ` watches `data`.
+            let path_text = line_text.trim();
             if path_text.is_empty() || path_text.contains(['{', '}']) {
                 return BuildScriptInputs::WholePackage(format!(
                     "{site} builds a rerun-if-changed path at run time"
@@ -56,7 +58,7 @@ pub fn analyse(
                 warnings.push(format!(
                     "{site}: the build script watches {path_text}, outside the repository, which the key does not hash; if the build depends on it, put its toolkit's version in the key with key.toolkit-env"
                 ));
-                rest = &after[1 + path_text.len()..];
+                rest = &after[1 + line_text.len()..];
                 continue;
             }
             if std::fs::symlink_metadata(&path).is_err() {
@@ -65,7 +67,7 @@ pub fn analyse(
                 ));
             }
             declared.push(path);
-            rest = &after[1 + path_text.len()..];
+            rest = &after[1 + line_text.len()..];
         }
     }
     if declared.is_empty() {
@@ -150,6 +152,19 @@ mod tests {
                 && warnings[0].contains("key.toolkit-env"),
             "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn values_are_trimmed_as_cargo_trims_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "").unwrap();
+        let got = analyse(
+            &[lit("cargo:rerun-if-changed= a \n")],
+            dir.path(),
+            Path::new("/"),
+            &mut Vec::new(),
+        );
+        assert_eq!(got, BuildScriptInputs::Declared(vec![dir.path().join("a")]));
     }
 
     #[test]

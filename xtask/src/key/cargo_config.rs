@@ -273,7 +273,9 @@ impl CargoConfig {
     /// is not followed (point `--target-dir` at it instead).
     pub fn from_command_line(root: &Path, values: &[&str]) -> Result<CargoConfig> {
         let mut config = CargoConfig::default();
-        for value in values {
+        // A later `--config` wins over an earlier one: precedence order is
+        // the reverse of the command line's.
+        for value in values.iter().rev() {
             let file = normalize(&root.join(value));
             if value.ends_with(".toml") && std::fs::metadata(&file).is_ok() {
                 let base = base_of(&file);
@@ -325,8 +327,9 @@ impl CargoConfig {
         self.output_dir(root, &["build", "target-dir"])
     }
 
-    /// `build.build-dir` (config-relative; cargo's `{workspace-root}`-style
-    /// templates are taken literally, which only makes the key refuse more).
+    /// `build.build-dir` (config-relative), its templates not expanded
+    /// (see [`expand_build_dir`]; taken literally, they only make the key
+    /// refuse more).
     pub fn build_dir(&self, root: &Path) -> Option<OutputDir> {
         self.output_dir(root, &["build", "build-dir"])
     }
@@ -336,7 +339,11 @@ impl CargoConfig {
         let dir = value.as_str()?;
         Some(OutputDir {
             path: normalize(&file.base.join(dir)),
-            set_by: format!("{} in {}", key.join("."), display(root, &file.path)),
+            set_by: if file.inline {
+                format!("{} of the command line", file.origin)
+            } else {
+                format!("{} in {}", key.join("."), display(root, &file.path))
+            },
         })
     }
 
@@ -447,6 +454,93 @@ impl CargoConfig {
             .filter(|r| r.path.starts_with(root) && std::fs::symlink_metadata(&r.path).is_ok())
             .collect()
     }
+}
+
+/// What a cargo or rustup started in a directory reads there besides the
+/// root's files: cargo probes `.cargo/config` and `.cargo/config.toml` in
+/// its working directory and every ancestor, rustup `rust-toolchain` and
+/// `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is set, which a build
+/// script may remove). A build script that builds GPU kernels with a nested
+/// `cargo build` starts it in its package directory, so a file added there
+/// changes the build: present or absent, each is a key input.
+pub const NESTED_PROBES: &[(&str, &str)] = &[
+    (".cargo/config", "cargo configuration"),
+    (".cargo/config.toml", "cargo configuration"),
+    ("rust-toolchain", "rustup toolchain file"),
+    ("rust-toolchain.toml", "rustup toolchain file"),
+];
+
+/// The directories strictly below `root` where a build script may start a
+/// nested cargo or rustup: each package directory (and each directory a
+/// build script watches) and its ancestors.
+pub fn nested_start_dirs<'a>(
+    root: &Path,
+    package_dirs: impl Iterator<Item = &'a Path>,
+) -> BTreeSet<PathBuf> {
+    let mut dirs = BTreeSet::new();
+    for dir in package_dirs {
+        let dir = normalize(dir);
+        for ancestor in dir.ancestors() {
+            if ancestor == root || !ancestor.starts_with(root) {
+                break;
+            }
+            dirs.insert(ancestor.to_path_buf());
+        }
+    }
+    dirs
+}
+
+impl CargoConfig {
+    /// The configuration files a cargo started in one of `dirs` reads
+    /// beyond the root's: each directory's own `.cargo/config[.toml]` and
+    /// what it includes, with its paths relative to that directory.
+    pub fn nested(root: &Path, dirs: &BTreeSet<PathBuf>) -> Result<CargoConfig> {
+        let mut config = CargoConfig::default();
+        for dir in dirs {
+            if let Some(file) = probe(&dir.join(".cargo"), "config") {
+                let base = base_of(&file);
+                let origin = format!(
+                    "read by a cargo a build script starts in {}",
+                    display(root, dir)
+                );
+                config.read(root, &file, base, origin, &mut Vec::new())?;
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// `build.build-dir` with cargo's templates expanded: `{workspace-root}`
+/// and `{cargo-cache-home}`. `{workspace-path-hash}` is a hash cargo
+/// computes its own way; a directory named by it cannot be found, so it is
+/// refused rather than guessed.
+pub fn expand_build_dir(dir: &OutputDir, workspace_root: &Path) -> Result<PathBuf> {
+    let text = dir.path.to_string_lossy();
+    if text.contains("{workspace-path-hash}") {
+        bail!(
+            "build.build-dir ({}) uses {{workspace-path-hash}}, a hash only cargo computes, so the build's dep-info files cannot be found; set build.build-dir to a plain directory (or {{workspace-root}}/…) for the checked build",
+            dir.set_by
+        );
+    }
+    let Some(start) = text.find('{') else {
+        return Ok(dir.path.clone());
+    };
+    // A template starts the value: what precedes it is the base cargo
+    // joined it to, which a template replaces.
+    let template = &text[start..];
+    let expanded = if let Some(rest) = template.strip_prefix("{workspace-root}") {
+        format!("{}{rest}", workspace_root.display())
+    } else if let Some(rest) = template.strip_prefix("{cargo-cache-home}") {
+        let home =
+            cargo_home().context("{cargo-cache-home}: neither CARGO_HOME nor HOME is set")?;
+        format!("{}{rest}", home.display())
+    } else {
+        bail!(
+            "build.build-dir ({}) holds a template this tool does not know ({template}); use {{workspace-root}}, {{cargo-cache-home}} or a plain directory",
+            dir.set_by
+        );
+    };
+    Ok(normalize(Path::new(&expanded)))
 }
 
 /// `dir/name` or `dir/name.toml`, as cargo chooses: the file without the

@@ -101,6 +101,18 @@ pub fn compute(root: &Path, policy: &Policy, workspace: &Workspace) -> Result<Co
     for (var, value) in build_environment() {
         hashed(format!("build-env:{var}"), value);
     }
+    // `CARGO_PKG_README` is the README cargo found, and code can read it
+    // (`env!`, `option_env!`): a README added beside a manifest changes
+    // the build. Its name, not its text, is what rustc gets.
+    let unbuilt_tool = super::tool_package::unbuilt_tool_manifest(workspace, policy);
+    for package in &workspace.packages {
+        if Some(package.manifest.as_path()) == unbuilt_tool {
+            continue;
+        }
+        if let Some(readme) = &package.readme {
+            hashed(format!("package-readme:{}", package.name), readme.clone());
+        }
+    }
     for file in workspace.config.outside_files(root) {
         let text = std::fs::read(&file.path)
             .with_context(|| format!("cannot read {}", file.path.display()))?;

@@ -534,7 +534,14 @@ thread_local! {
 pub fn hash_path(path: &Path) -> Result<Hashed> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+        // Below a regular file (`app/.cargo` a file, `app/.cargo/config`
+        // probed) nothing exists either: the kernel says ENOTDIR.
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
             return Ok(Hashed {
                 kind: Kind::Absent,
                 sha256: [0; 32],

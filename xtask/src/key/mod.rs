@@ -30,6 +30,14 @@ use inputs::InputSet;
 pub use inputs::is_git_metadata;
 pub use tool_package::TOOL_PACKAGE;
 
+/// The directory of the xtask's own package when no archive build compiles
+/// it (see `tool_package.rs`): its compilations are tooling, not archives.
+pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Option<PathBuf> {
+    tool_package::unbuilt_tool_manifest(workspace, policy)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {
@@ -83,6 +91,13 @@ const FIXED_DIRS: &[(&str, &str)] = &[
     (".cargo", "cargo configuration: read by the build"),
 ];
 const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
+/// Lint configuration clippy-driver reads (from the package directory up)
+/// and lists in the dep-info of its check builds, which share the target
+/// directory with the archive build: hashed where it exists (in the root
+/// and the package directories) so that `verify-key` after a `cargo
+/// clippy` finds it covered. It changes diagnostics, not code, so the cost
+/// is a rebuild when the lint configuration changes.
+const LINT_CONFIG_FILES: &[&str] = &["clippy.toml", ".clippy.toml"];
 
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
@@ -154,6 +169,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
     warnings.extend(discovery.warnings.iter().cloned());
 
+    let mut watched_dirs = Vec::new();
     for (index, root_info) in roots.iter().enumerate().filter(|(_, r)| r.build_script) {
         let literals = discovery
             .rerun_literals
@@ -180,6 +196,13 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                         ));
                         continue;
                     }
+                    // A kernel builder may start a nested cargo in the
+                    // directory it watches (or above it).
+                    watched_dirs.push(if path.is_dir() {
+                        path.clone()
+                    } else {
+                        path.parent().unwrap_or(root).to_path_buf()
+                    });
                     let reason = format!("rerun-if-changed of the {}", root_info.label);
                     if path.is_dir() {
                         inputs
@@ -206,11 +229,26 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     for (dir, reason) in FIXED_DIRS {
         inputs.add_dir(&root.join(dir), reason, false)?;
     }
-    add_build_configuration(root, policy, &workspace, &mut inputs)?;
+    add_build_configuration(root, policy, &workspace, &watched_dirs, &mut inputs)?;
     for file in TOOLCHAIN_FILES {
         let path = root.join(file);
         if path.exists() || path.is_symlink() {
             inputs.add(&path, "toolchain file: selects the compiler")?;
+        }
+    }
+    let lint_dirs = std::iter::once(root).chain(
+        workspace
+            .packages
+            .iter()
+            .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
+            .map(|p| p.dir.as_path()),
+    );
+    for dir in lint_dirs {
+        for file in LINT_CONFIG_FILES {
+            let path = dir.join(file);
+            if path.is_file() || path.is_symlink() {
+                inputs.add(&path, "lint configuration clippy lists in dep-info")?;
+            }
         }
     }
     for glob in &policy.key.include {
@@ -268,8 +306,10 @@ fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, S
 }
 
 /// nextest's configuration files, relative to the workspace root; a change
-/// to one changes what `cargo nextest archive` puts in the archive.
-const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml"];
+/// to one changes what `cargo nextest archive` puts in the archive. When
+/// `.config/nextest.toml` is absent, nextest's configuration loader tries
+/// the name with `.toml` appended, and loads that file instead.
+const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml", ".config/nextest.toml.toml"];
 
 /// Gets the path out of a flag's value.
 type PathOfValue = fn(&str) -> &str;
@@ -292,6 +332,7 @@ fn add_build_configuration(
     root: &Path,
     policy: &Policy,
     workspace: &workspace::Workspace,
+    watched_dirs: &[PathBuf],
     inputs: &mut InputSet,
 ) -> Result<()> {
     let config = &workspace.config;
@@ -302,6 +343,38 @@ fn add_build_configuration(
         )?;
     }
     let mut references = config.references(root);
+    // What a nested cargo or rustup started by a build script reads
+    // (cargo_config::NESTED_PROBES): present or absent, an input.
+    let unbuilt_tool = tool_package::unbuilt_tool_manifest(workspace, policy);
+    let package_dirs = workspace
+        .packages
+        .iter()
+        .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
+        .map(|p| p.dir.as_path())
+        .chain(watched_dirs.iter().map(PathBuf::as_path));
+    let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
+    // The root's own: `verify-key --trace` checks that the key records the
+    // absence of every configuration file cargo or rustup looked for.
+    for (file, what) in cargo_config::NESTED_PROBES {
+        inputs.add_maybe_absent(&root.join(file), &format!("{what} cargo or rustup reads"))?;
+    }
+    for dir in &nested_dirs {
+        let shown = inputs::shown(dir.strip_prefix(root).unwrap_or(dir));
+        for (file, what) in cargo_config::NESTED_PROBES {
+            let why = format!("{what} a cargo or rustup started in {shown} would read");
+            inputs.add_maybe_absent(&dir.join(file), &why)?;
+        }
+        let why = format!("cargo configuration a cargo started in {shown} would read");
+        inputs.add_dir(&dir.join(".cargo"), &why, false)?;
+    }
+    let nested = cargo_config::CargoConfig::nested(root, &nested_dirs)?;
+    for file in nested.checkout_files(root) {
+        inputs.add(
+            &file.path,
+            &format!("cargo configuration ({})", file.origin),
+        )?;
+    }
+    references.extend(nested.references(root));
     for (var, value) in components::build_environment() {
         let flags = value.split(['\u{1f}', ' ', '\t']);
         for path in cargo_config::flag_paths(flags, root, &[]) {

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+use crate::key::workspace::CommandOutput;
 use crate::key::{self, KeyManifest};
 use crate::policy::{ArchiveSpec, Policy};
 use crate::{flags, gha};
@@ -33,12 +34,34 @@ impl flags::VerifyKey {
             if let Some(dir) = &self.target_dir {
                 output_dirs.push(root.join(dir));
             }
-            return trace::verify_command(&root, &policy, &manifest, &self.command, output_dirs);
+            // Wherever the command's `--target-dir`, `--config` or the
+            // environment sends its output, and the build directory.
+            let args: Vec<String> = self
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let outputs = workspace.command_output(&root, &args)?;
+            output_dirs.extend([outputs.target_dir, outputs.build_dir]);
+            let choice = self.tracer.unwrap_or(policy.verify.tracer);
+            return trace::verify_command(
+                &root,
+                &policy,
+                &manifest,
+                &self.command,
+                output_dirs,
+                choice,
+            );
         }
-        let target_dir = match &self.target_dir {
-            Some(dir) => std::path::absolute(dir).context("cannot resolve --target-dir")?,
-            None => workspace.target_dir.clone(),
-        };
+        let mut args = Vec::new();
+        if let Some(dir) = &self.target_dir {
+            let dir = std::path::absolute(dir).context("cannot resolve --target-dir")?;
+            args = vec![
+                "--target-dir".to_owned(),
+                dir.to_string_lossy().into_owned(),
+            ];
+        }
+        let outputs = workspace.command_output(&root, &args)?;
         let package_dirs = workspace.package_dirs();
         // Without --target, the build went where the checkout's `[build]
         // target` (or CARGO_BUILD_TARGET) sent it, not to the host directory.
@@ -52,13 +75,17 @@ impl flags::VerifyKey {
         };
         let mut misses = Vec::new();
         for triple in triples {
-            let mut build = target_dir.clone();
+            // Dep-info lives in the build directory (`build.build-dir`,
+            // by default the target directory).
+            let mut build = outputs.build_dir.clone();
             if let Some(triple) = &triple {
                 build.push(triple);
             }
             let dirs = BuildDirs {
                 profile_dir: build.join(profile_dir(&self.profile)),
-                target_dir: target_dir.clone(),
+                build_dir: outputs.build_dir.clone(),
+                target_dir: outputs.target_dir.clone(),
+                tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -83,14 +110,18 @@ impl flags::VerifyKey {
 pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy) -> Result<()> {
     let workspace = key::workspace::load(root)?;
     let package_dirs = workspace.package_dirs();
-    let mut dirs: Vec<BuildDirs> = policy
-        .archive
-        .iter()
-        .flat_map(|spec| {
-            let triples = configured_triples(&workspace, manifest);
-            archive_build_dirs(&workspace.target_dir, &triples, root, spec)
-        })
-        .collect();
+    let triples = configured_triples(&workspace, manifest);
+    let mut dirs = Vec::new();
+    for spec in &policy.archive {
+        let args = spec.nextest.iter().chain(&spec.build).flatten();
+        let args: Vec<&str> = args.map(String::as_str).collect();
+        let outputs = workspace.command_output(root, &args)?;
+        dirs.extend(archive_build_dirs(&outputs, &triples, spec));
+    }
+    let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
+    for dir in &mut dirs {
+        dir.tool_dir.clone_from(&tool_dir);
+    }
     dirs.sort();
     dirs.dedup();
     let mut misses = Vec::new();
@@ -118,19 +149,23 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
 pub struct BuildDirs {
     /// The whole target directory: every file under it is build output.
     pub target_dir: PathBuf,
-    /// `<target-dir>/[<triple>/]<profile>`.
+    /// The build directory (`build.build-dir`, by default the target
+    /// directory): build output too, and where the dep-info files are.
+    pub build_dir: PathBuf,
+    /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
+    /// The xtask's package directory when no archive compiles it: `cargo
+    /// xtask` builds it into the same directory, and a compilation that
+    /// reads only its files is tooling, counted, not checked.
+    pub tool_dir: Option<PathBuf>,
 }
 
-/// Where an archive's build wrote: `[<target-dir>/][<triple>/]<profile>`, from
-/// the `--target-dir`, `--target`, `--cargo-profile` / `--profile` and
-/// `--release` arguments of its command (nextest's `--profile` is a nextest
-/// profile, not a cargo one).
-pub fn archive_profile_dir(
-    default_target_dir: &Path,
-    root: &Path,
-    spec: &ArchiveSpec,
-) -> BuildDirs {
+/// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
+/// the command's output directories (`outputs`, which follow its
+/// `--target-dir` and `--config`) and its `--target`, `--cargo-profile` /
+/// `--profile` and `--release` arguments (nextest's `--profile` is a
+/// nextest profile, not a cargo one).
+pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> BuildDirs {
     let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
         (Some(args), _) => (args.as_slice(), "--cargo-profile"),
         (None, Some(args)) => (args.as_slice(), "--profile"),
@@ -150,21 +185,21 @@ pub fn archive_profile_dir(
         }
         found
     };
-    let target_dir =
-        value("--target-dir").map_or_else(|| default_target_dir.to_path_buf(), |d| root.join(d));
     let profile = match value(cargo_profile_flag) {
         Some(profile) => profile,
         None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
         None => "dev".to_owned(),
     };
-    let mut dir = target_dir.clone();
+    let mut dir = outputs.build_dir.clone();
     if let Some(triple) = value("--target") {
         // A `.json` specification builds into a directory named by its stem.
         dir.push(key::cargo_config::target_dir_name(&triple));
     }
     BuildDirs {
         profile_dir: dir.join(profile_dir(&profile)),
-        target_dir,
+        build_dir: outputs.build_dir.clone(),
+        target_dir: outputs.target_dir.clone(),
+        tool_dir: None,
     }
 }
 
@@ -191,14 +226,13 @@ fn configured_triples(
 
 /// [`archive_profile_dir`], with the configuration's `build.target` triples
 /// (`configured_targets`) when the command names no `--target`: cargo then
-/// builds into `<target-dir>/<triple>/<profile>` for each of them.
+/// builds into `<build-dir>/<triple>/<profile>` for each of them.
 pub fn archive_build_dirs(
-    default_target_dir: &Path,
+    outputs: &CommandOutput,
     configured_targets: &[String],
-    root: &Path,
     spec: &ArchiveSpec,
 ) -> Vec<BuildDirs> {
-    let dirs = archive_profile_dir(default_target_dir, root, spec);
+    let dirs = archive_profile_dir(outputs, spec);
     let args = spec.nextest.iter().chain(&spec.build).flatten();
     let names_target = args
         .into_iter()
@@ -214,8 +248,10 @@ pub fn archive_build_dirs(
     configured_targets
         .iter()
         .map(|triple| BuildDirs {
-            profile_dir: dirs.target_dir.join(triple).join(&profile),
+            profile_dir: dirs.build_dir.join(triple).join(&profile),
+            build_dir: dirs.build_dir.clone(),
             target_dir: dirs.target_dir.clone(),
+            tool_dir: None,
         })
         .collect()
 }
@@ -253,6 +289,8 @@ pub struct Report {
     pub vanished_files: usize,
     /// Git metadata a build script watches (`.git/HEAD`), never a key input.
     pub git_files: usize,
+    /// Compilations of the xtask itself (no archive compiles it).
+    pub tool_compilations: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -285,6 +323,13 @@ impl Report {
                 out,
                 "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
                 self.git_files
+            );
+        }
+        if self.tool_compilations > 0 {
+            let _ = writeln!(
+                out,
+                "  {} compilations of the xtask itself (no archive builds it): tooling, not checked",
+                self.tool_compilations
             );
         }
         if self.vanished_files > 0 {
@@ -329,7 +374,9 @@ pub fn check(
 ) -> Result<Report> {
     let BuildDirs {
         target_dir,
+        build_dir,
         profile_dir,
+        tool_dir,
     } = dirs;
     if !profile_dir.is_dir() {
         bail!(
@@ -338,9 +385,9 @@ pub fn check(
         );
     }
     let mut profile_dirs = vec![profile_dir.clone()];
-    if profile_dir.parent() != Some(target_dir.as_path()) {
+    if profile_dir.parent() != Some(build_dir.as_path()) {
         if let Some(profile) = profile_dir.file_name() {
-            let host = target_dir.join(profile);
+            let host = build_dir.join(profile);
             if host.is_dir() {
                 profile_dirs.push(host);
             }
@@ -369,13 +416,35 @@ pub fn check(
                 dep_info.display()
             )
         })?;
+        let listed: Vec<PathBuf> = listed
+            .into_iter()
+            .map(|path| {
+                key::workspace::normalize(&if path.is_absolute() {
+                    path
+                } else {
+                    root.join(path)
+                })
+            })
+            .collect();
+        if let Some(tool) = tool_dir {
+            // Only the tool's files, and none of a package nested in its
+            // directory (that one is built, and checked).
+            let nested: Vec<&PathBuf> = package_dirs
+                .values()
+                .filter(|d| *d != tool && d.starts_with(tool))
+                .collect();
+            let in_repo: Vec<&PathBuf> = listed.iter().filter(|p| p.starts_with(root)).collect();
+            let tooling = !in_repo.is_empty()
+                && in_repo
+                    .iter()
+                    .all(|p| p.starts_with(tool) && !nested.iter().any(|d| p.starts_with(d)));
+            if tooling {
+                report.tool_compilations += 1;
+                continue;
+            }
+        }
         for path in listed {
-            let path = if path.is_absolute() {
-                path
-            } else {
-                root.join(path)
-            };
-            for file in expand_dir(&key::workspace::normalize(&path)) {
+            for file in expand_dir(&path) {
                 read.entry(file)
                     .or_insert_with(|| (reader.clone(), Source::Compiler));
             }
@@ -410,10 +479,20 @@ pub fn check(
                     .or_insert_with(|| (reader.clone(), Source::BuildScript));
             }
         }
+        // What the script hands to rustc and the linker (search
+        // directories, link arguments) is read by them, and no dep-info
+        // lists it. A search directory counts whole: the linker probes it
+        // for `libX.so` before `libX.a`, so a file added there is used.
+        for path in link_paths(&text, package_dir, root) {
+            for file in expand_dir(&path) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::BuildScriptLink));
+            }
+        }
     }
 
     for (path, (reader, source)) in read {
-        if path.starts_with(target_dir) {
+        if path.starts_with(target_dir) || path.starts_with(build_dir) {
             report.generated_files += 1;
             continue;
         }
@@ -458,6 +537,12 @@ pub fn check(
             Source::BuildScript => format!(
                 "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
             ),
+            Source::BuildScriptLink => format!(
+                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/*\"]) to the policy",
+                Path::new(&rel)
+                    .parent()
+                    .map_or(String::new(), |d| d.display().to_string())
+            ),
         };
         report.misses.push(Miss {
             path: rel,
@@ -480,6 +565,60 @@ pub fn check(
 enum Source {
     Compiler,
     BuildScript,
+    /// Handed to rustc or the linker by a build script's output.
+    BuildScriptLink,
+}
+
+/// Build script output directives that hand rustc or the linker paths:
+/// (directive, whether its value is a search directory rather than flags).
+const LINK_DIRECTIVES: &[(&str, bool)] = &[
+    ("rustc-link-search", true),
+    ("rustc-link-arg", false),
+    ("rustc-link-arg-bins", false),
+    ("rustc-link-arg-tests", false),
+    ("rustc-link-arg-examples", false),
+    ("rustc-link-arg-benches", false),
+    ("rustc-link-arg-cdylib", false),
+    ("rustc-cdylib-link-arg", false),
+    ("rustc-flags", false),
+];
+
+/// The existing repository paths a build script's output hands to rustc or
+/// the linker. A relative path is looked up from the package directory
+/// and from the workspace root (rustc's working directory): both count.
+fn link_paths(output: &str, package_dir: &Path, root: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for line in output.lines() {
+        let Some(directive) = line
+            .strip_prefix("cargo::")
+            .or_else(|| line.strip_prefix("cargo:"))
+        else {
+            continue;
+        };
+        let Some((name, value)) = directive.split_once('=') else {
+            continue;
+        };
+        let Some((_, search)) = LINK_DIRECTIVES.iter().find(|(d, _)| *d == name.trim()) else {
+            continue;
+        };
+        let value = value.trim();
+        for base in [package_dir, root] {
+            if *search {
+                let dir = value.split_once('=').map_or(value, |(_, dir)| dir);
+                paths.push(key::workspace::normalize(&base.join(dir)));
+            } else {
+                paths.extend(key::cargo_config::flag_paths(
+                    value.split_whitespace(),
+                    base,
+                    &[],
+                ));
+            }
+        }
+    }
+    paths.retain(|p| p.starts_with(root) && p != root && std::fs::symlink_metadata(p).is_ok());
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 /// Every rustc dep-info file of a profile directory.
@@ -628,7 +767,8 @@ pub fn parse_dep_info(text: &str) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=` lines.
+/// The paths of `cargo:rerun-if-changed=` / `cargo::rerun-if-changed=`
+/// lines, trimmed as cargo trims them (`= data ` watches `data`).
 fn rerun_paths(output: &str) -> Vec<String> {
     output
         .lines()
@@ -636,7 +776,7 @@ fn rerun_paths(output: &str) -> Vec<String> {
             line.strip_prefix("cargo::rerun-if-changed=")
                 .or_else(|| line.strip_prefix("cargo:rerun-if-changed="))
         })
-        .map(str::to_owned)
+        .map(|path| path.trim().to_owned())
         .collect()
 }
 
@@ -679,6 +819,13 @@ mod tests {
         }
     }
 
+    fn outputs(target: &str) -> CommandOutput {
+        CommandOutput {
+            target_dir: PathBuf::from(target),
+            build_dir: PathBuf::from(target),
+        }
+    }
+
     #[test]
     fn archive_profile_dirs_follow_the_build_arguments() {
         let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
@@ -687,16 +834,14 @@ mod tests {
             build: build.map(|a| a.iter().map(|s| s.to_string()).collect()),
             binaries: vec![],
         };
-        let t = Path::new("/r/target");
-        let r = Path::new("/r");
+        let t = outputs("/r/target");
         assert_eq!(
-            archive_profile_dir(t, r, &spec(Some(&["-p", "x"]), None)).profile_dir,
+            archive_profile_dir(&t, &spec(Some(&["-p", "x"]), None)).profile_dir,
             Path::new("/r/target/debug")
         );
         assert_eq!(
             archive_profile_dir(
-                t,
-                r,
+                &t,
                 &spec(
                     Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
                     None
@@ -706,30 +851,28 @@ mod tests {
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--profile=ci"]))).profile_dir,
+            archive_profile_dir(&t, &spec(None, Some(&["--profile=ci"]))).profile_dir,
             Path::new("/r/target/ci")
         );
         assert_eq!(
-            archive_profile_dir(t, r, &spec(None, Some(&["--release"]))).profile_dir,
+            archive_profile_dir(&t, &spec(None, Some(&["--release"]))).profile_dir,
             Path::new("/r/target/release")
         );
+        // Dep-info is in the build directory, with the triple below it.
+        let split = CommandOutput {
+            target_dir: PathBuf::from("/r/out"),
+            build_dir: PathBuf::from("/r/build"),
+        };
         assert_eq!(
             archive_profile_dir(
-                t,
-                r,
-                &spec(
-                    None,
-                    Some(&[
-                        "--target-dir",
-                        "out",
-                        "--target",
-                        "x86_64-unknown-linux-gnu"
-                    ])
-                )
+                &split,
+                &spec(None, Some(&["--target", "x86_64-unknown-linux-gnu"]))
             ),
             BuildDirs {
                 target_dir: PathBuf::from("/r/out"),
-                profile_dir: PathBuf::from("/r/out/x86_64-unknown-linux-gnu/debug")
+                build_dir: PathBuf::from("/r/build"),
+                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug"),
+                tool_dir: None,
             }
         );
     }
@@ -742,19 +885,20 @@ mod tests {
             build: None,
             binaries: vec![],
         };
-        let t = Path::new("/r/target");
-        let r = Path::new("/r");
+        let t = outputs("/r/target");
         let triples = ["aarch64-unknown-linux-gnu".to_owned()];
-        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--cargo-profile", "ci"]));
+        let dirs = archive_build_dirs(&t, &triples, &spec(&["--cargo-profile", "ci"]));
         assert_eq!(
             dirs,
             [BuildDirs {
                 target_dir: PathBuf::from("/r/target"),
+                build_dir: PathBuf::from("/r/target"),
                 profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
+                tool_dir: None,
             }]
         );
         // The command's own --target wins over the configuration.
-        let dirs = archive_build_dirs(t, &triples, r, &spec(&["--target", "specs/gpu.json"]));
+        let dirs = archive_build_dirs(&t, &triples, &spec(&["--target", "specs/gpu.json"]));
         assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
@@ -794,7 +938,9 @@ mod tests {
             &BTreeMap::new(),
             &BuildDirs {
                 target_dir: target.clone(),
+                build_dir: target.clone(),
                 profile_dir: triple_debug,
+                tool_dir: None,
             },
         )
         .unwrap();
@@ -831,7 +977,9 @@ mod tests {
             &BTreeMap::from([("m".to_owned(), root.clone())]),
             &BuildDirs {
                 target_dir: root.join("target"),
+                build_dir: root.join("target"),
                 profile_dir: debug,
+                tool_dir: None,
             },
         )
         .unwrap();
@@ -858,7 +1006,9 @@ mod tests {
         let manifest = manifest_of;
         let dirs = BuildDirs {
             target_dir: root.join("target"),
+            build_dir: root.join("target"),
             profile_dir: debug,
+            tool_dir: None,
         };
         let packages = BTreeMap::new();
         let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
@@ -925,10 +1075,14 @@ mod tests {
 
     #[test]
     fn rerun_lines_of_both_syntaxes_are_read() {
-        let output = "cargo:rustc-cfg=x\ncargo:rerun-if-changed=/r/kernels\ncargo::rerun-if-changed=build.rs\ncargo:rerun-if-env-changed=CUDA\n";
+        let output = "cargo:rustc-cfg=x\ncargo:rerun-if-changed=/r/kernels\ncargo::rerun-if-changed=build.rs\ncargo:rerun-if-env-changed=CUDA\ncargo:rerun-if-changed= data \n";
         assert_eq!(
             rerun_paths(output),
-            vec!["/r/kernels".to_owned(), "build.rs".to_owned()]
+            vec![
+                "/r/kernels".to_owned(),
+                "build.rs".to_owned(),
+                "data".to_owned()
+            ]
         );
     }
 

@@ -54,6 +54,11 @@ use std::rc::Rc;
 
 use anyhow::{Context, Result, bail};
 
+use crate::policy::TracerChoice;
+
+#[cfg(target_os = "linux")]
+mod fanotify;
+
 /// The system calls the tracer records, and what each means to the check.
 /// One registry: the strace `-e trace=` list is built from it.
 const SYSCALLS: &[(&str, Call)] = &[
@@ -240,7 +245,41 @@ const SYSCALLS: &[(&str, Call)] = &[
     // File operations submitted through io_uring never pass through a
     // traced system call: a process that sets one up is reported.
     ("io_uring_setup", Call::Unseen),
+    // A file opened by handle has no path in the trace.
+    ("open_by_handle_at", Call::Unseen),
+    // After these the paths a process uses no longer name the files they
+    // name for everyone else: a repository file bind-mounted over a path in
+    // the target directory is read as build output. No build needs them.
+    ("unshare", Call::Unseen),
+    ("setns", Call::Unseen),
+    ("mount", Call::Unseen),
+    ("open_tree", Call::Unseen),
+    ("move_mount", Call::Unseen),
+    ("chroot", Call::Unseen),
+    ("pivot_root", Call::Unseen),
 ];
+
+/// Why a process that made an [`Call::Unseen`] call is reported: the path
+/// shown, how it used files, and the fix.
+fn unseen_miss(syscall: &str) -> (String, &'static str, &'static str) {
+    match syscall {
+        "io_uring_setup" => (
+            "(io_uring)".to_owned(),
+            "hid file operations in io_uring",
+            "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced",
+        ),
+        "open_by_handle_at" => (
+            "(open_by_handle_at)".to_owned(),
+            "opened a file by handle",
+            "a file opened by handle has no path the trace can check; the build must open files by path",
+        ),
+        other => (
+            format!("({other})"),
+            "changed its view of the file system",
+            "after a mount, namespace or root change, paths no longer name the files they name outside (a repository file can be mounted over build output); the build must not do this while it is traced",
+        ),
+    }
+}
 
 /// What a recorded system call does; the numbers are argument positions.
 #[derive(Debug, Clone, Copy)]
@@ -337,7 +376,12 @@ impl Tracer {
 /// What the check excludes and counts, and what it found.
 #[derive(Debug, Default)]
 pub struct TraceReport {
-    /// Recorded system calls and processes.
+    /// What was recorded: "system calls" (strace) or "fanotify events".
+    pub recorded: &'static str,
+    /// Only the repository's files were watched (fanotify): nothing is
+    /// known of files outside it.
+    pub watched_repository_only: bool,
+    /// Recorded calls or events, and processes.
     pub calls: usize,
     pub processes: usize,
     /// Distinct repository files the build read, all checked.
@@ -348,6 +392,8 @@ pub struct TraceReport {
     pub output_files: usize,
     /// Distinct repository files the build wrote before it read them.
     pub created_files: usize,
+    /// A few of them, repository-relative and escaped, for the log.
+    pub created_examples: Vec<String>,
     pub git_files: usize,
     pub misses: Vec<TraceMiss>,
 }
@@ -369,8 +415,14 @@ impl TraceReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "verify-key --trace: {} system calls of {} processes and threads recorded",
-            self.calls, self.processes
+            "verify-key --trace: {} {} of {} processes and threads recorded",
+            self.calls,
+            if self.recorded.is_empty() {
+                "system calls"
+            } else {
+                self.recorded
+            },
+            self.processes
         );
         let _ = writeln!(
             out,
@@ -378,20 +430,40 @@ impl TraceReport {
             self.repository_files,
             self.repository_files.saturating_sub(self.misses.len())
         );
+        if self.watched_repository_only {
+            let _ = writeln!(
+                out,
+                "  files outside the repository and under the target directories: not watched (registry and toolchain are covered by Cargo.lock and the rustc version)"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  {} files outside the repository (registry, toolchain, system): covered by Cargo.lock and the rustc version, not hashed",
+                self.external_files
+            );
+            let _ = writeln!(
+                out,
+                "  {} files under the target directories: build output",
+                self.output_files
+            );
+        }
         let _ = writeln!(
             out,
-            "  {} files outside the repository (registry, toolchain, system): covered by Cargo.lock and the rustc version, not hashed",
-            self.external_files
-        );
-        let _ = writeln!(
-            out,
-            "  {} files under the target directories: build output",
-            self.output_files
-        );
-        let _ = writeln!(
-            out,
-            "  {} repository files the build wrote before reading them",
-            self.created_files
+            "  {} repository files the build wrote before reading them{}",
+            self.created_files,
+            if self.created_examples.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({}{})",
+                    self.created_examples.join(", "),
+                    if self.created_files > self.created_examples.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                )
+            }
         );
         if self.git_files > 0 {
             let _ = writeln!(
@@ -423,31 +495,127 @@ impl TraceReport {
     }
 }
 
-/// A trace log in a private temporary directory, and the command line that
-/// writes it.
+/// How a build is traced.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// strace: the recorded system calls of every process of the build,
+    /// metadata probes included; each recorded call stops its process.
+    Strace(Tracer),
+    /// fanotify: every open and exec on the repository's mounts, reported
+    /// by the kernel without stopping anything (Linux, `CAP_SYS_ADMIN`).
+    Fanotify,
+}
+
+impl Backend {
+    /// The backend `choice` names, if it can run here: `auto` is fanotify
+    /// where this process may use it, else strace when installed. Otherwise
+    /// why no tracer can run, with the fix.
+    pub fn choose(choice: TracerChoice) -> std::result::Result<Backend, String> {
+        const NO_STRACE: &str = "strace is not installed or does not run (apt-get install strace)";
+        const NO_FANOTIFY: &str =
+            "fanotify is not permitted (it needs Linux and CAP_SYS_ADMIN: run the job as root)";
+        match choice {
+            TracerChoice::Auto if fanotify_available() => Ok(Backend::Fanotify),
+            TracerChoice::Auto => Tracer::find()
+                .map(Backend::Strace)
+                .ok_or_else(|| format!("{NO_STRACE}, and {NO_FANOTIFY}")),
+            TracerChoice::Strace => Tracer::find()
+                .map(Backend::Strace)
+                .ok_or_else(|| format!("the strace tracer was chosen, but {NO_STRACE}")),
+            TracerChoice::Fanotify if fanotify_available() => Ok(Backend::Fanotify),
+            TracerChoice::Fanotify => Err(format!(
+                "the fanotify tracer was chosen, but {NO_FANOTIFY}; or choose strace"
+            )),
+        }
+    }
+
+    /// What the log calls it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Strace(_) => "strace",
+            Backend::Fanotify => "fanotify",
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn fanotify_available() -> bool {
+    fanotify::OpenWatch::available()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fanotify_available() -> bool {
+    false
+}
+
+/// One traced build: a strace log in a private temporary directory and the
+/// command line that writes it, or a running fanotify watch.
 pub struct TraceLog {
     dir: tempfile::TempDir,
+    backend: Backend,
+    #[cfg(target_os = "linux")]
+    watch: RefCell<Option<fanotify::OpenWatch>>,
+    #[cfg(target_os = "linux")]
+    collected: RefCell<Option<fanotify::Collected>>,
 }
 
 impl TraceLog {
-    pub fn new() -> Result<TraceLog> {
+    /// Starts a trace: for fanotify, the watch runs from here until
+    /// [`TraceLog::stop`].
+    pub fn new(backend: &Backend) -> Result<TraceLog> {
         let dir = tempfile::Builder::new()
             .prefix("ci-trust-trace-")
             .tempdir()
             .context("cannot create a directory for the trace")?;
-        Ok(TraceLog { dir })
+        Ok(TraceLog {
+            dir,
+            backend: backend.clone(),
+            #[cfg(target_os = "linux")]
+            watch: RefCell::new(None),
+            #[cfg(target_os = "linux")]
+            collected: RefCell::new(None),
+        })
+    }
+
+    /// Starts watching `root` but its output directories (fanotify);
+    /// nothing for strace, which starts with each command.
+    pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+        #[cfg(target_os = "linux")]
+        if matches!(self.backend, Backend::Fanotify) {
+            *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root, output_dirs)?);
+        }
+        let _ = (root, output_dirs);
+        Ok(())
+    }
+
+    /// Ends the watch (fanotify) once its events are read: call it after
+    /// the build and before this process reads the repository again.
+    pub fn stop(&self) -> Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(watch) = self.watch.borrow_mut().take() {
+            *self.collected.borrow_mut() = Some(watch.finish()?);
+        }
+        Ok(())
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("strace.log")
     }
 
-    /// `strace …  -- command…` as a program and its arguments.
-    pub fn wrap(&self, tracer: &Tracer, command: &[OsString]) -> (PathBuf, Vec<OsString>) {
-        (tracer.program.clone(), tracer.args(&self.path(), command))
+    /// The command as it runs traced: under strace, or as it is (fanotify
+    /// watches from outside).
+    pub fn wrap(&self, command: &[OsString]) -> (PathBuf, Vec<OsString>) {
+        match &self.backend {
+            Backend::Strace(tracer) => (tracer.program.clone(), tracer.args(&self.path(), command)),
+            Backend::Fanotify => (PathBuf::from(&command[0]), command[1..].to_vec()),
+        }
     }
 
-    /// Checks the log against the key inputs of `manifest`.
+    /// Checks the trace against the key inputs of `manifest`.
     pub fn check(
         &self,
         root: &Path,
@@ -455,12 +623,7 @@ impl TraceLog {
         output_dirs: &[PathBuf],
         start_dir: &Path,
     ) -> Result<TraceReport> {
-        let log = std::fs::read(self.path()).with_context(|| {
-            format!(
-                "strace wrote no trace to {} (it failed to start: see its message above)",
-                self.path().display()
-            )
-        })?;
+        self.stop()?;
         let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
         // Output directories as the kernel names them, so that they compare
         // with the resolved paths of the trace.
@@ -477,15 +640,33 @@ impl TraceLog {
                 root.display()
             );
         }
-        check(
-            &log,
-            &Scope {
-                root,
-                output_dirs: &output_dirs,
-                inputs: &inputs,
-                start_dir,
-            },
-        )
+        let scope = Scope {
+            root,
+            output_dirs: &output_dirs,
+            inputs: &inputs,
+            start_dir,
+        };
+        match &self.backend {
+            Backend::Strace(_) => {
+                let log = std::fs::read(self.path()).with_context(|| {
+                    format!(
+                        "strace wrote no trace to {} (it failed to start: see its message above)",
+                        self.path().display()
+                    )
+                })?;
+                check(&log, &scope)
+            }
+            #[cfg(target_os = "linux")]
+            Backend::Fanotify => {
+                let collected = self.collected.borrow();
+                let collected = collected
+                    .as_ref()
+                    .context("the fanotify watch was never started")?;
+                fanotify::check(collected, &scope)
+            }
+            #[cfg(not(target_os = "linux"))]
+            Backend::Fanotify => bail!("fanotify exists only on Linux"),
+        }
     }
 }
 
@@ -503,8 +684,53 @@ pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
             dirs.push(root.join(dir));
         }
     }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        dirs.push(root.join(dir));
+    const OUTPUT_VARS: [&str; 3] = [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_BUILD_BUILD_DIR",
+    ];
+    for var in OUTPUT_VARS {
+        if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `env CARGO_TARGET_DIR=out cargo build`: set by the command itself.
+    for arg in command {
+        let arg = arg.to_string_lossy();
+        if let Some((var, dir)) = arg.split_once('=')
+            && OUTPUT_VARS.contains(&var)
+            && !dir.is_empty()
+        {
+            dirs.push(root.join(dir));
+        }
+    }
+    // `--config build.target-dir=…` / `build.build-dir`, and the build
+    // directory of the configuration: output too (the precise choice is
+    // `Workspace::command_output`; here every candidate is build output).
+    use crate::key::cargo_config::{CargoConfig, expand_build_dir};
+    let args: Vec<String> = command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
+    let values: Vec<&str> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--config")
+        .map(|(_, value)| value.as_str())
+        .chain(args.iter().filter_map(|a| a.strip_prefix("--config=")))
+        .collect();
+    let configs = [
+        CargoConfig::from_command_line(root, &values),
+        CargoConfig::load(root),
+    ];
+    for config in configs.iter().flatten() {
+        dirs.extend(config.target_dir(root).map(|dir| dir.path));
+        dirs.extend(
+            config
+                .build_dir(root)
+                .and_then(|dir| expand_build_dir(&dir, root).ok()),
+        );
     }
     dirs
 }
@@ -519,26 +745,25 @@ pub fn verify_command(
     manifest: &crate::key::KeyManifest,
     command: &[OsString],
     mut output_dirs: Vec<PathBuf>,
+    choice: TracerChoice,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
         bail!(
             "--trace needs the build command after `--`, e.g. `verify-key --trace -- cargo build --workspace`"
         );
     }
-    let Some(tracer) = Tracer::find() else {
-        bail!(
-            "--trace needs strace, which is not installed (or does not run): install it (`apt-get install strace`)"
-        );
-    };
-    let log = TraceLog::new()?;
-    let (program, args) = log.wrap(&tracer, command);
+    let backend =
+        Backend::choose(choice).map_err(|why| anyhow::anyhow!("--trace cannot run: {why}"))?;
+    let log = TraceLog::new(&backend)?;
+    let (program, args) = log.wrap(command);
     crate::gha::log(&format!(
-        "verify-key --trace: running {} under strace",
+        "verify-key --trace: running {} under {}",
         command
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" "),
+        backend.name()
     ));
     // The build is the checkout's code: it gets no runner control channel
     // or credential, and its output cannot issue workflow commands.
@@ -549,14 +774,18 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
+    output_dirs.extend(command_target_dirs(root, command));
+    log.start(root, &output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
         build
             .status()
             .with_context(|| format!("cannot run {}", program.display()))?
     };
+    log.stop()?;
     if !status.success() {
-        let traced = std::fs::metadata(log.path()).is_ok_and(|m| m.len() > 0);
+        let traced = matches!(backend, Backend::Fanotify)
+            || std::fs::metadata(log.path()).is_ok_and(|m| m.len() > 0);
         if !traced {
             bail!(
                 "strace did not trace the build ({status}); nothing was checked: see strace's message above"
@@ -564,7 +793,6 @@ pub fn verify_command(
         }
         bail!("the traced build failed ({status}); nothing was checked, fix the build first");
     }
-    output_dirs.extend(command_target_dirs(root, command));
     let report = log.check(root, manifest, &output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     // The key was computed before the build; a build that rewrote an input
@@ -882,13 +1110,21 @@ struct Process {
     crate_name: Option<String>,
     /// The working directory it started in (a build script's package).
     start_dir: PathBuf,
+    /// Not started by the xtask (fanotify sees every process).
+    outside_tree: bool,
 }
 
 impl Process {
     /// The process as the report names it, control characters escaped:
     /// executable names and `--crate-name` come from the checkout.
     fn describe(&self, scope: &Scope) -> String {
-        escape_controls(&self.describe_raw(scope))
+        let described = self.describe_raw(scope);
+        if self.outside_tree {
+            return escape_controls(&format!(
+                "{described}, not started by the build: another process read the repository while the build ran; if it is no daemon of the build, stop it and trace again"
+            ));
+        }
+        escape_controls(&described)
     }
 
     fn describe_raw(&self, scope: &Scope) -> String {
@@ -951,8 +1187,27 @@ struct Analysis<'a> {
     canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
     symlinks_on_the_way: HashMap<OsString, Vec<PathBuf>>,
-    unseen: Vec<Rc<Process>>,
+    /// Processes that made a [`Call::Unseen`] call, with the call.
+    unseen: Vec<(String, Rc<Process>)>,
+    /// Configuration files a cargo or rustup looked for and did not find
+    /// ([`is_configuration_probe`]): one added there changes the build.
+    probed: Vec<(PathBuf, Rc<Process>)>,
     repository_opens: usize,
+}
+
+/// Whether `path` is a file cargo or rustup looks for in its working
+/// directory and every ancestor: `.cargo/config[.toml]`,
+/// `rust-toolchain[.toml]`. Its absence is what main's build used, and
+/// a failed lookup is otherwise not checked.
+fn is_configuration_probe(path: &Path) -> bool {
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+    let in_dot_cargo = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == ".cargo");
+    (in_dot_cargo && (name == "config" || name == "config.toml"))
+        || name == "rust-toolchain"
+        || name == "rust-toolchain.toml"
 }
 
 impl<'a> Analysis<'a> {
@@ -971,6 +1226,7 @@ impl<'a> Analysis<'a> {
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
+            probed: Vec::new(),
             repository_opens: 0,
         }
     }
@@ -1103,6 +1359,7 @@ impl<'a> Analysis<'a> {
                     exe: file.clone(),
                     crate_name,
                     start_dir,
+                    outside_tree: false,
                 });
                 self.processes.insert(call.pid, new.clone());
                 self.use_file(&file, "executed", &new);
@@ -1112,6 +1369,11 @@ impl<'a> Analysis<'a> {
                     return Ok(());
                 };
                 if !call.succeeded() {
+                    let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
+                    if absent && is_configuration_probe(&requested) {
+                        let requested = self.resolve(&requested, &process);
+                        self.probed.push((requested, process));
+                    }
                     return Ok(());
                 }
                 let flags = call.args.get(flags).map(String::as_str).unwrap_or("");
@@ -1181,7 +1443,12 @@ impl<'a> Analysis<'a> {
                     self.created.insert(target.into_os_string());
                 }
             }
-            Call::Unseen => self.unseen.push(process),
+            // A failed call hides nothing.
+            Call::Unseen => {
+                if call.succeeded() {
+                    self.unseen.push((call.name.clone(), process));
+                }
+            }
         }
         Ok(())
     }
@@ -1331,6 +1598,17 @@ impl<'a> Analysis<'a> {
             external_files: self.external.len(),
             output_files: self.outputs.len(),
             created_files: self.created_used.len(),
+            created_examples: {
+                let mut examples: Vec<String> = self
+                    .created_used
+                    .iter()
+                    .filter_map(|f| Path::new(f).strip_prefix(self.scope.root).ok())
+                    .map(|rel| escape_controls(&rel.to_string_lossy()))
+                    .collect();
+                examples.sort();
+                examples.truncate(3);
+                examples
+            },
             git_files: self.git.len(),
             ..TraceReport::default()
         };
@@ -1357,12 +1635,52 @@ impl<'a> Analysis<'a> {
                 process: process.describe(self.scope),
             });
         }
-        for process in &self.unseen {
+        let mut probed_misses = BTreeSet::new();
+        for (file, process) in &self.probed {
+            let bytes = file.as_os_str().as_bytes();
+            let outside = !is_under(bytes, self.scope.root.as_os_str().as_bytes());
+            let output = self
+                .scope
+                .output_dirs
+                .iter()
+                .any(|d| is_under(bytes, d.as_os_str().as_bytes()));
+            let Ok(rel) = file.strip_prefix(self.scope.root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            if outside
+                || output
+                || crate::key::is_git_metadata(&rel)
+                || self.scope.inputs.contains(rel.as_str())
+                || !probed_misses.insert(rel.clone())
+            {
+                continue;
+            }
+            // The directory the tool started in: above `.cargo/`.
+            let mut dir = Path::new(&rel).parent().unwrap_or(Path::new(""));
+            if dir.file_name().is_some_and(|d| d == ".cargo") {
+                dir = dir.parent().unwrap_or(Path::new(""));
+            }
+            let dir = dir.to_string_lossy().into_owned();
+            let shown = escape_controls(&rel);
             report.misses.push(TraceMiss {
-                path: "(io_uring)".to_owned(),
-                access: "hid file operations in io_uring",
+                fix: format!(
+                    "a cargo or rustup started in `{}` looks for this configuration, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
+                    escape_controls(if dir.is_empty() { "." } else { &dir }),
+                    escape_controls(if dir.is_empty() { "." } else { &dir })
+                ),
+                path: shown,
+                access: "looked for (absent)",
                 process: process.describe(self.scope),
-                fix: "io_uring submits file operations no system-call trace sees; the build must not use it while it is traced".to_owned(),
+            });
+        }
+        for (syscall, process) in &self.unseen {
+            let (path, access, fix) = unseen_miss(syscall);
+            report.misses.push(TraceMiss {
+                path,
+                access,
+                process: process.describe(self.scope),
+                fix: fix.to_owned(),
             });
         }
         Ok(report)
@@ -1392,12 +1710,29 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
         format!(
             "the build script {access} it without declaring it: print `cargo::rerun-if-changed={from_package}` as a literal line so ci-key hashes it, or {include}"
         )
-    } else if process.crate_name.is_some() {
+    } else if process.crate_name.is_some() && access != "listed" {
         format!(
             "a proc macro (or an include ci-key does not resolve) made rustc use it; {include}, or teach ci-key this form"
         )
     } else {
-        format!("a tool the build ran {access} it; {include}")
+        // Compilers and linkers look names up along search paths (include
+        // and library directories): a file added earlier on the path wins,
+        // so only the whole directory in the key covers what they use.
+        let dir = Path::new(rel)
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| !d.is_empty());
+        let who = if process.crate_name.is_some() {
+            "rustc (searching a -L directory)"
+        } else {
+            "a tool the build ran"
+        };
+        match dir {
+            Some(dir) => format!(
+                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+            ),
+            None => format!("{who} {access} it; {include}"),
+        }
     }
 }
 
@@ -1554,6 +1889,8 @@ mod tests {
                 h("absent.txt")
             ),
             "1 io_uring_setup(8, {flags=0}) = 5".to_owned(),
+            "1 unshare(CLONE_NEWNS|CLONE_NEWUSER) = 0".to_owned(),
+            "1 mount(\"none\", \"/\", NULL, MS_REC|MS_PRIVATE, NULL) = -1 EPERM (Operation not permitted)".to_owned(),
         ]
         .join("\n");
         let inputs = BTreeSet::from(["in.txt"]);
@@ -1579,6 +1916,7 @@ mod tests {
                 ("b/y.txt", "read"),
                 ("rt/z.txt", "examined"),
                 ("(io_uring)", "hid file operations in io_uring"),
+                ("(unshare)", "changed its view of the file system"),
             ],
             "{}",
             report.render()

@@ -22,6 +22,8 @@ mod contracts_world;
 #[cfg(unix)]
 mod key;
 #[cfg(unix)]
+mod key_attack;
+#[cfg(unix)]
 mod key_config;
 mod key_scan;
 mod output;

@@ -26,9 +26,33 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `xtask verify-key --root WS --trace -- cargo build …` with the target
-/// directory outside the workspace.
+/// True when this process may use fanotify (root); otherwise says the test
+/// is skipped.
+fn have_fanotify(test: &str) -> bool {
+    let output = xtask_cmd(&[
+        "verify-key",
+        "--trace",
+        "--tracer",
+        "fanotify",
+        "--",
+        "true",
+    ])
+    .output()
+    .unwrap();
+    let found = !stderr(&output).contains("fanotify is not permitted");
+    if !found {
+        eprintln!("skipped {test}: fanotify needs CAP_SYS_ADMIN (run the tests as root)");
+    }
+    found
+}
+
+/// `xtask verify-key --root WS --trace --tracer strace -- cargo build …`
+/// with the target directory outside the workspace.
 fn traced_build(ws: &Fixture, target: &Fixture, extra: &[&str]) -> Output {
+    traced_build_with(ws, target, "strace", extra)
+}
+
+fn traced_build_with(ws: &Fixture, target: &Fixture, tracer: &str, extra: &[&str]) -> Output {
     let cargo = cargo();
     let target = target.path().to_str().unwrap();
     let mut args = vec![
@@ -36,6 +60,8 @@ fn traced_build(ws: &Fixture, target: &Fixture, extra: &[&str]) -> Output {
         "--root",
         ws.path().to_str().unwrap(),
         "--trace",
+        "--tracer",
+        tracer,
         "--",
         cargo.as_str(),
         "build",
@@ -206,7 +232,7 @@ fn a_clean_workspace_passes_and_files_it_wrote_are_not_misses() {
         "{text}"
     );
     assert!(
-        text.contains("1 repository files the build wrote before reading them"),
+        text.contains("1 repository files the build wrote before reading them (app/generated.txt)"),
         "{text}"
     );
 
@@ -249,9 +275,18 @@ fn a_failing_build_or_a_trace_of_nothing_is_an_error() {
 
     // A command that touches nothing of the repository proves nothing.
     let root = ws.path().to_str().unwrap();
-    let output = xtask_cmd(&["verify-key", "--root", root, "--trace", "--", "true"])
-        .output()
-        .unwrap();
+    let output = xtask_cmd(&[
+        "verify-key",
+        "--root",
+        root,
+        "--trace",
+        "--tracer",
+        "strace",
+        "--",
+        "true",
+    ])
+    .output()
+    .unwrap();
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert!(
@@ -265,6 +300,8 @@ fn a_failing_build_or_a_trace_of_nothing_is_an_error() {
         "--root",
         root,
         "--trace",
+        "--tracer",
+        "strace",
         "--",
         "sh",
         "-c",
@@ -280,10 +317,18 @@ fn a_failing_build_or_a_trace_of_nothing_is_an_error() {
 
     // A command strace cannot start: no trace, an error.
     let missing: PathBuf = ws.join("no-such-tool");
-    let output = xtask_cmd(&["verify-key", "--root", root, "--trace", "--"])
-        .arg(&missing)
-        .output()
-        .unwrap();
+    let output = xtask_cmd(&[
+        "verify-key",
+        "--root",
+        root,
+        "--trace",
+        "--tracer",
+        "strace",
+        "--",
+    ])
+    .arg(&missing)
+    .output()
+    .unwrap();
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert!(text.contains("strace did not trace the build"), "{text}");
@@ -348,7 +393,7 @@ fn gpu_archive_traces_its_fresh_build_and_publishes_nothing_on_a_miss() {
     if !have_strace("gpu_archive_traces_its_fresh_build_and_publishes_nothing_on_a_miss") {
         return;
     }
-    let ws = leaky_archive_workspace("");
+    let ws = leaky_archive_workspace("[verify]\ntracer = \"strace\"\n");
     let scratch = Fixture::new();
     let out = scratch.join("out");
     let output = xtask_cmd(&["gpu-archive", "--out"])
@@ -390,27 +435,206 @@ fn without_strace_gpu_archive_warns_or_fails_as_the_policy_says() {
             .unwrap()
     };
     // Required: no tracer, no build.
-    let ws = leaky_archive_workspace("[verify]\nrequire-trace = true\n");
+    let ws = leaky_archive_workspace("[verify]\nrequire-trace = true\ntracer = \"strace\"\n");
     let scratch = Fixture::new();
     let output = run(&ws, &scratch);
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert!(
-        text.contains("strace is not installed, and the policy ([verify] require-trace) requires"),
+        text.contains("the strace tracer was chosen, but strace is not installed or does not run (apt-get install strace)), and the policy ([verify] require-trace) requires"),
         "{text}"
     );
     assert!(!scratch.join("target").exists(), "it built anyway:\n{text}");
 
     // Not required: a loud warning, and the dep-info check alone, which
     // cannot see the undeclared read.
-    let ws = leaky_archive_workspace("");
+    let ws = leaky_archive_workspace("[verify]\ntracer = \"strace\"\n");
     let scratch = Fixture::new();
     let output = run(&ws, &scratch);
     let text = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("warning: strace is not installed: the fresh build is NOT traced"),
+        text.contains("warning: no tracer can run (the strace tracer was chosen, but strace is not installed or does not run (apt-get install strace)): the fresh build is NOT traced"),
         "{text}"
     );
     assert!(scratch.join("out/leaky.tar.zst").is_file(), "{text}");
+}
+
+#[test]
+fn fanotify_catches_undeclared_reads_listings_and_symlinks() {
+    if !have_fanotify("fanotify_catches_undeclared_reads_listings_and_symlinks") {
+        return;
+    }
+    let ws = undeclared_reads_workspace();
+    // A build script that lists a directory and reads through a symlink
+    // that is not a key input (its target is).
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"declared\", \"undeclared\", \"outside\", \"mac\", \"user\", \"my crate\", \"chdir\", \"lister\"]\nresolver = \"2\"\n",
+    );
+    package(&ws, "lister", "lister", "");
+    ws.file("lister/src/lib.rs", "")
+        .file(
+            "lister/build.rs",
+            "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    println!(\"cargo::rerun-if-changed=real.txt\");\n    let _ = std::fs::read_dir(\"../plugins\").map(|d| d.count());\n    let _ = std::fs::read(\"via-link.txt\");\n}\n",
+        )
+        .file("lister/real.txt", "declared target\n")
+        .file("plugins/one.toml", "listed\n");
+    std::os::unix::fs::symlink("real.txt", ws.join("lister/via-link.txt")).unwrap();
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    for needle in [
+        "under fanotify",
+        "fanotify events of",
+        "undeclared/secret.txt  (read by build script of undeclared",
+        "shared/kernel.cu  (read by build script of outside",
+        "mac/table.txt  (read by rustc",
+        "my crate/we ird\\nna\"me.txt  (read by build script of spaced",
+        "assets/k.cfg  (read by build script of chdir",
+        "assets/gen.sh  (read by ",
+        "plugins/one.toml  (listed by build script of lister",
+        "lister/via-link.txt  (followed by build script of lister",
+        "8 files the build used are NOT covered by the key",
+    ] {
+        assert!(
+            text.contains(needle),
+            "the report lacks {needle:?}:\n{text}"
+        );
+    }
+    assert!(!text.contains("declared/config.txt"), "{text}");
+    assert!(!text.contains("lister/real.txt  ("), "{text}");
+    assert!(!text.contains("src/lib.rs  ("), "{text}");
+}
+
+#[test]
+fn fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote() {
+    if !have_fanotify("fanotify_passes_a_clean_build_and_exempts_what_the_build_wrote") {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    package(&ws, "app", "app", "");
+    ws.file(
+        "app/src/lib.rs",
+        "pub const T: &str = include_str!(\"../data/t.txt\");\n",
+    )
+    .file("app/data/t.txt", "embedded\n")
+    // Writes a file into its package, reads it back and removes it: the
+    // bytes are the build's own, and the check runs after the file is gone.
+    .file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    std::fs::write(\"generated.txt\", \"x\").unwrap();\n    let _ = std::fs::read(\"generated.txt\");\n    std::fs::remove_file(\"generated.txt\").unwrap();\n}\n",
+    );
+    lock(&ws);
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("every repository file the build used is covered by the key"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 repository files the build wrote before reading them (app/generated.txt)"),
+        "{text}"
+    );
+    // Every process's reads count: a daemon the build started may have left
+    // its process tree. A bystander that reads the repository while the
+    // build runs is reported as such (fail closed).
+    ws.file("app/undeclared.txt", "read by a bystander\n");
+    let reader = std::process::Command::new("sh")
+        .arg("-c")
+        // A builtin redirection: the long-lived shell opens the file itself.
+        .arg("while true; do : < app/undeclared.txt; sleep 0.05; done")
+        .current_dir(ws.path())
+        .spawn()
+        .unwrap();
+    let output = traced_build_with(&ws, &target, "fanotify", &["--release"]);
+    let mut reader = reader;
+    let _ = reader.kill();
+    let _ = reader.wait();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("app/undeclared.txt  (read by ")
+            && text.contains("not started by the build: another process read the repository"),
+        "{text}"
+    );
+
+    // A daemon of the build that left its process tree (double fork) reads
+    // for the build all the same.
+    ws.file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    std::process::Command::new(\"sh\").arg(\"-c\").arg(format!(\"(sleep 0.3; cat daemon.txt > {out}/copy.txt) & exit 0\")).status().unwrap();\n    while std::fs::metadata(format!(\"{out}/copy.txt\")).map_or(true, |m| m.len() == 0) { std::thread::sleep(std::time::Duration::from_millis(50)); }\n}\n",
+    )
+    .file("app/daemon.txt", "read by a daemon\n");
+    std::fs::remove_file(ws.join("app/undeclared.txt")).unwrap();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("app/daemon.txt  (read by "), "{text}");
+}
+
+/// True when this process may bind-mount (root), which the attack below
+/// needs; otherwise says the test is skipped.
+fn can_bind_mount(test: &str) -> bool {
+    let scratch = Fixture::new();
+    scratch.file("a", "a").file("b", "b");
+    let ok = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(scratch.join("a"))
+        .arg(scratch.join("b"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let _ = std::process::Command::new("umount")
+            .arg(scratch.join("b"))
+            .status();
+    } else {
+        eprintln!("skipped {test}: bind mounts need root");
+    }
+    ok
+}
+
+#[test]
+fn fanotify_sees_a_repository_file_read_through_a_bind_mount() {
+    let test = "fanotify_sees_a_repository_file_read_through_a_bind_mount";
+    if !have_fanotify(test) || !can_bind_mount(test) {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    );
+    package(&ws, "app", "app", "");
+    // The build script mounts an undeclared file over a key input, which
+    // rustc then embeds: the path is a key input, the bytes are not.
+    ws.file(
+        "app/src/lib.rs",
+        "pub const T: &str = include_str!(\"data.txt\");\n",
+    )
+    .file("app/src/data.txt", "keyed\n")
+    .file("app/secret.txt", "not keyed\n")
+    .file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let ok = std::process::Command::new(\"mount\").args([\"--bind\", \"secret.txt\", \"src/data.txt\"]).status().unwrap().success();\n    assert!(ok);\n}\n",
+    );
+    lock(&ws);
+    let target = Fixture::new();
+    let output = traced_build_with(&ws, &target, "fanotify", &[]);
+    let _ = std::process::Command::new("umount")
+        .arg(ws.join("app/src/data.txt"))
+        .status();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("app/src/data.txt  (read through a mount the build made by rustc"),
+        "{text}"
+    );
 }

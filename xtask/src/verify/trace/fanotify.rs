@@ -1,0 +1,715 @@
+//! The fanotify backend of `verify-key --trace`: the kernel reports every
+//! file of the repository opened or executed while the build runs, without
+//! stopping the build's processes.
+//!
+//! This module owns the fanotify group (setting it up, marking the
+//! repository's directories,
+//! reading its events on a collector thread) and turning events into the
+//! checker's terms ([`super::Analysis`]). It does not decide which files are
+//! key inputs, run builds or parse strace logs.
+//!
+//! Compared with strace (see README, "What the trace proves"):
+//! - it sees every open and exec the kernel performs, in every process,
+//!   and names the file the kernel opened, so no path is resolved again
+//!   after the fact;
+//! - it stops no process, so the build runs at nearly full speed;
+//! - it does not see metadata calls (`stat`, `access`, `readlink`) nor which
+//!   symlink a path went through: a repository symlink that is not a key
+//!   input and leads to a file the build opened is reported as "followed",
+//!   whether or not the build went through it (fail closed);
+//! - it needs `CAP_SYS_ADMIN` (root on a hosted runner, not in most
+//!   containers); without it the trace falls back to strace.
+//!
+//! Every process's opens count, not only those of the build's process tree:
+//! a daemon the build started and that left the tree (double fork, an
+//! `sccache` server) reads for the build all the same. A process that does
+//! not descend from this one is named as such in the report, so that a
+//! bystander (an editor scanning the checkout) is recognised; this process's
+//! own opens do not count.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+
+use super::{Analysis, Process, Scope, TraceReport};
+
+/// What the group asks the kernel to report: opens (of files and of
+/// directories, which is how a listing starts) and executions.
+const EVENTS: u64 =
+    libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR | libc::FAN_EVENT_ON_CHILD;
+
+/// One repository-relevant event, with what was known of its process when
+/// it was read.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub path: PathBuf,
+    pub pid: u32,
+    pub executed: bool,
+    pub directory: bool,
+    /// Born after the watch started (unknown birth time: false).
+    pub created: bool,
+    /// `None` when the process was gone before it could be looked up.
+    pub exe: Option<PathBuf>,
+    /// Alive when looked up, and not started by this process.
+    pub outside_tree: bool,
+    pub cwd: Option<PathBuf>,
+    pub crate_name: Option<String>,
+    /// Reached through a mount that is not the repository's.
+    pub foreign_mount: bool,
+}
+
+/// What the collector returns: the events inside the repository, in order,
+/// and how many events it read in all.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub opened: Vec<Opened>,
+    pub events: usize,
+}
+
+/// A running fanotify watch over the repository's directories.
+pub struct OpenWatch {
+    stop: Arc<AtomicBool>,
+    collector: Option<JoinHandle<Result<Collected>>>,
+}
+
+impl OpenWatch {
+    /// Whether this process may watch with fanotify: creating a group needs
+    /// `CAP_SYS_ADMIN`. Creates and drops one group.
+    pub fn available() -> bool {
+        init_group().is_ok()
+    }
+
+    /// Starts watching every directory of `root` (see [`mark_directories`]).
+    pub fn start(root: &Path, output_dirs: &[PathBuf]) -> Result<OpenWatch> {
+        let group = init_group()?;
+        let root = std::fs::canonicalize(root)
+            .with_context(|| format!("cannot resolve {}", root.display()))?;
+        let output_dirs: Vec<PathBuf> = output_dirs
+            .iter()
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        mark_directories(&group, &root, &output_dirs)?;
+        let repository_mounts = repository_mounts(&root)?;
+        // Executions on the mounts of the repository and of the output
+        // directories (build scripts run from there): they name a process
+        // that has exited by the time its reads are looked at.
+        for dir in std::iter::once(&root).chain(&output_dirs) {
+            let existing = dir
+                .ancestors()
+                .find(|d| d.is_dir())
+                .unwrap_or(Path::new("/"));
+            mark(
+                &group,
+                existing,
+                libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
+                libc::FAN_OPEN_EXEC,
+            )?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = SystemTime::now();
+        let collector = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("fanotify".to_owned())
+                .spawn(move || collect(&group, &root, &repository_mounts, started, &stop))
+                .context("cannot start the fanotify collector thread")?
+        };
+        Ok(OpenWatch {
+            stop,
+            collector: Some(collector),
+        })
+    }
+
+    /// Stops the watch once every event queued so far is read.
+    pub fn finish(mut self) -> Result<Collected> {
+        self.stop.store(true, Ordering::SeqCst);
+        let collector = self
+            .collector
+            .take()
+            .context("the fanotify watch was already finished")?;
+        let collected = collector
+            .join()
+            .map_err(|_| anyhow::anyhow!("the fanotify collector thread panicked"))??;
+        Ok(collected)
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(collector) = self.collector.take() {
+            let _ = collector.join();
+        }
+    }
+}
+
+/// A notification-class group: events are queued, processes never wait for
+/// us. The queue is unlimited so that no event is dropped (an overflow would
+/// still be reported and fail the check).
+#[allow(unsafe_code)]
+fn init_group() -> Result<File> {
+    let flags = libc::FAN_CLASS_NOTIF
+        | libc::FAN_CLOEXEC
+        | libc::FAN_UNLIMITED_QUEUE
+        | libc::FAN_UNLIMITED_MARKS;
+    let event_flags = libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC;
+    let event_flags = u32::try_from(event_flags).context("fanotify event flags")?;
+    // SAFETY: fanotify_init takes two integer flag sets and returns a new
+    // descriptor or -1; it touches no memory of ours.
+    let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        bail!(
+            "fanotify is not available ({err}): it needs CAP_SYS_ADMIN (run the job as root, e.g. with sudo) and a Linux kernel with fanotify"
+        );
+    }
+    // SAFETY: fd was just returned by fanotify_init and is owned by nobody else.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Marks every directory of the repository, except `.git` and the build's
+/// output directories, for [`EVENTS`] on itself and its children. Inode
+/// marks rather than a mount mark: the kernel then reports the
+/// repository's files only, not every file the toolchain opens. A
+/// directory the build creates is not watched: what is in it, the build
+/// wrote (a file it moved there from the repository is seen by strace only).
+fn mark_directories(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<usize> {
+    let walk = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|entry| {
+            if !entry.file_type().is_dir() {
+                return false;
+            }
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            !crate::key::is_git_metadata(&rel.to_string_lossy())
+                && !output_dirs.iter().any(|d| d == entry.path())
+        });
+    let mut marked = 0;
+    for entry in walk {
+        let entry = entry.context("cannot walk the repository to watch it")?;
+        mark(
+            group,
+            entry.path(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
+            EVENTS,
+        )?;
+        marked += 1;
+    }
+    if marked == 0 {
+        bail!("{} has no directory to watch", root.display());
+    }
+    Ok(marked)
+}
+
+#[allow(unsafe_code)]
+fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<()> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .with_context(|| format!("{} contains a NUL byte", path.display()))?;
+    // SAFETY: the group descriptor is open for the call, c_path is a valid
+    // NUL-terminated string that outlives it; the kernel only reads it.
+    let rc = unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            flags,
+            events,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("cannot watch {} with fanotify: {err}", path.display());
+    }
+    Ok(())
+}
+
+/// Reads events until `stop` is set and the queue is empty. Called on the
+/// collector thread.
+fn collect(
+    group: &File,
+    root: &Path,
+    repository_mounts: &HashSet<u64>,
+    started: SystemTime,
+    stop: &AtomicBool,
+) -> Result<Collected> {
+    let mut collected = Collected::default();
+    let mut processes = ProcessTable::new();
+    let mut buffer = vec![0u8; 256 * 1024];
+    let root_bytes = root.as_os_str().as_bytes().to_vec();
+    loop {
+        // The stop flag is read before the queue is drained: events of a
+        // build that has exited were queued before its last open returned.
+        let stopping = stop.load(Ordering::SeqCst);
+        if !wait_readable(group, if stopping { 0 } else { 50 })? {
+            if stopping {
+                return Ok(collected);
+            }
+            continue;
+        }
+        let mut reader = group;
+        let len = match reader.read(&mut buffer) {
+            Ok(len) => len,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err).context("cannot read fanotify events"),
+        };
+        let mut offset = 0;
+        while offset + EVENT_HEADER <= len {
+            let event = parse_event(&buffer[offset..len])?;
+            offset += event.len;
+            collected.events += 1;
+            if event.mask & libc::FAN_Q_OVERFLOW != 0 {
+                bail!(
+                    "the fanotify queue overflowed: events were lost, so the trace proves nothing; run the build again"
+                );
+            }
+            let Some(fd) = event.fd else {
+                continue;
+            };
+            let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
+                continue;
+            };
+            let mount = mount_id(fd.as_raw_fd());
+            let file = File::from(fd);
+            let metadata = file.metadata().ok();
+            let path = strip_deleted(path, metadata.as_ref());
+            let executed = event.mask & libc::FAN_OPEN_EXEC != 0;
+            if executed {
+                processes.executed(event.pid, &path);
+            }
+            let bytes = path.as_os_str().as_bytes();
+            let inside = bytes == root_bytes.as_slice()
+                || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
+            // Only the repository's directories are marked for opens: an
+            // open reported through one of them, on a mount other than the
+            // repository's, reached a repository file through a mount the
+            // build made (a bind mount, another mount namespace), under
+            // whatever name it gave it.
+            let opened = event.mask & libc::FAN_OPEN != 0;
+            let foreign_mount = opened && mount.is_none_or(|id| !repository_mounts.contains(&id));
+            if !inside && !foreign_mount {
+                continue;
+            }
+            let Some(info) = processes.lookup(event.pid) else {
+                // A process that is not part of the build.
+                continue;
+            };
+            // The opened inode itself says whether it is a directory (a
+            // legacy group's events do not carry FAN_ONDIR) and when it was
+            // born: a file born after the watch started is the build's own
+            // output, even if it is gone by the time of the check.
+            collected.opened.push(Opened {
+                directory: metadata.as_ref().is_some_and(std::fs::Metadata::is_dir),
+                created: metadata
+                    .and_then(|m| m.created().ok())
+                    .is_some_and(|born| born > started),
+                executed,
+                pid: event.pid,
+                exe: info.exe.clone(),
+                outside_tree: info.outside_tree,
+                cwd: info.cwd.clone(),
+                crate_name: info.crate_name.clone(),
+                foreign_mount,
+                path,
+            });
+        }
+        if offset != len {
+            bail!("fanotify returned a truncated event ({len} bytes read, {offset} parsed)");
+        }
+    }
+}
+
+/// The mount a descriptor of this process is on (`mnt_id` of its fdinfo).
+fn mount_id(fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("mnt_id:"))
+        .and_then(|id| id.trim().parse().ok())
+}
+
+/// The mounts the repository is on: the one holding its root and every
+/// mount below it, as they are when the watch starts.
+fn repository_mounts(root: &Path) -> Result<HashSet<u64>> {
+    let dir = File::open(root).with_context(|| format!("cannot open {}", root.display()))?;
+    let mut mounts = HashSet::new();
+    mounts.insert(
+        mount_id(dir.as_raw_fd())
+            .with_context(|| format!("cannot tell which mount {} is on", root.display()))?,
+    );
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .context("cannot read /proc/self/mountinfo")?;
+    for line in info.lines() {
+        let mut fields = line.split(' ');
+        let (Some(id), Some(point)) = (fields.next(), fields.nth(3)) else {
+            continue;
+        };
+        // Mount points are written with octal escapes (`\040` for a space).
+        let point = unescape_octal(point);
+        if Path::new(&point).starts_with(root)
+            && let Ok(id) = id.parse()
+        {
+            mounts.insert(id);
+        }
+    }
+    Ok(mounts)
+}
+
+fn unescape_octal(field: &str) -> std::ffi::OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
+/// The path of a file the build removed before its event was read: the
+/// kernel appends " (deleted)" to the name of an unlinked file.
+fn strip_deleted(path: PathBuf, metadata: Option<&std::fs::Metadata>) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let unlinked = metadata.is_some_and(|m| m.nlink() == 0);
+    match path.as_os_str().as_bytes().strip_suffix(b" (deleted)") {
+        Some(name) if unlinked => PathBuf::from(std::ffi::OsStr::from_bytes(name)),
+        _ => path,
+    }
+}
+
+/// `poll` on the group for up to `timeout_ms`; whether events are queued.
+#[allow(unsafe_code)]
+fn wait_readable(group: &File, timeout_ms: i32) -> Result<bool> {
+    let mut poll = libc::pollfd {
+        fd: group.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, valid for the call; the kernel writes `revents` only.
+    let rc = unsafe { libc::poll(&mut poll, 1, timeout_ms) };
+    if rc < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(err).context("cannot poll the fanotify group");
+    }
+    Ok(rc > 0 && poll.revents & libc::POLLIN != 0)
+}
+
+/// `struct fanotify_event_metadata`: event_len u32, vers u8, reserved u8,
+/// metadata_len u16, mask u64, fd i32, pid i32.
+const EVENT_HEADER: usize = 24;
+
+struct Event {
+    len: usize,
+    mask: u64,
+    fd: Option<OwnedFd>,
+    pid: u32,
+}
+
+#[allow(unsafe_code)]
+fn parse_event(bytes: &[u8]) -> Result<Event> {
+    let u32_at = |at: usize| -> u32 {
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&bytes[at..at + 4]);
+        u32::from_ne_bytes(word)
+    };
+    let len = usize::try_from(u32_at(0)).context("fanotify event length")?;
+    let version = bytes[4];
+    if version != libc::FANOTIFY_METADATA_VERSION {
+        bail!(
+            "fanotify event format version {version}, expected {}: this kernel is not supported",
+            libc::FANOTIFY_METADATA_VERSION
+        );
+    }
+    if len < EVENT_HEADER || len > bytes.len() {
+        bail!(
+            "a fanotify event of {len} bytes does not fit the {} bytes read",
+            bytes.len()
+        );
+    }
+    let mut mask = [0u8; 8];
+    mask.copy_from_slice(&bytes[8..16]);
+    let mask = u64::from_ne_bytes(mask);
+    let raw_fd = i32::from_ne_bytes(u32_at(16).to_ne_bytes());
+    let pid = u32_at(20);
+    let fd = (raw_fd >= 0).then(|| {
+        // SAFETY: the kernel opened this descriptor for us with the event;
+        // nothing else owns it, and it is closed once, here.
+        unsafe { OwnedFd::from_raw_fd(raw_fd) }
+    });
+    Ok(Event { len, mask, fd, pid })
+}
+
+/// What is known of a process.
+#[derive(Debug, Clone, Default)]
+struct ProcessInfo {
+    exe: Option<PathBuf>,
+    /// Not a descendant of this process (alive, and traced back elsewhere).
+    outside_tree: bool,
+    cwd: Option<PathBuf>,
+    crate_name: Option<String>,
+}
+
+/// Processes looked up once each: whether they descend from this process,
+/// and what they run.
+struct ProcessTable {
+    own_pid: u32,
+    /// `None`: not a descendant of this process (its events are dropped).
+    known: HashMap<u32, Option<ProcessInfo>>,
+    /// The last file each process executed, for processes gone before they
+    /// could be looked up.
+    executed: HashMap<u32, PathBuf>,
+}
+
+impl ProcessTable {
+    fn new() -> Self {
+        ProcessTable {
+            own_pid: std::process::id(),
+            known: HashMap::new(),
+            executed: HashMap::new(),
+        }
+    }
+
+    fn executed(&mut self, pid: u32, file: &Path) {
+        // The dynamic loader is opened for execution after the program.
+        let is_loader = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("ld-") && n.contains(".so"));
+        if !is_loader {
+            self.executed.insert(pid, file.to_path_buf());
+            // A process that executes another program becomes it.
+            if let Some(Some(info)) = self.known.get_mut(&pid) {
+                *info = read_process(pid).unwrap_or_default();
+            }
+        }
+    }
+
+    /// The process, or `None` when it is this process.
+    fn lookup(&mut self, pid: u32) -> Option<ProcessInfo> {
+        if pid == self.own_pid {
+            return None;
+        }
+        if let Some(known) = self.known.get(&pid) {
+            return known.clone();
+        }
+        let mut info = read_process(pid).unwrap_or_else(|| ProcessInfo {
+            exe: self.executed.get(&pid).cloned(),
+            ..ProcessInfo::default()
+        });
+        // Gone before it could be traced back: presumed the build's.
+        info.outside_tree = descends_from(pid, self.own_pid) == Some(false);
+        self.known.insert(pid, Some(info.clone()));
+        Some(info)
+    }
+}
+
+/// Whether `pid` descends from `ancestor`; `None` when the chain could not
+/// be read to the end (a process on it exited).
+fn descends_from(pid: u32, ancestor: u32) -> Option<bool> {
+    let mut current = pid;
+    for _ in 0..4096 {
+        if current == ancestor {
+            return Some(true);
+        }
+        if current <= 1 {
+            return Some(false);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{current}/stat")).ok()?;
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
+        let after_comm = &stat[stat.rfind(')')? + 1..];
+        current = after_comm.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
+}
+
+fn read_process(pid: u32) -> Option<ProcessInfo> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let crate_name = args
+        .iter()
+        .position(|a| *a == b"--crate-name")
+        .and_then(|i| args.get(i + 1))
+        .map(|name| String::from_utf8_lossy(name).into_owned());
+    Some(ProcessInfo {
+        exe: Some(exe),
+        cwd,
+        crate_name,
+        outside_tree: false,
+    })
+}
+
+/// Checks what the watch collected, as [`super::check`] checks a strace log.
+pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
+    let mut analysis = Analysis::new(scope);
+    let mut processes: HashMap<u32, Rc<Process>> = HashMap::new();
+    let mut foreign: Vec<(PathBuf, Rc<Process>)> = Vec::new();
+    // Each file opened, and the first process that opened it.
+    let mut opened_files: BTreeMap<PathBuf, Rc<Process>> = BTreeMap::new();
+    for event in &collected.opened {
+        let process = processes
+            .entry(event.pid)
+            .or_insert_with(|| {
+                Rc::new(Process {
+                    pid: event.pid,
+                    exe: event.exe.clone().unwrap_or_else(|| PathBuf::from("?")),
+                    outside_tree: event.outside_tree,
+                    crate_name: event.crate_name.clone(),
+                    start_dir: event
+                        .cwd
+                        .clone()
+                        .unwrap_or_else(|| scope.start_dir.to_path_buf()),
+                })
+            })
+            .clone();
+        analysis.processes.insert(event.pid, process.clone());
+        if event.foreign_mount {
+            foreign.push((event.path.clone(), process.clone()));
+            continue;
+        }
+        if event.created {
+            analysis.created.insert(event.path.clone().into_os_string());
+        }
+        if event.directory {
+            if !analysis.metadata_exempt(&process) {
+                analysis.listed.push((event.path.clone(), process.clone()));
+            }
+            continue;
+        }
+        opened_files
+            .entry(event.path.clone())
+            .or_insert_with(|| process.clone());
+        if event.executed {
+            analysis.use_file(&event.path, "executed", &process);
+        } else if !analysis.is_scan_rule(&event.path, &process) {
+            analysis.use_file(&event.path, "read", &process);
+        }
+    }
+    // fanotify names the file the kernel opened, not the symlinks on the
+    // way: a repository symlink that is not a key input and leads to a file
+    // the build opened may have chosen it.
+    for (link, target) in repository_symlinks(scope)? {
+        let opener = opened_files
+            .range(target.clone()..)
+            .next()
+            .filter(|(file, _)| file.starts_with(&target))
+            .map(|(_, process)| process.clone());
+        if let Some(process) = opener {
+            analysis.use_file(&link, "followed", &process);
+        }
+    }
+    let mut report = analysis.finish(collected.events)?;
+    for (path, process) in foreign {
+        report.misses.push(super::TraceMiss {
+            path: super::escape_controls(
+                &path
+                    .strip_prefix(scope.root)
+                    .unwrap_or(&path)
+                    .to_string_lossy(),
+            ),
+            access: "read through a mount the build made",
+            process: process.describe(scope),
+            fix: "a repository file was opened through a bind mount or another mount namespace, under a name that hides it; the build must not mount repository files (if a sandbox such as bubblewrap runs part of it, trace with --tracer strace)".to_owned(),
+        });
+    }
+    report.recorded = "fanotify events";
+    report.watched_repository_only = true;
+    Ok(report)
+}
+
+/// Every symlink in the repository outside the build output and `.git`,
+/// with the file or directory it resolves to, when that lies inside.
+fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let mut links = Vec::new();
+    let walk = walkdir::WalkDir::new(scope.root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|entry| {
+            let path = entry.path();
+            !scope.output_dirs.iter().any(|d| path.starts_with(d))
+                && path
+                    .strip_prefix(scope.root)
+                    .is_ok_and(|rel| !crate::key::is_git_metadata(&rel.to_string_lossy()))
+        });
+    for entry in walk {
+        let entry = entry.context("cannot walk the repository for symlinks")?;
+        if !entry.path_is_symlink() {
+            continue;
+        }
+        if let Ok(target) = std::fs::canonicalize(entry.path())
+            && target.starts_with(scope.root)
+        {
+            links.push((entry.path().to_path_buf(), target));
+        }
+    }
+    Ok(links)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_octal(r"/a\040b\011c"), "/a b\tc");
+        assert_eq!(unescape_octal("/plain"), "/plain");
+        assert_eq!(unescape_octal(r"/trailing\04"), r"/trailing\04");
+    }
+
+    #[test]
+    fn the_mount_of_a_descriptor_is_read_from_fdinfo() {
+        let dir = File::open("/").unwrap();
+        assert!(mount_id(dir.as_raw_fd()).is_some());
+        assert_eq!(mount_id(-1), None);
+        assert!(!repository_mounts(Path::new("/")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_short_or_foreign_event_is_an_error() {
+        let mut bytes = vec![0u8; EVENT_HEADER];
+        bytes[0..4].copy_from_slice(&u32::try_from(EVENT_HEADER).unwrap().to_ne_bytes());
+        bytes[4] = libc::FANOTIFY_METADATA_VERSION + 1;
+        assert!(parse_event(&bytes).is_err());
+        bytes[4] = libc::FANOTIFY_METADATA_VERSION;
+        bytes[0..4].copy_from_slice(&1000u32.to_ne_bytes());
+        assert!(parse_event(&bytes).is_err());
+    }
+
+    #[test]
+    fn the_chain_of_this_process_descends_from_itself_not_from_a_sibling() {
+        let me = std::process::id();
+        assert_eq!(descends_from(me, me), Some(true));
+        let child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert_eq!(descends_from(child.id(), me), Some(true));
+        // pid 1 is nobody's descendant but its own.
+        assert_eq!(descends_from(1, me), Some(false));
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
