@@ -853,6 +853,22 @@ impl Cursor<'_, '_> {
     }
 }
 
+/// What a build script prints to declare the files it reads.
+const RERUN_DIRECTIVE: &str = "rerun-if-changed";
+
+/// Whether a literal holds part of [`RERUN_DIRECTIVE`] cut where another
+/// piece may complete it: it ends with a start of the word at least 5
+/// characters long (`"cargo:rerun-if-"`), holds one just before a `{`
+/// (`"cargo:rerun-if-{}"`), or begins with an end of it at least 10 long
+/// (`"if-changed=data"`). Any two-piece split is one of these.
+fn splits_rerun_directive(value: &str) -> bool {
+    let word = RERUN_DIRECTIVE;
+    (5..word.len()).any(|n| {
+        let head = &word[..n];
+        value.ends_with(head) || value.contains(&format!("{head}{{"))
+    }) || (10..word.len()).any(|n| value.starts_with(&word[word.len() - n..]))
+}
+
 /// The macros that make rustc read a file named by their argument.
 pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
@@ -1804,15 +1820,22 @@ impl TokenWalker<'_, '_, '_> {
     fn record_literal(&mut self, token: Token) {
         let text = self.src.text(token);
         // Only an escape can spell the words without holding them.
-        if !text.contains("rerun-if-changed") && !text.contains('\\') {
+        if !text.contains("rerun") && !text.contains("if-changed") && !text.contains('\\') {
             return;
         }
-        if let Some(value) = lexer::string_value(text) {
-            if value.contains("rerun-if-changed") {
-                self.scan
-                    .rerun_literals
-                    .push((value, self.src.line(token.start)));
-            }
+        let Some(value) = lexer::string_value(text) else {
+            return;
+        };
+        let line = self.src.line(token.start);
+        if value.contains(RERUN_DIRECTIVE) {
+            self.scan.rerun_literals.push((value, line));
+        } else if splits_rerun_directive(&value) {
+            // Half of the directive: the script assembles the line at run
+            // time (`concat!("cargo:rerun-if-", "changed=data")`), which
+            // the build-script reading treats as watching the whole package.
+            self.scan
+                .rerun_literals
+                .push((RERUN_DIRECTIVE.to_owned(), line));
         }
     }
 
@@ -2128,6 +2151,29 @@ const A: &str = include_str!("still_found.txt");
             targets(&scan),
             vec![EmbedTarget::File("/ws/pkg/src/still_found.txt".into())]
         );
+    }
+
+    #[test]
+    fn a_rerun_directive_split_across_literals_marks_an_assembled_line() {
+        for (text, marked) in [
+            (
+                "println!(concat!(\"cargo:rerun-if-\", \"changed=data\"));",
+                true,
+            ),
+            ("println!(\"cargo:rerun-if-{}\", \"changed=data\");", true),
+            (
+                "println!(\"{}{}\", \"cargo:rer\", \"un-if-changed=data\");",
+                true,
+            ),
+            ("println!(\"cargo:rerun-if-env-changed=CUDA_PATH\");", false),
+        ] {
+            let scan = scan(&format!("fn main() {{ {text} }}\n"), "/ws/pkg/build.rs");
+            let got = scan
+                .rerun_literals
+                .iter()
+                .any(|(v, _)| v == RERUN_DIRECTIVE);
+            assert_eq!(got, marked, "{text}: {:?}", scan.rerun_literals);
+        }
     }
 
     #[test]

@@ -864,3 +864,29 @@ fn a_file_a_macro_includes_from_its_caller_is_walked() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["code/sub/gen/x.txt", "code/sub/gen/part.rs"]);
 }
+
+/// docs/key-attacks.md row 11: a build script that declares `data` through
+/// `concat!("cargo:rerun-if-", "changed=data")` next to a literal
+/// declaration of `build.rs` made the key hash `build.rs` only.
+#[test]
+fn a_rerun_directive_assembled_from_pieces_watches_the_whole_package() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "build.rs",
+        r#"fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!(concat!("cargo:rerun-if-", "changed=data"));
+    let v = std::fs::read_to_string("data/cfg.txt").unwrap();
+    println!("cargo:rustc-env=CFG={}", v.trim());
+}
+"#,
+    )
+    .file("code/lib.rs", "pub const CFG: &str = env!(\"CFG\");\n")
+    .file("data/cfg.txt", "one\n");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["data/cfg.txt"]);
+}
