@@ -488,7 +488,8 @@ pub fn guard_events(cond: &str, events: &BTreeSet<String>) -> BTreeSet<String> {
 /// The line of `script` that brings code a pull request controls into the
 /// working tree, in a run started by one of `events`: `gh pr checkout`,
 /// `gh run download`, or a git `checkout`/`switch`/`pull`/`clone`/
-/// `worktree`/`reset --hard` of a `pull/` ref, of an expression or
+/// `worktree`/`reset --hard` (or a `branch` made for a later step to check
+/// out) of a `pull/` ref, of an expression or
 /// environment variable (`tainted_vars`) that carries the pull request's
 /// head, of what an earlier line fetched from a pull request
 /// (`FETCH_HEAD`), or, in a run whose event carries pull-request content
@@ -542,6 +543,15 @@ pub fn fetches_pr_code<'s>(
                         !(creates && targets <= 1) && (controlled || pr_fetched && targets > 0);
                 }
                 "pull" | "worktree" | "clone" => foreign |= controlled,
+                // A branch made from the pull request (`git branch -f NAME
+                // FETCH_HEAD`) is prepared for a later step, typically an
+                // action, to check out.
+                "branch" => {
+                    let targets: Vec<&&str> = rest.iter().filter(|a| !a.starts_with('-')).collect();
+                    foreign |= targets.len() >= 2
+                        && (controlled
+                            || pr_fetched && targets[1..].iter().any(|a| a.contains("FETCH_HEAD")));
+                }
                 "fetch" => {
                     pr_fetched |= controlled;
                     foreign |= fetch_counts && controlled;
@@ -601,6 +611,213 @@ pub fn builds_code(script: &str) -> Option<&str> {
     })
 }
 
+/// `script` with everything the shell does not run as a command blanked
+/// out: quoted text (except `$(…)` and backquoted substitutions inside
+/// double quotes, which run), escaped characters, comments and here-document
+/// bodies. A line ended by `\` is joined to the next. Every byte keeps its
+/// offset (blanked bytes become spaces, newlines stay), so a line of the
+/// result starts where the same line of `script` does.
+pub fn shell_code(script: &str) -> String {
+    enum Ctx {
+        /// Commands: top level, or a `$(…)` (open parentheses counted) or a
+        /// backquoted substitution inside double quotes.
+        Code { parens: usize, backquote: bool },
+        /// Inside double quotes; `keep` for a quoted command name
+        /// (`"$DIR/run.sh" args`), whose text is what runs.
+        Double { keep: bool },
+    }
+    let bytes = script.as_bytes();
+    let mut out = bytes.to_vec();
+    let mut stack = vec![Ctx::Code {
+        parens: 0,
+        backquote: false,
+    }];
+    let mut heredocs: Vec<String> = Vec::new();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for b in &mut out[from..to.min(bytes.len())] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let top_level = stack.len() == 1;
+        match stack.last_mut() {
+            Some(Ctx::Double { keep }) => match b {
+                b'\\' => {
+                    let end = i + 1 + escaped_len(script, i + 1);
+                    blank(&mut out, i, end);
+                    i = end;
+                    continue;
+                }
+                b'"' => {
+                    blank(&mut out, i, i + 1);
+                    stack.pop();
+                }
+                b'$' if bytes.get(i + 1) == Some(&b'(') => {
+                    stack.push(Ctx::Code {
+                        parens: 1,
+                        backquote: false,
+                    });
+                    i += 2;
+                    continue;
+                }
+                b'`' => stack.push(Ctx::Code {
+                    parens: 0,
+                    backquote: true,
+                }),
+                _ if *keep => {}
+                _ => blank(&mut out, i, i + 1),
+            },
+            Some(Ctx::Code { parens, backquote }) => match b {
+                b'\\' => {
+                    let end = i + 1 + escaped_len(script, i + 1);
+                    blank(&mut out, i, end);
+                    // A continued line: the next line's words are arguments.
+                    if bytes.get(i + 1) == Some(&b'\n') {
+                        out[i + 1] = b' ';
+                    }
+                    i = end;
+                    continue;
+                }
+                b'\'' => {
+                    let end = bytes[i + 1..]
+                        .iter()
+                        .position(|&c| c == b'\'')
+                        .map_or(bytes.len(), |p| i + 1 + p + 1);
+                    if command_position(&out, i) {
+                        blank(&mut out, i, i + 1);
+                        blank(&mut out, end - 1, end);
+                    } else {
+                        blank(&mut out, i, end);
+                    }
+                    i = end;
+                    continue;
+                }
+                b'"' => {
+                    let keep = command_position(&out, i);
+                    blank(&mut out, i, i + 1);
+                    stack.push(Ctx::Double { keep });
+                }
+                b'#' if i == 0
+                    || bytes[i - 1].is_ascii_whitespace()
+                    || b";&|(".contains(&bytes[i - 1]) =>
+                {
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&c| c == b'\n')
+                        .map_or(bytes.len(), |p| i + p);
+                    blank(&mut out, i, end);
+                    i = end;
+                    continue;
+                }
+                b'(' if *parens > 0 => *parens += 1,
+                b')' if *parens > 0 => {
+                    *parens -= 1;
+                    if *parens == 0 {
+                        stack.pop();
+                    }
+                }
+                b'`' if *backquote => {
+                    stack.pop();
+                }
+                b'<' if bytes.get(i + 1) == Some(&b'<') && bytes.get(i + 2) != Some(&b'<') => {
+                    let rest = &script[i + 2..];
+                    let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
+                    let word: String = rest
+                        .trim_start_matches(['\'', '"'])
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    // A delimiter is a word (`$(( x << 2 ))` is a shift).
+                    if word.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                        heredocs.push(word);
+                    }
+                }
+                b'\n' if top_level && !heredocs.is_empty() => {
+                    // The bodies of the here-documents opened on this line.
+                    let mut at = i + 1;
+                    for word in std::mem::take(&mut heredocs) {
+                        while at < bytes.len() {
+                            let end = bytes[at..]
+                                .iter()
+                                .position(|&c| c == b'\n')
+                                .map_or(bytes.len(), |p| at + p);
+                            let done = script[at..end].trim() == word;
+                            blank(&mut out, at, end);
+                            at = end + 1;
+                            if done {
+                                break;
+                            }
+                        }
+                    }
+                    i = at;
+                    continue;
+                }
+                _ => {}
+            },
+            None => break,
+        }
+        i += 1;
+    }
+    // Blanking keeps every character whole; should it not, the script as
+    // written is read (more is taken for commands, never less).
+    String::from_utf8(out).unwrap_or_else(|_| script.to_owned())
+}
+
+/// The length in bytes of the character at `at` of `text` (0 at the end),
+/// so that an escaped character is blanked whole.
+fn escaped_len(text: &str, at: usize) -> usize {
+    text.get(at..)
+        .and_then(|rest| rest.chars().next())
+        .map_or(0, char::len_utf8)
+}
+
+/// True when a quote at `at` starts the command word of a shell command
+/// (what `out`, the script read so far, has before it): at the start of a
+/// line or after `;`, `&`, `|`, `(` or a backquote, or after a word that
+/// leaves the command to come (`sudo`, `exec`, `env`, `then`, an
+/// assignment, …). A quote inside a word (`X="…"`, `--body="…"`) is not.
+fn command_position(out: &[u8], at: usize) -> bool {
+    const LEADERS: &[&str] = &[
+        "sudo", "exec", "env", "then", "do", "else", "time", "if", "while", "until", "!", "{",
+        "command", "nohup",
+    ];
+    let before = &out[..at];
+    if before
+        .last()
+        .is_some_and(|b| !b.is_ascii_whitespace() && !b";&|(`".contains(b))
+    {
+        return false;
+    }
+    let mut end = before.len();
+    loop {
+        let trimmed = before[..end]
+            .iter()
+            .rposition(|b| *b != b' ' && *b != b'\t')
+            .map_or(&before[..0], |last| &before[..=last]);
+        match trimmed.last() {
+            None | Some(b'\n') => return true,
+            Some(b) if b";&|(`".contains(b) => return true,
+            Some(_) => {
+                let start = trimmed
+                    .iter()
+                    .rposition(|b| b.is_ascii_whitespace() || b";&|(`".contains(b))
+                    .map_or(0, |p| p + 1);
+                let word = String::from_utf8_lossy(&trimmed[start..]);
+                // Options between a leader and the command (`sudo -E`).
+                if word.starts_with('-') {
+                    end = start;
+                    continue;
+                }
+                return LEADERS.contains(&word.as_ref()) || word.contains('=');
+            }
+        }
+    }
+}
+
 /// True for a 40-hex-digit commit SHA.
 pub fn is_full_sha(reference: &str) -> bool {
     reference.len() == 40 && reference.bytes().all(|b| b.is_ascii_hexdigit())
@@ -609,6 +826,85 @@ pub fn is_full_sha(reference: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_code_keeps_every_offset_on_any_input() {
+        // Scripts made of the characters the reader treats specially.
+        let pieces = [
+            "\"", "'", "\\", "$(", ")", "`", "#", "<<", "EOF", "\n", " ", "é", "a/b", ";", "|",
+            "&", "(", "-", "sudo", "x=",
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            let mut script = String::new();
+            for _ in 0..24 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let index = usize::try_from(state >> 59).unwrap_or(0) % pieces.len();
+                script.push_str(pieces[index]);
+            }
+            let code = shell_code(&script);
+            assert_eq!(code.len(), script.len(), "{script:?}");
+            let lines = |t: &str| t.match_indices('\n').count();
+            assert!(lines(&code) <= lines(&script), "{script:?}");
+        }
+    }
+
+    #[test]
+    fn shell_code_keeps_commands_and_blanks_what_is_not_run() {
+        let script = "post \"see \\`.ai/\\` and [x](${URL}/pull/1)\"\ngit push \\\n  \"https://x/y.git\" 'a/b'\necho \"$(./run.sh)\" # ./not-run\ncat <<EOF\n./body\nEOF\n./after\n";
+        let code = shell_code(script);
+        assert_eq!(code.len(), script.len());
+        let lines: Vec<&str> = code.lines().map(str::trim_end).collect();
+        // The continued `git push` line absorbs its argument line.
+        assert_eq!(
+            lines,
+            [
+                "post",
+                "git push",
+                "echo  $(./run.sh)",
+                "cat <<EOF",
+                "",
+                "",
+                "./after"
+            ]
+        );
+        // A quoted command name is what runs; a quoted argument is not.
+        let code = shell_code(
+            "\"$DIR/run.sh\" --x \"a/b\"\nsudo -E './bin/x'\nX=\"./no\" ./yes\necho -n \"./no\"\n",
+        );
+        let lines: Vec<&str> = code.lines().map(str::trim_end).collect();
+        assert_eq!(
+            lines,
+            [
+                " $DIR/run.sh  --x",
+                "sudo -E  ./bin/x",
+                "X=       ./yes",
+                "echo -n"
+            ]
+        );
+        // A shift is no here-document: the next line stays a command.
+        let code = shell_code("n=$(( 1 << 2 ))\n./run.sh\n");
+        assert_eq!(code.lines().nth(1), Some("./run.sh"));
+        // An escaped multibyte character is blanked whole: the rest stays.
+        let code = shell_code("echo \"\\é\" \\ü\n./run.sh\n");
+        assert_eq!(code.lines().nth(1), Some("./run.sh"));
+        // Unterminated quotes and odd input never panic.
+        for odd in [
+            "\"",
+            "'",
+            "\\",
+            "$(",
+            "\"$(",
+            "<<",
+            "a <<EOF\n",
+            "\"`",
+            "é'é\"é",
+        ] {
+            let _ = shell_code(odd);
+        }
+    }
 
     #[test]
     fn trusted_refs() {

@@ -8,13 +8,11 @@
 //! ([`report`]). Exit 0: clean; 1: findings; 2: the input could not be
 //! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
-mod archive_names;
 mod caches;
 mod expr;
 mod report;
 mod roles;
 mod rules;
-mod rules_privileged;
 mod workflow;
 mod yaml;
 
@@ -73,7 +71,6 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let mut findings = checker.findings;
     findings.extend(unparsable);
     findings.extend(notes);
-    findings.extend(archive_names::check(&model.workflows, &policy));
     findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
     findings.dedup_by(|a, b| {
         a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message
@@ -201,7 +198,7 @@ fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
         column: numbers.get(1).copied().unwrap_or(1).max(1),
     };
     Finding {
-        rule: "parse-error",
+        rule: rules::RuleId::ParseError.as_str(),
         severity: Severity::Error,
         file: rel.to_owned(),
         pos,
@@ -323,7 +320,7 @@ fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Po
             continue;
         };
         match inline_allow(wf, finding.pos, finding.rule) {
-            Some(InlineAllow::Reason(_)) if rules::POLICY_ONLY_RULES.contains(&finding.rule) => {
+            Some(InlineAllow::Reason(_)) if rules::rule(finding.rule).is_some_and(|r| r.policy_only) => {
                 finding.message.push_str(&format!(
                     " (an inline `ci-trust: allow` comment cannot silence {}; only a policy [[allow]] entry with a reason can, because a policy change is reviewed on its own)",
                     finding.rule

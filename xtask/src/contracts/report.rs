@@ -8,9 +8,13 @@ use super::rules::{Finding, RULES, Severity, rule};
 use crate::flags::Format;
 use crate::gha;
 
-/// Where a rule is explained.
+/// Where a rule is explained (a note that is no rule, such as `policy`,
+/// points at its section by the same name).
 pub fn docs_anchor(rule_id: &str) -> String {
-    format!("docs/contracts.md#{rule_id}")
+    rule(rule_id).map_or_else(
+        || format!("docs/contracts.md#{rule_id}"),
+        |r| r.rule.docs_anchor(),
+    )
 }
 
 /// Renders `findings` (sorted by the caller). `line_of(file, line)` returns
@@ -180,9 +184,9 @@ fn sarif(findings: &[Finding]) -> Value {
                 "name": r.id,
                 "shortDescription": { "text": r.summary },
                 "fullDescription": { "text": r.summary },
-                "help": { "text": format!("{} (see {})", r.hint, docs_anchor(r.id)) },
+                "help": { "text": format!("{} (see {})", r.hint, r.rule.docs_anchor()) },
                 "defaultConfiguration": { "level": "error" },
-                "properties": { "tags": ["security", "ci-cache-trust"] },
+                "properties": { "tags": ["security", "ci-cache-trust", r.family.as_str()] },
             })
         })
         .collect();

@@ -80,6 +80,9 @@ pub struct JobInfo {
     /// The pod is known to be ephemeral (policy `ephemeral-labels`, or a
     /// label made for this run by an earlier job): it keeps no state.
     pub ephemeral: bool,
+    /// For a runner given as `${{ inputs.NAME }}`: the literal labels its
+    /// callers pass (empty otherwise).
+    pub passed_labels: Vec<String>,
     pub lifecycle: bool,
     /// One entry per way the job can be started (several callers may differ).
     pub permissions: Vec<EffectivePermissions>,
@@ -190,8 +193,9 @@ impl Model {
                     |c| expr::guard_events(&c.value, &triggers[w]),
                 );
                 let runner = runs_on_pod(&workflows, &callers, at, policy);
-                let pod = runner.as_ref().map(|(why, _)| why.clone());
-                let ephemeral = runner.as_ref().is_some_and(|(_, e)| *e);
+                let pod = runner.as_ref().map(|(why, _, _)| why.clone());
+                let ephemeral = runner.as_ref().is_some_and(|(_, e, _)| *e);
+                let passed_labels = runner.map(|(_, _, labels)| labels).unwrap_or_default();
                 let privileged: Vec<&String> = job_triggers
                     .iter()
                     .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
@@ -220,7 +224,16 @@ impl Model {
                         call_inputs: &wf.call_inputs,
                         tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
                     };
-                    untrusted.extend(other_code(job, &judge, &privileged)?);
+                    // What every step of the job starts with: the default
+                    // working directory and the job's and workflow's env.
+                    let surroundings: Vec<&str> = job
+                        .default_working_directory
+                        .iter()
+                        .chain(&wf.default_working_directory)
+                        .map(|d| d.value.as_str())
+                        .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
+                        .collect();
+                    untrusted.extend(other_code(job, &judge, &privileged, &surroundings)?);
                     // A remote reusable workflow's jobs are not in this
                     // repository. It runs foreign code only with evidence: a
                     // pull-request ref or SHA flows into its inputs, or an
@@ -279,6 +292,7 @@ impl Model {
                     untrusted,
                     pod,
                     ephemeral,
+                    passed_labels,
                     lifecycle,
                     permissions,
                     callee: callees.get(&at).copied(),
@@ -366,8 +380,10 @@ fn taint_same_run_downloads(
             continue;
         };
         let job = &workflows[info.at.workflow].jobs[info.at.job];
-        let download = job.steps.iter().find(|step| {
-            step.uses_action("actions/download-artifact") && other_run_download(step).is_none()
+        let download = job.steps.iter().enumerate().find_map(|(index, step)| {
+            let same_run =
+                step.uses_action("actions/download-artifact") && other_run_download(step).is_none();
+            (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
         });
         if let Some(step) = download {
             info.untrusted.push(Why {
@@ -380,6 +396,91 @@ fn taint_same_run_downloads(
             info.lifecycle = false;
         }
     }
+}
+
+/// True when the job provably handles the artifacts of this run that step
+/// `index` downloads as data only: it unpacks them into a directory of their
+/// own (a literal `path:` that is not the workspace root, where later tools
+/// would read a planted `.git/config`, `.cargo/config.toml` or `.npmrc`),
+/// no later step runs code (`runs_code`: a build, an interpreter, a program
+/// given by path, a local action, a cache save), and no later step works
+/// inside that directory (`working-directory:`, `cd`). A rebased tree that
+/// is only verified and pushed with git, or a report that is only posted,
+/// is data; anything the check cannot show is not.
+fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
+    let Some(path) = steps[index].input("path") else {
+        return false;
+    };
+    let path = path.value.trim().trim_end_matches('/');
+    // The only expressions whose value is known: the runner's temporary
+    // directory and the workspace.
+    let mut rest = path;
+    for prefix in [
+        "${{ runner.temp }}",
+        "${{runner.temp}}",
+        "$RUNNER_TEMP",
+        "${RUNNER_TEMP}",
+        "${{ github.workspace }}",
+        "${{github.workspace}}",
+        "$GITHUB_WORKSPACE",
+        "${GITHUB_WORKSPACE}",
+    ] {
+        if let Some(after) = rest.strip_prefix(prefix) {
+            if prefix.to_ascii_lowercase().contains("workspace")
+                && after.trim_matches('/').is_empty()
+            {
+                return false;
+            }
+            rest = after;
+            break;
+        }
+    }
+    if rest.contains('$')
+        || matches!(rest.trim_start_matches("./"), "" | ".")
+        || rest.contains("..")
+    {
+        return false;
+    }
+    let later = &steps[index + 1..];
+    if runs_code(later, false).is_some() {
+        return false;
+    }
+    // The directory's own name, as later steps would spell it.
+    let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    // Working inside it (git reads a `.git/config` there), putting it on
+    // the search path or into the environment, or handing it to an action
+    // that may build it (a Dockerfile's `RUN`) makes its bytes run.
+    const INSIDE: &[&str] = &[
+        "cd ",
+        "pushd ",
+        "-C ",
+        "--git-dir",
+        "--work-tree",
+        "GITHUB_PATH",
+        "GITHUB_ENV",
+    ];
+    let works_inside = later.iter().any(|step| {
+        let third_party = !posts_only(step)
+            && step.action().is_some_and(|(action, _)| {
+                let owner = action.split('/').next().unwrap_or("");
+                !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
+            });
+        step.working_directory
+            .as_ref()
+            .is_some_and(|dir| dir.value.contains(name))
+            || step.env.iter().any(|(_, value)| value.value.contains(name))
+            || third_party
+                && step
+                    .with
+                    .iter()
+                    .any(|(_, value)| value.value.contains(name))
+            || step.run.as_ref().is_some_and(|run| {
+                run.value.lines().any(|line| {
+                    line.contains(name) && INSIDE.iter().any(|form| line.contains(form))
+                })
+            })
+    });
+    !works_inside
 }
 
 fn effective_triggers(
@@ -553,15 +654,16 @@ fn is_per_run_label(label: &str) -> bool {
         .any(|(_, body)| body.starts_with("needs.") || body.contains("github.run_id"))
 }
 
-/// Whether a job runs on a self-hosted pod, why, and whether that pod is
-/// known to be ephemeral. A `${{ inputs.NAME }}` runner of a reusable
-/// workflow is resolved from its callers' `with:` (each caller's label).
+/// Whether a job runs on a self-hosted pod, why, whether that pod is
+/// known to be ephemeral, and, for a `${{ inputs.NAME }}` runner of a
+/// reusable workflow (resolved from its callers' `with:`, each caller's
+/// label), the literal labels passed.
 fn runs_on_pod(
     workflows: &[Workflow],
     callers: &BTreeMap<usize, Vec<JobRef>>,
     at: JobRef,
     policy: &Policy,
-) -> Option<(Why, bool)> {
+) -> Option<(Why, bool, Vec<String>)> {
     let job = &workflows[at.workflow].jobs[at.job];
     let ephemeral_label = |label: &str| {
         is_per_run_label(label)
@@ -601,6 +703,11 @@ fn runs_on_pod(
             .unwrap_or_default();
         let all_callers = callers.get(&at.workflow).map_or(0, Vec::len);
         if input.is_some() && !passed.is_empty() && passed.len() == all_callers {
+            let literal: Vec<String> = passed
+                .iter()
+                .map(|(label, _)| label.clone())
+                .filter(|label| !label.contains("${{"))
+                .collect();
             let pod = passed
                 .iter()
                 .find(|(label, _)| label.contains("${{") || !is_hosted_label(label, policy));
@@ -614,6 +721,7 @@ fn runs_on_pod(
                         ),
                     },
                     ephemeral_label(label),
+                    literal,
                 )
             });
         }
@@ -626,6 +734,7 @@ fn runs_on_pod(
                 ),
             },
             ephemeral_label(&unresolved.value),
+            Vec::new(),
         ));
     }
     let pod = job
@@ -639,6 +748,7 @@ fn runs_on_pod(
             text: format!("runs on the self-hosted runner label `{}`", pod.value),
         },
         ephemeral,
+        Vec::new(),
     ))
 }
 
@@ -878,7 +988,12 @@ fn tainted_env(
 }
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
-fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Why>> {
+fn other_code(
+    job: &Job,
+    judge: &Judge,
+    privileged: &[&String],
+    surroundings: &[&str],
+) -> Result<Vec<Why>> {
     let events = events_text(privileged);
     let mut whys = Vec::new();
     for (index, step) in job.steps.iter().enumerate() {
@@ -896,6 +1011,8 @@ fn other_code(job: &Job, judge: &Judge, privileged: &[&String]) -> Result<Vec<Wh
             None
         } else if local {
             Some(String::new())
+        } else if let Some(dir) = checkout_subdir(step) {
+            runs_code_from(&job.steps[index + 1..], &dir, surroundings)
         } else {
             runs_code(&job.steps[index..], true)
         };
@@ -950,21 +1067,27 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
             }
             // The commands (the first word of each `;`/`&&`/`|` segment,
             // after `sudo` and `VAR=value`): an interpreter, or a program
-            // given by path (`scripts/ci/reap.sh`, `./bin/x`).
-            let runs = run.value.lines().find(|line| {
-                line.split([';', '&', '|', '(', ')', '`'])
+            // given by path (`scripts/ci/reap.sh`, `./bin/x`). Only what the
+            // shell runs counts: quoted text (a URL, a message naming a
+            // path), comments, here-document bodies and the argument lines
+            // of a command continued with `\` are blanked first.
+            let code = expr::shell_code(&run.value);
+            let mut offset = 0;
+            for line in code.split('\n') {
+                let start = offset;
+                offset += line.len() + 1;
+                let runs = line
+                    .split([';', '&', '|', '(', ')', '`'])
                     .filter_map(|segment| {
                         segment
                             .split_whitespace()
                             .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
                     })
-                    .any(|w| {
-                        RUNNERS.contains(&w)
-                            || w.contains('/') && !w.starts_with('-') && !w.starts_with('#')
-                    })
-            });
-            if let Some(line) = runs {
-                return Some(format!("runs `{}`", line.trim()));
+                    .any(|w| RUNNERS.contains(&w) || w.contains('/') && !w.starts_with('-'));
+                if runs {
+                    let original = run.value[start..].lines().next().unwrap_or("");
+                    return Some(format!("runs `{}`", original.trim()));
+                }
             }
         }
         if let Some(uses) = step
@@ -984,11 +1107,269 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
-            if !matches!(owner.as_str(), "actions" | "github") {
+            if !matches!(owner.as_str(), "actions" | "github") && !posts_only(step) {
                 return Some(format!("uses `{}`", uses.value.trim()));
             }
         }
         // A script that loads a file of the workspace runs it.
+        let loads = step.uses_action("actions/github-script")
+            && step
+                .input("script")
+                .is_some_and(|s| s.value.contains("require(") || s.value.contains("import("));
+        if loads {
+            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
+        }
+    }
+    None
+}
+
+/// Third-party actions that only post what they are given (a comment from
+/// a file or a text) and never run a file of the workspace: after pull
+/// request bytes arrive, using one is no sign that they run. The one list.
+const POSTING_ACTIONS: &[&str] = &[
+    "marocchino/sticky-pull-request-comment",
+    "peter-evans/create-or-update-comment",
+    "peter-evans/find-comment",
+    "thollander/actions-comment-pull-request",
+    "mshick/add-pr-comment",
+];
+
+fn posts_only(step: &Step) -> bool {
+    POSTING_ACTIONS.iter().any(|name| step.uses_action(name))
+}
+
+/// The subdirectory an `actions/checkout` step checks out into (`path:
+/// pr`), when it is a literal one and not the workspace itself.
+fn checkout_subdir(step: &Step) -> Option<String> {
+    if !step.uses_action("actions/checkout") {
+        return None;
+    }
+    let path = step.input("path")?.value.trim();
+    let mut rest = path;
+    for prefix in [
+        "${{ github.workspace }}/",
+        "${{github.workspace}}/",
+        "$GITHUB_WORKSPACE/",
+        "${GITHUB_WORKSPACE}/",
+        "./",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.trim_matches('/');
+    let plain = !rest.is_empty() && rest != "." && !rest.contains('$') && !rest.contains("..");
+    plain.then(|| rest.to_owned())
+}
+
+/// True when `text` names the directory `dir` of the workspace (`pr`,
+/// `./pr/x`, `$GITHUB_WORKSPACE/pr`) or one of `names`, the variables set
+/// to it (`$PR`, `${PR}`).
+fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
+    let path = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
+        .any(|word| {
+            let word = word
+                .trim_start_matches("./")
+                .trim_start_matches("${{ github.workspace }}/")
+                .trim_start_matches("$GITHUB_WORKSPACE/")
+                .trim_start_matches("${GITHUB_WORKSPACE}/");
+            word == dir
+                || word.starts_with(&format!("{dir}/"))
+                || word.ends_with(&format!("/{dir}"))
+                || word.contains(&format!("/{dir}/"))
+        });
+    path || names
+        .iter()
+        .any(|n| text.contains(&format!("${n}")) || text.contains(&format!("${{{n}}}")))
+}
+
+/// After a pull request was checked out into the subdirectory `dir` only,
+/// what runs bytes from it: a command in it (by path, or an interpreter's
+/// script there), any other command handed that directory (`pip install
+/// ./pr`, `cp pr/x .`, `cd pr`) except a read-only one (`git`, `diff`,
+/// `wc`, …) or an interpreter running a script from elsewhere (`python
+/// sz.py "$PR"`: a trusted script reading it), a step working inside it,
+/// a tool that searches the workspace (`pytest`, `go`, `cargo`, `find`),
+/// a third-party action (unless it only posts) or local action given it,
+/// or a cache save; `surroundings` (the job's default working directory and
+/// environment) pointing into it make every step work inside it.
+/// Everything else runs trusted bytes.
+fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
+    const READ_ONLY: &[&str] = &[
+        "git",
+        "diff",
+        "cmp",
+        "wc",
+        "cat",
+        "head",
+        "tail",
+        "grep",
+        "rg",
+        "ls",
+        "echo",
+        "printf",
+        "jq",
+        "yq",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "du",
+        "stat",
+        "file",
+        "cloc",
+        "tokei",
+        "scc",
+        "test",
+        "[",
+        "[[",
+        "true",
+        "exit",
+        "rm",
+        "mkdir",
+        "touch",
+        "gh",
+    ];
+    const INTERPRETERS: &[&str] = &[
+        "python", "python3", "node", "ruby", "perl", "bash", "sh", "zsh", "php",
+    ];
+    const SEARCHES: &[&str] = &[
+        "pytest",
+        "py.test",
+        "tox",
+        "nox",
+        "pre-commit",
+        "go",
+        "cargo",
+        "bazel",
+        "bazelisk",
+        "find",
+        "xargs",
+        "eval",
+        "source",
+        ".",
+    ];
+    // The variables that stand for the directory.
+    let mut names: Vec<String> = Vec::new();
+    for step in later {
+        for (name, value) in &step.env {
+            if mentions_dir(&value.value, dir, &[]) {
+                names.push(name.value.clone());
+            }
+        }
+        for line in step.run.iter().flat_map(|r| r.value.lines()) {
+            let line = line.trim().trim_start_matches("export ");
+            if let Some((name, value)) = line.split_once('=') {
+                let ident =
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if ident && mentions_dir(value, dir, &[]) {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+    }
+    // A job whose default working directory or environment points into it
+    // works inside it in every step.
+    let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
+    for step in later {
+        // Working inside it, or with an environment that points into it
+        // (`PYTHONPATH: pr`), any command that is not read-only may run it.
+        let inside = everywhere
+            || step
+                .working_directory
+                .as_ref()
+                .is_some_and(|d| mentions_dir(&d.value, dir, &names))
+            || step
+                .env
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+        if let Some(run) = &step.run {
+            let code = expr::shell_code(&run.value);
+            let mut offset = 0;
+            for line in code.split('\n') {
+                let start = offset;
+                offset += line.len() + 1;
+                let original = &run.value[start..start + line.len()];
+                let segments: Vec<&str> = original.split([';', '&', '|']).collect();
+                let commands: Vec<&str> = line
+                    .split([';', '&', '|', '(', ')', '`'])
+                    .filter_map(|segment| {
+                        segment
+                            .split_whitespace()
+                            .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
+                    })
+                    .collect();
+                // Put on the search path or into the environment of later
+                // steps, it runs wherever they do.
+                let exported = (original.contains("GITHUB_PATH")
+                    || original.contains("GITHUB_ENV"))
+                    && mentions_dir(original, dir, &names);
+                let runs_from = exported
+                    || commands.iter().any(|command| {
+                        if SEARCHES.contains(command) || mentions_dir(command, dir, &names) {
+                            return true;
+                        }
+                        if READ_ONLY.contains(command) {
+                            return false;
+                        }
+                        // The segment of the original line this command heads.
+                        let segment = segments
+                            .iter()
+                            .find(|s| s.split_whitespace().any(|w| w == *command))
+                            .copied()
+                            .unwrap_or(original);
+                        // `PYTHONPATH=pr python x.py`: an assignment into it.
+                        let assigns = segment
+                            .split_whitespace()
+                            .take_while(|w| w != command)
+                            .any(|w| w.contains('=') && mentions_dir(w, dir, &names));
+                        if assigns {
+                            return true;
+                        }
+                        if INTERPRETERS.contains(command) {
+                            let mut args = segment
+                                .split_whitespace()
+                                .skip_while(|w| w != command)
+                                .skip(1);
+                            // `-c`, `-m`, `-e`: not a script file; judged by mention.
+                            let script = args
+                                .find(|a| !a.starts_with('-') || matches!(*a, "-c" | "-m" | "-e"));
+                            return match script {
+                                Some("-c" | "-m" | "-e") | None => {
+                                    inside || mentions_dir(segment, dir, &names)
+                                }
+                                Some(script) => inside || mentions_dir(script, dir, &names),
+                            };
+                        }
+                        inside || mentions_dir(segment, dir, &names)
+                    });
+                if runs_from {
+                    let first = run.value[start..].lines().next().unwrap_or("");
+                    return Some(format!("runs `{}` on it", first.trim()));
+                }
+            }
+        }
+        if let Some(uses) = &step.uses {
+            let given = step
+                .with
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+            let local = super::workflow::local_uses(&uses.value);
+            let owner = uses
+                .value
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
+            if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
+                return Some(format!("runs the local action `{}` on it", uses.value));
+            }
+            if third_party && !posts_only(step) {
+                return Some(format!("uses `{}`", uses.value.trim()));
+            }
+        }
+        if let Some((_, why)) = super::caches::cache_save(step) {
+            return Some(format!("saves a cache ({why})"));
+        }
         let loads = step.uses_action("actions/github-script")
             && step
                 .input("script")

@@ -34,9 +34,58 @@ impl std::fmt::Display for YamlError {
 /// (aliases of aliases) is an error, not an out-of-memory.
 const NODE_BUDGET: usize = 1_000_000;
 
-/// Parses one YAML document (the first, as GitHub does).
+/// How many closing brackets one file may have re-indented (see [`parse`]).
+const REINDENT_BUDGET: usize = 64;
+
+/// Parses one YAML document (the first, as GitHub does). A flow collection
+/// over several lines whose closing `]` or `}` sits at the indentation of
+/// its key (`x: [` … `]` inside a mapping) is strictly invalid YAML, which
+/// `yaml-rust2` refuses, but GitHub loads it: such a closing line is
+/// re-indented to its previous line's indentation and the text parsed
+/// again. Only a line that holds nothing but closing brackets is moved.
 pub fn parse(text: &str) -> Result<Node, YamlError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut fixed: Option<String> = None;
+    for _ in 0..REINDENT_BUDGET {
+        let current = fixed.as_deref().unwrap_or(text);
+        match parse_once(current) {
+            Err(err) => match reindent_closing_line(current, &err) {
+                Some(again) => fixed = Some(again),
+                None => return Err(err),
+            },
+            parsed => return parsed,
+        }
+    }
+    parse_once(fixed.as_deref().unwrap_or(text))
+}
+
+/// `text` with the line of `err` re-indented to its previous non-blank
+/// line's indentation, when `err` is an indentation error on a line that
+/// only closes flow collections and that line is indented less.
+fn reindent_closing_line(text: &str, err: &YamlError) -> Option<String> {
+    if !err.message.contains("indentation") {
+        return None;
+    }
+    let lines: Vec<&str> = text.split('\n').collect();
+    let at = err.line.checked_sub(1)?;
+    let line = *lines.get(at)?;
+    let body = line.trim_start();
+    let closing = body.split('#').next().unwrap_or("").trim();
+    if closing.is_empty() || !closing.chars().all(|c| matches!(c, ']' | '}' | ',' | ' ')) {
+        return None;
+    }
+    let previous = lines[..at].iter().rev().find(|l| !l.trim().is_empty())?;
+    let want = previous.len() - previous.trim_start().len();
+    let have = line.len() - body.len();
+    if have >= want {
+        return None;
+    }
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    out[at] = format!("{}{body}", " ".repeat(want));
+    Some(out.join("\n"))
+}
+
+fn parse_once(text: &str) -> Result<Node, YamlError> {
     let mut loader = Loader::default();
     let mut parser = Parser::new_from_str(text);
     if let Err(err) = parser.load(&mut loader, false) {
@@ -220,6 +269,25 @@ mod tests {
             map.get_node("on").unwrap().span().start().unwrap().line(),
             1
         );
+    }
+
+    #[test]
+    fn flow_collections_closed_at_the_keys_indentation_load() {
+        // huggingface/accelerate's self-hosted integration tests.
+        let text = "jobs:\n  t:\n    strategy:\n      matrix:\n        devices: [\n          \"0\",\n          \"0,1\"\n        ]\n        extra: {\n          a: 1\n        }\n    runs-on: x\n";
+        let node = parse(text).unwrap();
+        let matrix = node
+            .as_mapping()
+            .and_then(|m| m.get_mapping("jobs"))
+            .and_then(|m| m.get_mapping("t"))
+            .and_then(|m| m.get_mapping("strategy"))
+            .and_then(|m| m.get_mapping("matrix"))
+            .unwrap();
+        assert_eq!(matrix.get_sequence("devices").unwrap().len(), 2);
+        assert_eq!(matrix.get_mapping("extra").unwrap().len(), 1);
+        // Other indentation errors stay errors.
+        let err = parse("a:\n  b: 1\n c: 2\n").unwrap_err();
+        assert!(err.message.starts_with("YAML syntax error"), "{err}");
     }
 
     #[test]

@@ -520,3 +520,340 @@ fn pull_request_bytes_only_read_by_git_are_not_code() {
         messages(&all)
     );
 }
+
+/// astral-sh/uv's rebase bot (the corpus): an untrusted-code job rebases a
+/// pull request and uploads the result as a git bundle; the next job of the
+/// same run downloads it into the runner's temp directory, verifies it and
+/// pushes it with git. It never runs those bytes, so it is not an
+/// untrusted-code job; the same download unpacked into the workspace, or
+/// followed by running something, still is.
+#[test]
+fn same_run_artifact_only_pushed_with_git_is_data() {
+    let run = |download: &str, then: &str| {
+        format!(
+            "on: workflow_dispatch\npermissions: {{}}\njobs:\n  rebase:\n    runs-on: ubuntu-latest\n    permissions: {{ contents: read }}\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{{{ inputs.pr }}}}/head\n          persist-credentials: false\n      - run: make rebase\n      - uses: actions/upload-artifact@v4\n        with: {{ name: rebased, path: rebased.bundle }}\n  push:\n    needs: rebase\n    runs-on: ubuntu-latest\n    permissions:\n      contents: read\n      id-token: write\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: actions/download-artifact@v4\n        with:\n          name: rebased\n{download}      - env:\n          TOKEN: ${{{{ secrets.PUSH_TOKEN }}}}\n        run: |\n{then}"
+        )
+    };
+    let to_temp = "          path: ${{ runner.temp }}/rebased\n";
+    let push = "          git bundle verify \"$RUNNER_TEMP/rebased/rebased.bundle\"\n          git -c core.hooksPath=/dev/null fetch --no-tags \"$RUNNER_TEMP/rebased/rebased.bundle\" HEAD\n          git push \\\n            \"https://x-access-token:${TOKEN}@github.com/org/repo.git\" \\\n            \"FETCH_HEAD:refs/heads/feature\"\n";
+    let on_push = |all: &[Value]| -> Vec<String> {
+        errors(all)
+            .iter()
+            .filter(|f| f["job"] == "push")
+            .map(|f| format!("{}: {}", f["rule"], f["message"]))
+            .collect()
+    };
+    let all = findings(&repo(&[("rebase.yml", &run(to_temp, push))]));
+    assert!(on_push(&all).is_empty(), "{}", messages(&all));
+    // Posted as a comment, or uploaded again: data too.
+    let posted = run(to_temp, push).replace(
+        "      - env:\n          TOKEN",
+        "      - uses: marocchino/sticky-pull-request-comment@v3\n        with:\n          path: ${{ runner.temp }}/rebased/summary.md\n      - uses: actions/upload-artifact@v4\n        with:\n          name: again\n          path: ${{ runner.temp }}/rebased\n      - env:\n          TOKEN",
+    );
+    let all = findings(&repo(&[("rebase.yml", &posted)]));
+    assert!(on_push(&all).is_empty(), "{}", messages(&all));
+    // Unpacked into the workspace, where the next `git` reads a planted
+    // `.git/config`: the bytes may run.
+    let all = findings(&repo(&[("rebase.yml", &run("", push))]));
+    let flagged = on_push(&all).join("\n");
+    assert!(flagged.contains("untrusted-secrets"), "{flagged}");
+    assert!(
+        flagged.contains("downloads artifacts of this run"),
+        "{flagged}"
+    );
+    // Run after the download: code.
+    let runs = "          bash \"$RUNNER_TEMP/rebased/post-push.sh\"\n";
+    let all = findings(&repo(&[("rebase.yml", &run(to_temp, runs))]));
+    assert!(!on_push(&all).is_empty(), "{}", messages(&all));
+    // Worked on inside the download's directory (git reads its config
+    // there), or put on the search path: the bytes may run.
+    for inside in [
+        "          cd \"$RUNNER_TEMP/rebased\" && git status\n",
+        "          git -C \"$RUNNER_TEMP/rebased\" status\n",
+        "          echo \"$RUNNER_TEMP/rebased\" >> \"$GITHUB_PATH\"\n",
+    ] {
+        let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
+        assert!(!on_push(&all).is_empty(), "{inside}{}", messages(&all));
+    }
+    // Handed to an action that may build it.
+    let build = run(to_temp, push).replace(
+        "      - env:\n          TOKEN",
+        "      - uses: docker/build-push-action@v6\n        with:\n          context: ${{ runner.temp }}/rebased\n      - env:\n          TOKEN",
+    );
+    let all = findings(&repo(&[("rebase.yml", &build)]));
+    assert!(!on_push(&all).is_empty(), "{}", messages(&all));
+}
+
+/// huggingface/diffusers' style and review bots (the corpus): a job that
+/// runs a pull request's code to comment on it holds `pull-requests: write`
+/// because commenting is its purpose. That scope posts, labels and edits
+/// pull requests; it reaches code only through a gate that trusts labels or
+/// reviews, so it is reported when the repository has one. Other write
+/// scopes always are.
+#[test]
+fn conversation_scopes_matter_only_where_labels_or_reviews_open_a_gate() {
+    let bot = "on: issue_comment\npermissions:\n  pull-requests: write\n  issues: write\n  contents: read\njobs:\n  style:\n    runs-on: ubuntu-latest\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ github.event.issue.number }}/head\n          persist-credentials: false\n      - run: make style\n      - run: gh pr comment ${{ github.event.issue.number }} --body done\n";
+    let all = findings(&repo(&[("bot.yml", bot)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    // A label-gated GPU run elsewhere: the bot's token can label a pull
+    // request into it.
+    let gated = "on: pull_request_target\npermissions: {}\njobs:\n  gpu:\n    if: contains(github.event.pull_request.labels.*.name, 'safe to test')\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo gated\n";
+    let all = findings(&repo(&[("bot.yml", bot), ("gpu.yml", gated)]));
+    let text = messages(&all);
+    assert_eq!(rules(&all).len(), 1, "{text}");
+    assert!(text.contains("`pull-requests: write`"), "{text}");
+    assert!(text.contains("`issues: write`"), "{text}");
+    assert!(text.contains(".github/workflows/gpu.yml:5"), "{text}");
+    // `contents: write` pushes: always a finding.
+    let pushes = bot.replace("contents: read", "contents: write");
+    let all = findings(&repo(&[("bot.yml", &pushes)]));
+    let text = messages(&all);
+    assert!(text.contains("`contents: write`"), "{text}");
+    assert!(!text.contains("`pull-requests: write`"), "{text}");
+}
+
+/// Without a policy file and without a publisher, `archive-names` is skipped
+/// like the other publisher rules (the note lists it): the defaults'
+/// `[[archive]]` entries are this repository's, not the checked one's.
+#[test]
+fn archive_names_are_skipped_without_a_publisher() {
+    let caller = "on: push\npermissions: {}\njobs:\n  gpu:\n    uses: ./.github/workflows/pod.yml\n    with:\n      archives: models.tar.zst\n";
+    let pod = "on:\n  workflow_call:\n    inputs:\n      archives: { type: string }\npermissions: {}\njobs:\n  run:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo \"$ARCHIVES\"\n        env:\n          ARCHIVES: ${{ inputs.archives }}\n";
+    let fixture = repo(&[("ci.yml", caller), ("pod.yml", pod)]);
+    let all = findings(&fixture);
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let notes: Vec<&Value> = all.iter().filter(|f| f["severity"] == "note").collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["message"].as_str().unwrap().contains("archive-names")),
+        "{notes:?}"
+    );
+}
+
+/// A reusable workflow's job reached through two callers, each granting it
+/// the same write scope, leaving its `cache-mode` open and passing it a
+/// branch name: one finding per rule for the job, naming both callers.
+#[test]
+fn every_rule_reports_a_job_of_several_callers_once_naming_them() {
+    let callee = "on:\n  workflow_call:\n    inputs:\n      ref: { type: string }\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n          persist-credentials: false\n      - run: cargo build && echo ${{ inputs.ref }}\n        env:\n          TOKEN: ${{ secrets.DEPLOY_TOKEN }}\n";
+    let caller = |name: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [{name}]\npermissions:\n  contents: write\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n    with:\n      ref: ${{{{ github.event.workflow_run.head_branch }}}}\n"
+        )
+    };
+    let fixture = repo(&[
+        ("build.yml", callee),
+        ("a.yml", &caller("A")),
+        ("b.yml", &caller("B")),
+    ]);
+    let all = findings(&fixture);
+    let on_build: Vec<&Value> = errors(&all)
+        .into_iter()
+        .filter(|f| f["job"] == "build")
+        .collect();
+    let mut per_rule: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for f in &on_build {
+        per_rule
+            .entry(f["rule"].as_str().unwrap())
+            .or_default()
+            .push(f["message"].as_str().unwrap());
+    }
+    for rule in [
+        "untrusted-cache-save",
+        "untrusted-write-permissions",
+        "privileged-injection",
+    ] {
+        let found = per_rule.get(rule).cloned().unwrap_or_default();
+        assert_eq!(found.len(), 1, "{rule}: {found:#?}");
+        assert!(
+            found[0].contains("a.yml") && found[0].contains("b.yml"),
+            "{rule} does not name both callers: {}",
+            found[0]
+        );
+    }
+    for (rule, found) in &per_rule {
+        assert_eq!(found.len(), 1, "{rule}: {found:#?}");
+    }
+}
+
+/// The same through a local action that calls another: the outer action's
+/// `inputs.save`, passed on, resolves in the inner one.
+#[test]
+fn nested_composite_action_inputs_resolve_through_each_level() {
+    let outer = "name: outer\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: ./.github/actions/inner\n      with:\n        save: ${{ inputs.save }}\n";
+    let inner = "name: inner\ninputs:\n  save:\n    default: 'true'\nruns:\n  using: composite\n  steps:\n    - uses: Swatinem/rust-cache@v2\n      with:\n        save-if: ${{ inputs.save }}\n";
+    let consumer = |save: &str| {
+        format!(
+            "on: workflow_run\npermissions: {{}}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n          persist-credentials: false\n      - uses: ./.github/actions/outer\n        with:\n          save: {save}\n"
+        )
+    };
+    let tree = |save: &str| {
+        repo(&[
+            (".github/actions/outer/action.yml", outer),
+            (".github/actions/inner/action.yml", inner),
+            ("consumer.yml", &consumer(save)),
+        ])
+    };
+    let all = findings(&tree("'false'"));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    let all = findings(&tree("'true'"));
+    let text = messages(&all);
+    assert!(rules(&all).contains("untrusted-cache-save"), "{text}");
+    assert!(text.contains("actions/inner/action.yml"), "{text}");
+}
+
+/// huggingface/diffusers' Claude review (the corpus): what runs after pull
+/// request bytes arrive is read from the script as the shell reads it. A
+/// message that names a path in quotes, a URL on a continued line, a
+/// comment or a here-document is no command; `$(…)` inside quotes is. And
+/// a branch made from a fetched pull request for the next action to check
+/// out brings the pull request in.
+#[test]
+fn only_what_the_shell_runs_counts_after_pull_request_bytes() {
+    let job = |script: &str, then: &str| {
+        format!(
+            "on: issue_comment\npermissions: {{}}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - run: |\n{script}{then}"
+        )
+    };
+    let switch =
+        "          git fetch origin \"$BRANCH\"\n          git switch -c new \"origin/$BRANCH\"\n";
+    for data in [
+        "          gh pr comment 1 --body \"see \\`.ai/\\` and \\`src/x/\\`: [run](${URL}/pull/1)\"\n",
+        "          git push \\\n            \"https://x-access-token:${T}@github.com/o/r.git\" HEAD:new\n",
+        "          # ./scripts/never-run.sh\n          cat <<EOF > note.md\n          ./not/a/command\n          EOF\n",
+    ] {
+        let all = findings(&repo(&[("w.yml", &job(switch, data))]));
+        assert!(errors(&all).is_empty(), "{data}\n{}", messages(&all));
+    }
+    // A substitution inside double quotes runs: `$(…)`, and backquotes
+    // that are not escaped.
+    for runs in [
+        "          echo \"$(./scripts/post.sh)\"\n",
+        "          echo \"see `./scripts/post.sh`\"\n",
+        "          \"$GITHUB_WORKSPACE/scripts/post.sh\" --all\n",
+    ] {
+        let all = findings(&repo(&[("w.yml", &job(switch, runs))]));
+        assert!(!errors(&all).is_empty(), "{runs}{}", messages(&all));
+    }
+    // A branch of the pull request, then an action that checks it out.
+    let branch = "          git fetch origin \"refs/pull/${PR}/head\"\n          git branch -f -- review FETCH_HEAD\n";
+    let action = "      - uses: org/review-action@0123456789abcdef0123456789abcdef01234567\n";
+    let all = findings(&repo(&[("w.yml", &job(branch, action))]));
+    let text = messages(&all);
+    assert!(
+        text.contains("git branch -f -- review FETCH_HEAD"),
+        "{text}"
+    );
+    // Fetched only (to diff it), it is not brought in.
+    let fetched = "          git fetch origin \"refs/pull/${PR}/head\"\n          git diff HEAD FETCH_HEAD --stat\n";
+    let all = findings(&repo(&[("w.yml", &job(fetched, action))]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+}
+
+/// tinygrad's line-count bot (the corpus): on `pull_request_target` the
+/// pull request is checked out into `pr/` and only read by the default
+/// branch's script, whose result a comment action posts. Nothing of `pr/`
+/// runs. Handed to an installer, run from, worked in, copied out, searched
+/// by a test runner or given to an action, it does.
+#[test]
+fn a_pull_request_in_a_subdirectory_read_by_trusted_scripts_is_not_code() {
+    let bot = |count: &str, post: &str| {
+        format!(
+            "on: pull_request_target\njobs:\n  szdiff:\n    permissions:\n      contents: read\n      pull-requests: write\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: actions/checkout@v6\n        with:\n          repository: ${{{{ github.event.pull_request.head.repo.full_name }}}}\n          ref: ${{{{ github.event.pull_request.head.sha }}}}\n          path: pr\n          persist-credentials: false\n      - uses: actions/checkout@v6\n        with:\n          path: base\n          persist-credentials: false\n      - run: |\n          BASE=\"$GITHUB_WORKSPACE/base\"\n          PR=\"$GITHUB_WORKSPACE/pr\"\n{count}{post}"
+        )
+    };
+    let reads = "          pip install tabulate $BASE\n          cp \"$BASE/sz.py\" .\n          python sz.py \"$BASE\" \"$PR\" > loc.txt\n          git -C pr log -1\n";
+    let comment = "      - uses: marocchino/sticky-pull-request-comment@v3\n        with:\n          path: loc.txt\n";
+    let all = findings(&repo(&[("szdiff.yml", &bot(reads, comment))]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    for runs in [
+        "          pip install ./pr\n",
+        "          pip install \"$PR\"\n",
+        "          python pr/setup.py build\n",
+        "          cd pr && make\n",
+        "          \"$PR/scripts/count.sh\"\n",
+        "          cp \"$PR/count.sh\" . && ./count.sh\n",
+        "          pytest\n",
+        "          echo \"$PR/bin\" >> \"$GITHUB_PATH\"\n",
+        "          PYTHONPATH=pr python sz.py\n",
+    ] {
+        let all = findings(&repo(&[("szdiff.yml", &bot(runs, comment))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{runs}{}",
+            messages(&all)
+        );
+    }
+    for action in [
+        "      - uses: org/lint-action@v1\n        with:\n          path: pr\n",
+        "      - uses: org/lint-action@v1\n",
+        "      - run: python base/count.py\n        env:\n          PYTHONPATH: pr\n",
+    ] {
+        let all = findings(&repo(&[("szdiff.yml", &bot(reads, action))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{action}{}",
+            messages(&all)
+        );
+    }
+    // The job works in the pull request's directory by default.
+    for default in [
+        "    defaults:\n      run:\n        working-directory: pr\n",
+        "    env:\n      PYTHONPATH: pr\n",
+    ] {
+        let text = bot("          npm ci\n", "").replace(
+            "    runs-on: ubuntu-24.04\n",
+            &format!("    runs-on: ubuntu-24.04\n{default}"),
+        );
+        let all = findings(&repo(&[("szdiff.yml", &text)]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{default}{}",
+            messages(&all)
+        );
+    }
+}
+
+/// A `pull_request_target` job runs the default branch's code with
+/// secrets: on the runner where pull-request code ran before it, it is the
+/// trusted job with something to lose.
+#[test]
+fn a_pull_request_target_job_sharing_the_runner_is_exposed() {
+    let wf = "on: pull_request_target\npermissions: {}\njobs:\n  build:\n    runs-on: gpu-box\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n          persist-credentials: false\n      - run: cargo build\n  label:\n    runs-on: gpu-box\n    steps:\n      - run: ./label.sh\n        env:\n          TOKEN: ${{ secrets.LABEL_TOKEN }}\n";
+    let all = findings(&repo(&[("gpu.yml", wf)]));
+    let text = messages(&all);
+    assert!(rules(&all).contains("persistent-runner"), "{text}");
+    assert!(text.contains("`label` of gpu.yml"), "{text}");
+}
+
+/// A reusable workflow whose runner is `${{ inputs.runner }}`: the label
+/// its callers pass is the runner, compared with the trusted jobs' labels
+/// like a literal one (a runner named by an unresolved expression is not
+/// reported).
+#[test]
+fn a_runner_passed_by_the_callers_is_compared_like_a_literal_label() {
+    let callee = "on:\n  workflow_call:\n    inputs:\n      runner: { type: string }\npermissions: {}\njobs:\n  build:\n    runs-on: ${{ inputs.runner }}\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n          persist-credentials: false\n      - run: cargo build\n";
+    let caller = |runner: &str| {
+        format!(
+            "on: pull_request_target\npermissions: {{}}\njobs:\n  call:\n    uses: ./.github/workflows/build.yml\n    with:\n      runner: {runner}\n  label:\n    runs-on: gpu-box\n    steps:\n      - run: ./label.sh\n        env:\n          TOKEN: ${{{{ secrets.LABEL_TOKEN }}}}\n"
+        )
+    };
+    let all = findings(&repo(&[
+        ("build.yml", callee),
+        ("ci.yml", &caller("gpu-box")),
+    ]));
+    let text = messages(&all);
+    assert!(rules(&all).contains("persistent-runner"), "{text}");
+    assert!(text.contains("`label` of ci.yml"), "{text}");
+    // Another machine: nothing shared.
+    let all = findings(&repo(&[
+        ("build.yml", callee),
+        ("ci.yml", &caller("gpu-other")),
+    ]));
+    assert!(
+        !rules(&all).contains("persistent-runner"),
+        "{}",
+        messages(&all)
+    );
+}

@@ -1,85 +1,57 @@
-//! The rules about privileged jobs and the trusted steps they run: a policy
-//! grant never makes pull-request code trusted, the trusted key step (and any
-//! trusted `cargo xtask`) sees no pull-request bytes, credentials never
-//! persist next to pull-request code, attacker-controlled text never expands
-//! into a privileged `run:`, remote scripts never run where secrets or the
-//! publisher's cache token are, gates hold, and artifact-binding run names
-//! contain nothing an attacker picks.
+//! Family `privileged`: privileged jobs and the trusted steps they run. The
+//! trusted key step (and any trusted `cargo xtask`) sees no pull-request
+//! bytes (`trusted-step-environment`), attacker-controlled text never
+//! expands into a privileged `run:` (`privileged-injection`), and the gates
+//! untrusted code waits for hold (`gate-bypass`).
 //!
-//! Owns these checks and the recognisers only they use. It must not touch
-//! role inference (`roles.rs`), the cache-aware action and command tables
-//! (`rules.rs`) or the workflow model beyond reading it.
+//! Owns these checks and the recognisers only they use, and
+//! `Checker::privilege` (what makes a job privileged), which `remote_code`
+//! reads. It must not touch role inference (`roles.rs`).
 
 use std::collections::BTreeSet;
 
-use super::expr;
-use super::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
-use super::rules::{Checker, checkouts_before, is_within, join_dir, key_signature, normalize_dir};
-use super::workflow::{Job, Pos, Scalar, Step};
+use anyhow::Result;
 
-/// Variables that decide which toolchain, wrapper, configuration or shell
-/// start-up file a `cargo xtask` step runs. One pointing into a
-/// pull-request checkout hands that step to the pull request.
-const TOOL_ENV: &[&str] = &[
-    "PATH",
-    "CARGO_HOME",
-    "RUSTUP_HOME",
-    "RUSTUP_TOOLCHAIN",
-    "RUSTC",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "CARGO",
-    "CARGO_BUILD_RUSTC",
-    "CARGO_BUILD_RUSTC_WRAPPER",
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET_DIR",
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "BASH_ENV",
-];
+use super::keys::{checkouts_before, is_within, join_dir, key_signature, normalize_dir};
+use super::secrets::pr_bytes;
+use super::{Checker, RuleId};
+use crate::contracts::expr;
+use crate::contracts::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
+use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
-/// Programs that run what is piped into them (after `sudo`, `env`, …).
-const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "fish", "python", "python3", "node", "perl", "ruby",
-    "pwsh", "source", ".", "eval",
-];
+/// `trusted-step-environment`.
+pub(super) fn check_trusted_step_environment(c: &mut Checker) -> Result<()> {
+    c.each_job(|c, info, job| {
+        c.trusted_step_environment(info, job);
+        Ok(())
+    })
+}
+
+/// `privileged-injection`.
+pub(super) fn check_privileged_injection(c: &mut Checker) -> Result<()> {
+    c.each_job(|c, info, job| {
+        if let Some((why, _)) = c.privilege(info, job) {
+            c.privileged_injection(info, job, &why);
+        }
+        Ok(())
+    })
+}
+
+/// `gate-bypass`.
+pub(super) fn check_gate_bypass(c: &mut Checker) -> Result<()> {
+    c.each_job(|c, info, job| {
+        if info.is_untrusted() {
+            c.gate_bypass(info, job);
+        }
+        Ok(())
+    })
+}
 
 impl Checker<'_> {
-    /// Runs every rule of this module.
-    pub(super) fn run_privileged(&mut self) {
-        let model = self.model;
-        for info in &model.jobs {
-            let job = model.job(info.at);
-            if info.is_untrusted() {
-                self.grant_to_untrusted_code(info, job);
-                self.gate_bypass(info, job);
-            }
-            // A pod that runs only trusted code reads its own token; the
-            // token expires with the job, so a persistent pod's disk keeps
-            // nothing usable (persistent-runner covers what PR code leaves).
-            if info.is_untrusted() {
-                self.persist_credentials(info, job);
-            }
-            self.trusted_step_environment(info, job);
-            if let Some((why, writes_only)) = self.privilege(info, job) {
-                self.privileged_injection(info, job, &why);
-                // A write token alone is rule 2's business; a fetched script
-                // matters where secrets or the publisher's cache token are.
-                if !writes_only {
-                    self.remote_script(info, job, &why);
-                }
-            }
-            if info.publisher {
-                self.publisher_reuse(info, job);
-            }
-        }
-        self.run_name_binding();
-    }
-
     /// Why the job's code matters beyond its own logs: it is a publisher, it
     /// holds a secret, or its token may write (then the flag is true: the
     /// write token is its only privilege). `None` for the rest.
-    fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
+    pub(super) fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
         if info.publisher {
             return Some(("publisher job".to_owned(), false));
         }
@@ -103,8 +75,10 @@ impl Checker<'_> {
                 // The repository default may be write, except where GitHub
                 // makes every pull_request token read-only for forks anyway.
                 None => !only_pull_request,
-                Some(super::workflow::Permissions::Shorthand(s)) => s.value.trim() == "write-all",
-                Some(super::workflow::Permissions::Map { scopes, .. }) => scopes
+                Some(crate::contracts::workflow::Permissions::Shorthand(s)) => {
+                    s.value.trim() == "write-all"
+                }
+                Some(crate::contracts::workflow::Permissions::Map { scopes, .. }) => scopes
                     .iter()
                     .any(|(_, level)| level.value.trim() == "write"),
             };
@@ -115,83 +89,10 @@ impl Checker<'_> {
         None
     }
 
-    /// `untrusted-secrets`: a policy grant of secrets to a job that runs
-    /// pull-request-controlled bytes is refused, whatever it grants.
-    fn grant_to_untrusted_code(&mut self, info: &JobInfo, job: &Job) {
-        let Some(grant) = self.grant(info.at) else {
-            return;
-        };
-        if grant.secrets.is_empty() {
-            return;
-        }
-        let Some(why) = pr_bytes(info) else { return };
-        let wf = self.model.workflow(info.at);
-        let pos = job
-            .scalars
-            .iter()
-            .find_map(|s| {
-                expr::secret_refs(&s.value).into_iter().find_map(|r| {
-                    r.name
-                        .filter(|n| grant.secrets.contains(n))
-                        .map(|n| wf.locate(s.pos, &format!("secrets.{n}")))
-                })
-            })
-            .unwrap_or(job.id.pos);
-        let message = format!(
-            "the policy grants {} to {}, which runs pull-request-controlled bytes ({}, line {}); a grant does not make that code trusted: give the secret to a job that runs only trusted code",
-            grant
-                .secrets
-                .iter()
-                .map(|s| format!("`{s}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            self.label(info.at),
-            why.text,
-            why.pos.line
-        );
-        self.push("untrusted-secrets", info.at, info.at.workflow, pos, message);
-    }
-
-    /// `untrusted-persist-credentials`: every checkout in an untrusted-code
-    /// or pod job says `persist-credentials: false`.
-    fn persist_credentials(&mut self, info: &JobInfo, job: &Job) {
-        let who = self.label(info.at);
-        let mut found = Vec::new();
-        for step in job
-            .steps
-            .iter()
-            .filter(|s| s.uses_action("actions/checkout"))
-        {
-            let setting = step.input("persist-credentials");
-            if setting.is_some_and(|v| v.value.trim() == "false") {
-                continue;
-            }
-            let pos = setting.map_or(step.uses.as_ref().map_or(step.pos, |u| u.pos), |v| v.pos);
-            let what = setting.map_or("without `persist-credentials: false`".to_owned(), |v| {
-                format!("with `persist-credentials: {}`", v.value)
-            });
-            found.push((
-                pos,
-                format!(
-                    "{who} checks out {what}, so the token stays in .git/config where the code it runs can read it"
-                ),
-            ));
-        }
-        for (pos, message) in found {
-            self.push(
-                "untrusted-persist-credentials",
-                info.at,
-                info.at.workflow,
-                pos,
-                message,
-            );
-        }
-    }
-
     /// `trusted-step-environment`: the key step and every other trusted
     /// `cargo xtask` step of a privileged or publisher job run with no
     /// pull-request bytes in their tools, configuration or environment.
-    fn trusted_step_environment(&mut self, info: &JobInfo, job: &Job) {
+    pub(super) fn trusted_step_environment(&mut self, info: &JobInfo, job: &Job) {
         let privileged = info
             .triggers
             .iter()
@@ -314,7 +215,7 @@ impl Checker<'_> {
         }
         for (pos, message) in found {
             self.push(
-                "trusted-step-environment",
+                RuleId::TrustedStepEnvironment,
                 info.at,
                 info.at.workflow,
                 pos,
@@ -325,7 +226,7 @@ impl Checker<'_> {
 
     /// `privileged-injection`: an attacker-controlled expression expanded
     /// into the script of a privileged job.
-    fn privileged_injection(&mut self, info: &JobInfo, job: &Job, why: &str) {
+    pub(super) fn privileged_injection(&mut self, info: &JobInfo, job: &Job, why: &str) {
         let wf = self.model.workflow(info.at);
         let mut found = Vec::new();
         for step in &job.steps {
@@ -354,7 +255,7 @@ impl Checker<'_> {
         }
         for (pos, message) in found {
             self.push(
-                "privileged-injection",
+                RuleId::PrivilegedInjection,
                 info.at,
                 info.at.workflow,
                 pos,
@@ -367,7 +268,7 @@ impl Checker<'_> {
     /// the pull request's code runs in that job and can set what its steps
     /// output (the runner's output files lie in a directory it can list), so
     /// every output of it is attacker-controlled text.
-    fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
+    pub(super) fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
         let wf = self.model.workflow(at);
         body.match_indices("needs.").find_map(|(i, _)| {
             let rest = &body[i + "needs.".len()..];
@@ -394,98 +295,61 @@ impl Checker<'_> {
 
     /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
     /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
-    fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
+    pub(super) fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
         let name: String = body
             .split("inputs.")
             .nth(1)?
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
             .collect();
-        self.model
+        // Every caller that passes such a value is named: one finding for
+        // the job, listing its callers.
+        let mut found: Vec<(String, Vec<String>)> = Vec::new();
+        for caller in self
+            .model
             .jobs
             .iter()
             .filter(|caller| caller.callee == Some(at.workflow))
-            .find_map(|caller| {
-                let job = self.model.job(caller.at);
-                let value = super::workflow::lookup(&job.with, &name)?;
-                expr::expressions(&value.value)
-                    .into_iter()
-                    .find_map(|(_, passed)| {
-                        attacker_controlled(passed)
-                            .map(str::to_owned)
-                            .or_else(|| self.untrusted_output(caller.at, passed))
-                    })
-                    .map(|context| {
-                        format!(
-                            "{context}, passed as `inputs.{name}` by `{}` of {}",
-                            job.id.value,
-                            self.model.workflow(caller.at).name
-                        )
-                    })
-            })
-    }
-
-    /// `remote-script`: a script downloaded and run in a privileged job.
-    fn remote_script(&mut self, info: &JobInfo, job: &Job, why: &str) {
-        let wf = self.model.workflow(info.at);
-        let mut found = Vec::new();
-        for step in &job.steps {
-            let Some(run) = &step.run else { continue };
-            if let Some(line) = downloads_and_runs(&run.value) {
-                found.push((
-                    wf.locate(run.pos, line),
-                    format!(
-                        "`{}` runs a script fetched at run time in `{}`, a {why}; whoever controls that URL runs code with its secrets and token: vendor the script or verify a pinned checksum before running it",
-                        line.trim(),
-                        job.id.value
-                    ),
-                ));
-            }
-        }
-        for (pos, message) in found {
-            self.push("remote-script", info.at, info.at.workflow, pos, message);
-        }
-    }
-
-    /// `publisher-untrusted-ref`: the publisher builds; it never reuses an
-    /// artifact another run uploaded.
-    fn publisher_reuse(&mut self, info: &JobInfo, job: &Job) {
-        let wf = self.model.workflow(info.at);
-        let mut found = Vec::new();
-        for step in &job.steps {
-            let Some(run) = &step.run else { continue };
-            let Some(line) = run.value.lines().find(|l| {
-                let words: Vec<&str> = l.split_whitespace().collect();
-                words
-                    .windows(3)
-                    .any(|w| w == ["cargo", "xtask", "gpu-archive"])
-            }) else {
+        {
+            let job = self.model.job(caller.at);
+            let Some(value) = crate::contracts::workflow::lookup(&job.with, &name) else {
                 continue;
             };
-            if run.value.split_whitespace().any(|w| w == "--reuse") {
-                found.push((
-                    wf.locate(run.pos, line),
-                    format!(
-                        "publisher job `{}` runs `gpu-archive --reuse`, which may publish an archive another run uploaded; the publisher builds what it publishes",
-                        job.id.value
-                    ),
-                ));
+            let context = expr::expressions(&value.value)
+                .into_iter()
+                .find_map(|(_, passed)| {
+                    attacker_controlled(passed)
+                        .map(str::to_owned)
+                        .or_else(|| self.untrusted_output(caller.at, passed))
+                });
+            let Some(context) = context else {
+                continue;
+            };
+            let by = format!(
+                "`{}` of {}",
+                job.id.value,
+                self.model.workflow(caller.at).name
+            );
+            match found.iter_mut().find(|(known, _)| *known == context) {
+                Some((_, callers)) => callers.push(by),
+                None => found.push((context, vec![by])),
             }
         }
-        for (pos, message) in found {
-            self.push(
-                "publisher-untrusted-ref",
-                info.at,
-                info.at.workflow,
-                pos,
-                message,
-            );
-        }
+        let text: Vec<String> = found
+            .into_iter()
+            .map(|(context, callers)| {
+                format!(
+                    "{context}, passed as `inputs.{name}` by {}",
+                    callers.join(", ")
+                )
+            })
+            .collect();
+        (!text.is_empty()).then(|| text.join("; "))
     }
 
     /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
     /// be able to stop it.
-    fn gate_bypass(&mut self, info: &JobInfo, job: &Job) {
+    pub(super) fn gate_bypass(&mut self, info: &JobInfo, job: &Job) {
         // Gates matter where pull-request bytes run in a privileged run; a
         // pod job of a push workflow has nothing to be gated from.
         let Some(bytes) = pr_bytes(info) else { return };
@@ -561,13 +425,13 @@ impl Checker<'_> {
             }
         }
         for (file, pos, message) in found {
-            self.push("gate-bypass", info.at, file, pos, message);
+            self.push(RuleId::GateBypass, info.at, file, pos, message);
         }
     }
 
     /// The jobs `at` needs, transitively, with those its callers need when
     /// it is in a reusable workflow.
-    fn gates(&self, at: JobRef) -> BTreeSet<JobRef> {
+    pub(super) fn gates(&self, at: JobRef) -> BTreeSet<JobRef> {
         let mut out = BTreeSet::new();
         let mut pending = vec![at];
         let mut seen = BTreeSet::from([at]);
@@ -602,63 +466,31 @@ impl Checker<'_> {
         }
         out
     }
-
-    /// `artifact-binding`: the run name the artifact finder trusts contains
-    /// nothing the pull request's author picks.
-    fn run_name_binding(&mut self) {
-        let model = self.model;
-        for (w, wf) in model.workflows.iter().enumerate() {
-            let Some(name) = &wf.run_name else { continue };
-            let binds = self.policy.artifacts.trusted_workflows.contains(&wf.name)
-                || wf.jobs.iter().any(|j| {
-                    j.steps.iter().any(|s| {
-                        s.run
-                            .as_ref()
-                            .is_some_and(|r| runs_xtask(&r.value) && r.value.contains("--reuse"))
-                    })
-                });
-            if !binds || wf.jobs.is_empty() {
-                continue;
-            }
-            for (_, body) in expr::expressions(&name.value) {
-                if let Some(context) = attacker_controlled(body) {
-                    self.push(
-                        "artifact-binding",
-                        JobRef { workflow: w, job: 0 },
-                        w,
-                        name.pos,
-                        format!(
-                            "the `run-name:` of {} expands `{context}`, which the pull request's author picks; the artifact finder trusts a run whose name states the head commit, so a branch or title could state another commit: use only the head SHA",
-                            wf.name
-                        ),
-                    );
-                    if let Some(finding) = self.findings.last_mut() {
-                        finding.job = None;
-                    }
-                }
-            }
-        }
-    }
 }
 
-/// Why a job runs bytes a pull request controls: a reason other than its
-/// runner, or, for a pod job in a privileged run, the pod itself (it exists
-/// to run the pull request's tests).
-fn pr_bytes(info: &JobInfo) -> Option<&super::roles::Why> {
-    let pod_pos = info.pod.as_ref().map(|p| (p.pos, &p.text));
-    let other = info
-        .untrusted
-        .iter()
-        .find(|w| Some((w.pos, &w.text)) != pod_pos);
-    let privileged = info
-        .triggers
-        .iter()
-        .any(|t| PRIVILEGED_EVENTS.contains(&t.as_str()));
-    other.or(info.pod.as_ref().filter(|_| privileged))
-}
+/// Variables that decide which toolchain, wrapper, configuration or shell
+/// start-up file a `cargo xtask` step runs. One pointing into a
+/// pull-request checkout hands that step to the pull request.
+const TOOL_ENV: &[&str] = &[
+    "PATH",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CARGO",
+    "CARGO_BUILD_RUSTC",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET_DIR",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "BASH_ENV",
+];
 
 /// True when a script runs `cargo xtask …`.
-fn runs_xtask(script: &str) -> bool {
+pub(super) fn runs_xtask(script: &str) -> bool {
     script.lines().any(|l| {
         let words: Vec<&str> = l.split_whitespace().collect();
         words.windows(2).any(|w| w == ["cargo", "xtask"])
@@ -686,7 +518,7 @@ fn untrusted_checkouts(job: &Job, index: usize, default: &str) -> Vec<String> {
         .map(|(path, _)| path)
         .collect();
     for step in &job.steps[..index] {
-        if super::roles::other_run_download(step).is_some() {
+        if crate::contracts::roles::other_run_download(step).is_some() {
             // download-artifact unpacks into the workspace without `path:`.
             paths.push(normalize_dir(
                 step.input("path").map_or(".", |p| p.value.as_str()),
@@ -810,133 +642,6 @@ pub fn attacker_controlled(body: &str) -> Option<&str> {
     })
 }
 
-/// The first line of a script that runs what it downloads: a pipe from
-/// `curl`/`wget` into an interpreter, a process substitution, or a file
-/// fetched and then run without a checksum check in between.
-pub fn downloads_and_runs(script: &str) -> Option<&str> {
-    // Commands in order: `curl -o x && bash x` is two of them.
-    let lines: Vec<&str> = script
-        .lines()
-        .flat_map(|l| l.split("&&").flat_map(|c| c.split(';')))
-        .flat_map(|c| c.split("||"))
-        .collect();
-    let is_fetch =
-        |w: &str| matches!(w, "curl" | "wget") || w.ends_with("/curl") || w.ends_with("/wget");
-    let mut fetched: Vec<(String, usize)> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if !words
-            .iter()
-            .any(|w| is_fetch(w.trim_start_matches(['(', '$', '<', '`', '"'])))
-        {
-            // A later line may run a file fetched earlier.
-            let runs_fetched = fetched.iter().any(|(file, at)| {
-                let verified = lines[*at..i].iter().any(|l| verifies_checksum(l));
-                !verified && runs_file(line, file)
-            });
-            if runs_fetched {
-                return Some(line);
-            }
-            continue;
-        }
-        // curl … | sh, wget -O- … | sudo bash
-        let mut pieces = line.split('|').filter(|p| !p.trim().is_empty());
-        let mut seen_fetch = false;
-        for piece in pieces.by_ref() {
-            let piece_words: Vec<&str> = piece.split_whitespace().collect();
-            if seen_fetch {
-                let program = piece_words
-                    .iter()
-                    .map(|w| w.rsplit('/').next().unwrap_or(w))
-                    .find(|w| !matches!(*w, "sudo" | "env" | "-E" | "exec") && !w.contains('='));
-                if program.is_some_and(|p| INTERPRETERS.contains(&p)) {
-                    return Some(line);
-                }
-            }
-            seen_fetch |= piece_words.iter().any(|w| is_fetch(w));
-        }
-        // bash <(curl …), sh -c "$(curl …)", source <(wget -qO- …)
-        let substituted = ["<(curl", "<(wget", "$(curl", "$(wget", "`curl", "`wget"]
-            .iter()
-            .any(|s| line.contains(s));
-        if substituted
-            && words
-                .iter()
-                .any(|w| INTERPRETERS.contains(&w.trim_start_matches("sudo")))
-        {
-            return Some(line);
-        }
-        // curl -o FILE URL / wget -O FILE URL / curl -O URL (remote name)
-        fetched.extend(downloaded_file(&words).map(|f| (f, i)));
-    }
-    None
-}
-
-/// The file a `curl`/`wget` command line writes, when it names one.
-fn downloaded_file(words: &[&str]) -> Option<String> {
-    let mut out = None;
-    let mut url = None;
-    for (i, w) in words.iter().enumerate() {
-        let next = words.get(i + 1).map(|s| s.trim_matches('"').to_owned());
-        match *w {
-            "-o" | "--output" | "--output-document" => out = next,
-            "-O" if words.iter().any(|w| w.ends_with("wget")) => out = next,
-            _ if w.starts_with("--output-document=") => {
-                out = w
-                    .split_once('=')
-                    .map(|(_, f)| f.trim_matches('"').to_owned())
-            }
-            _ if w.starts_with('-') && !w.starts_with("--") && w.ends_with('o') => out = next,
-            _ if w.trim_matches('"').starts_with("http") => url = Some(w.trim_matches('"')),
-            _ => {}
-        }
-    }
-    let short_o = |w: &&&str| w.starts_with('-') && !w.starts_with("--") && w.contains('O');
-    let remote_name = words.iter().any(|w| short_o(&w) || *w == "--remote-name")
-        && !words.iter().any(|w| w.ends_with("wget"))
-        || words.iter().any(|w| w.ends_with("wget")) && out.is_none();
-    out.or_else(|| {
-        remote_name
-            .then(|| url.and_then(|u| u.rsplit('/').next()).map(str::to_owned))
-            .flatten()
-    })
-    .filter(|f| f != "-" && !f.is_empty())
-}
-
-/// True when `line` runs `file`: as a command, or through an interpreter.
-fn runs_file(line: &str, file: &str) -> bool {
-    let bare = file.trim_start_matches("./");
-    let words: Vec<&str> = line
-        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
-        .filter(|w| !w.is_empty())
-        .map(|w| w.trim_matches('"'))
-        .collect();
-    words.iter().enumerate().any(|(i, w)| {
-        let names = w.trim_start_matches("./") == bare;
-        if !names {
-            return false;
-        }
-        let before = i.checked_sub(1).map(|j| words[j]);
-        // `./x.sh` or `/tmp/x.sh` as the command, `bash x.sh`, `sudo x.sh`;
-        // `chmod +x x.sh` or `tar -xf /tmp/x.tgz` is not a run.
-        let command = i == 0 || before.is_some_and(|b| matches!(b, "sudo" | "exec" | "nohup"));
-        (w.starts_with("./") || w.starts_with('/')) && command
-            || before.is_some_and(|b| {
-                INTERPRETERS.contains(&b.rsplit('/').next().unwrap_or(b)) || b == "sudo"
-            })
-    })
-}
-
-fn verifies_checksum(line: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let sum = words
-        .iter()
-        .any(|w| w.ends_with("sum") && (w.starts_with("sha") || w.starts_with("b2")));
-    (sum && words.iter().any(|w| *w == "-c" || *w == "--check"))
-        || words.windows(2).any(|w| w == ["gpg", "--verify"])
-        || words.windows(2).any(|w| w == ["cosign", "verify-blob"])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -974,34 +679,6 @@ mod tests {
     }
 
     #[test]
-    fn download_and_execute_forms() {
-        for bad in [
-            "curl -fsSL https://x.example/install.sh | sh",
-            "curl -sSf https://sh.rustup.rs | sudo -E bash -s -- -y",
-            "wget -qO- https://x.example/i | bash",
-            "bash <(curl -s https://x.example/i.sh)",
-            "sh -c \"$(curl -fsSL https://x.example/i.sh)\"",
-            "curl -fsSLo install.sh https://x.example/i.sh\nbash install.sh",
-            "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh\n/tmp/i.sh --yes",
-            "wget https://x.example/setup.py\npython3 setup.py",
-            "curl -LO https://x.example/get.sh && sh get.sh",
-        ] {
-            assert!(downloads_and_runs(bad).is_some(), "{bad}");
-        }
-        for ok in [
-            "curl --fail -d \"$body\" \"$URL/pods\"",
-            "curl -o x.tar.gz https://x.example/x.tar.gz\ntar -xf x.tar.gz",
-            "curl -o /tmp/x.tgz https://x.example/x.tgz\ntar -xf /tmp/x.tgz -C /opt",
-            "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh",
-            "curl -fsSLo i.sh https://x.example/i.sh\necho \"$SUM  i.sh\" | sha256sum -c -\nbash i.sh",
-            "gh api repos/x/y | jq .id",
-            "echo curl | tee log",
-        ] {
-            assert!(downloads_and_runs(ok).is_none(), "{ok}");
-        }
-    }
-
-    #[test]
     fn paths_into_checkouts() {
         let pr = vec!["pr".to_owned()];
         assert_eq!(
@@ -1017,17 +694,5 @@ mod tests {
             Some("pr")
         );
         assert!(mentions_checkout("echo pr >> $GITHUB_ENV", &pr).is_none());
-    }
-
-    #[test]
-    fn every_rule_has_a_docs_heading() {
-        let docs = include_str!("../../../docs/contracts.md");
-        for rule in super::super::rules::RULES {
-            assert!(
-                docs.lines().any(|l| l.trim() == format!("### {}", rule.id)),
-                "docs/contracts.md has no `### {}` heading",
-                rule.id
-            );
-        }
     }
 }

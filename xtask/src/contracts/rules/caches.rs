@@ -1,0 +1,264 @@
+//! Family `caches`: rule `untrusted-cache-save`, the one-writer rule. A job
+//! that runs untrusted code never saves a cache and never holds a token
+//! that could; a `pull_request` job never writes a store outside GitHub's
+//! cache with ambient credentials.
+//!
+//! Owns these checks and the walk through local composite actions' steps.
+//! How a step writes a cache is `contracts/caches.rs`'s (the one table);
+//! this module never matches action names itself.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+
+use super::{Checker, RuleId};
+use crate::contracts::caches::{self, cache_env_saves, cache_save};
+use crate::contracts::expr;
+use crate::contracts::roles::{JobInfo, JobRef};
+use crate::contracts::workflow::{Job, Pos, Step};
+
+/// `untrusted-cache-save`.
+pub(super) fn check_untrusted_cache_save(c: &mut Checker) -> Result<()> {
+    c.each_job(|c, info, job| {
+        if info.is_untrusted() {
+            c.untrusted_cache_save(info, job)?;
+        } else if info.triggers.contains("pull_request") {
+            c.pull_request_external_saves(info, job);
+        }
+        Ok(())
+    })
+}
+
+impl Checker<'_> {
+    /// Rule 1: untrusted-code jobs never save.
+    pub(super) fn untrusted_cache_save(&mut self, info: &JobInfo, job: &Job) -> Result<()> {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let why = &info.untrusted[0];
+        let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
+        let mut saves = Vec::new();
+        for step in &job.steps {
+            saves.extend(self.step_saves(step)?);
+        }
+        saves.extend(cache_env_saves(wf, job));
+        let credentials = self.credentials(at);
+        for save in caches::external_saves(wf, job) {
+            if !saves.iter().any(|(pos, _)| *pos == save.pos) {
+                saves.push((
+                    save.pos,
+                    format!(
+                        "it writes to {}, with {credentials}, which `cache-mode:` does not govern",
+                        save.backend
+                    ),
+                ));
+            }
+        }
+        for (pos, why) in saves {
+            self.push(
+                RuleId::UntrustedCacheSave,
+                at,
+                at.workflow,
+                pos,
+                format!("{who} saves to the cache: {why}"),
+            );
+        }
+        if let Some((pos, why)) = self.cache_write_token(at, &mut BTreeSet::new()) {
+            self.push(
+                RuleId::UntrustedCacheSave,
+                at,
+                at.workflow,
+                pos,
+                format!(
+                    "{who} holds a token that can write the cache ({why}); the code it runs can save without any save step, so set `cache-mode: read` (or `none`)"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Why a job's token may write the cache when its `cache-mode` does not
+    /// say `read` or `none`: its own, else its workflow's, else (for a
+    /// reusable workflow) each caller's ceiling. The job's own explicit
+    /// `write` is reported by [`cache_env_saves`]; a caller's is reported here.
+    pub(super) fn cache_write_token(
+        &self,
+        at: JobRef,
+        seen: &mut BTreeSet<JobRef>,
+    ) -> Option<(Pos, String)> {
+        let top = seen.is_empty();
+        seen.insert(at);
+        let wf = self.model.workflow(at);
+        let job = self.model.job(at);
+        if let Some(mode) = job.cache_mode.as_ref().or(wf.cache_mode.as_ref()) {
+            return match mode.value.trim() {
+                "read" | "none" => None,
+                "write" | "write-only" if top => None,
+                other @ ("write" | "write-only") => {
+                    Some((mode.pos, format!("`cache-mode: {other}` lets it write")))
+                }
+                other => Some((
+                    mode.pos,
+                    format!("`cache-mode: {other}` is not known to be read-only"),
+                )),
+            };
+        }
+        let callers: Vec<JobRef> = self
+            .model
+            .jobs
+            .iter()
+            .filter(|info| info.callee == Some(at.workflow))
+            .map(|info| info.at)
+            .collect();
+        if callers.is_empty() {
+            return Some((
+                job.id.pos,
+                "no `cache-mode:` on the job or its workflow, and the default lets it write"
+                    .to_owned(),
+            ));
+        }
+        // Each caller is asked once (cycles and shared callers end), and
+        // every caller that lets the job write is named: one finding for
+        // the job, listing its callers, whichever way it is reached.
+        let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+        for caller in callers {
+            if seen.contains(&caller) {
+                continue;
+            }
+            let Some((_, why)) = self.cache_write_token(caller, seen) else {
+                continue;
+            };
+            let name = format!(
+                "`{}` of {}",
+                self.model.job(caller).id.value,
+                self.model.workflow(caller).name
+            );
+            match reasons.iter_mut().find(|(known, _)| *known == why) {
+                Some((_, names)) => names.push(name),
+                None => reasons.push((why, vec![name])),
+            }
+        }
+        if reasons.is_empty() {
+            return None;
+        }
+        let text: Vec<String> = reasons
+            .into_iter()
+            .map(|(why, names)| {
+                let callers = if names.len() == 1 {
+                    "caller"
+                } else {
+                    "callers"
+                };
+                format!("{why}, at its {callers} {}", names.join(", "))
+            })
+            .collect();
+        Some((job.id.pos, text.join("; ")))
+    }
+
+    /// Where a step saves to the cache: the step itself, or, for a local
+    /// composite action (`uses: ./.github/actions/x`), any step inside it.
+    pub(super) fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
+        let mut found = Vec::new();
+        let mut budget = LOCAL_ACTION_BUDGET;
+        self.collect_step_saves(step, None, &mut budget, &mut found)?;
+        Ok(found)
+    }
+
+    pub(super) fn collect_step_saves(
+        &self,
+        step: &Step,
+        outer: Option<Outer<'_>>,
+        budget: &mut usize,
+        found: &mut Vec<(Pos, String)>,
+    ) -> Result<()> {
+        // Inside an action, findings point at the workflow's `uses:` line
+        // and name the action file's line.
+        let place = |pos: Pos, why: String| match outer {
+            None => (pos, why),
+            Some((at, file, _)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+        };
+        if let Some((pos, why)) = cache_save(step) {
+            found.push(place(pos, why));
+        }
+        let Some(uses) = &step.uses else {
+            return Ok(());
+        };
+        if crate::contracts::workflow::local_uses(&uses.value).is_none() {
+            return Ok(());
+        }
+        let at = outer.map_or(uses.pos, |(at, _, _)| at);
+        let inputs = outer.map_or(&[][..], |(_, _, inputs)| inputs);
+        let Some(action) =
+            crate::contracts::workflow::expand_local_action(self.root, step, inputs)?
+        else {
+            // Fail closed: an action that is not in the trusted tree comes
+            // from a checkout made during the run.
+            found.push(place(
+                uses.pos,
+                format!(
+                    "the local action `{}` has no action.yml under {}, so what it saves cannot be checked",
+                    uses.value,
+                    self.root.display()
+                ),
+            ));
+            return Ok(());
+        };
+        let file = &action.file;
+        if *budget == 0 {
+            found.push((
+                at,
+                format!(
+                    "it expands more than {LOCAL_ACTION_BUDGET} local actions (at `{file}`), so what they save was not all checked"
+                ),
+            ));
+            return Ok(());
+        }
+        *budget -= 1;
+        for inner in &action.steps {
+            self.collect_step_saves(inner, Some((at, file, &action.inputs)), budget, found)?;
+        }
+        Ok(())
+    }
+
+    /// Rule 1, for caches outside GitHub's: a `pull_request` job's Actions
+    /// cache writes stay in the pull request's scope, but a write to an S3
+    /// bucket, a registry or a binary cache lands where default-branch
+    /// builds read, and `cache-mode:` cannot stop it.
+    pub(super) fn pull_request_external_saves(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let who = self.label(at);
+        let credentials = self.credentials(at);
+        // A fork's pull request gets no secrets (and a read-only
+        // GITHUB_TOKEN): a write that needs one fails for it. A write with
+        // ambient credentials (a runner's instance role) does not.
+        let holds_token = job
+            .scalars
+            .iter()
+            .chain(wf.env.iter().map(|(_, v)| v))
+            .any(|s| !expr::secret_refs(&s.value).is_empty() || s.value.contains("github.token"));
+        if holds_token {
+            return;
+        }
+        for save in caches::external_saves(wf, job) {
+            self.push(
+                RuleId::UntrustedCacheSave,
+                at,
+                at.workflow,
+                save.pos,
+                format!(
+                    "{who} runs pull-request code (`pull_request`, forks included) and writes to {}, with {credentials} and no secret, so a fork's code can write too; that store is shared with default-branch builds and `cache-mode:` does not govern it",
+                    save.backend
+                ),
+            );
+        }
+    }
+}
+
+/// Where a step inside a local action is reported: the workflow's `uses:`
+/// position, the action file, and the action's resolved inputs.
+type Outer<'o> = (Pos, &'o str, &'o [(String, String)]);
+
+/// How many local actions one step may expand (nested uses included)
+/// before the check stops and reports: a cycle or a wide tree of actions
+/// must not make the check run for ever.
+pub const LOCAL_ACTION_BUDGET: usize = 64;

@@ -1,0 +1,259 @@
+//! Family `secrets`: rule `untrusted-secrets`. Jobs that run untrusted
+//! code, and pod jobs, receive only the secrets the policy lists; a caller
+//! hands none to them (`secrets: inherit`, a secret as a `with:` input); and
+//! a policy grant never gives secrets to a job that runs pull-request bytes.
+//!
+//! Owns these checks. It must not decide which jobs are untrusted
+//! (`roles.rs`).
+
+use anyhow::Result;
+
+use super::{Checker, RuleId};
+use crate::contracts::expr;
+use crate::contracts::roles::{JobInfo, PRIVILEGED_EVENTS};
+use crate::contracts::workflow::{Job, Pos};
+
+/// `untrusted-secrets`. A pod on `pull_request` gets secrets only for
+/// branches of this repository, whose authors can push anyway;
+/// persistent-runner covers what its state exposes.
+pub(super) fn check_untrusted_secrets(c: &mut Checker) -> Result<()> {
+    c.each_job(|c, info, job| {
+        if info.is_untrusted() {
+            c.untrusted_secrets(info, job);
+        }
+        c.secrets_inherit(info, job);
+        c.secrets_as_inputs(info, job);
+        Ok(())
+    })?;
+    c.each_job(|c, info, job| {
+        if info.is_untrusted() {
+            c.grant_to_untrusted_code(info, job);
+        }
+        Ok(())
+    })
+}
+
+impl Checker<'_> {
+    /// Rule 3: untrusted-code and pod jobs receive only the secrets the policy lists.
+    pub(super) fn untrusted_secrets(&mut self, info: &JobInfo, job: &Job) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let granted: Vec<String> = self
+            .grant(at)
+            .map(|g| g.secrets.clone())
+            .unwrap_or_default();
+        let who = self.label(at);
+        let scalars = job
+            .scalars
+            .iter()
+            .chain(wf.env.iter().map(|(_, value)| value));
+        // One finding per job and secret, at its first use, listing the others.
+        let mut found: Vec<(Option<String>, Vec<Pos>)> = Vec::new();
+        for scalar in scalars {
+            for reference in expr::secret_refs(&scalar.value) {
+                let name = reference.name;
+                if name
+                    .as_ref()
+                    .is_some_and(|n| n == "GITHUB_TOKEN" || granted.contains(n))
+                {
+                    continue;
+                }
+                let needle = name
+                    .as_ref()
+                    .map_or("secrets".to_owned(), |n| format!("secrets.{n}"));
+                let pos = wf.locate(scalar.pos, &needle);
+                match found.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, positions)) => positions.push(pos),
+                    None => found.push((name, vec![pos])),
+                }
+            }
+        }
+        for (name, mut positions) in found {
+            positions.sort();
+            positions.dedup();
+            let also = if positions.len() > 1 {
+                let lines: Vec<String> =
+                    positions[1..].iter().map(|p| p.line.to_string()).collect();
+                format!(" (also on line {})", lines.join(", "))
+            } else {
+                String::new()
+            };
+            let message = match name {
+                Some(name) => format!(
+                    "{who} receives the secret `{name}`, which the policy does not list for it{also}"
+                ),
+                None => {
+                    format!("{who} can read every secret through a dynamic `secrets` access{also}")
+                }
+            };
+            self.push(
+                RuleId::UntrustedSecrets,
+                at,
+                at.workflow,
+                positions[0],
+                message,
+            );
+        }
+    }
+
+    /// Rule 3, at the call site: `secrets: inherit` hands every secret to the callee's jobs.
+    pub(super) fn secrets_inherit(&mut self, info: &JobInfo, job: &Job) {
+        let Some(inherit) = &job.secrets_inherit else {
+            return;
+        };
+        let Some(callee) = info.callee else {
+            // A remote reusable workflow: what it does with them is unseen.
+            if info.is_untrusted() {
+                self.push(
+                    RuleId::UntrustedSecrets,
+                    info.at,
+                    info.at.workflow,
+                    inherit.pos,
+                    format!(
+                        "`secrets: inherit` hands every secret to `{}`, whose jobs this check cannot see; pass only the secrets the policy lists",
+                        job.uses.as_ref().map_or("", |u| u.value.as_str())
+                    ),
+                );
+            }
+            return;
+        };
+        let risky: Vec<String> = self
+            .model
+            .jobs_of(callee)
+            .filter(|j| j.is_untrusted())
+            .map(|j| format!("`{}`", self.model.job(j.at).id.value))
+            .collect();
+        if !risky.is_empty() {
+            self.push(
+                RuleId::UntrustedSecrets,
+                info.at,
+                info.at.workflow,
+                inherit.pos,
+                format!(
+                    "`secrets: inherit` hands every secret to {} in {}, which {} untrusted code; pass only the secrets {} need{}",
+                    risky.join(", "),
+                    self.model.workflows[callee].name,
+                    if risky.len() == 1 { "runs" } else { "run" },
+                    if risky.len() == 1 { "it" } else { "they" },
+                    if risky.len() == 1 { "s" } else { "" },
+                ),
+            );
+        }
+    }
+
+    /// Rule 3, at the call site: a secret passed as a `with:` input arrives
+    /// as `inputs.NAME`, where the callee's own scan cannot see it.
+    pub(super) fn secrets_as_inputs(&mut self, info: &JobInfo, job: &Job) {
+        let Some(callee) = info.callee else { return };
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for (input, value) in &job.with {
+            let refs = expr::secret_refs(&value.value);
+            if refs.is_empty() {
+                continue;
+            }
+            let wanted = format!("inputs.{}", input.value);
+            for reader in self.model.jobs_of(callee) {
+                if !reader.is_untrusted() {
+                    continue;
+                }
+                let reads = self.model.job(reader.at).scalars.iter().any(|s| {
+                    expr::expressions(&s.value).iter().any(|(_, body)| {
+                        body.contains(&wanted)
+                            || body.contains("inputs[")
+                            || body.contains("toJSON(inputs)")
+                    })
+                });
+                let granted = self
+                    .grant(reader.at)
+                    .map(|g| g.secrets.clone())
+                    .unwrap_or_default();
+                let ungranted = refs.iter().any(|r| {
+                    r.name
+                        .as_ref()
+                        .is_none_or(|name| name != "GITHUB_TOKEN" && !granted.contains(name))
+                });
+                if reads && ungranted {
+                    found.push((
+                        wf.locate(value.pos, "secrets"),
+                        format!(
+                            "the input `{}` carries a secret into {} `{}` of {}, which does not get it from the policy; pass it only to trusted jobs",
+                            input.value,
+                            reader.role(),
+                            self.model.job(reader.at).id.value,
+                            self.model.workflows[callee].name
+                        ),
+                    ));
+                }
+            }
+        }
+        for (pos, message) in found {
+            self.push(
+                RuleId::UntrustedSecrets,
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+            );
+        }
+    }
+
+    /// `untrusted-secrets`: a policy grant of secrets to a job that runs
+    /// pull-request-controlled bytes is refused, whatever it grants.
+    pub(super) fn grant_to_untrusted_code(&mut self, info: &JobInfo, job: &Job) {
+        let Some(grant) = self.grant(info.at) else {
+            return;
+        };
+        if grant.secrets.is_empty() {
+            return;
+        }
+        let Some(why) = pr_bytes(info) else { return };
+        let wf = self.model.workflow(info.at);
+        let pos = job
+            .scalars
+            .iter()
+            .find_map(|s| {
+                expr::secret_refs(&s.value).into_iter().find_map(|r| {
+                    r.name
+                        .filter(|n| grant.secrets.contains(n))
+                        .map(|n| wf.locate(s.pos, &format!("secrets.{n}")))
+                })
+            })
+            .unwrap_or(job.id.pos);
+        let message = format!(
+            "the policy grants {} to {}, which runs pull-request-controlled bytes ({}, line {}); a grant does not make that code trusted: give the secret to a job that runs only trusted code",
+            grant
+                .secrets
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.label(info.at),
+            why.text,
+            why.pos.line
+        );
+        self.push(
+            RuleId::UntrustedSecrets,
+            info.at,
+            info.at.workflow,
+            pos,
+            message,
+        );
+    }
+}
+
+/// Why a job runs bytes a pull request controls: a reason other than its
+/// runner, or, for a pod job in a privileged run, the pod itself (it exists
+/// to run the pull request's tests).
+pub(super) fn pr_bytes(info: &JobInfo) -> Option<&crate::contracts::roles::Why> {
+    let pod_pos = info.pod.as_ref().map(|p| (p.pos, &p.text));
+    let other = info
+        .untrusted
+        .iter()
+        .find(|w| Some((w.pos, &w.text)) != pod_pos);
+    let privileged = info
+        .triggers
+        .iter()
+        .any(|t| PRIVILEGED_EVENTS.contains(&t.as_str()));
+    other.or(info.pod.as_ref().filter(|_| privileged))
+}
