@@ -76,7 +76,12 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 "cargo build"
             };
             output_dirs(root, &args, &outputs)
-                .and_then(|dirs| log.start(root, &dirs))
+                .and_then(|dirs| {
+                    // The `[[archive]]` arguments are the tree's: no
+                    // directory they name is trusted.
+                    trace::refuse_occupied_output_dirs(root, &dirs, &[])?;
+                    log.start(root, &dirs)
+                })
                 .with_context(|| {
                     format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
                 })?;
@@ -94,10 +99,15 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 scrubbed(command(&sh, traced, &argv))
                     .run()
                     .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
+                refuse_repository_file(root, &dest, &args_and_outputs(root, args, &outputs))?;
             }
             (None, Some(args)) => {
                 let executables = build_binaries(&sh, traced, &cargo, args, &spec.binaries)
                     .with_context(|| format!("`cargo build` for {} failed", spec.file))?;
+                let build_outputs = args_and_outputs(root, args, &outputs);
+                for executable in &executables {
+                    refuse_repository_file(root, executable, &build_outputs)?;
+                }
                 let members: Vec<(String, PathBuf)> =
                     spec.binaries.iter().cloned().zip(executables).collect();
                 pack_zstd_tar(&members, &dest, staging.path())
@@ -206,15 +216,43 @@ fn check_trace(
     )
 }
 
-/// Where the build writes: the workspace's target directory, the command's
-/// own, and the archive directories.
+/// Where the build writes: the command's target directory (else the
+/// workspace's, see [`trace::build_output_dirs`]) and the archive directories.
 fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let workspace = crate::key::workspace::load(root)?;
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut dirs = vec![workspace.target_dir];
-    dirs.extend(trace::command_target_dirs(root, &args));
+    let mut dirs = trace::build_output_dirs(root, &workspace.target_dir, &args);
     dirs.extend_from_slice(archive_dirs);
     Ok(dirs)
+}
+
+/// [`output_dirs`], or only the archive directories when the workspace
+/// cannot be read (the refusal below then errs on the side of refusing).
+fn args_and_outputs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    output_dirs(root, args, archive_dirs).unwrap_or_else(|_| archive_dirs.to_vec())
+}
+
+/// Refuses to pack or publish `path` when it resolves to a file of the
+/// repository outside the build's output directories: the build (or a
+/// daemon it left) may have put a symlink there, in place of the file it
+/// built or of a directory on the way, to have this process pack a
+/// repository file that is not a key input. No trace sees this process's
+/// own reads under strace.
+fn refuse_repository_file(root: &Path, path: &Path, output_dirs: &[PathBuf]) -> Result<()> {
+    let real = std::fs::canonicalize(path)
+        .with_context(|| format!("cannot resolve the build output {}", path.display()))?;
+    let in_output = output_dirs.iter().any(|dir| {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        real.starts_with(dir)
+    });
+    if real.starts_with(root) && !in_output {
+        bail!(
+            "the build output {} resolves to {}, a file of the repository, not something the build wrote: a symlink planted in the target directory; refused",
+            path.display(),
+            real.display()
+        );
+    }
+    Ok(())
 }
 
 /// `cmd` without any runner control variable in its environment.

@@ -30,7 +30,8 @@ impl flags::VerifyKey {
         let manifest = key::compute(&root, &policy)?;
         let workspace = key::workspace::load(&root)?;
         if self.trace {
-            let mut output_dirs = vec![workspace.target_dir.clone()];
+            let mut output_dirs =
+                trace::build_output_dirs(&root, &workspace.target_dir, &self.command);
             if let Some(dir) = &self.target_dir {
                 output_dirs.push(root.join(dir));
             }
@@ -42,14 +43,24 @@ impl flags::VerifyKey {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect();
             let outputs = workspace.command_output(&root, &args)?;
+            // What the command line itself names (not the checkout's
+            // configuration) may hold an earlier build's output.
+            let configured = workspace.command_output(&root, &[] as &[String])?;
+            let mut trusted = trace::command_line_target_dirs(&root, &self.command);
+            for dir in [&outputs.target_dir, &outputs.build_dir] {
+                if *dir != configured.target_dir && *dir != configured.build_dir {
+                    trusted.push(dir.clone());
+                }
+            }
             output_dirs.extend([outputs.target_dir, outputs.build_dir]);
+            trace::refuse_occupied_output_dirs(&root, &output_dirs, &trusted)?;
             let choice = self.tracer.unwrap_or(policy.verify.tracer);
             return trace::verify_command(
                 &root,
                 &policy,
                 &manifest,
                 &self.command,
-                output_dirs,
+                &output_dirs,
                 choice,
             );
         }

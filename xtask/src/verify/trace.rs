@@ -25,7 +25,9 @@
 //!   checks and target discovery, `git status`-style scans) are exempt:
 //!   they do not shape the compiled bytes, and git state is a documented
 //!   residual of the key;
-//! - the source of a rename (the build moved a repository file).
+//! - the source of a rename (the build moved a repository file), and a
+//!   file or directory it removed (a listing is checked against the
+//!   directory as it is after the build).
 //!
 //! Not a miss: files under the target directories (build output), `.git/`,
 //! files outside the repository (registry sources, toolchain: covered by
@@ -238,6 +240,30 @@ const SYSCALLS: &[(&str, Call)] = &[
             path: 1,
         },
     ),
+    // Removing a repository file the build did not make hides it from
+    // what a listing is checked against (the directory as it is after the
+    // build): the removal counts as a use.
+    (
+        "unlink",
+        Call::Remove {
+            dirfd: None,
+            path: 0,
+        },
+    ),
+    (
+        "unlinkat",
+        Call::Remove {
+            dirfd: Some(0),
+            path: 1,
+        },
+    ),
+    (
+        "rmdir",
+        Call::Remove {
+            dirfd: None,
+            path: 0,
+        },
+    ),
     ("clone", Call::Fork),
     ("clone3", Call::Fork),
     ("fork", Call::Fork),
@@ -245,7 +271,15 @@ const SYSCALLS: &[(&str, Call)] = &[
     // File operations submitted through io_uring never pass through a
     // traced system call: a process that sets one up is reported.
     ("io_uring_setup", Call::Unseen),
-    // A file opened by handle has no path in the trace.
+    // A file opened by handle has no path in the trace; looking the handle
+    // up is a lookup of the path like `stat`.
+    (
+        "name_to_handle_at",
+        Call::Stat {
+            dirfd: Some(0),
+            path: 1,
+        },
+    ),
     ("open_by_handle_at", Call::Unseen),
     // After these the paths a process uses no longer name the files they
     // name for everyone else: a repository file bind-mounted over a path in
@@ -307,6 +341,10 @@ enum Call {
     Move {
         from: (Option<usize>, usize),
         to: (Option<usize>, usize),
+    },
+    Remove {
+        dirfd: Option<usize>,
+        path: usize,
     },
     Fork,
     Unseen,
@@ -578,7 +616,9 @@ impl TraceLog {
     }
 
     /// Starts watching `root` but its output directories (fanotify);
-    /// nothing for strace, which starts with each command.
+    /// nothing for strace, which starts with each command. Callers first
+    /// refuse output directories of the repository that already hold files
+    /// ([`refuse_occupied_output_dirs`]).
     pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
         #[cfg(target_os = "linux")]
         if matches!(self.backend, Backend::Fanotify) {
@@ -670,6 +710,109 @@ impl TraceLog {
     }
 }
 
+/// Refuses output directories inside the repository, other than the
+/// default `target/`, that hold a file before the build: the trace counts
+/// what is in them as build output, and an `[[archive]]`'s `--target-dir`
+/// or the checkout's `build.target-dir` may name a directory of the
+/// checkout. (`target/` is where caches restore dependencies; a file the
+/// checkout commits there is an open residual.) `trusted` are directories
+/// the trusted command line itself names (`verify-key --trace -- cargo
+/// build --target-dir DIR`): a later build may find the earlier one's
+/// output there.
+pub fn refuse_occupied_output_dirs(
+    root: &Path,
+    output_dirs: &[PathBuf],
+    trusted: &[PathBuf],
+) -> Result<()> {
+    let default_target = root.join("target");
+    let trusted: Vec<PathBuf> = trusted
+        .iter()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .collect();
+    for dir in output_dirs {
+        // A `..` resolves differently once the build created the
+        // directories before it (`target/x/../../data` passes for `target/`
+        // here, and is `data` after the build).
+        if dir
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            bail!(
+                "the build's output directory {} goes through `..`: name it without (an absolute path, or one relative to the repository root)",
+                escape_controls(&dir.display().to_string())
+            );
+        }
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        if root.starts_with(&dir) {
+            bail!(
+                "the target directory {} contains the repository {}, so the trace could check nothing; build into a directory of its own",
+                escape_controls(&dir.display().to_string()),
+                escape_controls(&root.display().to_string())
+            );
+        }
+        if !dir.starts_with(root) || dir.starts_with(&default_target) || trusted.contains(&dir) {
+            continue;
+        }
+        let occupied = walkdir::WalkDir::new(&dir)
+            .into_iter()
+            .filter_map(std::result::Result::ok)
+            .find(|entry| !entry.file_type().is_dir());
+        if let Some(entry) = occupied {
+            bail!(
+                "the build's output directory {} is inside the repository and already holds {}: the trace would count it as build output, though it comes from the checkout or an earlier build; build into a new or empty directory (or `target/`)",
+                escape_controls(&dir.display().to_string()),
+                escape_controls(&entry.path().display().to_string())
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The directories a traced build writes to: the target directories the
+/// command names, or else the workspace's. The workspace's is left out when
+/// the command builds elsewhere: what is in it was there before the build
+/// (the checkout may commit files there, a `build.target-dir` may name a
+/// directory of the checkout), so a read of it is a read of the
+/// repository, never of build output.
+pub fn build_output_dirs(
+    root: &Path,
+    workspace_target: &Path,
+    command: &[OsString],
+) -> Vec<PathBuf> {
+    let named = command_target_dirs(root, command);
+    if named.is_empty() {
+        vec![workspace_target.to_path_buf()]
+    } else {
+        named
+    }
+}
+
+/// The target directories the command line itself names: `--target-dir
+/// DIR` and `VAR=DIR` arguments (`env CARGO_TARGET_DIR=… cargo …`), not
+/// the checkout's configuration.
+pub fn command_line_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for (i, arg) in command.iter().enumerate() {
+        let text = arg.to_string_lossy();
+        if text == "--target-dir" {
+            dirs.extend(command.get(i + 1).map(|dir| root.join(dir)));
+        } else if let Some(dir) = text.strip_prefix("--target-dir=") {
+            dirs.push(root.join(dir));
+        } else if let Some((var, dir)) = text.split_once('=')
+            && [
+                "CARGO_TARGET_DIR",
+                "CARGO_BUILD_TARGET_DIR",
+                "CARGO_BUILD_BUILD_DIR",
+            ]
+            .contains(&var)
+            && !dir.is_empty()
+        {
+            dirs.push(root.join(dir));
+        }
+    }
+    dirs
+}
+
 /// The target directory a cargo command line names with `--target-dir`, or
 /// `CARGO_TARGET_DIR`: build output like the workspace's own.
 pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
@@ -744,7 +887,7 @@ pub fn verify_command(
     policy: &crate::policy::Policy,
     manifest: &crate::key::KeyManifest,
     command: &[OsString],
-    mut output_dirs: Vec<PathBuf>,
+    output_dirs: &[PathBuf],
     choice: TracerChoice,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
@@ -774,8 +917,7 @@ pub fn verify_command(
             build.env_remove(name);
         }
     }
-    output_dirs.extend(command_target_dirs(root, command));
-    log.start(root, &output_dirs)?;
+    log.start(root, output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
         build
@@ -793,7 +935,7 @@ pub fn verify_command(
         }
         bail!("the traced build failed ({status}); nothing was checked, fix the build first");
     }
-    let report = log.check(root, manifest, &output_dirs, root)?;
+    let report = log.check(root, manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     // The key was computed before the build; a build that rewrote an input
     // (cargo updating Cargo.lock, a build script writing into src/) built
@@ -1192,6 +1334,9 @@ struct Analysis<'a> {
     /// Configuration files a cargo or rustup looked for and did not find
     /// ([`is_configuration_probe`]): one added there changes the build.
     probed: Vec<(PathBuf, Rc<Process>)>,
+    /// Programs born during the build (fanotify: by birth time, wherever
+    /// they are): never exempt tools, whatever their name.
+    new_programs: HashSet<OsString>,
     repository_opens: usize,
 }
 
@@ -1227,6 +1372,7 @@ impl<'a> Analysis<'a> {
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
             probed: Vec::new(),
+            new_programs: HashSet::new(),
             repository_opens: 0,
         }
     }
@@ -1397,7 +1543,15 @@ impl<'a> Analysis<'a> {
                 for file in &paths {
                     if replaces {
                         self.created.insert(file.clone().into_os_string());
-                    } else if flags.contains("O_DIRECTORY") && !flags.contains("O_PATH") {
+                    } else if reads
+                        && (flags.contains("O_DIRECTORY")
+                            || (is_under(
+                                file.as_os_str().as_bytes(),
+                                self.scope.root.as_os_str().as_bytes(),
+                            ) && file.is_dir()))
+                    {
+                        // A directory opened without `O_DIRECTORY` lists
+                        // all the same (`getdents` on the descriptor).
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
                         }
@@ -1443,6 +1597,15 @@ impl<'a> Analysis<'a> {
                     self.created.insert(target.into_os_string());
                 }
             }
+            Call::Remove { dirfd, path } => {
+                if !call.succeeded() {
+                    return Ok(());
+                }
+                if let Some(file) = self.path_arg(call, dirfd, path)? {
+                    let file = self.resolve(&file, &process);
+                    self.use_file(&file, "removed", &process);
+                }
+            }
             // A failed call hides nothing.
             Call::Unseen => {
                 if call.succeeded() {
@@ -1460,10 +1623,17 @@ impl<'a> Analysis<'a> {
             .file_name()
             .and_then(OsStr::to_str)
             .is_some_and(|n| METADATA_EXEMPT_TOOLS.contains(&n));
+        let exe = process.exe.as_os_str();
         exempt_name
             && process.exe.is_absolute()
             && !process.exe.starts_with(self.scope.root)
-            && !self.created.contains(process.exe.as_os_str())
+            && !self
+                .scope
+                .output_dirs
+                .iter()
+                .any(|d| is_under(exe.as_bytes(), d.as_os_str().as_bytes()))
+            && !self.created.contains(exe)
+            && !self.new_programs.contains(exe)
     }
 
     /// A [`SCAN_RULE_FILES`] file read by a metadata-exempt tool.
@@ -1529,6 +1699,19 @@ impl<'a> Analysis<'a> {
 
     /// Sorts a used file into a category; repository files are kept for the check.
     fn use_file(&mut self, file: &Path, access: &'static str, process: &Rc<Process>) {
+        self.use_file_as(file, access, process, true);
+    }
+
+    /// [`Self::use_file`] of a file known to have been in the repository
+    /// before the build (`may_be_created` false): a file the build later
+    /// created under the same name does not exempt it.
+    fn use_file_as(
+        &mut self,
+        file: &Path,
+        access: &'static str,
+        process: &Rc<Process>,
+        may_be_created: bool,
+    ) {
         // Byte prefixes: `Path::starts_with` compares component by
         // component, which a trace of a large build feels.
         let bytes = file.as_os_str().as_bytes();
@@ -1552,7 +1735,7 @@ impl<'a> Analysis<'a> {
             self.git.insert(file.as_os_str().to_owned());
             return;
         }
-        if self.created.contains(file.as_os_str()) {
+        if may_be_created && self.created.contains(file.as_os_str()) {
             self.created_used.insert(file.as_os_str().to_owned());
             return;
         }
@@ -1577,6 +1760,10 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             let Ok(entries) = std::fs::read_dir(&dir) else {
+                // Gone by now (removed or moved by the build): its names
+                // cannot be checked, so the directory itself is the miss
+                // (unless the build made it).
+                self.use_file(&dir, "listed", &process);
                 continue;
             };
             self.repository_opens += 1;

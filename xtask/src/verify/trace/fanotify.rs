@@ -12,11 +12,17 @@
 //! - it sees every open and exec the kernel performs, in every process,
 //!   and names the file the kernel opened, so no path is resolved again
 //!   after the fact;
+//! - it marks inodes, not names: a repository file opened through a hard
+//!   link or a bind mount, or moved out of the repository before or after
+//!   it was opened, is named by its path when the watch started;
 //! - it stops no process, so the build runs at nearly full speed;
 //! - it does not see metadata calls (`stat`, `access`, `readlink`) nor which
 //!   symlink a path went through: a repository symlink that is not a key
-//!   input and leads to a file the build opened is reported as "followed",
-//!   whether or not the build went through it (fail closed);
+//!   input and leads to a file the build opened (inside the repository or
+//!   out of it) is reported as "followed", whether or not the build went
+//!   through it, and any other repository symlink that is not a key input
+//!   as "maybe read" (its text may have been read with `readlink`; fail
+//!   closed);
 //! - it needs `CAP_SYS_ADMIN` (root on a hosted runner, not in most
 //!   containers); without it the trace falls back to strace.
 //!
@@ -24,8 +30,10 @@
 //! a daemon the build started and that left the tree (double fork, an
 //! `sccache` server) reads for the build all the same. A process that does
 //! not descend from this one is named as such in the report, so that a
-//! bystander (an editor scanning the checkout) is recognised; this process's
-//! own opens do not count.
+//! bystander (an editor scanning the checkout) is recognised. This
+//! process's own opens count too once the build may run (gpu-archive packs
+//! what the build left in its target directory, and a link planted there
+//! leads to a repository file); its own walk of the repository is dropped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -41,12 +49,41 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Analysis, Process, Scope, TraceReport};
+use super::{Analysis, Process, Scope, TraceMiss, TraceReport};
 
 /// What the group asks the kernel to report: opens (of files and of
 /// directories, which is how a listing starts) and executions.
 const EVENTS: u64 =
     libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR | libc::FAN_EVENT_ON_CHILD;
+
+/// What each repository file's own mark asks for: its opens and executions
+/// under any name, in any directory (a hard link or a rename out of the
+/// repository, a bind mount, a handle).
+const FILE_EVENTS: u64 = libc::FAN_OPEN | libc::FAN_OPEN_EXEC;
+
+/// An inode: device and inode number.
+type Identity = (u64, u64);
+
+/// What the watch knows from before the build: every marked repository
+/// object by identity, with its name(s) then, and the repository symlinks
+/// that resolve outside the repository.
+#[derive(Debug, Default)]
+struct Watched {
+    names: HashMap<Identity, Vec<PathBuf>>,
+    outside_links: Vec<OutsideLink>,
+    /// Each directory's files (not subdirectories) when the watch started.
+    files_in: HashMap<PathBuf, Vec<PathBuf>>,
+    /// The mounts the repository is on (see [`repository_mounts`]).
+    repository_mounts: HashSet<u64>,
+}
+
+/// A repository symlink whose target is outside the repository.
+#[derive(Debug)]
+struct OutsideLink {
+    link: PathBuf,
+    target: PathBuf,
+    identity: Identity,
+}
 
 /// One repository-relevant event, with what was known of its process when
 /// it was read.
@@ -64,6 +101,15 @@ pub struct Opened {
     pub outside_tree: bool,
     pub cwd: Option<PathBuf>,
     pub crate_name: Option<String>,
+    /// `path` is a repository symlink whose target outside the repository
+    /// was opened.
+    pub via_link: bool,
+    /// The file was in the repository when the watch started (named by its
+    /// path then): no file the build creates under that name exempts it.
+    pub preexisting: bool,
+    /// The process's program was born after the watch started (or its
+    /// birth is unknown): the build made it, whatever it is called.
+    pub exe_new: bool,
     /// Reached through a mount that is not the repository's.
     pub foreign_mount: bool,
 }
@@ -74,6 +120,9 @@ pub struct Opened {
 pub struct Collected {
     pub opened: Vec<Opened>,
     pub events: usize,
+    /// Each repository directory's files when the watch started: a listing
+    /// read those names, even if the build removed some before the check.
+    pub files_in: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 /// A running fanotify watch over the repository's directories.
@@ -98,8 +147,22 @@ impl OpenWatch {
             .iter()
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
             .collect();
-        mark_directories(&group, &root, &output_dirs)?;
-        let repository_mounts = repository_mounts(&root)?;
+        let mut watched = mark_repository(&group, &root, &output_dirs)?;
+        watched.outside_links = outside_links(&root, &output_dirs)?;
+        // Opens on the mounts of symlink targets outside the repository:
+        // the link's text chose what the build read there.
+        // Best effort: such a link that is not a key input is a miss
+        // anyway ("maybe read"), and a target on a file system fanotify
+        // cannot mark must not stop the trace.
+        for link in &watched.outside_links {
+            let _ = mark(
+                &group,
+                &link.target,
+                libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
+                libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_ONDIR,
+            );
+        }
+        watched.repository_mounts = repository_mounts(&root)?;
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
         // that has exited by the time its reads are looked at.
@@ -115,13 +178,20 @@ impl OpenWatch {
                 libc::FAN_OPEN_EXEC,
             )?;
         }
+        // The walks above opened every directory: those events are this
+        // process's own, queued before the build starts. Dropped here, so
+        // that from now on this process's opens count like the build's (it
+        // packs what the build left in the target directory, which may be
+        // a link to a repository file).
+        drain(&group)?;
+        become_subreaper()?;
         let stop = Arc::new(AtomicBool::new(false));
         let started = SystemTime::now();
         let collector = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fanotify".to_owned())
-                .spawn(move || collect(&group, &root, &repository_mounts, started, &stop))
+                .spawn(move || collect(&group, &root, watched, started, &stop))
                 .context("cannot start the fanotify collector thread")?
         };
         Ok(OpenWatch {
@@ -130,8 +200,23 @@ impl OpenWatch {
         })
     }
 
-    /// Stops the watch once every event queued so far is read.
+    /// Stops the watch once every event queued so far is read. Processes
+    /// the build left running (daemons) are killed first: after the watch
+    /// they would act unseen (read the repository, rewrite the build's
+    /// output before it is packed or published).
     pub fn finish(mut self) -> Result<Collected> {
+        let killed = kill_descendants()?;
+        if !killed.is_empty() {
+            eprintln!(
+                "verify-key --trace: killed {} process(es) the build left running (pid {}): they would have acted after the trace",
+                killed.len(),
+                killed
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         self.stop.store(true, Ordering::SeqCst);
         let collector = self
             .collector
@@ -151,6 +236,125 @@ impl Drop for OpenWatch {
             let _ = collector.join();
         }
     }
+}
+
+/// Reads and drops every event queued so far.
+fn drain(group: &File) -> Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    while wait_readable(group, 0)? {
+        let mut reader = group;
+        let len = match reader.read(&mut buffer) {
+            Ok(len) => len,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err).context("cannot read fanotify events"),
+        };
+        let mut offset = 0;
+        while offset + EVENT_HEADER <= len {
+            // Parsing takes ownership of each event's descriptor, closing it.
+            offset += parse_event(&buffer[offset..len])?.len;
+        }
+    }
+    Ok(())
+}
+
+/// Makes this process the reaper of its orphaned descendants: a daemon the
+/// build starts (double fork, `setsid`) stays under this process, so that
+/// [`kill_descendants`] finds it.
+#[allow(unsafe_code)]
+fn become_subreaper() -> Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("cannot keep the build's daemons under the trace (PR_SET_CHILD_SUBREAPER): {err}");
+    }
+    Ok(())
+}
+
+/// Kills every live descendant of this process and reaps those that are
+/// its children, until none is left; returns the pids killed.
+#[allow(unsafe_code)]
+fn kill_descendants() -> Result<Vec<u32>> {
+    let own = std::process::id();
+    let mut killed = Vec::new();
+    for _ in 0..200 {
+        let mut parents: HashMap<u32, u32> = HashMap::new();
+        let entries = std::fs::read_dir("/proc").context("cannot list /proc")?;
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: a zombie (state Z) is dead already.
+            let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let mut fields = after_comm.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let Some(ppid) = fields.next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if state != "Z" && state != "X" {
+                parents.insert(pid, ppid);
+            }
+        }
+        let live: Vec<u32> = parents
+            .keys()
+            .copied()
+            .filter(|&pid| pid != own && descends_in(&parents, pid, own))
+            .collect();
+        // Reap the dead children (daemons reparented here included).
+        loop {
+            // SAFETY: waitpid with a null status pointer and WNOHANG.
+            let reaped = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if reaped <= 0 {
+                break;
+            }
+        }
+        if live.is_empty() {
+            return Ok(killed);
+        }
+        for pid in live {
+            let Ok(raw) = libc::pid_t::try_from(pid) else {
+                continue;
+            };
+            // SAFETY: kill takes two integers.
+            unsafe { libc::kill(raw, libc::SIGKILL) };
+            if !killed.contains(&pid) {
+                killed.push(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    bail!(
+        "the build left processes running that could not be stopped (pid {}): they would act after the trace",
+        killed
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Whether `pid` descends from `ancestor` in the `parents` table.
+fn descends_in(parents: &HashMap<u32, u32>, pid: u32, ancestor: u32) -> bool {
+    let mut current = pid;
+    for _ in 0..4096 {
+        if current == ancestor {
+            return true;
+        }
+        match parents.get(&current) {
+            Some(&parent) if parent != current => current = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// A notification-class group: events are queued, processes never wait for
@@ -178,38 +382,96 @@ fn init_group() -> Result<File> {
 }
 
 /// Marks every directory of the repository, except `.git` and the build's
-/// output directories, for [`EVENTS`] on itself and its children. Inode
+/// output directories, for [`EVENTS`] on itself and its children, and
+/// every other file in them (symlinks aside) for [`FILE_EVENTS`]. Inode
 /// marks rather than a mount mark: the kernel then reports the
-/// repository's files only, not every file the toolchain opens. A
-/// directory the build creates is not watched: what is in it, the build
-/// wrote (a file it moved there from the repository is seen by strace only).
-fn mark_directories(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<usize> {
+/// repository's files only, not every file the toolchain opens. The marks
+/// are on the inodes, not the names: a file the build hard-links or moves
+/// out of the repository (or a directory it moves), then opens, is still
+/// reported, and is named by what it was called when the watch started,
+/// never by where it is when the event is read. A file the build creates
+/// is reported while it is in a repository directory (and born after the
+/// watch started: the build's own).
+fn mark_repository(group: &File, root: &Path, output_dirs: &[PathBuf]) -> Result<Watched> {
+    use std::os::unix::fs::MetadataExt;
     let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|entry| {
-            if !entry.file_type().is_dir() {
-                return false;
-            }
             let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
             !crate::key::is_git_metadata(&rel.to_string_lossy())
                 && !output_dirs.iter().any(|d| d == entry.path())
         });
-    let mut marked = 0;
+    let mut watched = Watched::default();
+    let mut directories = 0;
     for entry in walk {
         let entry = entry.context("cannot walk the repository to watch it")?;
-        mark(
-            group,
-            entry.path(),
-            libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
-            EVENTS,
-        )?;
-        marked += 1;
+        let file_type = entry.file_type();
+        if !file_type.is_dir()
+            && let Some(dir) = entry.path().parent()
+        {
+            watched
+                .files_in
+                .entry(dir.to_path_buf())
+                .or_default()
+                .push(entry.path().to_path_buf());
+        }
+        if file_type.is_symlink() {
+            continue;
+        }
+        if file_type.is_dir() {
+            mark(
+                group,
+                entry.path(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
+                EVENTS,
+            )?;
+            directories += 1;
+        } else {
+            mark(
+                group,
+                entry.path(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
+                FILE_EVENTS,
+            )?;
+        }
+        let metadata = entry
+            .metadata()
+            .with_context(|| format!("cannot read {}", entry.path().display()))?;
+        watched
+            .names
+            .entry((metadata.dev(), metadata.ino()))
+            .or_default()
+            .push(entry.path().to_path_buf());
     }
-    if marked == 0 {
+    if directories == 0 {
         bail!("{} has no directory to watch", root.display());
     }
-    Ok(marked)
+    Ok(watched)
+}
+
+/// The repository symlinks (outside `.git` and the output directories)
+/// that resolve outside the repository and the output directories.
+fn outside_links(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<OutsideLink>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut links = Vec::new();
+    for (link, target) in symlinks_in(root, output_dirs)? {
+        let Some(target) = target else {
+            continue;
+        };
+        if target.starts_with(root) || output_dirs.iter().any(|d| target.starts_with(d)) {
+            continue;
+        }
+        let Ok(metadata) = std::fs::metadata(&target) else {
+            continue;
+        };
+        links.push(OutsideLink {
+            link,
+            target,
+            identity: (metadata.dev(), metadata.ino()),
+        });
+    }
+    Ok(links)
 }
 
 #[allow(unsafe_code)]
@@ -239,12 +501,13 @@ fn mark(group: &File, path: &Path, flags: libc::c_uint, events: u64) -> Result<(
 fn collect(
     group: &File,
     root: &Path,
-    repository_mounts: &HashSet<u64>,
+    mut watched: Watched,
     started: SystemTime,
     stop: &AtomicBool,
 ) -> Result<Collected> {
+    use std::os::unix::fs::MetadataExt;
     let mut collected = Collected::default();
-    let mut processes = ProcessTable::new();
+    let mut processes = ProcessTable::new(started);
     let mut buffer = vec![0u8; 256 * 1024];
     let root_bytes = root.as_os_str().as_bytes().to_vec();
     loop {
@@ -253,6 +516,7 @@ fn collect(
         let stopping = stop.load(Ordering::SeqCst);
         if !wait_readable(group, if stopping { 0 } else { 50 })? {
             if stopping {
+                collected.files_in = std::mem::take(&mut watched.files_in);
                 return Ok(collected);
             }
             continue;
@@ -276,28 +540,52 @@ fn collect(
             let Some(fd) = event.fd else {
                 continue;
             };
-            let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
-                continue;
-            };
             let mount = mount_id(fd.as_raw_fd());
             let file = File::from(fd);
+            // The name before the metadata: a name that says " (deleted)"
+            // was unlinked before the link count is read.
+            let name = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
             let metadata = file.metadata().ok();
-            let path = strip_deleted(path, metadata.as_ref());
+            let identity = metadata.as_ref().map(|m| (m.dev(), m.ino()));
+            let named = identity.and_then(|id| watched.names.get(&id));
+            let path = match name {
+                Ok(path) => strip_deleted(path, metadata.as_ref()),
+                Err(_) if named.is_some() => PathBuf::new(),
+                // Neither a repository file nor one whose name can be
+                // known: nothing to check.
+                Err(_) => continue,
+            };
             let executed = event.mask & libc::FAN_OPEN_EXEC != 0;
             if executed {
                 processes.executed(event.pid, &path);
             }
+            // A repository file is named by its name(s) when the watch
+            // started: it may have been opened through a hard link, a bind
+            // mount or a handle, or moved before this event was read.
+            // Anything else is named by where it is now, and counts if
+            // that is in the repository or is the target of a repository
+            // symlink that points outside.
             let bytes = path.as_os_str().as_bytes();
             let inside = bytes == root_bytes.as_slice()
                 || (bytes.starts_with(&root_bytes) && bytes.get(root_bytes.len()) == Some(&b'/'));
-            // Only the repository's directories are marked for opens: an
-            // open reported through one of them, on a mount other than the
-            // repository's, reached a repository file through a mount the
-            // build made (a bind mount, another mount namespace), under
+            let mut names: Vec<(PathBuf, bool)> = match named {
+                Some(names) => names.iter().map(|n| (n.clone(), false)).collect(),
+                None => inside.then(|| (path.clone(), false)).into_iter().collect(),
+            };
+            // A repository file (or a path in the repository) opened on a
+            // mount other than the repository's was reached through a mount
+            // the build made (a bind mount, another mount namespace), under
             // whatever name it gave it.
             let opened = event.mask & libc::FAN_OPEN != 0;
-            let foreign_mount = opened && mount.is_none_or(|id| !repository_mounts.contains(&id));
-            if !inside && !foreign_mount {
+            let foreign_mount = opened
+                && !names.is_empty()
+                && mount.is_none_or(|id| !watched.repository_mounts.contains(&id));
+            for link in &watched.outside_links {
+                if identity == Some(link.identity) || path.starts_with(&link.target) {
+                    names.push((link.link.clone(), true));
+                }
+            }
+            if names.is_empty() {
                 continue;
             }
             let Some(info) = processes.lookup(event.pid) else {
@@ -308,20 +596,28 @@ fn collect(
             // legacy group's events do not carry FAN_ONDIR) and when it was
             // born: a file born after the watch started is the build's own
             // output, even if it is gone by the time of the check.
-            collected.opened.push(Opened {
-                directory: metadata.as_ref().is_some_and(std::fs::Metadata::is_dir),
-                created: metadata
+            let directory = metadata.as_ref().is_some_and(std::fs::Metadata::is_dir);
+            let created = named.is_none()
+                && metadata
                     .and_then(|m| m.created().ok())
-                    .is_some_and(|born| born > started),
-                executed,
-                pid: event.pid,
-                exe: info.exe.clone(),
-                outside_tree: info.outside_tree,
-                cwd: info.cwd.clone(),
-                crate_name: info.crate_name.clone(),
-                foreign_mount,
-                path,
-            });
+                    .is_some_and(|born| born > started);
+            for (name, via_link) in names {
+                collected.opened.push(Opened {
+                    directory: directory && !via_link,
+                    created: created && !via_link,
+                    executed,
+                    pid: event.pid,
+                    exe: info.exe.clone(),
+                    outside_tree: info.outside_tree,
+                    cwd: info.cwd.clone(),
+                    crate_name: info.crate_name.clone(),
+                    exe_new: info.exe_new,
+                    via_link,
+                    preexisting: named.is_some() && !via_link,
+                    foreign_mount: foreign_mount && !via_link,
+                    path: name,
+                });
+            }
         }
         if offset != len {
             bail!("fanotify returned a truncated event ({len} bytes read, {offset} parsed)");
@@ -468,12 +764,15 @@ struct ProcessInfo {
     outside_tree: bool,
     cwd: Option<PathBuf>,
     crate_name: Option<String>,
+    /// See [`Opened::exe_new`].
+    exe_new: bool,
 }
 
 /// Processes looked up once each: whether they descend from this process,
 /// and what they run.
 struct ProcessTable {
     own_pid: u32,
+    started: SystemTime,
     /// `None`: not a descendant of this process (its events are dropped).
     known: HashMap<u32, Option<ProcessInfo>>,
     /// The last file each process executed, for processes gone before they
@@ -482,9 +781,10 @@ struct ProcessTable {
 }
 
 impl ProcessTable {
-    fn new() -> Self {
+    fn new(started: SystemTime) -> Self {
         ProcessTable {
             own_pid: std::process::id(),
+            started,
             known: HashMap::new(),
             executed: HashMap::new(),
         }
@@ -500,21 +800,22 @@ impl ProcessTable {
             self.executed.insert(pid, file.to_path_buf());
             // A process that executes another program becomes it.
             if let Some(Some(info)) = self.known.get_mut(&pid) {
-                *info = read_process(pid).unwrap_or_default();
+                *info = read_process(pid, self.started).unwrap_or_else(|| ProcessInfo {
+                    exe_new: true,
+                    ..ProcessInfo::default()
+                });
             }
         }
     }
 
-    /// The process, or `None` when it is this process.
+    /// The process, looked up once; this one included (see [`drain`]).
     fn lookup(&mut self, pid: u32) -> Option<ProcessInfo> {
-        if pid == self.own_pid {
-            return None;
-        }
         if let Some(known) = self.known.get(&pid) {
             return known.clone();
         }
-        let mut info = read_process(pid).unwrap_or_else(|| ProcessInfo {
+        let mut info = read_process(pid, self.started).unwrap_or_else(|| ProcessInfo {
             exe: self.executed.get(&pid).cloned(),
+            exe_new: true,
             ..ProcessInfo::default()
         });
         // Gone before it could be traced back: presumed the build's.
@@ -543,8 +844,12 @@ fn descends_from(pid: u32, ancestor: u32) -> Option<bool> {
     None
 }
 
-fn read_process(pid: u32) -> Option<ProcessInfo> {
+fn read_process(pid: u32, started: SystemTime) -> Option<ProcessInfo> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    // The program itself (even if removed since), not what its path names now.
+    let exe_new = std::fs::metadata(format!("/proc/{pid}/exe"))
+        .and_then(|m| m.created())
+        .map_or(true, |born| born > started);
     let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
@@ -558,6 +863,7 @@ fn read_process(pid: u32) -> Option<ProcessInfo> {
         cwd,
         crate_name,
         outside_tree: false,
+        exe_new,
     })
 }
 
@@ -585,6 +891,11 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
             })
             .clone();
         analysis.processes.insert(event.pid, process.clone());
+        if event.exe_new {
+            analysis
+                .new_programs
+                .insert(process.exe.clone().into_os_string());
+        }
         if event.foreign_mount {
             foreign.push((event.path.clone(), process.clone()));
             continue;
@@ -595,29 +906,43 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         if event.directory {
             if !analysis.metadata_exempt(&process) {
                 analysis.listed.push((event.path.clone(), process.clone()));
+                if event.preexisting {
+                    for file in collected.files_in.get(&event.path).into_iter().flatten() {
+                        analysis.use_file_as(file, "listed", &process, false);
+                    }
+                }
             }
+            continue;
+        }
+        if event.via_link {
+            analysis.use_file(&event.path, "followed", &process);
             continue;
         }
         opened_files
             .entry(event.path.clone())
             .or_insert_with(|| process.clone());
+        let may_be_created = !event.preexisting;
         if event.executed {
-            analysis.use_file(&event.path, "executed", &process);
+            analysis.use_file_as(&event.path, "executed", &process, may_be_created);
         } else if !analysis.is_scan_rule(&event.path, &process) {
-            analysis.use_file(&event.path, "read", &process);
+            analysis.use_file_as(&event.path, "read", &process, may_be_created);
         }
     }
     // fanotify names the file the kernel opened, not the symlinks on the
     // way: a repository symlink that is not a key input and leads to a file
     // the build opened may have chosen it.
-    for (link, target) in repository_symlinks(scope)? {
+    let links = symlinks_in(scope.root, scope.output_dirs)?;
+    for (link, target) in &links {
+        let Some(target) = target else {
+            continue;
+        };
         let opener = opened_files
             .range(target.clone()..)
             .next()
-            .filter(|(file, _)| file.starts_with(&target))
+            .filter(|(file, _)| file.starts_with(target))
             .map(|(_, process)| process.clone());
         if let Some(process) = opener {
-            analysis.use_file(&link, "followed", &process);
+            analysis.use_file(link, "followed", &process);
         }
     }
     let mut report = analysis.finish(collected.events)?;
@@ -636,21 +961,49 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
     }
     report.recorded = "fanotify events";
     report.watched_repository_only = true;
+    // fanotify does not see `readlink`: the text of a repository symlink
+    // that is not a key input may have been read (a dangling link's text
+    // is any bytes the checkout chose). Fail closed.
+    let reported: HashSet<String> = report.misses.iter().map(|m| m.path.clone()).collect();
+    for (link, _) in &links {
+        let Ok(rel) = link.strip_prefix(scope.root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if scope.inputs.contains(rel.as_str()) {
+            continue;
+        }
+        let shown = super::escape_controls(&rel);
+        if reported.contains(&shown) {
+            continue;
+        }
+        report.repository_files += 1;
+        report.misses.push(TraceMiss {
+            fix: format!(
+                "its text may have chosen what the build did: add key.include = [\"{shown}\"] to the policy so the key hashes the link, remove the link, or trace with --tracer strace, which sees readlink"
+            ),
+            path: shown,
+            access: "a symlink maybe read",
+            process: "any process: fanotify does not see readlink".to_owned(),
+        });
+    }
+    report.misses.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(report)
 }
 
 /// Every symlink in the repository outside the build output and `.git`,
-/// with the file or directory it resolves to, when that lies inside.
-fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
+/// with the file or directory it resolves to (wherever that is; `None`:
+/// dangling).
+fn symlinks_in(root: &Path, output_dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Option<PathBuf>)>> {
     let mut links = Vec::new();
-    let walk = walkdir::WalkDir::new(scope.root)
+    let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
         .filter_entry(|entry| {
             let path = entry.path();
-            !scope.output_dirs.iter().any(|d| path.starts_with(d))
+            !output_dirs.iter().any(|d| path.starts_with(d))
                 && path
-                    .strip_prefix(scope.root)
+                    .strip_prefix(root)
                     .is_ok_and(|rel| !crate::key::is_git_metadata(&rel.to_string_lossy()))
         });
     for entry in walk {
@@ -658,11 +1011,10 @@ fn repository_symlinks(scope: &Scope) -> Result<Vec<(PathBuf, PathBuf)>> {
         if !entry.path_is_symlink() {
             continue;
         }
-        if let Ok(target) = std::fs::canonicalize(entry.path())
-            && target.starts_with(scope.root)
-        {
-            links.push((entry.path().to_path_buf(), target));
-        }
+        links.push((
+            entry.path().to_path_buf(),
+            std::fs::canonicalize(entry.path()).ok(),
+        ));
     }
     Ok(links)
 }
