@@ -9,6 +9,7 @@ mod build_script;
 pub mod cargo_config;
 mod components;
 mod inputs;
+mod lexer;
 mod report;
 mod scan;
 mod sources;

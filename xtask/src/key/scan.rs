@@ -3,21 +3,26 @@
 //! `include_bytes!`, `include!`), plus string literals that a build script
 //! prints as `cargo:rerun-if-changed=`.
 //!
-//! The file is read as a token stream (`proc-macro2`'s lexer, the same
-//! token rules as rustc's), never as a syntax tree: `mod x;`, attributes and
-//! macro calls are all visible at the token level, including embeds inside
-//! other macros (`println!("{}", include_str!(…))`, `macro_rules!` bodies).
-//! Text in string literals and comments is never mistaken for a macro call,
-//! because the lexer has already made it a literal or dropped it. The walk
-//! recurses once per group level, after an iterative check that the file
-//! nests no deeper than [`MAX_NESTING`].
+//! The file is read as a token stream ([`super::lexer`], rustc's token
+//! rules), never as a syntax tree: `mod x;`, attributes and macro calls are
+//! all visible at the token level, including embeds inside other macros
+//! (`println!("{}", include_str!(…))`, `macro_rules!` bodies). Text in
+//! string literals and comments is never mistaken for a macro call, because
+//! the lexer has already made it a literal or dropped it.
+//!
+//! Memory stays O(file size) with a small constant whatever the file holds:
+//! tokens are byte ranges into the text, never owned strings, and none is
+//! kept. A first pass lexes the file once, checks that it nests no deeper
+//! than [`MAX_NESTING`] and records where each group closes (8 bytes a
+//! group); the walk then lexes each level lazily through a cursor with a
+//! few tokens of lookahead, stepping over a group as one token and
+//! recursing into it when it looks inside.
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
-use syn::ext::IdentExt;
+use super::lexer::{self, Delim, Kind, Lexer, Token};
 
 /// Where a construct stands: the file and its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +52,12 @@ pub enum EmbedTarget {
     Pattern(PathBuf),
     /// A path under `OUT_DIR`: build output, covered by its build script's inputs.
     OutDir,
+    /// A path wholly a `macro_rules!` metavariable (`include_str!($p)`):
+    /// each caller's argument is the path, read from the caller's file.
+    FromCallers,
+    /// A directory read whole (an absolute path), by a macro of
+    /// [`PATH_MACROS`]; its absence is hashed when it does not exist.
+    Tree(PathBuf),
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
 }
@@ -82,10 +93,17 @@ pub struct MacroModule {
 }
 
 impl MacroModule {
-    /// The files this declaration loads when `macro_rules!` is called at the
-    /// top level of `caller`, whose child modules live in `module_dir`.
-    /// `None` for `mod $m;`: the caller lists the names it may take.
-    pub fn decl(&self, caller: &Path, module_dir: &Path, package_dir: &Path) -> Option<ModuleDecl> {
+    /// The files this declaration loads when `macro_rules!` is called in
+    /// `caller`, in a module whose child modules live in `module_dir`
+    /// (`inline_depth` inline modules deep). `None` for `mod $m;`: the
+    /// caller lists the names it may take.
+    pub fn decl(
+        &self,
+        caller: &Path,
+        module_dir: &Path,
+        inline_depth: usize,
+        package_dir: &Path,
+    ) -> Option<ModuleDecl> {
         let name = self.name.as_ref()?;
         let aliases = HashMap::new();
         let ctx = FileContext {
@@ -97,7 +115,7 @@ impl MacroModule {
         Some(module_decl(
             &ctx,
             module_dir,
-            0,
+            inline_depth,
             name.clone(),
             self.path.clone(),
             self.line,
@@ -117,6 +135,18 @@ pub struct FileScan {
     pub use_renames: Vec<(String, String)>,
     /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
     pub macro_modules: Vec<MacroModule>,
+    /// Whether a `macro_rules!` body calls a metavariable as a macro
+    /// (`$m!(…)`): then any macro it is handed to may call it.
+    pub metavariable_macro_call: bool,
+    /// `include` handed to a macro as a token (`call!(include, "x.rs")`):
+    /// refused only where some `macro_rules!` calls a metavariable, since
+    /// `include` is a common word. (`include_str`, `include_bytes` and
+    /// aliases handed over are in `embeds`, refused unless declared.)
+    pub passed_include: Vec<Embed>,
+    /// (macro_rules!, macro it calls) for every macro call in a
+    /// `macro_rules!` body: a macro that calls an including macro includes
+    /// from *its* callers' files.
+    pub macro_rules_calls: Vec<(String, String)>,
     /// Set when the file cannot be read faithfully: the line and why. The
     /// key is refused.
     pub refused: Option<(usize, String)>,
@@ -150,12 +180,97 @@ impl FileContext<'_> {
 /// It must never say no to a file the parser would find something in: it
 /// over-approximates. `include` covers every include macro (aliases are
 /// found by name later, see `sources`), `debugger_visualizer` the files
-/// rustc reads for that attribute.
+/// rustc reads for that attribute, the names of [`PATH_MACROS`] theirs.
 pub fn may_reference_files(text: &[u8]) -> bool {
     contains(text, b"include")
         || contains(text, b"rerun-if-changed")
         || contains(text, b"debugger_visualizer")
+        || PATH_MACROS
+            .iter()
+            .any(|m| contains(text, m.name.as_bytes()))
         || has_file_module_decl(text)
+        || has_metavariable_call(text)
+}
+
+/// Looks for `$name !` (a `macro_rules!` body calling a macro it was
+/// handed), loosely: white space may stand before the `!`, and a comment
+/// there lets the parser decide; or a repetition called so.
+fn has_metavariable_call(text: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    memchr::memchr_iter(b'$', text).any(|at| {
+        let mut i = at + 1;
+        let start = i;
+        while i < text.len() && is_ident(text[i]) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+        // Vertical tab (0x0B) is Pattern_White_Space but not `is_ascii_whitespace`.
+        while i < text.len()
+            && (text[i].is_ascii_whitespace() || text[i] == 0x0B || text[i] >= 0x80)
+        {
+            i += 1;
+        }
+        matches!(
+            (text.get(i), text.get(i + 1)),
+            (Some(b'!'), _) | (Some(b'/'), Some(b'/' | b'*'))
+        )
+    }) || has_repetition_call(text)
+        || has_bare_bang(text)
+}
+
+/// Looks for a `!` that ends a macro argument (`m!(!)`, `m!(x, !)`),
+/// loosely: white space may follow, and a comment lets the parser decide.
+fn has_bare_bang(text: &[u8]) -> bool {
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
+    memchr::memchr_iter(b'!', text).any(|at| {
+        // `//!` and `/*!` open inner doc comments.
+        if at > 0 && text[at - 1] == b'/' {
+            return false;
+        }
+        let mut i = at + 1;
+        while i < text.len() && is_space(text[i]) {
+            i += 1;
+        }
+        matches!(
+            (text.get(i), text.get(i + 1)),
+            (Some(b')' | b']' | b'}' | b',' | b';'), _) | (Some(b'/'), Some(b'/' | b'*'))
+        )
+    })
+}
+
+/// Looks for `) * !` (a repetition called as a macro, `$($m)*!(…)`, with
+/// `+` or `?`, and perhaps a separator: `$($m),+!`), loosely: white space
+/// may stand between, and a comment before the `!` lets the parser decide.
+fn has_repetition_call(text: &[u8]) -> bool {
+    let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
+    let skip_space = |mut i: usize| {
+        while i < text.len() && is_space(text[i]) {
+            i += 1;
+        }
+        i
+    };
+    memchr::memchr_iter(b')', text).any(|at| {
+        let mut i = skip_space(at + 1);
+        // A separator: any token but a repetition operator (at most `=>`-long).
+        for _ in 0..2 {
+            if i < text.len() && !matches!(text[i], b'*' | b'+' | b'?') && !is_space(text[i]) {
+                i += 1;
+            }
+        }
+        i = skip_space(i);
+        if !matches!(text.get(i), Some(b'*' | b'+' | b'?')) {
+            return false;
+        }
+        let i = skip_space(i + 1);
+        match (text.get(i), text.get(i + 1)) {
+            // `!=` is a comparison (`f()? != x`).
+            (Some(b'!'), next) => next != Some(&b'='),
+            (Some(b'/'), Some(b'/' | b'*')) => true,
+            _ => false,
+        }
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -204,11 +319,223 @@ fn has_file_module_decl(text: &[u8]) -> bool {
     false
 }
 
+/// A call of a macro in a file, as [`call_sites`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    pub name: String,
+    pub line: usize,
+    /// The `macro_rules!` whose body holds the call, if any: the path is
+    /// then resolved at that macro's callers.
+    pub definer: Option<String>,
+    /// The string literals anywhere in the arguments.
+    pub literals: Vec<String>,
+    /// Why the arguments do not give the path by themselves: a macro call
+    /// (`concat!`, `env!`, any other) or a metavariable among them.
+    pub opaque: Option<String>,
+    /// A macro call among the arguments.
+    pub has_macro_call: bool,
+    /// The name is handed to a macro as a token, not called.
+    pub handed_over: bool,
+    /// The inline modules (`mod a { … }`) the call stands in, outermost
+    /// first: a `mod x;` it expands to loads from their directory.
+    pub inline: Vec<String>,
+    /// One of them is moved by `#[path]` or `cfg_attr`.
+    pub inline_moved: bool,
+}
+
+/// Every call of one of `names` (`name!(…)`) in `text`, and every place one
+/// of them is handed over as a token outside a `use` (`call!(m, "x")`).
+/// `Err` when the text does not tokenise.
+pub fn call_sites(
+    text: &str,
+    names: &std::collections::HashSet<String>,
+) -> Result<Vec<CallSite>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let start = shebang_end(text);
+    let source = Source::index(text, start).map_err(|(_, why)| why)?;
+    let mut sites = Vec::new();
+    let mut inline = Vec::new();
+    let mut place = CallPlace {
+        definer: None,
+        inline: &mut inline,
+        inline_moved: false,
+    };
+    collect_call_sites(&source, (start, text.len()), names, &mut place, &mut sites);
+    Ok(sites)
+}
+
+/// Where [`collect_call_sites`] is: in which `macro_rules!` body and
+/// inline modules.
+struct CallPlace<'a, 'n> {
+    definer: Option<&'n str>,
+    inline: &'a mut Vec<String>,
+    inline_moved: bool,
+}
+
+fn collect_call_sites<'n>(
+    src: &Source<'n>,
+    range: Range,
+    names: &std::collections::HashSet<String>,
+    place: &mut CallPlace<'_, 'n>,
+    sites: &mut Vec<CallSite>,
+) {
+    let mut cursor = src.cursor(range);
+    let mut in_use = false;
+    // A `#[path …]` or `#[cfg_attr(…)]` since the last item ended.
+    let mut moving_attribute = false;
+    while let Some(token) = cursor.peek(0) {
+        if src.is_ident(Some(token), "use") {
+            in_use = true;
+        } else if src.is_punct(Some(token), b';') {
+            in_use = false;
+            moving_attribute = false;
+        }
+        if src.is_punct(Some(token), b'#') {
+            let at = 1 + usize::from(src.is_punct(cursor.peek(1), b'!'));
+            if let Some(body) = cursor
+                .peek(at)
+                .filter(|g| is_group(Some(*g), Some(Delim::Bracket)))
+            {
+                let first = src.cursor(inner(body)).peek(0);
+                moving_attribute |= src.is_name(first, "path") || src.is_name(first, "cfg_attr");
+            }
+        }
+        if src.is_ident(Some(token), "macro_rules")
+            && src.is_punct(cursor.peek(1), b'!')
+            && is_group(cursor.peek(3), None)
+        {
+            if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(2)), cursor.peek(3)) {
+                let outer = place.definer.replace(name);
+                collect_call_sites(src, inner(body), names, place, sites);
+                place.definer = outer;
+                cursor.advance(4);
+                continue;
+            }
+        }
+        if src.is_ident(Some(token), "mod") && is_group(cursor.peek(2), Some(Delim::Brace)) {
+            if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(1)), cursor.peek(2)) {
+                place.inline.push(name.to_owned());
+                let outer = place.inline_moved;
+                place.inline_moved |= moving_attribute;
+                collect_call_sites(src, inner(body), names, place, sites);
+                place.inline_moved = outer;
+                place.inline.pop();
+                moving_attribute = false;
+                cursor.advance(3);
+                continue;
+            }
+        }
+        if let Some(name) = src.ident_name(Some(token)).filter(|n| names.contains(*n)) {
+            let line = src.line(token.start);
+            let site = |handed_over: bool| CallSite {
+                name: name.to_owned(),
+                line,
+                definer: place.definer.map(str::to_owned),
+                literals: Vec::new(),
+                opaque: None,
+                has_macro_call: false,
+                handed_over,
+                inline: place.inline.clone(),
+                inline_moved: place.inline_moved,
+            };
+            if src.is_punct(cursor.peek(1), b'!') {
+                if let Some(args) = cursor.peek(2).filter(|g| is_group(Some(*g), None)) {
+                    let mut call = site(false);
+                    read_arguments(src, inner(args), &mut call);
+                    sites.push(call);
+                }
+            } else if !in_use && !src.is_punct(cursor.behind[0], b'!') {
+                // `macro_rules! name` defines it; anything else hands it over.
+                sites.push(site(true));
+            }
+        }
+        if is_group(Some(token), None) {
+            collect_call_sites(src, inner(token), names, place, sites);
+            if is_group(Some(token), Some(Delim::Brace)) {
+                moving_attribute = false;
+            }
+        }
+        cursor.advance(1);
+    }
+}
+
+/// Fills in what a call's arguments say about the path they give.
+fn read_arguments(src: &Source<'_>, range: Range, call: &mut CallSite) {
+    let mut pending = vec![range];
+    while let Some(part) = pending.pop() {
+        let mut cursor = src.cursor(part);
+        while let Some(token) = cursor.peek(0) {
+            match token.kind {
+                Kind::Punct if src.is_punct(Some(token), b'!') => {
+                    call.has_macro_call = true;
+                    call.opaque = Some(format!("a macro call in `{}`", src.snippet(range)));
+                }
+                Kind::Punct if src.is_punct(Some(token), b'$') => {
+                    call.opaque.get_or_insert_with(|| {
+                        format!("a metavariable in `{}`", src.snippet(range))
+                    });
+                }
+                Kind::Literal => {
+                    if let Some(value) = lexer::string_value(src.text(token)) {
+                        call.literals.push(value);
+                    }
+                }
+                Kind::Open(_) => pending.push(inner(token)),
+                _ => {}
+            }
+            cursor.advance(1);
+        }
+    }
+}
+
+/// Every `A as B` of the `use` declarations of `text` (flat: a use tree's
+/// braces hold no `;`). Empty when the text does not tokenise.
+pub fn use_renames(text: &str) -> Vec<(String, String)> {
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut window: [Option<Token>; 3] = [None; 3];
+    let mut in_use = false;
+    let mut renames = Vec::new();
+    let name = |token: Option<Token>| -> Option<&str> {
+        let token = token?;
+        match token.kind {
+            Kind::Ident => Some(&text[token.start..token.end]),
+            Kind::RawIdent => Some(&text[token.start + 2..token.end]),
+            _ => None,
+        }
+    };
+    while let Ok(Some(token)) = lexer.next_token() {
+        window = [window[1], window[2], Some(token)];
+        let word = &text[token.start..token.end];
+        match token.kind {
+            Kind::Ident if word == "use" => in_use = true,
+            Kind::Punct if word == ";" => in_use = false,
+            _ => {}
+        }
+        if in_use
+            && name(window[1]) == Some("as")
+            && window[1].is_some_and(|t| t.kind == Kind::Ident)
+        {
+            if let (Some(from), Some(to)) = (name(window[0]), name(window[2])) {
+                renames.push((from.to_owned(), to.to_owned()));
+            }
+        }
+    }
+    renames
+}
+
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
 /// token walk recurses once per level; real code stays far below this, and
 /// a hostile file nested thousands deep gets a clear refusal instead of a
 /// stack overflow.
 pub const MAX_NESTING: usize = 256;
+
+/// How many tokens a construct whose exact shape matters (an attribute
+/// body, an include argument, one part of a `concat!`) may hold before it is
+/// read as "something else": every shape looked for is shorter.
+const MAX_SHAPE_TOKENS: usize = 64;
+
+/// How many pieces a `concat!` path may have before it is unresolved.
+const MAX_PATH_PIECES: usize = 4096;
 
 /// Reads one file. Never fails: a file that cannot be tokenised, or nests
 /// deeper than [`MAX_NESTING`], is reported through `refused`, with no
@@ -216,87 +543,470 @@ pub const MAX_NESTING: usize = 256;
 ///
 /// The file is read as tokens, never as a syntax tree: every form that
 /// loads a file (`mod x;`, attributes, macro calls) is visible at the token
-/// level, a token walk needs no more memory than the tokens, recursion is
-/// bounded by the group depth checked first, and syntax newer than any
-/// parser this tool links is no obstacle.
+/// level, recursion is bounded by the group depth checked first, and syntax
+/// newer than any parser is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
     let mut scan = FileScan::default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    match TokenStream::from_str(text) {
-        Ok(tokens) => {
-            // Owned once: the depth check borrows the top level and copies
-            // only the children of the groups it is inside.
-            let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-            match deepest_group(&tokens) {
-                Some((depth, line)) if depth > MAX_NESTING => {
-                    scan.refused = Some((
-                        line,
-                        format!(
-                            "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
-                        ),
-                    ));
-                }
-                _ => {
-                    let mut walker = TokenWalker {
-                        ctx,
-                        scan: &mut scan,
-                        in_macro_rules: None,
-                        in_alternative: false,
-                    };
-                    walker.walk_items(tokens.into_iter().collect(), ctx.module_dir, 0);
-                }
-            }
+    if u32::try_from(text.len()).is_err() {
+        scan.refused = Some((
+            1,
+            "larger than 4 GiB; ci-key refuses to read a source this large (split the file)".into(),
+        ));
+        return scan;
+    }
+    let start = shebang_end(text);
+    match Source::index(text, start) {
+        Ok(source) => {
+            let mut walker = TokenWalker {
+                ctx,
+                src: &source,
+                scan: &mut scan,
+                in_macro_rules: None,
+                in_alternative: false,
+                in_macro_args: 0,
+                in_generated_macro: false,
+            };
+            walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }
-        Err(lex) => {
-            scan.refused = Some((
-                lex.span().start().line,
-                format!("cannot tokenise it ({lex}), so neither can rustc"),
-            ));
+        Err((offset, why)) => {
+            scan.refused = Some((line_at(text, offset), why));
         }
     }
-    // The span source map keeps a copy of every file read on this thread;
-    // no span of this file outlives this call, so release it.
-    proc_macro2::extra::invalidate_current_thread_spans();
     scan
 }
 
-/// The deepest group nesting of `tokens`, with the line where it is first
-/// reached; `None` for a stream without groups. Iterative, so it cannot
-/// overflow the stack it guards.
-fn deepest_group(tokens: &[TokenTree]) -> Option<(usize, usize)> {
-    let mut deepest: Option<(usize, usize)> = None;
-    for token in tokens {
-        let TokenTree::Group(top) = token else {
-            continue;
-        };
-        if deepest.is_none() {
-            deepest = Some((1, top.span_open().start().line));
+/// Where tokens start: after a `#!` first line that is not an inner
+/// attribute (rustc's `strip_shebang`).
+fn shebang_end(text: &str) -> usize {
+    let Some(tail) = text.strip_prefix("#!") else {
+        return 0;
+    };
+    let next = Lexer::new(tail, 0, tail.len()).next_token();
+    if matches!(
+        next,
+        Ok(Some(Token {
+            kind: Kind::Open(Delim::Bracket),
+            ..
+        }))
+    ) {
+        return 0;
+    }
+    text.find('\n').unwrap_or(text.len())
+}
+
+/// The 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> usize {
+    1 + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset.min(text.len())]).count()
+}
+
+/// A byte range of the text: a whole file, or the inside of a group.
+type Range = (usize, usize);
+
+/// A file's text and where each of its groups closes.
+struct Source<'s> {
+    text: &'s str,
+    /// (open offset, close offset) of every group, by open offset.
+    groups: Vec<(u32, u32)>,
+    /// The last offset whose line was asked for, with that line: lines are
+    /// mostly asked for in order, so counting goes on from there.
+    line_cache: Cell<(usize, usize)>,
+}
+
+impl<'s> Source<'s> {
+    /// Lexes the whole text once: every token must be one rustc accepts,
+    /// every bracket must match, and nesting is limited. Errors give the
+    /// offset and the reason.
+    fn index(text: &'s str, start: usize) -> Result<Self, (usize, String)> {
+        let mut lexer = Lexer::new(text, start, text.len());
+        let mut groups: Vec<(u32, u32)> = Vec::new();
+        let mut open: Vec<(Delim, usize)> = Vec::new();
+        let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
+        loop {
+            let token = match lexer.next_token() {
+                Ok(Some(token)) => token,
+                Ok(None) => break,
+                Err(err) => {
+                    return Err((
+                        err.offset,
+                        format!("cannot tokenise it ({}), so neither can rustc", err.what),
+                    ));
+                }
+            };
+            match token.kind {
+                Kind::Open(delim) => {
+                    open.push((delim, groups.len()));
+                    groups.push((offset(token.start), u32::MAX));
+                    if open.len() > MAX_NESTING {
+                        return Err((
+                            token.start,
+                            format!(
+                                "brackets nest more than {MAX_NESTING} deep here; ci-key refuses to read a file nested this deeply (flatten the nesting, or split the file)"
+                            ),
+                        ));
+                    }
+                }
+                Kind::Close(delim) => match open.pop() {
+                    Some((opened, index)) if opened == delim => {
+                        groups[index].1 = offset(token.start);
+                    }
+                    _ => {
+                        return Err((
+                            token.start,
+                            "cannot tokenise it (a closing delimiter that matches no opening one), so neither can rustc".into(),
+                        ));
+                    }
+                },
+                _ => {}
+            }
         }
-        let mut stack = vec![top.stream().into_iter()];
-        while let Some(top) = stack.last_mut() {
-            match top.next() {
-                Some(TokenTree::Group(group)) => {
-                    let depth = stack.len() + 1;
-                    if deepest.is_none_or(|(d, _)| depth > d) {
-                        deepest = Some((depth, group.span_open().start().line));
-                    }
-                    if depth > MAX_NESTING {
-                        return deepest;
-                    }
-                    stack.push(group.stream().into_iter());
+        if let Some(&(_, index)) = open.last() {
+            return Err((
+                groups[index].0 as usize,
+                "cannot tokenise it (an unclosed delimiter), so neither can rustc".into(),
+            ));
+        }
+        Ok(Source {
+            text,
+            groups,
+            line_cache: Cell::new((0, 1)),
+        })
+    }
+
+    /// The offset of the bracket that closes the group opened at `open`.
+    fn close_of(&self, open: usize) -> Option<usize> {
+        let at = u32::try_from(open).ok()?;
+        let index = self.groups.binary_search_by_key(&at, |g| g.0).ok()?;
+        Some(self.groups[index].1 as usize)
+    }
+
+    fn line(&self, offset: usize) -> usize {
+        let (cached, line) = self.line_cache.get();
+        let bytes = self.text.as_bytes();
+        let line = if offset >= cached {
+            line + memchr::memchr_iter(b'\n', &bytes[cached..offset]).count()
+        } else {
+            line - memchr::memchr_iter(b'\n', &bytes[offset..cached]).count()
+        };
+        self.line_cache.set((offset, line));
+        line
+    }
+
+    fn cursor(&self, range: Range) -> Cursor<'_, 's> {
+        Cursor {
+            src: self,
+            lexer: Lexer::new(self.text, range.0, range.1),
+            ahead: VecDeque::new(),
+            behind: [None, None],
+        }
+    }
+
+    fn text(&self, token: Token) -> &'s str {
+        &self.text[token.start..token.end]
+    }
+
+    /// Whether `token` is the plain (not raw) identifier `name`.
+    fn is_ident(&self, token: Option<Token>, name: &str) -> bool {
+        token.is_some_and(|t| t.kind == Kind::Ident && self.text(t) == name)
+    }
+
+    /// Whether `token` is the identifier `name`, raw or not: `r#path` is
+    /// `path` to rustc wherever a name is not a keyword (attributes,
+    /// macros, path segments).
+    fn is_name(&self, token: Option<Token>, name: &str) -> bool {
+        self.ident_name(token) == Some(name)
+    }
+
+    /// The name of an identifier, raw or not, without its `r#`.
+    fn ident_name(&self, token: Option<Token>) -> Option<&'s str> {
+        let token = token?;
+        match token.kind {
+            Kind::Ident => Some(self.text(token)),
+            Kind::RawIdent => Some(&self.text(token)[2..]),
+            _ => None,
+        }
+    }
+
+    fn is_punct(&self, token: Option<Token>, c: u8) -> bool {
+        token.is_some_and(|t| t.kind == Kind::Punct && self.text.as_bytes()[t.start] == c)
+    }
+
+    /// The text of a range for a message: white space collapsed, shortened.
+    fn snippet(&self, range: Range) -> String {
+        let text = self.text[range.0..range.1]
+            .split_whitespace()
+            .collect::<Vec<_>>();
+        let text = text.join(" ");
+        match text.char_indices().nth(80) {
+            Some((at, _)) => format!("{} …", &text[..at]),
+            None => text,
+        }
+    }
+
+    /// The tokens of `range`, or `None` when it holds more than `max`.
+    fn shape(&self, range: Range, max: usize) -> Option<Vec<Token>> {
+        let mut cursor = self.cursor(range);
+        let mut tokens = Vec::new();
+        while let Some(token) = cursor.peek(0) {
+            if tokens.len() == max {
+                return None;
+            }
+            tokens.push(token);
+            cursor.advance(1);
+        }
+        Some(tokens)
+    }
+
+    /// Calls `each` with every comma-separated part of `range` (empty parts
+    /// skipped): its range, and its tokens when it has at most `max`.
+    fn for_each_part(
+        &self,
+        range: Range,
+        max: usize,
+        mut each: impl FnMut(Range, Option<&[Token]>),
+    ) {
+        let mut cursor = self.cursor(range);
+        let mut tokens: Vec<Token> = Vec::new();
+        let mut part: Option<Range> = None;
+        let mut long = false;
+        let mut flush = |part: &mut Option<Range>, tokens: &mut Vec<Token>, long: &mut bool| {
+            if let Some(range) = part.take() {
+                each(range, (!*long).then_some(tokens.as_slice()));
+            }
+            tokens.clear();
+            *long = false;
+        };
+        while let Some(token) = cursor.peek(0) {
+            cursor.advance(1);
+            if self.is_punct(Some(token), b',') {
+                flush(&mut part, &mut tokens, &mut long);
+                continue;
+            }
+            part = Some((part.map_or(token.start, |p| p.0), token.end));
+            if tokens.len() < max {
+                tokens.push(token);
+            } else {
+                long = true;
+            }
+        }
+        flush(&mut part, &mut tokens, &mut long);
+    }
+}
+
+/// The inside of a group token.
+fn inner(group: Token) -> Range {
+    (group.start + 1, group.end - 1)
+}
+
+fn is_group(token: Option<Token>, delim: Option<Delim>) -> bool {
+    match token.map(|t| t.kind) {
+        Some(Kind::Open(d)) => delim.is_none_or(|want| want == d),
+        _ => false,
+    }
+}
+
+/// Tokens of one level of a range, a group being one token (kind `Open`,
+/// spanning its brackets), lexed on demand with a few tokens of lookahead.
+struct Cursor<'a, 's> {
+    src: &'a Source<'s>,
+    lexer: Lexer<'s>,
+    ahead: VecDeque<Token>,
+    /// The last two tokens stepped over, the latest first.
+    behind: [Option<Token>; 2],
+}
+
+impl Cursor<'_, '_> {
+    fn peek(&mut self, n: usize) -> Option<Token> {
+        while self.ahead.len() <= n {
+            // The range was lexed whole by `Source::index`: the same text
+            // lexes the same way again, and every group is known.
+            let mut token = self.lexer.next_token().ok().flatten()?;
+            match token.kind {
+                Kind::Open(_) => {
+                    let close = self.src.close_of(token.start)?;
+                    token.end = close + 1;
+                    self.lexer.seek(close + 1);
                 }
-                Some(_) => {}
-                None => {
-                    stack.pop();
-                }
+                Kind::Close(_) => return None,
+                _ => {}
+            }
+            self.ahead.push_back(token);
+        }
+        self.ahead.get(n).copied()
+    }
+
+    fn advance(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.ahead.is_empty() {
+                self.peek(0);
+            }
+            if let Some(token) = self.ahead.pop_front() {
+                self.behind = [Some(token), self.behind[0]];
             }
         }
     }
-    deepest
+
+    /// Whether the group at the cursor holds a macro call's arguments
+    /// (`name ! (…)`).
+    fn at_macro_args(&self) -> bool {
+        self.src.is_punct(self.behind[0], b'!') && self.src.ident_name(self.behind[1]).is_some()
+    }
+}
+
+/// What a build script prints to declare the files it reads.
+const RERUN_DIRECTIVE: &str = "rerun-if-changed";
+
+/// Whether a literal holds part of [`RERUN_DIRECTIVE`] cut where another
+/// piece may complete it: it ends with a start of the word at least 5
+/// characters long (`"cargo:rerun-if-"`), holds one just before a `{`
+/// (`"cargo:rerun-if-{}"`), or begins with an end of it at least 10 long
+/// (`"if-changed=data"`). Any two-piece split is one of these.
+fn splits_rerun_directive(value: &str) -> bool {
+    let word = RERUN_DIRECTIVE;
+    (5..word.len()).any(|n| {
+        let head = &word[..n];
+        value.ends_with(head) || value.contains(&format!("{head}{{"))
+    }) || (10..word.len()).any(|n| value.starts_with(&word[word.len() - n..]))
 }
 
 /// The macros that make rustc read a file named by their argument.
 pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
+
+/// A macro of a registry crate that makes the compiler read files its
+/// arguments name. `ci-key` cannot follow a proc macro's code, so each is
+/// listed here, the one place that knows them, with what it reads.
+pub struct PathMacro {
+    pub name: &'static str,
+    /// The crate that provides it, for messages.
+    pub krate: &'static str,
+    pub form: PathMacroForm,
+    pub reads: PathReads,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathMacroForm {
+    /// `name!(…)`, by its name whatever path it is called through.
+    Call,
+    /// `#[name = "…"]`.
+    Attribute,
+    /// `#[name(…, path = "…", …)]`.
+    AttributeWithPath,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathReads {
+    /// The literal argument, relative to the calling file, as `include_str!`
+    /// (a `macro_rules!` wrapper around it).
+    FileRelative,
+    /// A directory below `CARGO_MANIFEST_DIR`, read whole; `$CARGO_MANIFEST_DIR`
+    /// may start the text. `default` is read when there is no argument.
+    ManifestDirTree { default: Option<&'static str> },
+    /// Rules too varied to model (search paths, configuration files,
+    /// settings): the key is refused until the policy declares the files
+    /// with `[[key.dynamic-include]]`.
+    Declared,
+}
+
+/// The registry macros known to read files named in the source. A call of
+/// one that cannot be resolved refuses the key, with the fix.
+pub const PATH_MACROS: &[PathMacro] = &[
+    PathMacro {
+        name: "include_dir",
+        krate: "include_dir",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree { default: None },
+    },
+    PathMacro {
+        name: "folder",
+        krate: "rust-embed",
+        form: PathMacroForm::Attribute,
+        reads: PathReads::ManifestDirTree { default: None },
+    },
+    PathMacro {
+        name: "migrate",
+        krate: "sqlx",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("migrations"),
+        },
+    },
+    PathMacro {
+        name: "embed_migrations",
+        krate: "diesel_migrations or refinery",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("migrations"),
+        },
+    },
+    PathMacro {
+        name: "i18n",
+        krate: "rust-i18n",
+        form: PathMacroForm::Call,
+        reads: PathReads::ManifestDirTree {
+            default: Some("locales"),
+        },
+    },
+    PathMacro {
+        name: "include_wgsl",
+        krate: "wgpu",
+        form: PathMacroForm::Call,
+        reads: PathReads::FileRelative,
+    },
+    PathMacro {
+        name: "include_spirv",
+        krate: "wgpu or inline-spirv",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "include_spirv_raw",
+        krate: "wgpu",
+        form: PathMacroForm::Call,
+        reads: PathReads::FileRelative,
+    },
+    PathMacro {
+        name: "flate",
+        krate: "include-flate",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "template",
+        krate: "askama or rinja",
+        form: PathMacroForm::AttributeWithPath,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "grammar",
+        krate: "pest_derive",
+        form: PathMacroForm::Attribute,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "dotenv",
+        krate: "dotenv_codegen or dotenvy_macro",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "import_types",
+        krate: "typify",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+    PathMacro {
+        name: "generate_api",
+        krate: "progenitor",
+        form: PathMacroForm::Call,
+        reads: PathReads::Declared,
+    },
+];
+
+fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
+    PATH_MACROS
+        .iter()
+        .find(|m| m.name == name && m.form == form)
+}
 
 /// The directory a `#[path]` attribute is relative to: outside inline
 /// modules the directory of the file itself, inside them the scope's module
@@ -388,241 +1098,430 @@ fn module_decl(
     }
 }
 
-/// The `path = "…"` values of a `cfg_attr(predicate, attr, …)` argument list,
-/// nested `cfg_attr`s included.
-fn cfg_attr_paths(tokens: TokenStream) -> Vec<String> {
-    let mut paths = Vec::new();
-    for part in split_commas(tokens).into_iter().skip(1) {
-        if let Some(path) = lexical_path_attribute(part.clone()) {
-            paths.push(path);
-            continue;
-        }
-        let part: Vec<TokenTree> = part.into_iter().collect();
-        if let [TokenTree::Ident(name), TokenTree::Group(group)] = part.as_slice() {
-            if name == "cfg_attr" && group.delimiter() == Delimiter::Parenthesis {
-                paths.extend(cfg_attr_paths(group.stream()));
+impl Source<'_> {
+    /// The `path = "…"` values of a `cfg_attr(predicate, attr, …)` argument
+    /// list, nested `cfg_attr`s included.
+    fn cfg_attr_paths(&self, args: Range) -> Vec<String> {
+        let mut paths = Vec::new();
+        let mut first = true;
+        self.for_each_part(args, 3, |part, tokens| {
+            if std::mem::take(&mut first) {
+                return;
             }
+            if let Some(path) = self.lexical_path_attribute(part) {
+                paths.push(path);
+            } else if let Some(&[name, group]) = tokens {
+                if self.is_name(Some(name), "cfg_attr") && is_group(Some(group), Some(Delim::Paren))
+                {
+                    paths.extend(self.cfg_attr_paths(inner(group)));
+                }
+            }
+        });
+        paths
+    }
+
+    /// Whether a bracketed attribute body is `doc = "…"`.
+    fn is_doc_text(&self, body: Range) -> bool {
+        matches!(
+            self.shape(body, 3).as_deref(),
+            Some(&[name, eq, lit]) if self.is_name(Some(name), "doc")
+                && self.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal
+        )
+    }
+
+    /// `path = "…"`: the path.
+    fn lexical_path_attribute(&self, body: Range) -> Option<String> {
+        match self.shape(body, 3)?.as_slice() {
+            &[name, eq, lit]
+                if self.is_name(Some(name), "path")
+                    && self.is_punct(Some(eq), b'=')
+                    && lit.kind == Kind::Literal =>
+            {
+                lexer::string_value(self.text(lit))
+            }
+            _ => None,
         }
     }
-    paths
+
+    /// `name ! (args)` at the cursor: the macro's name (without `r#`), its
+    /// arguments and the line of the name.
+    fn macro_call_at(&self, cursor: &mut Cursor<'_, '_>) -> Option<(&str, Range, usize)> {
+        let name = self.ident_name(cursor.peek(0))?;
+        if !self.is_punct(cursor.peek(1), b'!') || !is_group(cursor.peek(2), None) {
+            return None;
+        }
+        let line = self.line(cursor.peek(0)?.start);
+        Some((name, inner(cursor.peek(2)?), line))
+    }
 }
 
-/// Whether a bracketed attribute body is `doc = "…"` (a doc comment).
-fn is_doc_text(tokens: &TokenStream) -> bool {
-    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
-    matches!(
-        tokens.as_slice(),
-        [TokenTree::Ident(name), TokenTree::Punct(eq), TokenTree::Literal(_)]
-            if name == "doc" && eq.as_char() == '='
-    )
+/// At `$` in a `macro_rules!` body: whether a metavariable or a
+/// repetition is called as a macro (`$m!(…)`, `$($m)*!(…)`, `$($m),+!(…)`).
+fn calls_metavariable(src: &Source<'_>, cursor: &mut Cursor<'_, '_>) -> bool {
+    if src.ident_name(cursor.peek(1)).is_some() {
+        return src.is_punct(cursor.peek(2), b'!');
+    }
+    if !is_group(cursor.peek(1), Some(Delim::Paren)) {
+        return false;
+    }
+    let is_repeat = |t: Option<Token>| [b'*', b'+', b'?'].iter().any(|&c| src.is_punct(t, c));
+    // `$(…)*!`, or with a separator token: `$(…),*!`.
+    (is_repeat(cursor.peek(2)) && src.is_punct(cursor.peek(3), b'!'))
+        || (is_repeat(cursor.peek(3)) && src.is_punct(cursor.peek(4), b'!'))
 }
 
-struct TokenWalker<'a, 'b> {
+struct TokenWalker<'a, 'b, 's> {
     ctx: &'a FileContext<'a>,
+    src: &'a Source<'s>,
     scan: &'b mut FileScan,
     /// The `macro_rules!` whose body is being walked, if any.
     in_macro_rules: Option<String>,
     /// Inside an inline module with `cfg_attr(…, path = …)` directories,
     /// where a module file's absence in one of them is expected.
     in_alternative: bool,
+    /// How many macro calls' arguments the walk is inside.
+    in_macro_args: usize,
+    /// Inside a `macro_rules! $name` that a macro body defines: its callers
+    /// cannot be found by name.
+    in_generated_macro: bool,
 }
 
-impl TokenWalker<'_, '_> {
-    /// Finds `include_*!(…)` anywhere in a token stream, including nested groups.
-    fn walk_for_embeds(&mut self, tokens: TokenStream) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-        let mut i = 0;
-        while i < tokens.len() {
-            self.record_use_renames(&tokens, i);
-            self.record_debugger_visualizers(&tokens, i);
-            if self.record_embed_at(&tokens, i) {
-                i += 3;
+impl TokenWalker<'_, '_, '_> {
+    /// Finds `include_*!(…)` anywhere in a range, including nested groups.
+    fn walk_for_embeds(&mut self, range: Range) {
+        let src = self.src;
+        let mut cursor = src.cursor(range);
+        let mut in_use = false;
+        while let Some(token) = cursor.peek(0) {
+            in_use = self.track_use(&mut cursor, in_use);
+            if let Some(step) = self.walk_nested_macro_rules(&mut cursor, token) {
+                cursor.advance(step);
                 continue;
             }
-            match &tokens[i] {
-                // Doc comments in macro bodies are text, never printed.
-                TokenTree::Group(group)
-                    if group.delimiter() == Delimiter::Bracket && is_doc_text(&group.stream()) => {}
-                TokenTree::Group(group) => self.walk_for_embeds(group.stream()),
-                TokenTree::Literal(lit) => self.record_literal(lit),
+            if self.record_ident_forms(&mut cursor, token) {
+                cursor.advance(3);
+                continue;
+            }
+            match token.kind {
+                // Doc attributes in macro bodies are text, never printed.
+                Kind::Open(Delim::Bracket) if src.is_doc_text(inner(token)) => {}
+                Kind::Open(delim) => {
+                    if delim == Delim::Bracket {
+                        self.record_attribute_forms(inner(token));
+                    }
+                    let args = usize::from(cursor.at_macro_args());
+                    self.in_macro_args += args;
+                    self.walk_for_embeds(inner(token));
+                    self.in_macro_args -= args;
+                }
+                Kind::Literal => self.record_literal(token),
+                Kind::Punct
+                    if self.in_macro_rules.is_some()
+                        && src.is_punct(Some(token), b'$')
+                        && calls_metavariable(src, &mut cursor) =>
+                {
+                    self.scan.metavariable_macro_call = true;
+                }
                 _ => {}
             }
-            i += 1;
+            cursor.advance(1);
         }
+    }
+
+    /// A `macro_rules!` defined inside a macro body (at `token`): its body
+    /// is walked as its own (`macro_rules! inner {…}`), or, when the caller
+    /// names it (`macro_rules! $name {…}`), as one whose callers cannot be
+    /// found: what it includes from its callers, or the modules it
+    /// declares, refuse the key. Returns how many tokens it spans.
+    fn walk_nested_macro_rules(
+        &mut self,
+        cursor: &mut Cursor<'_, '_>,
+        token: Token,
+    ) -> Option<usize> {
+        let src = self.src;
+        if !src.is_ident(Some(token), "macro_rules") || !src.is_punct(cursor.peek(1), b'!') {
+            return None;
+        }
+        let (name, body, step) = if src.is_punct(cursor.peek(2), b'$') {
+            let name = src.ident_name(cursor.peek(3))?;
+            (format!("${name}"), cursor.peek(4)?, 5)
+        } else {
+            (
+                src.ident_name(cursor.peek(2))?.to_owned(),
+                cursor.peek(3)?,
+                4,
+            )
+        };
+        if !is_group(Some(body), None) {
+            return None;
+        }
+        let generated = step == 5;
+        let outer = self.in_macro_rules.replace(name.clone());
+        let outer_generated = self.in_generated_macro;
+        self.in_generated_macro |= generated;
+        self.walk_for_embeds(inner(body));
+        let modules = self.scan.macro_modules.len();
+        self.record_macro_modules(&name, inner(body));
+        if self.in_generated_macro && self.scan.macro_modules.len() > modules {
+            let line = self.scan.macro_modules[modules].line;
+            self.scan.macro_modules.truncate(modules);
+            self.scan.refused.get_or_insert((
+                line,
+                format!(
+                    "macro_rules! {name}, defined by another macro under a name its caller chooses, declares a file module; ci-key cannot find where it is called (define it with a literal name)"
+                ),
+            ));
+        }
+        self.in_generated_macro = outer_generated;
+        self.in_macro_rules = outer;
+        Some(step)
     }
 
     /// The token-only reading of a whole file or inline module body: embeds
     /// and literals everywhere, plus `[#[path = "…"]] [pub…] mod name ;|{…}`.
-    fn walk_items(&mut self, tokens: TokenStream, scope: &Path, inline_depth: usize) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    fn walk_items(&mut self, range: Range, scope: &Path, inline_depth: usize) {
+        let src = self.src;
+        let mut cursor = src.cursor(range);
         let mut path_attr: Option<String> = None;
         let mut cfg_paths: Vec<String> = Vec::new();
-        let mut i = 0;
-        while i < tokens.len() {
-            self.record_use_renames(&tokens, i);
-            self.record_debugger_visualizers(&tokens, i);
-            if self.record_embed_at(&tokens, i) {
-                i += 3;
+        let mut in_use = false;
+        while let Some(token) = cursor.peek(0) {
+            in_use = self.track_use(&mut cursor, in_use);
+            if self.record_ident_forms(&mut cursor, token) {
+                cursor.advance(3);
                 continue;
             }
-            match &tokens[i] {
-                TokenTree::Punct(p) if p.as_char() == '#' => {
+            match token.kind {
+                Kind::Punct if src.is_punct(Some(token), b'#') => {
                     // `#[…]`, or an inner attribute `#![…]`.
-                    let bang = matches!(tokens.get(i + 1), Some(TokenTree::Punct(b)) if b.as_char() == '!');
-                    let at = i + 1 + usize::from(bang);
-                    if let Some(TokenTree::Group(g)) = tokens.get(at) {
-                        if g.delimiter() == Delimiter::Bracket {
-                            if let Some(path) = lexical_path_attribute(g.stream()) {
-                                path_attr = Some(path);
-                            } else if is_doc_text(&g.stream()) {
-                                // Documentation text is never printed.
-                            } else {
-                                let body: Vec<TokenTree> = g.stream().into_iter().collect();
-                                if let [TokenTree::Ident(name), TokenTree::Group(args)] =
-                                    body.as_slice()
-                                {
-                                    if name == "cfg_attr" {
-                                        cfg_paths.extend(cfg_attr_paths(args.stream()));
-                                    }
-                                }
-                                self.walk_for_embeds(g.stream());
-                            }
-                            i = at + 1;
-                            continue;
-                        }
-                    }
-                }
-                TokenTree::Ident(ident) if ident == "macro_rules" => {
-                    // The body's `mod x;` declarations load files where the
-                    // macro is invoked (see `MacroModule`); its embeds are
-                    // resolved here and from its callers.
-                    if let (
-                        Some(TokenTree::Punct(bang)),
-                        Some(TokenTree::Ident(name)),
-                        Some(TokenTree::Group(body)),
-                    ) = (tokens.get(i + 1), tokens.get(i + 2), tokens.get(i + 3))
+                    let at = 1 + usize::from(src.is_punct(cursor.peek(1), b'!'));
+                    if let Some(group) = cursor
+                        .peek(at)
+                        .filter(|g| is_group(Some(*g), Some(Delim::Bracket)))
                     {
-                        if bang.as_char() == '!' {
-                            let outer = self.in_macro_rules.replace(name.to_string());
-                            self.walk_for_embeds(body.stream());
-                            self.in_macro_rules = outer;
-                            self.record_macro_modules(&name.to_string(), body.stream());
-                            i += 4;
-                            continue;
+                        let body = inner(group);
+                        if let Some(path) = src.lexical_path_attribute(body) {
+                            // rustc obeys the first `#[path]` (a later one is
+                            // an "unused attribute"); the others are read too.
+                            if path_attr.is_none() {
+                                path_attr = Some(path);
+                            } else {
+                                cfg_paths.push(path);
+                            }
+                        } else if src.is_doc_text(body) {
+                            // Documentation text is never printed.
+                        } else {
+                            self.record_attribute_forms(body);
+                            if let Some(&[name, args]) = src.shape(body, 2).as_deref() {
+                                if src.is_name(Some(name), "cfg_attr") && is_group(Some(args), None)
+                                {
+                                    cfg_paths.extend(src.cfg_attr_paths(inner(args)));
+                                }
+                            }
+                            self.walk_for_embeds(body);
                         }
+                        cursor.advance(at + 1);
+                        continue;
                     }
                 }
-                TokenTree::Ident(ident) if ident == "mod" => {
-                    if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
-                        let line = name.span().start().line;
-                        let name = name.unraw().to_string();
-                        match tokens.get(i + 2) {
-                            Some(TokenTree::Punct(p)) if p.as_char() == ';' => {
-                                let decls = module_decls(
-                                    self.ctx,
-                                    scope,
-                                    inline_depth,
-                                    name,
-                                    path_attr.take(),
-                                    std::mem::take(&mut cfg_paths),
-                                    line,
-                                );
-                                let in_alternative = self.in_alternative;
-                                self.scan.modules.extend(decls.into_iter().map(|mut d| {
-                                    d.has_alternatives |= in_alternative;
-                                    d
-                                }));
-                                i += 3;
-                                continue;
-                            }
-                            Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
-                                // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
-                                // moves where `c` is loaded from when the cfg
-                                // holds: the body is read once per directory.
-                                let alternatives = std::mem::take(&mut cfg_paths);
-                                let default = inline_scope(
-                                    self.ctx,
-                                    scope,
-                                    inline_depth,
-                                    &name,
-                                    path_attr.take(),
-                                );
-                                let outer = self.in_alternative;
-                                self.in_alternative = outer || !alternatives.is_empty();
-                                self.walk_items(g.stream(), &default, inline_depth + 1);
-                                for path in alternatives {
-                                    let inner = inline_scope(
-                                        self.ctx,
-                                        scope,
-                                        inline_depth,
-                                        &name,
-                                        Some(path),
-                                    );
-                                    if inner != default {
-                                        self.walk_items(g.stream(), &inner, inline_depth + 1);
-                                    }
+                // The body's `mod x;` declarations load files where the
+                // macro is invoked (see `MacroModule`); its embeds are
+                // resolved here and from its callers.
+                Kind::Ident
+                    if src.text(token) == "macro_rules"
+                        && src.is_punct(cursor.peek(1), b'!')
+                        && is_group(cursor.peek(3), None) =>
+                {
+                    if let (Some(name), Some(body)) =
+                        (src.ident_name(cursor.peek(2)), cursor.peek(3))
+                    {
+                        let outer = self.in_macro_rules.replace(name.to_owned());
+                        self.walk_for_embeds(inner(body));
+                        self.in_macro_rules = outer;
+                        self.record_macro_modules(name, inner(body));
+                        cursor.advance(4);
+                        continue;
+                    }
+                }
+                Kind::Ident if src.text(token) == "mod" => {
+                    if let (Some(name), Some(name_token)) =
+                        (src.ident_name(cursor.peek(1)), cursor.peek(1))
+                    {
+                        let line = src.line(name_token.start);
+                        let name = name.to_owned();
+                        let after = cursor.peek(2);
+                        if src.is_punct(after, b';') {
+                            let decls = module_decls(
+                                self.ctx,
+                                scope,
+                                inline_depth,
+                                name,
+                                path_attr.take(),
+                                std::mem::take(&mut cfg_paths),
+                                line,
+                            );
+                            let in_alternative = self.in_alternative;
+                            self.scan.modules.extend(decls.into_iter().map(|mut d| {
+                                d.has_alternatives |= in_alternative;
+                                d
+                            }));
+                            cursor.advance(3);
+                            continue;
+                        }
+                        if let Some(body) = after.filter(|g| is_group(Some(*g), Some(Delim::Brace)))
+                        {
+                            // `#[cfg_attr(unix, path = "sys")] mod m { mod c; }`
+                            // moves where `c` is loaded from when the cfg
+                            // holds: the body is read once per directory.
+                            let alternatives = std::mem::take(&mut cfg_paths);
+                            let default = inline_scope(
+                                self.ctx,
+                                scope,
+                                inline_depth,
+                                &name,
+                                path_attr.take(),
+                            );
+                            let outer = self.in_alternative;
+                            self.in_alternative = outer || !alternatives.is_empty();
+                            self.walk_items(inner(body), &default, inline_depth + 1);
+                            for path in alternatives {
+                                let alternative =
+                                    inline_scope(self.ctx, scope, inline_depth, &name, Some(path));
+                                if alternative != default {
+                                    self.walk_items(inner(body), &alternative, inline_depth + 1);
                                 }
-                                self.in_alternative = outer;
-                                i += 3;
-                                continue;
                             }
-                            _ => {}
+                            self.in_alternative = outer;
+                            cursor.advance(3);
+                            continue;
                         }
                     }
                 }
                 // Visibility and `unsafe` may stand between an attribute and `mod`.
-                TokenTree::Ident(ident) if ident == "pub" || ident == "unsafe" => {
-                    i += 1;
+                Kind::Ident if matches!(src.text(token), "pub" | "unsafe") => {
+                    cursor.advance(1);
                     continue;
                 }
-                TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => {
-                    self.walk_for_embeds(g.stream());
-                    i += 1;
+                // `pub(crate)`, and the arguments of an item macro:
+                // `items!(mod a;)` loads `a.rs` as `items![mod a;]` and
+                // `items! { mod a; }` do. (Nowhere else may a paren group
+                // hold `mod`, so reading it as items finds nothing more.)
+                Kind::Open(Delim::Paren) => {
+                    self.walk_macro_args_or_items(&cursor, inner(token), scope, inline_depth);
+                    cursor.advance(1);
                     continue;
                 }
-                TokenTree::Group(g) => self.walk_items(g.stream(), scope, inline_depth),
-                TokenTree::Literal(lit) => self.record_literal(lit),
+                Kind::Open(_) => {
+                    self.walk_macro_args_or_items(&cursor, inner(token), scope, inline_depth);
+                }
+                Kind::Literal => self.record_literal(token),
                 _ => {}
             }
             path_attr = None;
             cfg_paths.clear();
-            i += 1;
+            cursor.advance(1);
+        }
+    }
+
+    /// [`Self::walk_items`] on a group, counting whether it holds a macro
+    /// call's arguments.
+    fn walk_macro_args_or_items(
+        &mut self,
+        cursor: &Cursor<'_, '_>,
+        range: Range,
+        scope: &Path,
+        inline_depth: usize,
+    ) {
+        let args = usize::from(cursor.at_macro_args());
+        self.in_macro_args += args;
+        self.walk_items(range, scope, inline_depth);
+        self.in_macro_args -= args;
+    }
+
+    /// Follows `use … ;` statements at one level: `in_use` says whether the
+    /// cursor is inside one; returns whether it still is. Every `A as B`
+    /// of the statement is recorded, nested groups (`use std::{include_str
+    /// as s}`) included.
+    fn track_use(&mut self, cursor: &mut Cursor<'_, '_>, in_use: bool) -> bool {
+        let src = self.src;
+        let token = cursor.peek(0);
+        if src.is_ident(token, "use") {
+            return true;
+        }
+        if !in_use {
+            return false;
+        }
+        if src.is_punct(token, b';') {
+            return false;
+        }
+        if let Some(group) = token.filter(|t| is_group(Some(*t), None)) {
+            self.record_use_renames(inner(group));
+        }
+        self.record_rename_at(cursor);
+        true
+    }
+
+    /// Every `A as B` in a group of a `use` statement.
+    fn record_use_renames(&mut self, range: Range) {
+        let mut cursor = self.src.cursor(range);
+        while let Some(token) = cursor.peek(0) {
+            if is_group(Some(token), None) {
+                self.record_use_renames(inner(token));
+            }
+            self.record_rename_at(&mut cursor);
+            cursor.advance(1);
+        }
+    }
+
+    fn record_rename_at(&mut self, cursor: &mut Cursor<'_, '_>) {
+        let src = self.src;
+        if let (Some(from), true, Some(to)) = (
+            src.ident_name(cursor.peek(0)),
+            src.is_ident(cursor.peek(1), "as"),
+            src.ident_name(cursor.peek(2)),
+        ) {
+            self.scan.use_renames.push((from.to_owned(), to.to_owned()));
         }
     }
 
     /// The `[#[path = "…"]] mod name;` declarations anywhere in a
     /// `macro_rules!` body. One whose file a metavariable chooses (`mod $m;`,
     /// `#[path = $p]`) is refused: each caller picks another file.
-    fn record_macro_modules(&mut self, macro_rules: &str, body: TokenStream) {
+    fn record_macro_modules(&mut self, macro_rules: &str, body: Range) {
+        let src = self.src;
         let mut pending = vec![body];
-        while let Some(stream) = pending.pop() {
-            let tokens: Vec<TokenTree> = stream.into_iter().collect();
+        while let Some(range) = pending.pop() {
+            let mut cursor = src.cursor(range);
             let mut path_attr: Option<Result<String, ()>> = None;
-            for (i, token) in tokens.iter().enumerate() {
-                match token {
-                    TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket => {
-                        let body: Vec<TokenTree> = g.stream().into_iter().collect();
-                        if matches!(body.first(), Some(TokenTree::Ident(p)) if p == "path") {
-                            path_attr = Some(lexical_path_attribute(g.stream()).ok_or(()));
+            while let Some(token) = cursor.peek(0) {
+                cursor.advance(1);
+                match token.kind {
+                    Kind::Open(Delim::Bracket) => {
+                        let body = inner(token);
+                        let first = src.cursor(body).peek(0);
+                        if src.is_name(first, "path") {
+                            // The first `#[path]` is the one rustc obeys.
+                            path_attr
+                                .get_or_insert_with(|| src.lexical_path_attribute(body).ok_or(()));
                         }
-                        pending.push(g.stream());
+                        pending.push(body);
                         continue;
                     }
-                    TokenTree::Group(g) => pending.push(g.stream()),
-                    TokenTree::Ident(m) if m == "mod" => {
-                        let line = m.span().start().line;
-                        let (name, after) = match (tokens.get(i + 1), tokens.get(i + 2)) {
-                            (Some(TokenTree::Ident(name)), after) => {
-                                (Some(name.unraw().to_string()), after)
+                    Kind::Open(_) => pending.push(inner(token)),
+                    Kind::Ident if src.text(token) == "mod" => {
+                        let line = src.line(token.start);
+                        let (name, after) = match (cursor.peek(0), cursor.peek(1)) {
+                            (next, after) if src.ident_name(next).is_some() => {
+                                (src.ident_name(next).map(str::to_owned), after)
                             }
-                            (Some(TokenTree::Punct(d)), Some(TokenTree::Ident(_)))
-                                if d.as_char() == '$' =>
+                            (dollar, name)
+                                if src.is_punct(dollar, b'$') && src.ident_name(name).is_some() =>
                             {
-                                (None, tokens.get(i + 3))
+                                (None, cursor.peek(2))
                             }
                             _ => (None, None),
                         };
-                        if !matches!(after, Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+                        if !src.is_punct(after, b';') {
                             path_attr = None;
                             continue;
                         }
@@ -653,8 +1552,8 @@ impl TokenWalker<'_, '_> {
                         });
                         continue;
                     }
-                    TokenTree::Punct(p) if p.as_char() == '#' => continue,
-                    TokenTree::Ident(v) if v == "pub" => continue,
+                    Kind::Punct if src.is_punct(Some(token), b'#') => continue,
+                    Kind::Ident if src.text(token) == "pub" => continue,
                     _ => {}
                 }
                 path_attr = None;
@@ -662,107 +1561,297 @@ impl TokenWalker<'_, '_> {
         }
     }
 
-    /// At `debugger_visualizer(…)` (`tokens[i]`, an attribute, perhaps
-    /// inside `cfg_attr`): records the `natvis_file` / `gdb_script_file`
-    /// rustc reads, relative to the directory of this file (checked with
-    /// rustc 1.95's dep-info: not the module directory).
-    fn record_debugger_visualizers(&mut self, tokens: &[TokenTree], i: usize) {
-        let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
-            (tokens.get(i), tokens.get(i + 1))
-        else {
+    /// At `debugger_visualizer(…)` (an attribute, perhaps inside
+    /// `cfg_attr`): records the `natvis_file` / `gdb_script_file` rustc
+    /// reads, relative to the directory of this file (checked with rustc
+    /// 1.95's dep-info: not the module directory).
+    fn record_debugger_visualizers(&mut self, cursor: &mut Cursor<'_, '_>) {
+        let src = self.src;
+        let (Some(name), Some(args)) = (cursor.peek(0), cursor.peek(1)) else {
             return;
         };
-        if name != "debugger_visualizer" || args.delimiter() != Delimiter::Parenthesis {
+        if src.ident_name(Some(name)) != Some("debugger_visualizer")
+            || !is_group(Some(args), Some(Delim::Paren))
+        {
             return;
         }
-        let line = name.span().start().line;
-        for part in split_commas(args.stream()) {
-            let part: Vec<TokenTree> = part.into_iter().collect();
-            let target = match part.as_slice() {
-                [
-                    TokenTree::Ident(key),
-                    TokenTree::Punct(eq),
-                    TokenTree::Literal(lit),
-                ] if eq.as_char() == '=' => match literal_str(lit) {
-                    Some(text) => EmbedTarget::File(
-                        self.ctx.file.parent().unwrap_or(Path::new("/")).join(text),
-                    ),
-                    None => EmbedTarget::Unresolved(format!("{key} = {lit}")),
-                },
-                other => {
-                    let text: TokenStream = other.iter().cloned().collect();
-                    EmbedTarget::Unresolved(format!("`{text}`"))
+        let line = src.line(name.start);
+        let file = self.ctx.file;
+        let mut embeds = Vec::new();
+        src.for_each_part(inner(args), 3, |part, tokens| {
+            let target = match tokens {
+                Some(&[key, eq, lit])
+                    if src.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal =>
+                {
+                    match lexer::string_value(src.text(lit)) {
+                        Some(text) => {
+                            EmbedTarget::File(file.parent().unwrap_or(Path::new("/")).join(text))
+                        }
+                        None => EmbedTarget::Unresolved(format!(
+                            "{} = {}",
+                            src.text(key),
+                            src.text(lit)
+                        )),
+                    }
                 }
+                _ => EmbedTarget::Unresolved(format!("`{}`", src.snippet(part))),
             };
-            self.scan.embeds.push(Embed {
+            embeds.push(Embed {
                 macro_name: "#[debugger_visualizer]".into(),
                 target,
                 site: Site {
-                    file: self.ctx.file.to_path_buf(),
+                    file: file.to_path_buf(),
                     line,
                 },
                 caller_relative: None,
             });
-        }
+        });
+        self.scan.embeds.extend(embeds);
     }
 
-    /// At `use` (`tokens[i]`): records every `A as B` up to its `;`,
-    /// nested groups (`use std::{include_str as s}`) included.
-    fn record_use_renames(&mut self, tokens: &[TokenTree], i: usize) {
-        if !matches!(&tokens[i], TokenTree::Ident(u) if u == "use") {
-            return;
-        }
-        let end = tokens[i..]
-            .iter()
-            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
-            .map_or(tokens.len(), |n| i + n);
-        let mut pending: Vec<TokenStream> = vec![tokens[i + 1..end].iter().cloned().collect()];
-        while let Some(stream) = pending.pop() {
-            let tree: Vec<TokenTree> = stream.into_iter().collect();
-            for (at, token) in tree.iter().enumerate() {
-                match token {
-                    TokenTree::Group(g) => pending.push(g.stream()),
-                    TokenTree::Ident(r#as) if r#as == "as" && at > 0 => {
-                        if let (TokenTree::Ident(from), Some(TokenTree::Ident(to))) =
-                            (&tree[at - 1], tree.get(at + 1))
-                        {
-                            self.scan
-                                .use_renames
-                                .push((from.unraw().to_string(), to.unraw().to_string()));
+    /// Records what a macro of [`PATH_MACROS`] reads: `arg` is its string
+    /// argument, `Some(None)` when it has none, `None` when it has another.
+    fn record_path_macro(&mut self, known: &PathMacro, arg: Option<Option<String>>, line: usize) {
+        let label = match known.form {
+            PathMacroForm::Call => format!("{}! ({})", known.name, known.krate),
+            _ => format!("#[{}] ({})", known.name, known.krate),
+        };
+        let unresolved = |why: &str| EmbedTarget::Unresolved(format!("files {why}"));
+        let target = match (known.reads, arg) {
+            (PathReads::Declared, _) => {
+                unresolved(&format!("by {} rules ci-key does not model", known.krate))
+            }
+            (_, None) => unresolved("with an argument that is not a string literal"),
+            (PathReads::FileRelative, Some(Some(path))) => {
+                EmbedTarget::File(self.ctx.file.parent().unwrap_or(Path::new("/")).join(path))
+            }
+            (PathReads::FileRelative, Some(None)) => unresolved("with no path argument"),
+            (PathReads::ManifestDirTree { default }, Some(path)) => {
+                match path.as_deref().or(default) {
+                    None => unresolved("with no path argument"),
+                    Some(path) => {
+                        let (from_manifest, rest) = match path.strip_prefix("$CARGO_MANIFEST_DIR") {
+                            Some(rest) => (true, rest),
+                            None => (false, path),
+                        };
+                        if rest.contains('$') {
+                            unresolved(&format!(
+                                "under {path:?}, which names an environment variable"
+                            ))
+                        } else if !from_manifest && Path::new(rest).is_absolute() {
+                            // Read where it points: inside the checkout it
+                            // is hashed, outside it is refused.
+                            EmbedTarget::Tree(PathBuf::from(rest))
+                        } else {
+                            EmbedTarget::Tree(
+                                self.ctx.package_dir.join(rest.trim_start_matches('/')),
+                            )
                         }
                     }
-                    _ => {}
                 }
             }
-        }
-    }
-
-    /// Records `include_*!(…)` starting at `tokens[i]`; says whether there was one.
-    fn record_embed_at(&mut self, tokens: &[TokenTree], i: usize) -> bool {
-        match macro_call_at(tokens, i) {
-            Some((name, args, line)) => match self.ctx.include_macro(&name) {
-                Some(include) => {
-                    self.record_embed(&include, args, line);
-                    true
-                }
-                None => false,
+        };
+        self.scan.embeds.push(Embed {
+            macro_name: label,
+            target,
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line,
             },
-            _ => false,
-        }
+            caller_relative: None,
+        });
     }
 
-    fn record_literal(&mut self, lit: &proc_macro2::Literal) {
-        if let Some(value) = literal_str(lit) {
-            if value.contains("rerun-if-changed") {
-                self.scan
-                    .rerun_literals
-                    .push((value, lit.span().start().line));
+    /// The body of an attribute `#[…]`: records a [`PATH_MACROS`] attribute.
+    fn record_attribute_forms(&mut self, body: Range) {
+        let src = self.src;
+        let Some(first) = src.cursor(body).peek(0) else {
+            return;
+        };
+        let Some(name) = src.ident_name(Some(first)) else {
+            return;
+        };
+        let line = src.line(first.start);
+        if let Some(known) = path_macro(name, PathMacroForm::Attribute) {
+            let arg = match src.shape(body, 3).as_deref() {
+                Some(&[_, eq, lit])
+                    if src.is_punct(Some(eq), b'=') && lit.kind == Kind::Literal =>
+                {
+                    lexer::string_value(src.text(lit)).map(Some)
+                }
+                _ => None,
+            };
+            self.record_path_macro(known, arg, line);
+        }
+        if let Some(known) = path_macro(name, PathMacroForm::AttributeWithPath) {
+            let Some(&[_, args]) = src.shape(body, 2).as_deref() else {
+                return;
+            };
+            if !is_group(Some(args), Some(Delim::Paren)) {
+                return;
+            }
+            let mut named = false;
+            src.for_each_part(inner(args), 3, |part, _| {
+                named |= src.is_name(src.cursor(part).peek(0), "path");
+            });
+            if named {
+                self.record_path_macro(known, Some(None), line);
             }
         }
     }
 
-    fn record_embed(&mut self, macro_name: &str, args: TokenStream, line: usize) {
-        let (target, relative) = evaluate_path(args, self.ctx);
+    /// At an identifier: records a `debugger_visualizer(…)` and an
+    /// `include_*!(…)` there; says whether it was an include (three tokens).
+    fn record_ident_forms(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) -> bool {
+        if self.in_macro_args > 0 && self.src.is_punct(Some(token), b'!') {
+            // A `!` handed to a macro on its own (`m!(!)`, `m!(x, !)`): the
+            // macro may assemble a call from it.
+            let next = cursor.peek(1);
+            if next.is_none() || self.src.is_punct(next, b',') || self.src.is_punct(next, b';') {
+                self.scan.metavariable_macro_call = true;
+            }
+        }
+        if !matches!(token.kind, Kind::Ident | Kind::RawIdent) {
+            return false;
+        }
+        self.record_debugger_visualizers(cursor);
+        if self.record_embed_at(cursor) {
+            return true;
+        }
+        if self.in_macro_args > 0 {
+            self.record_passed_include(cursor, token);
+        } else if self.in_macro_rules.is_some() && self.src.is_punct(cursor.peek(1), b'$') {
+            self.record_bang_from_caller(token);
+        }
+        false
+    }
+
+    /// `include_str $b (…)` in a `macro_rules!` body: the caller may pass
+    /// the `!` (`m!(!)`), making it a call with a path no reading shows.
+    fn record_bang_from_caller(&mut self, token: Token) {
+        let src = self.src;
+        let Some(name) = src.ident_name(Some(token)) else {
+            return;
+        };
+        let Some(include) = self.ctx.include_macro(name) else {
+            return;
+        };
+        let macro_rules = self.in_macro_rules.clone().unwrap_or_default();
+        self.scan.embeds.push(Embed {
+            macro_name: format!("{include}!"),
+            target: EmbedTarget::Unresolved(format!(
+                "a path chosen where `{name}` is followed by a metavariable in macro_rules! {macro_rules}, whose caller may pass the `!` (write {include}! in the body)"
+            )),
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line: src.line(token.start),
+            },
+            caller_relative: None,
+        });
+    }
+
+    /// An include macro's name handed to a macro as a token
+    /// (`call!(include_str, "x")`): a `macro_rules!` may call it as
+    /// `$m!(…)`, with a path no reading of the definition shows.
+    fn record_passed_include(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) {
+        let src = self.src;
+        let Some(name) = src.ident_name(Some(token)) else {
+            return;
+        };
+        let Some(include) = self.ctx.include_macro(name) else {
+            return;
+        };
+        // A macro's matcher may take any tokens around it (`$m:ident :`,
+        // `x . $m`), so only a direct call (recorded already) is no
+        // hand-over; `include_str !` with no arguments after it is one.
+        if src.is_punct(cursor.peek(1), b'!') && is_group(cursor.peek(2), None) {
+            return;
+        }
+        let embed = Embed {
+            macro_name: format!("{include}!"),
+            target: EmbedTarget::Unresolved(format!(
+                "a path chosen where `{name}` is handed to a macro as a token (a macro_rules! may call it as `$m!(…)`; call {include}! directly)"
+            )),
+            site: Site {
+                file: self.ctx.file.to_path_buf(),
+                line: src.line(token.start),
+            },
+            caller_relative: None,
+        };
+        if matches!(name, "include_str" | "include_bytes") {
+            self.scan.embeds.push(embed);
+        } else {
+            self.scan.passed_include.push(embed);
+        }
+    }
+
+    /// Records `include_*!(…)` at the cursor; says whether there was one.
+    fn record_embed_at(&mut self, cursor: &mut Cursor<'_, '_>) -> bool {
+        let Some((name, args, line)) = self.src.macro_call_at(cursor) else {
+            return false;
+        };
+        match self.ctx.include_macro(name) {
+            Some(include) => {
+                self.record_embed(&include, args, line);
+                true
+            }
+            None => {
+                if let Some(definer) = &self.in_macro_rules {
+                    self.scan
+                        .macro_rules_calls
+                        .push((definer.clone(), name.to_owned()));
+                }
+                if let Some(known) = path_macro(name, PathMacroForm::Call) {
+                    // Its arguments are still walked for embeds.
+                    let arg = self.src.shape(args, 2).and_then(|tokens| match *tokens {
+                        [] => Some(None),
+                        [lit] | [lit, _] if lit.kind == Kind::Literal => {
+                            lexer::string_value(self.src.text(lit)).map(Some)
+                        }
+                        _ => None,
+                    });
+                    self.record_path_macro(known, arg, line);
+                }
+                false
+            }
+        }
+    }
+
+    fn record_literal(&mut self, token: Token) {
+        let text = self.src.text(token);
+        // Only an escape can spell the words without holding them.
+        if !text.contains("rerun") && !text.contains("if-changed") && !text.contains('\\') {
+            return;
+        }
+        let Some(value) = lexer::string_value(text) else {
+            return;
+        };
+        let line = self.src.line(token.start);
+        if value.contains(RERUN_DIRECTIVE) {
+            self.scan.rerun_literals.push((value, line));
+        } else if splits_rerun_directive(&value) {
+            // Half of the directive: the script assembles the line at run
+            // time (`concat!("cargo:rerun-if-", "changed=data")`), which
+            // the build-script reading treats as watching the whole package.
+            self.scan
+                .rerun_literals
+                .push((RERUN_DIRECTIVE.to_owned(), line));
+        }
+    }
+
+    fn record_embed(&mut self, macro_name: &str, args: Range, line: usize) {
+        let (mut target, mut relative) = evaluate_path(self.src, args, self.ctx);
+        if self.in_generated_macro && (relative.is_some() || target == EmbedTarget::FromCallers) {
+            target = EmbedTarget::Unresolved(
+                "a path read from the callers of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find".into(),
+            );
+            relative = None;
+        }
+        if target == EmbedTarget::FromCallers && self.in_macro_rules.is_none() {
+            target = EmbedTarget::Unresolved(
+                "a metavariable outside any macro_rules!, so ci-key cannot find its callers".into(),
+            );
+        }
         let caller_relative = match (&self.in_macro_rules, relative) {
             (Some(name), Some(text)) => Some(CallerRelative {
                 macro_rules: name.clone(),
@@ -783,44 +1872,6 @@ impl TokenWalker<'_, '_> {
     }
 }
 
-/// `name ! (args)` at `tokens[i]`, with the line of `name`.
-fn macro_call_at(tokens: &[TokenTree], i: usize) -> Option<(String, TokenStream, usize)> {
-    let TokenTree::Ident(name) = tokens.get(i)? else {
-        return None;
-    };
-    let TokenTree::Punct(bang) = tokens.get(i + 1)? else {
-        return None;
-    };
-    if bang.as_char() != '!' {
-        return None;
-    }
-    let TokenTree::Group(group) = tokens.get(i + 2)? else {
-        return None;
-    };
-    Some((name.to_string(), group.stream(), name.span().start().line))
-}
-
-fn lexical_path_attribute(tokens: TokenStream) -> Option<String> {
-    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    match tokens.as_slice() {
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(eq),
-            TokenTree::Literal(lit),
-        ] if name == "path" && eq.as_char() == '=' => literal_str(lit),
-        _ => None,
-    }
-}
-
-/// The value of a string literal token (plain or raw), or `None` for any other literal.
-fn literal_str(lit: &proc_macro2::Literal) -> Option<String> {
-    let text = lit.to_string();
-    if !(text.starts_with('"') || text.starts_with("r\"") || text.starts_with("r#")) {
-        return None;
-    }
-    syn::parse_str::<syn::LitStr>(&text).ok().map(|s| s.value())
-}
-
 /// One piece of a path expression.
 enum Piece {
     Text(String),
@@ -834,9 +1885,13 @@ enum Piece {
 /// known without expanding anything but `concat!` and `env!` of
 /// `CARGO_MANIFEST_DIR` / `OUT_DIR`; with it, the path text (`*` for each
 /// metavariable) when the path is relative to the file.
-fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Option<String>) {
+fn evaluate_path(
+    src: &Source<'_>,
+    args: Range,
+    ctx: &FileContext<'_>,
+) -> (EmbedTarget, Option<String>) {
     let mut pieces = Vec::new();
-    evaluate_into(args, &mut pieces);
+    evaluate_into(src, args, &mut pieces);
     let mut text = String::new();
     let mut starts_at_manifest_dir = false;
     let mut has_metavariable = false;
@@ -865,6 +1920,9 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Opti
     }
     // A path that starts with a metavariable is wholly the caller's: it may
     // climb out of any directory a glob could name (`m!("../../data/x")`).
+    if matches!(pieces.as_slice(), [Piece::MetaVariable]) {
+        return (EmbedTarget::FromCallers, Some(String::new()));
+    }
     if matches!(pieces.first(), Some(Piece::MetaVariable)) {
         return (
             EmbedTarget::Unresolved(
@@ -893,81 +1951,78 @@ fn evaluate_path(args: TokenStream, ctx: &FileContext<'_>) -> (EmbedTarget, Opti
     }
 }
 
-fn evaluate_into(args: TokenStream, pieces: &mut Vec<Piece>) {
-    let mut tokens: Vec<TokenTree> = args.into_iter().collect();
+fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piece>) {
+    if pieces.len() >= MAX_PATH_PIECES {
+        pieces.push(Piece::Unknown(format!(
+            "a path built from more than {MAX_PATH_PIECES} pieces"
+        )));
+        return;
+    }
+    let Some(mut tokens) = src.shape(args, MAX_SHAPE_TOKENS) else {
+        pieces.push(Piece::Unknown(format!("`{}`", src.snippet(args))));
+        return;
+    };
     // A trailing comma is allowed in macro arguments.
-    if matches!(tokens.last(), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+    if src.is_punct(tokens.last().copied(), b',') {
         tokens.pop();
     }
     // `std::concat!`, `::core::env!` and friends name the same macros.
     let mut start = 0;
     while start + 2 < tokens.len() {
-        match (&tokens[start], &tokens[start + 1]) {
-            (TokenTree::Ident(i), TokenTree::Punct(p))
-                if (i == "std" || i == "core") && p.as_char() == ':' =>
-            {
-                start += 3;
-            }
-            (TokenTree::Punct(p), TokenTree::Punct(q))
-                if p.as_char() == ':' && q.as_char() == ':' =>
-            {
-                start += 2;
-            }
-            _ => break,
+        let (first, second) = (Some(tokens[start]), Some(tokens[start + 1]));
+        if (src.is_name(first, "std") || src.is_name(first, "core")) && src.is_punct(second, b':') {
+            start += 3;
+        } else if src.is_punct(first, b':') && src.is_punct(second, b':') {
+            start += 2;
+        } else {
+            break;
         }
     }
     let tokens = &tokens[start..];
-    match tokens {
-        [TokenTree::Literal(lit)] => match literal_str(lit) {
+    let text_of = |tokens: &[Token]| match (tokens.first(), tokens.last()) {
+        (Some(first), Some(last)) => src.snippet((first.start, last.end)),
+        _ => String::new(),
+    };
+    match *tokens {
+        [lit] if lit.kind == Kind::Literal => match lexer::string_value(src.text(lit)) {
             Some(text) => pieces.push(Piece::Text(text)),
-            None => pieces.push(Piece::Unknown(format!("the literal {lit}"))),
+            None => pieces.push(Piece::Unknown(format!("the literal {}", src.text(lit)))),
         },
-        [TokenTree::Punct(dollar), TokenTree::Ident(_)] if dollar.as_char() == '$' => {
+        [dollar, name]
+            if src.is_punct(Some(dollar), b'$') && src.ident_name(Some(name)).is_some() =>
+        {
             pieces.push(Piece::MetaVariable);
         }
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(bang),
-            TokenTree::Group(group),
-        ] if bang.as_char() == '!' && name == "concat" => {
-            for part in split_commas(group.stream()) {
-                evaluate_into(part, pieces);
-            }
+        [name, bang, group]
+            if src.is_name(Some(name), "concat")
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None) =>
+        {
+            src.for_each_part(inner(group), 0, |part, _| evaluate_into(src, part, pieces));
         }
-        [
-            TokenTree::Ident(name),
-            TokenTree::Punct(bang),
-            TokenTree::Group(group),
-        ] if bang.as_char() == '!' && name == "env" => {
-            let var: Vec<TokenTree> = group.stream().into_iter().collect();
-            match var.as_slice() {
-                [TokenTree::Literal(lit)] | [TokenTree::Literal(lit), TokenTree::Punct(_)] => {
-                    match literal_str(lit).as_deref() {
-                        Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
-                        Some("OUT_DIR") => pieces.push(Piece::OutDir),
-                        _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
-                    }
+        [name, bang, group]
+            if src.is_name(Some(name), "env")
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None) =>
+        {
+            let var = src.shape(inner(group), 2).unwrap_or_default();
+            let value = match var.as_slice() {
+                [lit] | [lit, _] if lit.kind == Kind::Literal => {
+                    lexer::string_value(src.text(*lit))
                 }
-                _ => pieces.push(Piece::Unknown(format!("env!({})", group.stream()))),
+                _ => None,
+            };
+            match value.as_deref() {
+                Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
+                Some("OUT_DIR") => pieces.push(Piece::OutDir),
+                _ => pieces.push(Piece::Unknown(format!(
+                    "env!({})",
+                    src.snippet(inner(group))
+                ))),
             }
         }
-        other => {
-            let text: TokenStream = other.iter().cloned().collect();
-            pieces.push(Piece::Unknown(format!("`{text}`")));
-        }
+        _ => pieces.push(Piece::Unknown(format!("`{}`", text_of(tokens)))),
     }
-}
-
-fn split_commas(tokens: TokenStream) -> Vec<TokenStream> {
-    let mut parts = vec![TokenStream::new()];
-    for token in tokens {
-        match &token {
-            TokenTree::Punct(p) if p.as_char() == ',' => parts.push(TokenStream::new()),
-            _ => parts.last_mut().expect("never empty").extend([token]),
-        }
-    }
-    parts.retain(|p| !p.is_empty());
-    parts
 }
 
 #[cfg(test)]
@@ -1099,6 +2154,29 @@ const A: &str = include_str!("still_found.txt");
     }
 
     #[test]
+    fn a_rerun_directive_split_across_literals_marks_an_assembled_line() {
+        for (text, marked) in [
+            (
+                "println!(concat!(\"cargo:rerun-if-\", \"changed=data\"));",
+                true,
+            ),
+            ("println!(\"cargo:rerun-if-{}\", \"changed=data\");", true),
+            (
+                "println!(\"{}{}\", \"cargo:rer\", \"un-if-changed=data\");",
+                true,
+            ),
+            ("println!(\"cargo:rerun-if-env-changed=CUDA_PATH\");", false),
+        ] {
+            let scan = scan(&format!("fn main() {{ {text} }}\n"), "/ws/pkg/build.rs");
+            let got = scan
+                .rerun_literals
+                .iter()
+                .any(|(v, _)| v == RERUN_DIRECTIVE);
+            assert_eq!(got, marked, "{text}: {:?}", scan.rerun_literals);
+        }
+    }
+
+    #[test]
     fn rerun_literals_are_collected() {
         let text = r#"fn main() {
     println!("cargo:rerun-if-changed=kernels");
@@ -1133,7 +2211,7 @@ macro_rules! prelude { () => { mod declared_by_the_caller; }; }
 mod sys;
 "#;
         for parse_fails in [false, true] {
-            // The token reading must agree with the syn reading.
+            // Text no parser accepts is read the same way.
             let text = if parse_fails {
                 format!(
                     "struct Broken {{ a: u8 b: u8 }}
@@ -1231,14 +2309,67 @@ struct B {{ a: u8 b: u8 }}
     }
 
     #[test]
-    fn a_path_wholly_chosen_by_the_macro_caller_is_unresolved() {
-        let text = "macro_rules! m { ($p:literal) => { include_str!($p) }; }
-";
+    fn a_path_wholly_chosen_by_the_macro_caller_is_resolved_at_its_callers() {
+        let text = "macro_rules! m { ($p:literal) => { include_str!($p) }; }\n";
+        let found = scan(text, "/ws/pkg/src/lib.rs");
+        assert_eq!(targets(&found), vec![EmbedTarget::FromCallers]);
+        assert_eq!(
+            found.embeds[0]
+                .caller_relative
+                .as_ref()
+                .unwrap()
+                .macro_rules,
+            "m"
+        );
+        // A path that only starts with one may climb anywhere: unresolved.
+        let text = "macro_rules! m { ($d:literal) => { include_str!(concat!($d, \"/x\")) }; }\n";
         let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
         assert!(
             matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn call_sites_give_literals_definers_and_hand_overs() {
+        let names = std::collections::HashSet::from(["m".to_owned(), "k".to_owned()]);
+        let text = r#"use crate::m as k;
+const A: &str = m!("a.txt");
+macro_rules! outer { ($p:literal) => { k!($p) } }
+const B: &str = m /* c */ ! (concat!("b", ".txt"));
+const C: () = call!(m, "c.txt");
+"#;
+        let sites = call_sites(text, &names).unwrap();
+        let got: Vec<_> = sites
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.line,
+                    s.definer.as_deref(),
+                    s.literals.clone(),
+                    s.has_macro_call,
+                    s.handed_over,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("m", 2, None, vec!["a.txt".to_owned()], false, false),
+                ("k", 3, Some("outer"), vec![], false, false),
+                (
+                    "m",
+                    4,
+                    None,
+                    vec!["b".to_owned(), ".txt".to_owned()],
+                    true,
+                    false
+                ),
+                ("m", 5, None, vec![], false, true),
+            ]
+        );
+        assert_eq!(use_renames(text), vec![("m".to_owned(), "k".to_owned())]);
     }
 
     /// Whether the walk finds anything that loads a file, or refuses.
@@ -1248,6 +2379,8 @@ struct B {{ a: u8 b: u8 }}
             || !scan.embeds.is_empty()
             || !scan.macro_modules.is_empty()
             || !scan.rerun_literals.is_empty()
+            || scan.metavariable_macro_call
+            || !scan.passed_include.is_empty()
             // Renames of aliases are found by the alias fixpoint in `sources`.
             || scan
                 .use_renames
@@ -1276,6 +2409,13 @@ struct B {{ a: u8 b: u8 }}
                 "#![debugger_visualizer(natvis_file{ws}={ws}\"a.natvis\")]",
                 "const{ws}A:&str=include_str!(\"a\");",
                 "const{ws}A:&str=core::include_str{ws}!{ws}(\"a\");",
+                "#[folder{ws}={ws}\"public/\"]{ws}struct{ws}S;",
+                "fn{ws}m(){ws}{{{ws}sqlx::migrate!{ws}();{ws}}}",
+                "macro_rules!{ws}c{ws}{{($m:ident)=>{{$m{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident),+)=>{{$($m),+{ws}!(\"x\")}}}}",
+                "macro_rules!{ws}c{ws}{{($($m:ident)*)=>{{$($m)*/*{ws}*/!(\"x\")}}}}",
+                "const{ws}A:&str=m!(x,{ws}!{ws});",
             ] {
                 let text = format!("fn model() {{}}\n{}\n", form.replace("{ws}", ws));
                 assert!(walk_finds_something(&text), "{text:?}");
@@ -1286,7 +2426,7 @@ struct B {{ a: u8 b: u8 }}
                 cases += 1;
             }
         }
-        assert_eq!(cases, 110);
+        assert_eq!(cases, 187);
     }
 
     /// Run by hand on real material:
@@ -1317,6 +2457,137 @@ struct B {{ a: u8 b: u8 }}
         }
         eprintln!("{files} files, {skipped} skipped by the prefilter, none wrongly");
         assert!(files > 0, "no .rs file in the corpus");
+    }
+
+    #[test]
+    fn path_macros_resolve_their_directories_or_are_unresolved() {
+        let text = r#"
+static A: Dir = include_dir::include_dir!("$CARGO_MANIFEST_DIR/assets");
+#[folder = "/ws/pkg/abs"] struct E;
+#[folder = "$OTHER/x"] struct F;
+fn m() { sqlx::migrate!(); wgpu::include_wgsl!("k.wgsl"); }
+diesel_migrations::embed_migrations!("db/migrations");
+#[template(path = "t.html")] struct T;
+#[template(source = "inline", ext = "txt")] struct I;
+"#;
+        let scan = scan(text, "/ws/pkg/src/lib.rs");
+        let got = targets(&scan);
+        assert_eq!(got[0], EmbedTarget::Tree("/ws/pkg/assets".into()));
+        // An absolute path is read where it points, not below the package.
+        assert_eq!(got[1], EmbedTarget::Tree("/ws/pkg/abs".into()));
+        assert!(
+            matches!(&got[2], EmbedTarget::Unresolved(t) if t.contains("$OTHER")),
+            "{got:?}"
+        );
+        assert_eq!(got[3], EmbedTarget::Tree("/ws/pkg/migrations".into()));
+        assert_eq!(got[4], EmbedTarget::File("/ws/pkg/src/k.wgsl".into()));
+        assert_eq!(got[5], EmbedTarget::Tree("/ws/pkg/db/migrations".into()));
+        assert!(
+            matches!(&got[6], EmbedTarget::Unresolved(t) if t.contains("askama")),
+            "{got:?}"
+        );
+        // An inline template reads no file.
+        assert_eq!(got.len(), 7, "{got:?}");
+    }
+
+    #[test]
+    fn a_call_assembled_from_handed_tokens_is_unresolved() {
+        // `!` handed over on its own lets a macro assemble a call.
+        let found = scan("const A: &str = m!(include, !);\n", "/ws/pkg/src/lib.rs");
+        assert!(found.metavariable_macro_call);
+        assert_eq!(found.passed_include.len(), 1);
+        // `include_str !` with nothing after it is no call but a hand-over.
+        let got = targets(&scan(
+            "const A: &str = m!(include_str !);\n",
+            "/ws/pkg/src/lib.rs",
+        ));
+        assert!(
+            matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("handed to a macro")),
+            "{got:?}"
+        );
+        // Unary not is no bare `!`.
+        let found = scan("fn f() { assert!(!x, \"y\"); }\n", "/ws/pkg/src/lib.rs");
+        assert!(!found.metavariable_macro_call);
+    }
+
+    #[test]
+    fn an_include_name_followed_by_a_metavariable_in_a_macro_body_is_unresolved() {
+        let text = "macro_rules! m { ($b:tt) => { include_str $b (\"../data/a.txt\") } }\n";
+        let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
+        assert!(
+            matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("may pass the `!`")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn an_include_macro_handed_over_in_any_position_is_unresolved() {
+        for args in [
+            "include_str, \"x\"",
+            "include_str: \"x\"",
+            "x . include_bytes",
+            "include_str(\"x\")",
+        ] {
+            let text = format!("const A: &str = call!({args});\n");
+            let got = targets(&scan(&text, "/ws/pkg/src/lib.rs"));
+            assert!(
+                matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("handed to a macro")),
+                "{args}: {got:?}"
+            );
+        }
+        // Outside macro arguments it is no hand-over; a direct call is an embed.
+        let got = targets(&scan(
+            "use std::include_str;\nconst A: &str = include_str!(\"a\");\n",
+            "/ws/pkg/src/lib.rs",
+        ));
+        assert_eq!(got, vec![EmbedTarget::File("/ws/pkg/src/a".into())]);
+        // Bare `include` is set aside: refused only where a macro_rules!
+        // calls a metavariable (decided across the crate, in `sources`).
+        let scan = scan(
+            "fn f(include: &str) { println!(\"{}\", include); }\n",
+            "/ws/pkg/src/lib.rs",
+        );
+        assert!(scan.embeds.is_empty());
+        assert_eq!(scan.passed_include.len(), 1);
+        assert!(!scan.metavariable_macro_call);
+    }
+
+    #[test]
+    fn a_shebang_line_is_skipped_as_rustc_skips_it() {
+        // The shebang's unterminated quote would swallow the file.
+        let found = scan("#!/bin/sh -c \"x\nmod a;\n", "/ws/pkg/src/main.rs");
+        assert!(found.refused.is_none(), "{:?}", found.refused);
+        assert_eq!(module_files(&found)[0], PathBuf::from("/ws/pkg/src/a.rs"));
+        assert_eq!(found.modules[0].site.line, 2);
+        // `#![…]` is an inner attribute, not a shebang.
+        let found = scan(
+            "#![doc = include_str!(\"r.md\")]\nmod b;\n",
+            "/ws/pkg/src/lib.rs",
+        );
+        assert_eq!(
+            targets(&found),
+            vec![EmbedTarget::File("/ws/pkg/src/r.md".into())]
+        );
+        assert_eq!(found.modules.len(), 1);
+    }
+
+    #[test]
+    fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
+        let names = std::collections::HashSet::from(["ptx".to_owned()]);
+        let calls = |text: &str| {
+            call_sites(text, &names)
+                .unwrap()
+                .iter()
+                .any(|s| !s.handed_over)
+        };
+        assert!(calls("static K: &[u8] = ptx!(\"k\");"));
+        assert!(calls("const K: u8 = ptx ! (\"k\");"));
+        assert!(calls("const K: u8 = ptx /* c */ !(\"k\");"));
+        assert!(calls("const K: u8 = r#ptx!(\"k\");"));
+        assert!(!calls("const K: u8 = my_ptx!(\"k\");"));
+        assert!(!calls("const K: u8 = ptx_two!(\"k\");"));
+        assert!(!calls("fn ptx() {}"));
+        assert!(!calls("// ptx!(\"k\")\nconst S: &str = \"ptx!()\";"));
     }
 
     #[test]
@@ -1396,5 +2667,10 @@ fn h() {}
             b"mod tests { fn t() {} }\nfn model() {}"
         ));
         assert!(!may_reference_files(b"fn main() {}"));
+        // A `?` before a comparison is no repetition called as a macro.
+        assert!(!may_reference_files(
+            b"fn f() -> Option<()> { if g()? != 1 {} None }"
+        ));
+        assert!(may_reference_files(b"($($m)* // c\n !(1))"));
     }
 }

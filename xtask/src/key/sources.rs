@@ -122,6 +122,11 @@ fn walk(
     aliases: &HashMap<String, String>,
 ) -> (Discovery, Vec<(String, String)>) {
     let mut renames: Vec<(String, String)> = Vec::new();
+    let mut macro_calls: Vec<(String, String)> = Vec::new();
+    // `include` handed to a macro as a token is a call only where some
+    // `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
+    let mut any_metavariable_call = false;
+    let mut passed_include: Vec<scan::Embed> = Vec::new();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -138,13 +143,17 @@ fn walk(
         )
     };
     let mut used_dynamic: HashSet<String> = HashSet::new();
-    // For embeds in `macro_rules!` bodies, resolved again from each caller
-    // once every module file of the package is known.
-    let mut package_files: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
     // Every file read, with its context, and the `mod x;` of `macro_rules!`
-    // bodies: loaded from each file that calls the macro.
+    // bodies: loaded from each file that calls the macro. Embeds in
+    // `macro_rules!` bodies are resolved again from each calling file once
+    // every module file of the workspace is known.
     let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
-    let mut macro_modules: Vec<(PathBuf, scan::MacroModule)> = Vec::new();
+    let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
+    let mut walked_texts: HashMap<PathBuf, String> = HashMap::new();
+    // (site, name, macro_rules) where a macro declaring modules is handed
+    // over as a token: refused once it is known that some macro_rules!
+    // calls a metavariable.
+    let mut handed_modules: Vec<(String, String, String)> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -195,10 +204,6 @@ fn walk(
                         discovery
                             .known
                             .insert(super::workspace::normalize(&job.file), hashed);
-                        package_files
-                            .entry(root.package_dir.clone())
-                            .or_default()
-                            .push(job.file.clone());
                         walked.push((job.file.clone(), job.module_dir.clone(), job.root));
                         if let Some((target, target_hash)) = symlink_target {
                             let why =
@@ -218,9 +223,10 @@ fn walk(
                 };
                 discovery.parsed_files += 1;
                 renames.extend(scan.use_renames.iter().cloned());
-                for module in &scan.macro_modules {
-                    macro_modules.push((root.package_dir.clone(), module.clone()));
-                }
+                macro_calls.extend(scan.macro_rules_calls.iter().cloned());
+                any_metavariable_call |= scan.metavariable_macro_call;
+                passed_include.extend(scan.passed_include.iter().cloned());
+                macro_modules.extend(scan.macro_modules.iter().cloned());
                 if let Some((line, why)) = &scan.refused {
                     discovery.errors.push(format!("{rel}:{line}: {why}"));
                     continue;
@@ -288,7 +294,7 @@ fn walk(
                     let why = format!("embedded by {} at {site}", embed.macro_name);
                     if let Some(relative) = &embed.caller_relative {
                         macro_embeds.push(MacroEmbed {
-                            package_dir: root.package_dir.clone(),
+                            whole: embed.target == EmbedTarget::FromCallers,
                             definition: embed.site.file.clone(),
                             site: site.clone(),
                             macro_name: embed.macro_name.clone(),
@@ -351,36 +357,37 @@ fn walk(
                                     .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
                             }
                         }
+                        // Resolved at each caller, once every module file is known.
+                        EmbedTarget::FromCallers => {}
                         EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
-                        EmbedTarget::Unresolved(what) => {
-                            let file_rel = display(inputs.root(), &embed.site.file);
-                            let declared: Vec<_> = policy
-                                .dynamic_include
-                                .iter()
-                                .filter(|d| d.site == file_rel)
-                                .collect();
-                            if declared.is_empty() {
+                        EmbedTarget::Tree(dir) => {
+                            let dir = super::workspace::normalize(dir);
+                            let result = if inputs.relative(&dir).is_err() {
+                                Err(anyhow::anyhow!(
+                                    "it is outside the repository or in an excluded area; move it into the repository"
+                                ))
+                            } else if dir.is_dir() {
+                                inputs.add_dir(&dir, &why, false)
+                            } else {
+                                inputs.add_maybe_absent(&dir, &why)
+                            };
+                            if let Err(err) = result {
                                 discovery.errors.push(format!(
-                                "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-                                 [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
-                                embed.macro_name
-                            ));
-                            }
-                            for dynamic in declared {
-                                used_dynamic.insert(dynamic.site.clone());
-                                for glob in &dynamic.files {
-                                    let reason =
-                                        format!("declared in key.dynamic-include for {site}");
-                                    match inputs.add_glob(glob, &reason) {
-                                    Ok(0) => discovery.warnings.push(format!(
-                                        "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
-                                    )),
-                                    Ok(_) => {}
-                                    Err(err) => discovery.errors.push(format!("key.dynamic-include {glob:?}: {err:#}")),
-                                }
-                                }
+                                    "{site}: {} reads {}, which cannot be a key input: {err:#}",
+                                    embed.macro_name,
+                                    display(inputs.root(), &dir)
+                                ));
                             }
                         }
+                        EmbedTarget::Unresolved(what) => declare_or_refuse(
+                            embed,
+                            what,
+                            &site,
+                            policy,
+                            inputs,
+                            &mut used_dynamic,
+                            &mut discovery,
+                        ),
                     }
                 }
                 if root.build_script {
@@ -393,79 +400,212 @@ fn walk(
             frontier = next;
         }
         // rustc loads a `macro_rules!` body's `mod x;` from the module where
-        // the macro is called; calls at the top of a file are resolved here
-        // (one inside an inline module loads from a subdirectory of `src/`,
-        // which is hashed whole).
-        for (package_dir, module) in macro_modules.clone() {
-            for (caller, module_dir, root) in walked.clone() {
-                if roots[root].package_dir != package_dir
-                    || !std::fs::read(&caller).is_ok_and(|t| calls_macro(&t, &module.macro_rules))
-                {
-                    continue;
+        // the macro is called: the calling file's module directory, or the
+        // directory of the inline modules the call stands in.
+        // A `#[macro_export]` macro loads from callers in other crates too.
+        // Aliases are read from every file walked so far (the prefilter may
+        // have skipped a file that only renames and calls the macro).
+        if !macro_modules.is_empty() {
+            for (file, _, _) in &walked {
+                if !walked_texts.contains_key(file) {
+                    if let Ok(text) = std::fs::read_to_string(file) {
+                        walked_texts.insert(file.clone(), text);
+                    }
                 }
-                for decl in macro_module_decls(&module, &caller, &module_dir, &package_dir) {
-                    let site = format!(
-                        "`mod {};` of macro_rules! {} called in {}",
-                        decl.name,
-                        module.macro_rules,
-                        display(inputs.root(), &caller)
-                    );
-                    match decl
-                        .candidates
+            }
+        }
+        let known = MacroKnowledge {
+            renames: &renames,
+            macro_calls: &macro_calls,
+            any_metavariable_call,
+        };
+        let files: Vec<&PathBuf> = walked_texts.keys().collect();
+        let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
+        let roots_of_modules: Vec<&str> = macro_modules
+            .iter()
+            .map(|m| m.macro_rules.as_str())
+            .collect();
+        let calls = if macro_modules.is_empty() {
+            None
+        } else {
+            match MacroCalls::read(&roots_of_modules, &known, &texts) {
+                Ok(calls) => Some(calls),
+                Err(why) => {
+                    discovery.errors.push(why);
+                    None
+                }
+            }
+        };
+        let index: HashMap<&PathBuf, usize> =
+            files.iter().enumerate().map(|(i, f)| (*f, i)).collect();
+        for module in macro_modules.clone() {
+            let Some(calls) = &calls else {
+                break;
+            };
+            let names = calls.names_of(&module.macro_rules);
+            for (caller, module_dir, root) in walked.clone() {
+                let sites: Vec<scan::CallSite> = index
+                    .get(&caller)
+                    .map(|&i| calls.sites[i].clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|s| names.contains(&s.name))
+                    .collect();
+                for site in sites.iter().filter(|s| s.handed_over) {
+                    handed_modules.push((
+                        format!("{}:{}", display(inputs.root(), &caller), site.line),
+                        site.name.clone(),
+                        module.macro_rules.clone(),
+                    ));
+                }
+                // Each inline module the macro is called in loads from its
+                // own directory; one moved by `#[path]`/`cfg_attr` is refused.
+                let mut places: Vec<(Vec<String>, bool, usize)> = sites
+                    .iter()
+                    .filter(|s| !s.handed_over)
+                    .map(|s| (s.inline.clone(), s.inline_moved, s.line))
+                    .collect();
+                places.sort();
+                places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+                let package_dir = &roots[root].package_dir;
+                for (inline, moved, line) in places {
+                    if moved {
+                        discovery.errors.push(format!(
+                        "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
+                        display(inputs.root(), &caller),
+                        module.macro_rules
+                    ));
+                        continue;
+                    }
+                    let module_dir = inline
                         .iter()
-                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                        .fold(module_dir.clone(), |dir, name| dir.join(name));
+                    for decl in
+                        macro_module_decls(&module, &caller, &module_dir, inline.len(), package_dir)
                     {
-                        Some((file, dir)) => {
-                            if inputs.relative(file).is_err() {
-                                discovery.errors.push(format!(
+                        let site = format!(
+                            "`mod {};` of macro_rules! {} called in {}",
+                            decl.name,
+                            module.macro_rules,
+                            display(inputs.root(), &caller)
+                        );
+                        match decl
+                            .candidates
+                            .iter()
+                            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                        {
+                            Some((file, dir)) => {
+                                if inputs.relative(file).is_err() {
+                                    discovery.errors.push(format!(
                             "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
                             file.display()
                         ));
-                            } else if visited.insert(visit_key(file, dir, root)) {
-                                frontier.push(Job {
-                                    file: file.clone(),
-                                    module_dir: dir.clone(),
-                                    root,
-                                });
+                                } else if visited.insert(visit_key(file, dir, root)) {
+                                    frontier.push(Job {
+                                        file: file.clone(),
+                                        module_dir: dir.clone(),
+                                        root,
+                                    });
+                                }
                             }
-                        }
-                        None => {
-                            for (file, _) in &decl.candidates {
-                                if let Err(err) =
-                                    inputs.add_maybe_absent(file, &format!("missing {site}"))
-                                {
-                                    discovery.errors.push(format!("{site}: {err:#}"));
+                            None => {
+                                for (file, _) in &decl.candidates {
+                                    if let Err(err) =
+                                        inputs.add_maybe_absent(file, &format!("missing {site}"))
+                                    {
+                                        discovery.errors.push(format!("{site}: {err:#}"));
+                                    }
                                 }
                             }
                         }
                     }
-                }
-                if module.name.is_none() {
-                    // A file added later that such a `mod` could load changes the key.
-                    let why = format!(
-                        "a `mod $…;` of macro_rules! {} called in {} may load it",
-                        module.macro_rules,
-                        display(inputs.root(), &caller)
-                    );
-                    let result = module_dir
-                        .strip_prefix(inputs.root())
-                        .ok()
-                        .and_then(|d| d.to_str())
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("{} is outside the repository", module_dir.display())
-                        })
-                        .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
-                    if let Err(err) = result {
-                        discovery.errors.push(format!("{why}: {err:#}"));
+                    if module.name.is_none() {
+                        // A file added later that such a `mod` could load changes the key.
+                        let why = format!(
+                            "a `mod $…;` of macro_rules! {} called in {} may load it",
+                            module.macro_rules,
+                            display(inputs.root(), &caller)
+                        );
+                        let result = module_dir
+                            .strip_prefix(inputs.root())
+                            .ok()
+                            .and_then(|d| d.to_str())
+                            .ok_or_else(|| {
+                                anyhow::anyhow!(
+                                    "{} is outside the repository",
+                                    module_dir.display()
+                                )
+                            })
+                            .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                        if let Err(err) = result {
+                            discovery.errors.push(format!("{why}: {err:#}"));
+                        }
                     }
                 }
+            }
+        }
+        // Embeds in `macro_rules!` bodies, resolved again from every calling
+        // file known so far; a file an `include!` there reads is walked
+        // like a module, from its own directory, as the walk does.
+        let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+        let known = MacroKnowledge {
+            renames: &renames,
+            macro_calls: &macro_calls,
+            any_metavariable_call,
+        };
+        let included = resolve_from_callers(
+            &macro_embeds,
+            &callers,
+            &known,
+            policy,
+            &mut used_dynamic,
+            inputs,
+            &mut discovery,
+        );
+        for (file, caller) in included {
+            let Some(&(_, _, root)) = walked.iter().find(|(f, _, _)| *f == caller) else {
+                continue;
+            };
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            if visited.insert(visit_key(&file, &dir, root)) {
+                frontier.push(Job {
+                    file,
+                    module_dir: dir,
+                    root,
+                });
             }
         }
         if frontier.is_empty() {
             break;
         }
     }
-    resolve_from_callers(&macro_embeds, &package_files, inputs, &mut discovery);
+    if any_metavariable_call {
+        handed_modules.sort();
+        handed_modules.dedup();
+        for (site, name, macro_rules) in &handed_modules {
+            discovery.errors.push(format!(
+                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
+            ));
+        }
+        for embed in &passed_include {
+            if let EmbedTarget::Unresolved(what) = &embed.target {
+                let site = format!(
+                    "{}:{}",
+                    display(inputs.root(), &embed.site.file),
+                    embed.site.line
+                );
+                declare_or_refuse(
+                    embed,
+                    what,
+                    &site,
+                    policy,
+                    inputs,
+                    &mut used_dynamic,
+                    &mut discovery,
+                );
+            }
+        }
+    }
     for dynamic in &policy.dynamic_include {
         if !used_dynamic.contains(&dynamic.site) {
             discovery.warnings.push(format!(
@@ -489,6 +629,7 @@ fn macro_module_decls(
     module: &scan::MacroModule,
     caller: &Path,
     module_dir: &Path,
+    inline_depth: usize,
     package_dir: &Path,
 ) -> Vec<scan::ModuleDecl> {
     let names: Vec<Option<String>> = match &module.name {
@@ -521,53 +662,328 @@ fn macro_module_decls(
                 name,
                 ..module.clone()
             };
-            named.decl(caller, module_dir, package_dir)
+            named.decl(caller, module_dir, inline_depth, package_dir)
         })
         .collect()
 }
 
+/// An include whose files ci-key cannot compute: covered by the policy's
+/// `[[key.dynamic-include]]` entries for its file, or refused.
+fn declare_or_refuse(
+    embed: &scan::Embed,
+    what: &str,
+    site: &str,
+    policy: &KeyPolicy,
+    inputs: &mut InputSet,
+    used_dynamic: &mut HashSet<String>,
+    discovery: &mut Discovery,
+) {
+    let file_rel = display(inputs.root(), &embed.site.file);
+    let declared: Vec<_> = policy
+        .dynamic_include
+        .iter()
+        .filter(|d| d.site == file_rel)
+        .collect();
+    if declared.is_empty() {
+        discovery.errors.push(format!(
+            "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
+             [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+            embed.macro_name
+        ));
+    }
+    for dynamic in declared {
+        used_dynamic.insert(dynamic.site.clone());
+        for glob in &dynamic.files {
+            let reason = format!("declared in key.dynamic-include for {site}");
+            match inputs.add_glob(glob, &reason) {
+                Ok(0) => discovery.warnings.push(format!(
+                    "key.dynamic-include glob {glob:?} for {file_rel} matches no file"
+                )),
+                Ok(_) => {}
+                Err(err) => discovery
+                    .errors
+                    .push(format!("key.dynamic-include {glob:?}: {err:#}")),
+            }
+        }
+    }
+}
+
+/// The names a `macro_rules!` can be invoked by: its own, every `use … as`
+/// alias of it (chains included), and, since a macro that calls it makes
+/// rustc resolve the include from *that* macro's caller, the names of every
+/// `macro_rules!` whose body calls one of these, with their aliases.
+fn invocation_names(
+    name: &str,
+    renames: &[(String, String)],
+    macro_calls: &[(String, String)],
+) -> HashSet<String> {
+    let mut names = HashSet::from([name.to_owned()]);
+    loop {
+        let before = names.len();
+        for (from, to) in renames {
+            if names.contains(from) {
+                names.insert(to.clone());
+            }
+        }
+        for (definer, called) in macro_calls {
+            if names.contains(called) {
+                names.insert(definer.clone());
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
 /// An embed in a `macro_rules!` body, with a path relative to the file.
 struct MacroEmbed {
-    package_dir: PathBuf,
+    /// The path is wholly the caller's argument (`include_str!($p)`).
+    whole: bool,
     definition: PathBuf,
     site: String,
     macro_name: String,
     relative: CallerRelative,
 }
 
+/// What the walk learned about macros, crate-wide.
+struct MacroKnowledge<'a> {
+    renames: &'a [(String, String)],
+    macro_calls: &'a [(String, String)],
+    any_metavariable_call: bool,
+}
+
+/// How many macro names (macros that include or declare modules, their
+/// aliases and the macros that call them) ci-key follows before refusing.
+const MAX_MACRO_NAMES: usize = 1024;
+
+/// The calls of some macros in every module file, each file read once: its
+/// call sites of any of their names, and the aliases and calling macros
+/// that give them other names. A file the prefilter skipped may still alias
+/// a macro (`use crate::m as k;`) or call it from another `macro_rules!`.
+struct MacroCalls {
+    /// Per text, in the order given.
+    sites: Vec<Vec<scan::CallSite>>,
+    renames: Vec<(String, String)>,
+    calls: Vec<(String, String)>,
+}
+
+impl MacroCalls {
+    /// `Err` when the names grow past [`MAX_MACRO_NAMES`].
+    fn read(roots: &[&str], known: &MacroKnowledge<'_>, texts: &[&str]) -> Result<Self, String> {
+        let mut names: HashSet<String> = roots
+            .iter()
+            .flat_map(|root| invocation_names(root, known.renames, known.macro_calls))
+            .collect();
+        let text_renames: Vec<Vec<(String, String)>> = texts
+            .iter()
+            .map(|text| {
+                if memchr::memmem::find(text.as_bytes(), b"as").is_some() {
+                    scan::use_renames(text)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        loop {
+            if names.len() > MAX_MACRO_NAMES {
+                return Err(format!(
+                    "more than {MAX_MACRO_NAMES} macro names lead to include macros or module declarations in macro_rules! bodies (aliases and macros calling them); ci-key refuses to follow that many"
+                ));
+            }
+            let before = names.len();
+            for (from, to) in text_renames.iter().flatten() {
+                if names.contains(from) {
+                    names.insert(to.clone());
+                }
+            }
+            let sites: Vec<Vec<scan::CallSite>> = texts
+                .iter()
+                .map(|text| {
+                    if names.iter().any(|n| text.contains(n.as_str())) {
+                        // A file that does not tokenise was refused when read.
+                        scan::call_sites(text, &names).unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
+            // A macro whose body *calls* one of them; a mere mention
+            // (`::core::prelude::v1`) is no call.
+            for site in sites.iter().flatten() {
+                if let Some(definer) = site.definer.as_ref().filter(|_| !site.handed_over) {
+                    names.insert(definer.clone());
+                }
+            }
+            if names.len() == before {
+                let renames = known
+                    .renames
+                    .iter()
+                    .cloned()
+                    .chain(text_renames.into_iter().flatten())
+                    .collect();
+                let calls = known
+                    .macro_calls
+                    .iter()
+                    .cloned()
+                    .chain(
+                        sites
+                            .iter()
+                            .flatten()
+                            .filter(|s| !s.handed_over)
+                            .filter_map(|s| Some((s.definer.clone()?, s.name.clone()))),
+                    )
+                    .collect();
+                return Ok(MacroCalls {
+                    sites,
+                    renames,
+                    calls,
+                });
+            }
+        }
+    }
+
+    /// The names `root` is invoked by.
+    fn names_of(&self, root: &str) -> HashSet<String> {
+        invocation_names(root, &self.renames, &self.calls)
+    }
+}
+
 /// rustc resolves a relative include path from the file where the outermost
 /// macro call stands, not where `macro_rules!` defines it. The definition's
 /// own directory was used while walking (right for a macro used in its own
 /// file); here the path is resolved again from every other module file of
-/// the package that calls the macro. Callers in other crates (a
-/// `#[macro_export]` used elsewhere) are left to `verify-key`.
+/// the workspace that calls the macro, by its name, an alias, or through
+/// another `macro_rules!` that calls it (a `#[macro_export]` macro is
+/// called from other crates). A path wholly the caller's (`include_str!($p)`)
+/// is each outermost call's string literal, from the caller's file; a call
+/// whose argument is not plain literals, or a macro handed over as a token
+/// where some `macro_rules!` calls a metavariable, is refused unless
+/// declared. Callers in registry crates are left to `verify-key`.
 fn resolve_from_callers(
     macro_embeds: &[MacroEmbed],
-    package_files: &HashMap<PathBuf, Vec<PathBuf>>,
+    callers: &[PathBuf],
+    known: &MacroKnowledge<'_>,
+    policy: &KeyPolicy,
+    used_dynamic: &mut HashSet<String>,
     inputs: &mut InputSet,
     discovery: &mut Discovery,
-) {
-    let mut contents: HashMap<&Path, Option<Vec<u8>>> = HashMap::new();
+) -> Vec<(PathBuf, PathBuf)> {
+    // (file an `include!` reads, the calling file): walked like modules.
+    let mut included: Vec<(PathBuf, PathBuf)> = Vec::new();
+    if macro_embeds.is_empty() {
+        return included;
+    }
+    let mut seen: HashSet<&Path> = HashSet::new();
+    let texts: Vec<(PathBuf, String)> = callers
+        .iter()
+        .filter(|caller| seen.insert(caller.as_path()))
+        .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
+        .collect();
+    let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
+    let roots: Vec<&str> = macro_embeds
+        .iter()
+        .map(|e| e.relative.macro_rules.as_str())
+        .collect();
+    let calls = match MacroCalls::read(&roots, known, &text_refs) {
+        Ok(calls) => calls,
+        Err(why) => {
+            discovery.errors.push(why);
+            return included;
+        }
+    };
+    let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
     for embed in macro_embeds {
         let name = &embed.relative.macro_rules;
-        for caller in package_files.get(&embed.package_dir).into_iter().flatten() {
-            if *caller == embed.definition {
+        let names = names_of
+            .entry(name.as_str())
+            .or_insert_with(|| calls.names_of(name))
+            .clone();
+        for ((caller, _), all_sites) in texts.iter().zip(&calls.sites) {
+            let sites: Vec<&scan::CallSite> = all_sites
+                .iter()
+                .filter(|s| names.contains(&s.name))
+                .collect();
+            if sites.is_empty() {
                 continue;
             }
-            let text = contents
-                .entry(caller.as_path())
-                .or_insert_with(|| std::fs::read(caller).ok());
-            if !text.as_deref().is_some_and(|t| calls_macro(t, name)) {
-                continue;
-            }
+            let caller_rel = display(inputs.root(), caller);
             let base = caller.parent().unwrap_or(Path::new("/"));
-            let path = super::workspace::normalize(&base.join(&embed.relative.text));
             let why = format!(
-                "embedded by {} in macro_rules! {name} ({}), called from {}",
-                embed.macro_name,
-                embed.site,
-                display(inputs.root(), caller)
+                "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
+                embed.macro_name, embed.site
             );
+            for site in &sites {
+                let at = format!("{caller_rel}:{}", site.line);
+                let refusal = if site.handed_over {
+                    known.any_metavariable_call.then(|| {
+                        format!(
+                            "a path chosen where `{}` (macro_rules! {name}, which includes a path at {}) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`",
+                            site.name, embed.site
+                        )
+                    })
+                } else if !embed.whole {
+                    None
+                } else if site.definer.is_some() {
+                    // Passing its own arguments on (`m!($p)`) is resolved at
+                    // its callers; a literal or a macro call here is not.
+                    (site.has_macro_call || !site.literals.is_empty()).then(|| {
+                            format!(
+                                "the path of {}! inside a macro_rules! body (macro_rules! {name} includes its argument at {}), which its callers' arguments do not give",
+                                site.name, embed.site
+                            )
+                        })
+                } else {
+                    site.opaque.as_ref().map(|opaque| {
+                        format!(
+                            "the argument of {}! ({opaque}), which macro_rules! {name} includes as a path at {}",
+                            site.name, embed.site
+                        )
+                    })
+                };
+                if let Some(what) = refusal {
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
+                if embed.whole && !site.handed_over && site.definer.is_none() {
+                    for literal in &site.literals {
+                        let path = super::workspace::normalize(&base.join(literal));
+                        let why = format!("{why}:{}", site.line);
+                        if let Err(err) = inputs
+                            .add_maybe_absent(&path, &why)
+                            .and_then(|()| inputs.add_link_target(&path, &why))
+                        {
+                            discovery.errors.push(format!(
+                                "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
+                                site.name
+                            ));
+                        } else if embed.macro_name == "include!" && path.is_file() {
+                            included.push((path, caller.clone()));
+                        }
+                    }
+                }
+            }
+            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
+                continue;
+            }
+            let path = super::workspace::normalize(&base.join(&embed.relative.text));
             let result = if embed.relative.is_pattern {
                 path.strip_prefix(inputs.root())
                     .ok()
@@ -583,26 +999,16 @@ fn resolve_from_callers(
             };
             if let Err(err) = result {
                 discovery.errors.push(format!(
-                    "{}: {} in macro_rules! {name}, called from {}: {err:#}",
-                    embed.site,
-                    embed.macro_name,
-                    display(inputs.root(), caller)
+                    "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
+                    embed.site, embed.macro_name
                 ));
+            } else if embed.macro_name == "include!" && !embed.relative.is_pattern && path.is_file()
+            {
+                included.push((path, caller.clone()));
             }
         }
     }
-}
-
-/// Whether `text` holds `name!` (with optional white space before the `!`)
-/// where `name` is a whole identifier.
-fn calls_macro(text: &[u8], name: &str) -> bool {
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    memchr::memmem::find_iter(text, name.as_bytes()).any(|at| {
-        let before_ok = at == 0 || !is_ident(text[at - 1]);
-        let rest = &text[at + name.len()..];
-        let after = rest.iter().find(|b| !b.is_ascii_whitespace());
-        before_ok && after == Some(&b'!')
-    })
+    included
 }
 
 fn display(root: &Path, path: &Path) -> String {
@@ -693,14 +1099,42 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
 
 #[cfg(test)]
 mod tests {
-    use super::calls_macro;
+    use super::*;
 
     #[test]
-    fn macro_calls_are_whole_identifiers_followed_by_a_bang() {
-        assert!(calls_macro(b"static K: &[u8] = ptx!(\"k\");", "ptx"));
-        assert!(calls_macro(b"let k = ptx ! (\"k\");", "ptx"));
-        assert!(!calls_macro(b"let k = my_ptx!(\"k\");", "ptx"));
-        assert!(!calls_macro(b"let k = ptx_two!(\"k\");", "ptx"));
-        assert!(!calls_macro(b"fn ptx() {}", "ptx"));
+    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
+        let known = MacroKnowledge {
+            renames: &[],
+            macro_calls: &[],
+            any_metavariable_call: false,
+        };
+        let texts = [
+            "macro_rules! prelude { () => { mod types; } }",
+            // A mention of the name as a path segment, as libc's `s!` has.
+            "macro_rules! s { () => { #[::core::prelude::v1::derive(Clone)] struct S; } }",
+            "macro_rules! outer { () => { prelude!(); } }",
+            "use crate::outer as o;",
+        ];
+        let names = MacroCalls::read(&["prelude"], &known, &texts)
+            .unwrap()
+            .names_of("prelude");
+        let mut names: Vec<_> = names.into_iter().collect();
+        names.sort();
+        assert_eq!(names, ["o", "outer", "prelude"]);
+    }
+
+    #[test]
+    fn too_many_macro_names_are_refused_not_followed() {
+        let known = MacroKnowledge {
+            renames: &[],
+            macro_calls: &[],
+            any_metavariable_call: false,
+        };
+        let roots: Vec<String> = (0..=MAX_MACRO_NAMES).map(|i| format!("m{i}")).collect();
+        let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
+        let err = MacroCalls::read(&roots, &known, &["m0!(\"x\");"])
+            .err()
+            .expect("refused");
+        assert!(err.contains("refuses to follow that many"), "{err}");
     }
 }
