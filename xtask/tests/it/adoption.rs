@@ -509,20 +509,17 @@ fn a_relative_gpu_archive_out_is_taken_from_the_current_directory() {
 
 #[test]
 fn a_restored_prebuilt_xtask_is_checked_then_runs_as_cargo_xtask() {
-    use std::os::unix::fs::PermissionsExt;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let script = repo.join("scripts/ci/use_prebuilt_xtask.sh");
     let f = Fixture::new();
     let bin = f.join("xtask-bin");
     let use_it = |version_line: &str| {
-        f.file(
-            "xtask-bin/xtask",
+        crate::support::write_executable(
+            &bin.join("xtask"),
             &format!(
                 "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version_line}'; else echo \"prebuilt ran: $*\"; fi\n"
             ),
         );
-        std::fs::set_permissions(bin.join("xtask"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
         for name in ["path", "env"] {
             f.file(name, "");
         }

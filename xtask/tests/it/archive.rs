@@ -4,7 +4,6 @@
 //! a cargo/rustc shim that proves they compile nothing.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -317,9 +316,7 @@ impl Shims {
                 log = log.display(),
                 real = real.display(),
             );
-            let path = dir.join(name);
-            std::fs::write(&path, script).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            crate::support::write_executable(&dir.join(name), &script);
         }
         Shims { dir }
     }

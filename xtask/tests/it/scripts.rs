@@ -6,7 +6,7 @@
 //! symlink chains, completion markers, rejection of restored trees and the
 //! PTX probe run by a fake `nvcc` that reads the kernel it is given.
 
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -49,9 +49,7 @@ fn link(fixture: &Fixture, rel: &str, target: &str) {
 }
 
 fn executable(fixture: &Fixture, rel: &str, contents: &str) {
-    fixture.file(rel, contents);
-    let path = fixture.join(rel);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_executable(&fixture.join(rel), contents);
 }
 
 /// Names in `dir`, sorted.

@@ -5,6 +5,34 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Writes an executable file through a child process. A descriptor open
+/// for writing in this multi-threaded test process is inherited by any
+/// child another test forks meanwhile (until that child execs), and
+/// executing the file then fails with "Text file busy" (ETXTBSY).
+pub fn write_executable(path: &Path, contents: &str) {
+    use std::io::Write as _;
+    std::fs::create_dir_all(path.parent().expect("a file path")).unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("cat > \"$1\" && chmod 755 \"$1\"")
+        .arg("sh")
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(contents.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "cannot write {}",
+        path.display()
+    );
+}
+
 /// A directory tree written for one test, removed when dropped.
 pub struct Fixture {
     dir: tempfile::TempDir,
