@@ -26,6 +26,19 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
+/// The tracers that run here, each test skipped for the others with one
+/// printed line.
+fn available_tracers(test: &str) -> Vec<&'static str> {
+    let mut tracers = Vec::new();
+    if have_strace(test) {
+        tracers.push("strace");
+    }
+    if have_fanotify(test) {
+        tracers.push("fanotify");
+    }
+    tracers
+}
+
 /// True when this process may use fanotify (root); otherwise says the test
 /// is skipped.
 fn have_fanotify(test: &str) -> bool {
@@ -684,13 +697,8 @@ fn files_already_in_the_workspace_target_dir_are_repository_files() {
     );
     ws.file("target/secret.txt", "secret committed into target/\n");
     lock(&ws);
-    let mut tracers = Vec::new();
-    if have_strace("files_already_in_the_workspace_target_dir_are_repository_files") {
-        tracers.push("strace");
-    }
-    if have_fanotify("files_already_in_the_workspace_target_dir_are_repository_files") {
-        tracers.push("fanotify");
-    }
+    let tracers =
+        available_tracers("files_already_in_the_workspace_target_dir_are_repository_files");
     for tracer in tracers {
         let target = Fixture::new();
         let output = traced_build_with(&ws, &target, tracer, &[]);
@@ -765,13 +773,7 @@ fn listings_hidden_by_removal_and_files_swapped_for_created_ones_are_caught() {
     );
     ws.file("rmdir/plugins/chosen.toml", "x\n");
     lock(&ws);
-    let mut tracers = Vec::new();
-    if have_strace(test) {
-        tracers.push("strace");
-    }
-    if have_fanotify(test) {
-        tracers.push("fanotify");
-    }
+    let tracers = available_tracers(test);
     for tracer in tracers {
         // Each build removes what it listed: a fresh copy each time.
         let copy = Fixture::new();
@@ -939,16 +941,16 @@ fn a_read_through_a_mount_of_the_repository_is_caught() {
     );
     ws.file("app/data/secret.txt", "secret read through a mount\n");
     lock(&ws);
-    let mut tracers = Vec::new();
-    if have_strace(test) {
-        tracers.push(("strace", "changed its view of the file system by "));
-    }
-    if have_fanotify(test) {
-        // The reader is named when it is still alive when looked up (its
-        // exec is on a mount of its own namespace, which the watch's
-        // exec mark does not cover).
-        tracers.push(("fanotify", "app/data/secret.txt  (read"));
-    }
+    // The reader is named when it is still alive when looked up (its
+    // exec is on a mount of its own namespace, which the watch's
+    // exec mark does not cover).
+    let tracers: Vec<(&str, &str)> = available_tracers(test)
+        .into_iter()
+        .map(|tracer| match tracer {
+            "strace" => (tracer, "changed its view of the file system by "),
+            _ => (tracer, "app/data/secret.txt  (read"),
+        })
+        .collect();
     for (tracer, needle) in tracers {
         let target = Fixture::new();
         let output = traced_build_with(&ws, &target, tracer, &[]);
@@ -1023,13 +1025,7 @@ fn programs_the_build_made_are_not_exempt_tools_whatever_their_name() {
     ws.file("app/plugins/.gitignore", "payload\n")
         .file("app/plugins/chosen.toml", "x\n");
     lock(&ws);
-    let mut tracers = Vec::new();
-    if have_strace(test) {
-        tracers.push("strace");
-    }
-    if have_fanotify(test) {
-        tracers.push("fanotify");
-    }
+    let tracers = available_tracers(test);
     for tracer in tracers {
         let target = Fixture::new();
         let output = traced_build_with(&ws, &target, tracer, &[]);
@@ -1162,13 +1158,7 @@ fn swapping_archive_workspace(link: &str, tracer: &str) -> Fixture {
 #[test]
 fn gpu_archive_packs_no_repository_file_a_daemon_swapped_in() {
     let test = "gpu_archive_packs_no_repository_file_a_daemon_swapped_in";
-    let mut tracers = Vec::new();
-    if have_strace(test) {
-        tracers.push("strace");
-    }
-    if have_fanotify(test) {
-        tracers.push("fanotify");
-    }
+    let tracers = available_tracers(test);
     for tracer in tracers {
         for (link, needle) in [
             (
@@ -1227,13 +1217,13 @@ fn a_file_opened_by_handle_is_caught() {
         ),
     );
     lock(&ws);
-    let mut tracers = Vec::new();
-    if have_strace(test) {
-        tracers.push(("strace", "(open_by_handle_at)  (opened a file by handle"));
-    }
-    if have_fanotify(test) {
-        tracers.push(("fanotify", "app/secret.txt  (read by build script of app"));
-    }
+    let tracers: Vec<(&str, &str)> = available_tracers(test)
+        .into_iter()
+        .map(|tracer| match tracer {
+            "strace" => (tracer, "(open_by_handle_at)  (opened a file by handle"),
+            _ => (tracer, "app/secret.txt  (read by build script of app"),
+        })
+        .collect();
     for (tracer, needle) in tracers {
         let target = Fixture::new();
         let output = traced_build_with(&ws, &target, tracer, &[]);
@@ -1261,13 +1251,11 @@ fn a_directory_listed_without_o_directory_is_caught() {
     );
     ws.file("app/plugins/chosen.toml", "x\n");
     lock(&ws);
-    let mut tracers = Vec::new();
-    if std::env::consts::ARCH == "x86_64" && have_strace(test) {
-        tracers.push("strace");
-    }
-    if std::env::consts::ARCH == "x86_64" && have_fanotify(test) {
-        tracers.push("fanotify");
-    }
+    let tracers = if std::env::consts::ARCH == "x86_64" {
+        available_tracers(test)
+    } else {
+        Vec::new()
+    };
     for tracer in tracers {
         let target = Fixture::new();
         let output = traced_build_with(&ws, &target, tracer, &[]);
