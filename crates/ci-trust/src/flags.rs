@@ -1,8 +1,9 @@
-//! Command-line flags of every subcommand; `main.rs` dispatches on them.
+//! Command-line flags of ci-trust's subcommands, and their dispatch: the
+//! xtask and the `ci-trust` binary both parse them.
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 /// The commit the binary was built from, set by the workflow that builds the
 /// prebuilt xtask (`CI_TRUST_XTASK_COMMIT`); read at compile time, so no
@@ -17,17 +18,9 @@ pub const BUILT_FROM: &str = match option_env!("CI_TRUST_XTASK_COMMIT") {
 pub static VERSION: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("{} (built from {BUILT_FROM})", env!("CARGO_PKG_VERSION")));
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "cargo xtask",
-    about = "Cache-trust tooling for Rust GPU CI",
-    version = VERSION.as_str()
-)]
-pub struct Xtask {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
+/// The subcommands ci-trust provides: a host's xtask embeds them with
+/// `#[command(flatten)]` beside its own, and the `ci-trust` binary runs them
+/// alone.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the content key of the GPU archives: a hash of every compile input.
@@ -38,18 +31,29 @@ pub enum Command {
     GpuArchive(GpuArchive),
     /// After a build, check that every file the compiler read is a key input.
     VerifyKey(VerifyKey),
-    /// Benchmark `ci-key` against `hashFiles()` and the raw hashing floor.
-    BenchKey(BenchKey),
-    /// Benchmark the artifact reuse path against curl + unzip.
-    BenchReuse(BenchReuse),
-    /// Benchmark `verify-key` after a real build of a rust-analyzer-sized workspace.
-    BenchVerify(BenchVerify),
-    /// Benchmark a fresh build untraced against the same build under strace.
-    BenchTrace(BenchTrace),
-    /// Benchmark the key step of a cold CI job: compiling the xtask vs restoring it prebuilt.
-    BenchKeystep(BenchKeystep),
     /// Adopt this CI in a Rust GPU workspace: workspace entry, alias, policy, workflows.
     InitCi(InitCi),
+}
+
+/// The repository `--root` defaults to, set once by the binary that embeds
+/// the commands (the xtask: the repository it lives in; the `ci-trust`
+/// binary: the current directory).
+static DEFAULT_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+impl Command {
+    /// Runs the command; `default_root` is what `--root` means when absent.
+    pub fn run(&self, default_root: &Path) -> anyhow::Result<std::process::ExitCode> {
+        // A second call in one process (tests) keeps the first root: every
+        // binary passes the same one each time.
+        let _ = DEFAULT_ROOT.set(default_root.to_path_buf());
+        match self {
+            Command::CiKey(cmd) => cmd.run(),
+            Command::CheckContracts(cmd) => cmd.run(),
+            Command::GpuArchive(cmd) => cmd.run(),
+            Command::VerifyKey(cmd) => cmd.run(),
+            Command::InitCi(cmd) => cmd.run(),
+        }
+    }
 }
 
 /// The flags every command takes.
@@ -68,10 +72,10 @@ impl Common {
     pub fn root(&self) -> anyhow::Result<PathBuf> {
         let root = match &self.root {
             Some(root) => root.clone(),
-            None => Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("the xtask crate lives inside the repository")
-                .to_path_buf(),
+            None => DEFAULT_ROOT
+                .get()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("no default repository was set; pass --root DIR"))?,
         };
         std::fs::canonicalize(&root).map_err(|err| {
             anyhow::anyhow!(
@@ -83,32 +87,6 @@ impl Common {
 
     pub fn load_policy(&self, root: &Path) -> anyhow::Result<crate::policy::Policy> {
         crate::policy::Policy::load(root, self.policy.as_deref())
-    }
-}
-
-/// `--root` and `--policy` for the commands that work without a repository.
-#[derive(Debug, Clone, Args)]
-pub struct OptionalRoot {
-    /// The repository to work on (default: none, see the command).
-    #[arg(long, value_name = "DIR")]
-    pub root: Option<PathBuf>,
-    /// The CI trust policy (default: ROOT/.github/ci-trust.toml, or the defaults when absent).
-    #[arg(long, value_name = "FILE", requires = "root")]
-    pub policy: Option<PathBuf>,
-}
-
-impl OptionalRoot {
-    /// The policy of `--root`, when one was given.
-    pub fn load_policy(&self) -> anyhow::Result<Option<crate::policy::Policy>> {
-        let Some(root) = &self.root else {
-            return Ok(None);
-        };
-        let common = Common {
-            root: Some(root.clone()),
-            policy: self.policy.clone(),
-        };
-        let root = common.root()?;
-        common.load_policy(&root).map(Some)
     }
 }
 
@@ -195,89 +173,6 @@ pub struct VerifyKey {
     /// The build command that `--trace` runs, from the repository root.
     #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
     pub command: Vec<std::ffi::OsString>,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchKey {
-    /// Measure this existing repository instead of a generated workspace.
-    #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
-    pub root: Option<PathBuf>,
-    /// Where to generate the benchmark workspace (default: a temporary
-    /// directory). It must be empty or one an earlier run created (it holds
-    /// the marker file `.ci-trust-bench-workdir`); only what the benchmark
-    /// generated is ever deleted from it.
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Runs of each contender; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
-    /// Approximate size of the generated workspace in MB.
-    #[arg(long, default_value_t = 100)]
-    pub megabytes: u64,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchVerify {
-    /// Measure this existing repository instead of a generated workspace
-    /// (built into a temporary target directory; nothing is written in it).
-    #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
-    pub root: Option<PathBuf>,
-    /// Where to generate and build the benchmark workspace (default: a
-    /// temporary directory); the same rules as `bench-key --workdir`.
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Runs of each measurement; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchTrace {
-    /// Where to generate and build the benchmark workspace (default: a temporary directory).
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Runs of each contender; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
-    /// Only the untraced build and fanotify (a large repository's build
-    /// takes minutes per contender).
-    #[arg(long)]
-    pub fanotify_only: bool,
-    /// `--root DIR`: build that repository (`cargo build --workspace
-    /// --all-targets`) instead of a generated workspace.
-    #[command(flatten)]
-    pub common: OptionalRoot,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchReuse {
-    /// The repository whose policy `[artifacts]` limits (timeout, largest
-    /// download) the measured reuse obeys (default: the benchmark's own).
-    #[command(flatten)]
-    pub common: OptionalRoot,
-    /// Size of the served artifact in MB.
-    #[arg(long, default_value_t = 200)]
-    pub megabytes: u64,
-    /// Runs of each contender; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
-    /// Internal: run the reuse path once, into this directory, as the
-    /// measured child process.
-    #[arg(long, hide = true, value_name = "DIR", requires = "child_api")]
-    pub child_out: Option<PathBuf>,
-    /// Internal: the benchmark server the child talks to.
-    #[arg(long, hide = true, value_name = "URL")]
-    pub child_api: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchKeystep {
-    /// `--root`: the repository keyed in both paths (default: this one).
-    #[command(flatten)]
-    pub common: Common,
-    /// Runs of the restore path; the median is reported (the cold build runs once).
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
 }
 
 #[derive(Debug, Args)]

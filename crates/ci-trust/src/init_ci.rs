@@ -32,8 +32,12 @@ const WORKFLOWS: [&str; 5] = [
     "runpod-reap.yml",
 ];
 
-/// What of the xtask is copied into a host: the tool, not its own test suite.
-const XTASK_PARTS: [&str; 3] = ["Cargo.toml", "src", "bench-assets"];
+/// What of ci-trust is copied into a host's `xtask/` (the library and its
+/// binary, renamed `xtask`), not this repository's benchmarks or tests.
+const XTASK_PARTS: [&str; 2] = ["Cargo.toml", "src"];
+
+/// Where the copied parts live in the template repository.
+const LIBRARY_DIR: &str = "crates/ci-trust";
 
 /// The runner label the templates use for every GitHub-hosted job.
 const TEMPLATE_RUNNER: &str = "runs-on: ubuntu-24.04";
@@ -96,7 +100,7 @@ impl flags::InitCi {
         let copying = !xtask_dir.exists();
         if copying {
             for part in XTASK_PARTS {
-                plan.copy_tree(&from.join("xtask").join(part), &xtask_dir.join(part))?;
+                plan.copy_tree(&from.join(LIBRARY_DIR).join(part), &xtask_dir.join(part))?;
             }
         }
         let xtask_manifest = xtask_dir.join("Cargo.toml");
@@ -187,12 +191,13 @@ impl flags::InitCi {
     }
 }
 
-/// The repository the running xtask was built from: its workflows and
-/// scripts are the templates.
+/// The repository the running ci-trust was built from (it lives at
+/// `crates/ci-trust` there): its workflows and scripts are the templates.
 fn template_repository() -> Result<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("the xtask crate lives inside a repository")?;
+        .ancestors()
+        .nth(2)
+        .context("the ci-trust crate lives at crates/ci-trust inside a repository")?;
     Ok(dir.to_path_buf())
 }
 
@@ -497,6 +502,11 @@ fn own_package_fields(text: &str) -> Result<String> {
     let mut out = String::new();
     for line in text.lines() {
         let trimmed = line.trim();
+        // The copied ci-trust becomes the host's `xtask` package and binary.
+        if trimmed == "name = \"ci-trust\"" {
+            out.push_str("name = \"xtask\"\n");
+            continue;
+        }
         let replaced = OWN_PACKAGE_FIELDS.iter().find_map(|(field, value)| {
             let rest = trimmed.strip_prefix(field)?;
             let rest = rest.trim_start().strip_prefix(".workspace")?;
@@ -710,7 +720,7 @@ fn detect_gpu(host: &Path, metadata: &cargo_metadata::Metadata, named: &[String]
 /// The host's `.github/ci-trust.toml`.
 fn policy_text(gpu: &Gpu, runner: &str) -> String {
     let mut text = String::from(
-        "# The CI trust policy (written by `cargo xtask init-ci`; schema: xtask/src/policy.rs).\n\
+        "# The CI trust policy (written by `cargo xtask init-ci`; schema: crates/ci-trust/src/policy.rs).\n\
          # Read by `cargo xtask ci-key`, `gpu-archive`, `check-contracts` and `verify-key`.\n\n\
          default-branch = \"main\"\n\n[key]\nname = \"cuda-archive\"\n\
          # Bump when the archive build commands ([[archive]] below) or the toolkit selection change.\n\

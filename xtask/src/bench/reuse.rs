@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use crate::archive::{GithubEnv, Request, Reuse, reuse_artifact};
 use crate::flags;
-use crate::policy::Policy;
+use ci_trust::archive::{GithubEnv, Request, Reuse, reuse_artifact};
+use ci_trust::policy::Policy;
 
 const ARTIFACT_ID: u64 = 5;
 const RUN_ID: u64 = 10;

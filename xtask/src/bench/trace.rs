@@ -21,8 +21,8 @@ use anyhow::{Context, Result, bail};
 
 use super::key::{Shape, generate, workspace_dir};
 use crate::flags;
-use crate::policy::TracerChoice;
-use crate::verify::trace::{Backend, TraceLog, Tracer};
+use ci_trust::policy::TracerChoice;
+use ci_trust::verify::trace::{Backend, TraceLog, Tracer};
 
 /// How a contender runs the build.
 #[derive(Clone, Copy)]
@@ -45,7 +45,7 @@ const CONTENDERS: &[(&str, Mode)] = &[
 impl flags::BenchTrace {
     pub fn run(&self) -> Result<ExitCode> {
         let tracer = Tracer::find()
-            .with_context(|| format!("bench-trace: {}", crate::verify::trace::TRACER_MISSING))?;
+            .with_context(|| format!("bench-trace: {}", ci_trust::verify::trace::TRACER_MISSING))?;
         let strace = Backend::Strace(tracer);
         // fanotify needs CAP_SYS_ADMIN: without it, its row says so.
         let fanotify = Backend::choose(TracerChoice::Fanotify)
@@ -96,7 +96,7 @@ impl flags::BenchTrace {
         // The workspace's own target directory is build output too: the
         // watch does not walk it.
         let mut watch_outputs = vec![target.clone()];
-        if let Ok(loaded) = crate::key::workspace::load(&workspace) {
+        if let Ok(loaded) = ci_trust::key::workspace::load(&workspace) {
             watch_outputs.push(loaded.target_dir);
         }
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); CONTENDERS.len()];
@@ -179,7 +179,7 @@ impl flags::BenchTrace {
         });
         // The check of the last seccomp trace, with an empty key: it
         // examines every access (all repository files become misses).
-        let manifest = crate::key::KeyManifest {
+        let manifest = ci_trust::key::KeyManifest {
             key: String::new(),
             artifact_name: String::new(),
             components: vec![],

@@ -1037,10 +1037,11 @@ fn check_prebuilt_xtask(v: &mut Validator, publisher: &Workflow, consumer: &Work
         let restore = all[restore_at];
         if with(restore, "restore-keys").is_some()
             || !with(restore, "key").is_some_and(|k| {
-                k.starts_with("xtask-bin-") && k.contains("hashFiles('trusted/xtask/**'")
+                k.starts_with("xtask-bin-")
+                    && k.contains("hashFiles('trusted/xtask/**', 'trusted/crates/**'")
             })
         {
-            v.fail(wf, map_line(restore), "the prebuilt xtask restore must use exactly its key (`xtask-bin-…` over trusted/xtask/**, no `restore-keys`)");
+            v.fail(wf, map_line(restore), "the prebuilt xtask restore must use exactly its key (`xtask-bin-…` over trusted/xtask/** and trusted/crates/**, no `restore-keys`)");
         }
         restores.push((wf, restore, all[use_at]));
     }
@@ -1253,15 +1254,15 @@ fn prebuilt_xtask_breaches_are_caught() {
     );
     assert_caught(
         CONSUMER,
-        "key: xtask-bin-v1-${{ runner.os }}-${{ env.RUST_TOOLCHAIN }}-${{ hashFiles('trusted/xtask/**'",
-        "key: xtask-bin-v1-${{ runner.os }}-${{ hashFiles('trusted/xtask/**'",
+        "key: xtask-bin-v2-${{ runner.os }}-${{ env.RUST_TOOLCHAIN }}-${{ hashFiles('trusted/xtask/**'",
+        "key: xtask-bin-v2-${{ runner.os }}-${{ hashFiles('trusted/xtask/**'",
         "byte-identical",
     );
     // The publisher saves under another key than it restores with.
     assert_caught(
         PUBLISH,
-        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v1-",
         "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v2-",
+        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v3-",
         "save the prebuilt xtask once",
     );
     // Used after the key step: the key step compiled it anyway.

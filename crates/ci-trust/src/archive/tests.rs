@@ -1964,7 +1964,7 @@ fn the_step_summary_escapes_attacker_text() {
 #[test]
 fn the_documented_checks_are_the_checks_in_their_order() {
     let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/gpu-archive.md"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/gpu-archive.md"),
     )
     .unwrap();
     let section = &doc[doc.find("## Trust checks").expect("the section")..];

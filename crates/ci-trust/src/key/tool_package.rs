@@ -19,7 +19,7 @@ use super::workspace::Workspace;
 use crate::policy::Policy;
 
 /// The xtask's package name: the package this binary was built from.
-pub const TOOL_PACKAGE: &str = env!("CARGO_PKG_NAME");
+pub const TOOL_PACKAGE: &str = "xtask";
 
 /// The manifest of the xtask member when no archive build compiles it.
 pub fn unbuilt_tool_manifest<'w>(workspace: &'w Workspace, policy: &Policy) -> Option<&'w Path> {

@@ -580,7 +580,7 @@ mod tests {
     /// its order.
     #[test]
     fn every_rule_has_its_docs_heading_and_the_lists_agree() {
-        let docs = include_str!("../../../../docs/contracts.md");
+        let docs = include_str!("../../../../../docs/contracts.md");
         for rule in RULES {
             assert!(
                 docs.lines().any(|l| l.trim() == format!("### {}", rule.id)),
