@@ -8,7 +8,7 @@
 //!
 //! Owns the registry, the finding type and the checker's shared helpers.
 //! It must not hold a rule's logic (that is its family module's), infer
-//! roles (`roles.rs`) or know how caches are written (`caches.rs`).
+//! roles (`roles/`) or know how caches are written (`caches.rs`).
 //!
 //! Every rule id has a `### <id>` heading in `docs/contracts.md`; the ids
 //! are an interface (allow entries and code-scanning alerts name them), so

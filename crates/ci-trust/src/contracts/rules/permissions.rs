@@ -4,7 +4,7 @@
 //! (`lifecycle-job`).
 //!
 //! Owns these checks. It must not decide which jobs are untrusted or
-//! lifecycle jobs (`roles.rs`).
+//! lifecycle jobs (`roles/`).
 
 use std::collections::BTreeSet;
 

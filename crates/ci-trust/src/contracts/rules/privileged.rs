@@ -6,7 +6,7 @@
 //!
 //! Owns these checks and the recognisers only they use, and
 //! `Checker::privilege` (what makes a job privileged), which `remote_code`
-//! reads. It must not touch role inference (`roles.rs`).
+//! reads. It must not touch role inference (`roles/`).
 
 use std::collections::BTreeSet;
 

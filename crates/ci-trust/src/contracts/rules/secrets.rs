@@ -4,7 +4,7 @@
 //! a policy grant never gives secrets to a job that runs pull-request bytes.
 //!
 //! Owns these checks. It must not decide which jobs are untrusted
-//! (`roles.rs`).
+//! (`roles/`).
 
 use anyhow::Result;
 

@@ -1,0 +1,170 @@
+//! This run's artifacts as pull-request bytes: a job that downloads what an
+//! untrusted-code job of the same run uploaded runs those bytes unless it
+//! provably handles them as data.
+//!
+//! Owns the same-run taint. Must not decide what a step runs beyond asking
+//! `code.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::code::{other_run_download, posts_only, runs_code};
+use super::{JobInfo, JobRef, PRIVILEGED_EVENTS, Why, events_text};
+use crate::contracts::workflow::{Step, Workflow};
+
+/// A job in a privileged run that downloads this run's artifacts handles
+/// what any job of the run uploaded; when one of those jobs runs untrusted
+/// code, the downloader does too ("build in one job, cache in the next").
+/// A run is a workflow with its own triggers and every reusable workflow it
+/// calls, transitively; a callee shared by two workflows is in both runs.
+pub(super) fn taint_same_run_downloads(
+    workflows: &[Workflow],
+    callees: &BTreeMap<JobRef, usize>,
+    jobs: &mut [JobInfo],
+) {
+    // The runs (by their top-level workflow) each workflow's jobs take part in.
+    let mut runs: Vec<BTreeSet<usize>> = workflows
+        .iter()
+        .enumerate()
+        .map(|(w, wf)| {
+            let own = wf.events().any(|e| e != "workflow_call");
+            if own {
+                BTreeSet::from([w])
+            } else {
+                BTreeSet::new()
+            }
+        })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (caller, callee) in callees {
+            let inherited = runs[caller.workflow].clone();
+            let before = runs[*callee].len();
+            runs[*callee].extend(inherited);
+            changed |= runs[*callee].len() != before;
+        }
+    }
+    let mut uploader: BTreeMap<usize, String> = BTreeMap::new();
+    for info in jobs.iter().filter(|info| info.is_untrusted()) {
+        let wf = &workflows[info.at.workflow];
+        for run in &runs[info.at.workflow] {
+            uploader
+                .entry(*run)
+                .or_insert_with(|| format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name));
+        }
+    }
+    for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
+        let privileged: Vec<&String> = info
+            .triggers
+            .iter()
+            .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
+            .collect();
+        let source = runs[info.at.workflow]
+            .iter()
+            .find_map(|run| uploader.get(run));
+        let Some(source) = source.filter(|_| !privileged.is_empty()) else {
+            continue;
+        };
+        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        let download = job.steps.iter().enumerate().find_map(|(index, step)| {
+            let same_run =
+                step.uses_action("actions/download-artifact") && other_run_download(step).is_none();
+            (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
+        });
+        if let Some(step) = download {
+            info.untrusted.push(Why {
+                pos: step.uses.as_ref().map_or(step.pos, |u| u.pos),
+                text: format!(
+                    "downloads artifacts of this run, which the untrusted-code job {source} can upload, in a workflow started by {}",
+                    events_text(&privileged)
+                ),
+            });
+            info.lifecycle = false;
+        }
+    }
+}
+
+/// True when the job provably handles the artifacts of this run that step
+/// `index` downloads as data only: it unpacks them into a directory of their
+/// own (a literal `path:` that is not the workspace root, where later tools
+/// would read a planted `.git/config`, `.cargo/config.toml` or `.npmrc`),
+/// no later step runs code (`runs_code`: a build, an interpreter, a program
+/// given by path, a local action, a cache save), and no later step works
+/// inside that directory (`working-directory:`, `cd`). A rebased tree that
+/// is only verified and pushed with git, or a report that is only posted,
+/// is data; anything the check cannot show is not.
+pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
+    let Some(path) = steps[index].input("path") else {
+        return false;
+    };
+    let path = path.value.trim().trim_end_matches('/');
+    // The only expressions whose value is known: the runner's temporary
+    // directory and the workspace.
+    let mut rest = path;
+    for prefix in [
+        "${{ runner.temp }}",
+        "${{runner.temp}}",
+        "$RUNNER_TEMP",
+        "${RUNNER_TEMP}",
+        "${{ github.workspace }}",
+        "${{github.workspace}}",
+        "$GITHUB_WORKSPACE",
+        "${GITHUB_WORKSPACE}",
+    ] {
+        if let Some(after) = rest.strip_prefix(prefix) {
+            if prefix.to_ascii_lowercase().contains("workspace")
+                && after.trim_matches('/').is_empty()
+            {
+                return false;
+            }
+            rest = after;
+            break;
+        }
+    }
+    if rest.contains('$')
+        || matches!(rest.trim_start_matches("./"), "" | ".")
+        || rest.contains("..")
+    {
+        return false;
+    }
+    let later = &steps[index + 1..];
+    if runs_code(later, false).is_some() {
+        return false;
+    }
+    // The directory's own name, as later steps would spell it.
+    let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    // Working inside it (git reads a `.git/config` there), putting it on
+    // the search path or into the environment, or handing it to an action
+    // that may build it (a Dockerfile's `RUN`) makes its bytes run.
+    const INSIDE: &[&str] = &[
+        "cd ",
+        "pushd ",
+        "-C ",
+        "--git-dir",
+        "--work-tree",
+        "GITHUB_PATH",
+        "GITHUB_ENV",
+    ];
+    let works_inside = later.iter().any(|step| {
+        let third_party = !posts_only(step)
+            && step.action().is_some_and(|(action, _)| {
+                let owner = action.split('/').next().unwrap_or("");
+                !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
+            });
+        step.working_directory
+            .as_ref()
+            .is_some_and(|dir| dir.value.contains(name))
+            || step.env.iter().any(|(_, value)| value.value.contains(name))
+            || third_party
+                && step
+                    .with
+                    .iter()
+                    .any(|(_, value)| value.value.contains(name))
+            || step.run.as_ref().is_some_and(|run| {
+                run.value.lines().any(|line| {
+                    line.contains(name) && INSIDE.iter().any(|form| line.contains(form))
+                })
+            })
+    });
+    !works_inside
+}
