@@ -9,10 +9,12 @@
 //! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
 mod caches;
+mod commands;
 mod expr;
 mod report;
 mod roles;
 mod rules;
+mod shell;
 mod workflow;
 mod yaml;
 

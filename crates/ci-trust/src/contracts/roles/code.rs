@@ -11,6 +11,8 @@ use anyhow::Result;
 use super::super::expr;
 use super::refs::{Judge, env_ref_trusted, substitute_inputs};
 use super::{Why, events_text};
+use crate::contracts::commands;
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
 /// Why a job in a privileged workflow runs code that is not the default branch's.
@@ -77,42 +79,27 @@ pub(super) fn other_code(
 /// `actions_run`, any action not owned by GitHub, which may run the
 /// project's code), or saves a cache (which hands the bytes to later runs).
 pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
-    // Interpreters and tools that run project code (build tools are
-    // `expr::builds_code`'s); a command given by path counts too.
-    const RUNNERS: &[&str] = &[
-        "bash", "sh", "zsh", "source", ".", "eval", "python", "python3", "node", "npm", "npx",
-        "pip", "pip3", "chmod", "docker", "uv", "uvx", "pnpm", "yarn", "bun", "deno", "go", "mvn",
-        "gradle", "dotnet", "ruby", "bundle", "rake", "perl", "php", "composer", "java", "pytest",
-        "tox", "nox", "just", "bazel", "bazelisk", "nix", "poetry", "hatch", "maturin", "xargs",
-        "env", "make", "cmake", "ninja", "meson",
-    ];
     for step in later {
         if let Some(run) = &step.run {
-            if let Some(line) = expr::builds_code(&run.value) {
+            let script = Script::parse(&run.value);
+            if let Some(command) = commands::builds(&script) {
+                let line = commands::line(&run.value, &script, command);
                 return Some(format!("builds (`{}`)", line.trim()));
             }
-            // The commands (the first word of each `;`/`&&`/`|` segment,
-            // after `sudo` and `VAR=value`): an interpreter, or a program
-            // given by path (`scripts/ci/reap.sh`, `./bin/x`). Only what the
-            // shell runs counts: quoted text (a URL, a message naming a
-            // path), comments, here-document bodies and the argument lines
-            // of a command continued with `\` are blanked first.
-            let code = expr::shell_code(&run.value);
-            let mut offset = 0;
-            for line in code.split('\n') {
-                let start = offset;
-                offset += line.len() + 1;
-                let runs = line
-                    .split([';', '&', '|', '(', ')', '`'])
-                    .filter_map(|segment| {
-                        segment
-                            .split_whitespace()
-                            .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
-                    })
-                    .any(|w| RUNNERS.contains(&w) || w.contains('/') && !w.starts_with('-'));
-                if runs {
-                    let original = run.value[start..].lines().next().unwrap_or("");
-                    return Some(format!("runs `{}`", original.trim()));
+            // The programs the shell runs (after `sudo`, `env X=1`, …): an
+            // interpreter, or a program given by path (`scripts/ci/reap.sh`,
+            // `./bin/x`). Quoted text, comments and here-document bodies are
+            // no commands.
+            for command in script.commands() {
+                let Some(program) = command.program_text() else {
+                    continue;
+                };
+                let name = command.program().unwrap_or_default();
+                if commands::RUNNERS.contains(&name.as_str())
+                    || program.contains('/') && !program.starts_with('-')
+                {
+                    let line = commands::line(&run.value, &script, command);
+                    return Some(format!("runs `{}`", line.trim()));
                 }
             }
         }
@@ -220,82 +207,28 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
 /// environment) pointing into it make every step work inside it.
 /// Everything else runs trusted bytes.
 pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
-    const READ_ONLY: &[&str] = &[
-        "git",
-        "diff",
-        "cmp",
-        "wc",
-        "cat",
-        "head",
-        "tail",
-        "grep",
-        "rg",
-        "ls",
-        "echo",
-        "printf",
-        "jq",
-        "yq",
-        "sha256sum",
-        "sha1sum",
-        "md5sum",
-        "du",
-        "stat",
-        "file",
-        "cloc",
-        "tokei",
-        "scc",
-        "test",
-        "[",
-        "[[",
-        "true",
-        "exit",
-        "rm",
-        "mkdir",
-        "touch",
-        "gh",
-    ];
-    const INTERPRETERS: &[&str] = &[
-        "python", "python3", "node", "ruby", "perl", "bash", "sh", "zsh", "php",
-    ];
-    const SEARCHES: &[&str] = &[
-        "pytest",
-        "py.test",
-        "tox",
-        "nox",
-        "pre-commit",
-        "go",
-        "cargo",
-        "bazel",
-        "bazelisk",
-        "find",
-        "xargs",
-        "eval",
-        "source",
-        ".",
-    ];
+    let scripts: Vec<Option<Script>> = later
+        .iter()
+        .map(|step| step.run.as_ref().map(|r| Script::parse(&r.value)))
+        .collect();
     // The variables that stand for the directory.
     let mut names: Vec<String> = Vec::new();
-    for step in later {
+    for (step, script) in later.iter().zip(&scripts) {
         for (name, value) in &step.env {
             if mentions_dir(&value.value, dir, &[]) {
                 names.push(name.value.clone());
             }
         }
-        for line in step.run.iter().flat_map(|r| r.value.lines()) {
-            let line = line.trim().trim_start_matches("export ");
-            if let Some((name, value)) = line.split_once('=') {
-                let ident =
-                    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if ident && mentions_dir(value, dir, &[]) {
-                    names.push(name.to_owned());
-                }
+        for (_, assignment) in script.iter().flat_map(Script::assignments) {
+            if mentions_dir(&assignment.value.text(), dir, &[]) {
+                names.push(assignment.name.clone());
             }
         }
     }
     // A job whose default working directory or environment points into it
     // works inside it in every step.
     let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
-    for step in later {
+    for (step, script) in later.iter().zip(&scripts) {
         // Working inside it, or with an environment that points into it
         // (`PYTHONPATH: pr`), any command that is not read-only may run it.
         let inside = everywhere
@@ -307,68 +240,55 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .env
                 .iter()
                 .any(|(_, v)| mentions_dir(&v.value, dir, &names));
-        if let Some(run) = &step.run {
-            let code = expr::shell_code(&run.value);
-            let mut offset = 0;
-            for line in code.split('\n') {
-                let start = offset;
-                offset += line.len() + 1;
-                let original = &run.value[start..start + line.len()];
-                let segments: Vec<&str> = original.split([';', '&', '|']).collect();
-                let commands: Vec<&str> = line
-                    .split([';', '&', '|', '(', ')', '`'])
-                    .filter_map(|segment| {
-                        segment
-                            .split_whitespace()
-                            .find(|w| *w != "sudo" && *w != "exec" && !w.contains('='))
-                    })
-                    .collect();
+        if let (Some(run), Some(script)) = (&step.run, script) {
+            for command in script.commands() {
+                let segment = run.value.get(command.span.clone()).unwrap_or_default();
                 // Put on the search path or into the environment of later
                 // steps, it runs wherever they do.
-                let exported = (original.contains("GITHUB_PATH")
-                    || original.contains("GITHUB_ENV"))
-                    && mentions_dir(original, dir, &names);
+                let exported = (command.writes_to("GITHUB_PATH")
+                    || command.writes_to("GITHUB_ENV"))
+                    && mentions_dir(segment, dir, &names);
                 let runs_from = exported
-                    || commands.iter().any(|command| {
-                        if SEARCHES.contains(command) || mentions_dir(command, dir, &names) {
+                    || command.program_text().is_some_and(|program| {
+                        let name = command.program().unwrap_or_default();
+                        if commands::WORKSPACE_SEARCHES.contains(&name.as_str())
+                            || mentions_dir(&program, dir, &names)
+                        {
                             return true;
                         }
-                        if READ_ONLY.contains(command) {
+                        if commands::READ_ONLY.contains(&name.as_str()) {
                             return false;
                         }
-                        // The segment of the original line this command heads.
-                        let segment = segments
-                            .iter()
-                            .find(|s| s.split_whitespace().any(|w| w == *command))
-                            .copied()
-                            .unwrap_or(original);
                         // `PYTHONPATH=pr python x.py`: an assignment into it.
-                        let assigns = segment
-                            .split_whitespace()
-                            .take_while(|w| w != command)
-                            .any(|w| w.contains('=') && mentions_dir(w, dir, &names));
+                        let assigns = command
+                            .assignments
+                            .iter()
+                            .any(|a| mentions_dir(&a.value.text(), dir, &names))
+                            || command.words[..command.program_index().unwrap_or(0)]
+                                .iter()
+                                .any(|w| {
+                                    w.text().contains('=') && mentions_dir(&w.text(), dir, &names)
+                                });
                         if assigns {
                             return true;
                         }
-                        if INTERPRETERS.contains(command) {
-                            let mut args = segment
-                                .split_whitespace()
-                                .skip_while(|w| w != command)
-                                .skip(1);
+                        if commands::SCRIPT_INTERPRETERS.contains(&name.as_str()) {
+                            let args = command.arg_texts();
                             // `-c`, `-m`, `-e`: not a script file; judged by mention.
-                            let script = args
-                                .find(|a| !a.starts_with('-') || matches!(*a, "-c" | "-m" | "-e"));
-                            return match script {
+                            let script_arg = args.iter().find(|a| {
+                                !a.starts_with('-') || matches!(a.as_str(), "-c" | "-m" | "-e")
+                            });
+                            return match script_arg.map(String::as_str) {
                                 Some("-c" | "-m" | "-e") | None => {
                                     inside || mentions_dir(segment, dir, &names)
                                 }
-                                Some(script) => inside || mentions_dir(script, dir, &names),
+                                Some(file) => inside || mentions_dir(file, dir, &names),
                             };
                         }
                         inside || mentions_dir(segment, dir, &names)
                     });
                 if runs_from {
-                    let first = run.value[start..].lines().next().unwrap_or("");
+                    let first = commands::line(&run.value, script, command);
                     return Some(format!("runs `{}` on it", first.trim()));
                 }
             }
@@ -489,7 +409,9 @@ pub(super) fn step_other_code(
         }
     }
     if let Some(run) = &step.run {
-        if let Some(line) = expr::fetches_pr_code(&run.value, judge.events, &judge.tainted, false) {
+        if let Some(line) =
+            commands::fetches_pr_code(&run.value, judge.events, &judge.tainted, false)
+        {
             found.push(place(run.pos, format!("runs `{}`", line.trim())));
         }
     }

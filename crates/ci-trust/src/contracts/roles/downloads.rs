@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::code::{other_run_download, posts_only, runs_code};
 use super::{JobInfo, JobRef, PRIVILEGED_EVENTS, Why, events_text};
+use crate::contracts::shell::{Script, Word};
 use crate::contracts::workflow::{Step, Workflow};
 
 /// A job in a privileged run that downloads this run's artifacts handles
@@ -136,15 +137,7 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
     // Working inside it (git reads a `.git/config` there), putting it on
     // the search path or into the environment, or handing it to an action
     // that may build it (a Dockerfile's `RUN`) makes its bytes run.
-    const INSIDE: &[&str] = &[
-        "cd ",
-        "pushd ",
-        "-C ",
-        "--git-dir",
-        "--work-tree",
-        "GITHUB_PATH",
-        "GITHUB_ENV",
-    ];
+    let names_it = |word: &Word| word.text().contains(name);
     let works_inside = later.iter().any(|step| {
         let third_party = !posts_only(step)
             && step.action().is_some_and(|(action, _)| {
@@ -161,8 +154,27 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
                     .iter()
                     .any(|(_, value)| value.value.contains(name))
             || step.run.as_ref().is_some_and(|run| {
-                run.value.lines().any(|line| {
-                    line.contains(name) && INSIDE.iter().any(|form| line.contains(form))
+                let script = Script::parse(&run.value);
+                script.commands().any(|command| {
+                    let enters = matches!(command.program().as_deref(), Some("cd" | "pushd"))
+                        && command.args().iter().any(names_it);
+                    // `git -C dir`, `--git-dir=dir`, `--work-tree dir`.
+                    let args = &command.words;
+                    let points = args.windows(2).any(|pair| {
+                        matches!(pair[0].text().as_str(), "-C" | "--git-dir" | "--work-tree")
+                            && names_it(&pair[1])
+                    }) || args.iter().any(|w| {
+                        let text = w.text();
+                        (text.starts_with("--git-dir=") || text.starts_with("--work-tree="))
+                            && text.contains(name)
+                    });
+                    let exports = (command.writes_to("GITHUB_PATH")
+                        || command.writes_to("GITHUB_ENV"))
+                        && run
+                            .value
+                            .get(command.span.clone())
+                            .is_some_and(|t| t.contains(name));
+                    enters || points || exports
                 })
             })
     });

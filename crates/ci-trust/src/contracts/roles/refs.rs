@@ -11,6 +11,8 @@ use std::path::Path;
 
 use super::super::expr;
 use super::JobRef;
+use crate::contracts::commands;
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Scalar, Workflow};
 use crate::policy::Policy;
 
@@ -60,14 +62,9 @@ pub(super) fn env_values(wf: &Workflow, job: &Job) -> Vec<EnvValue> {
         .collect();
     for step in &job.steps {
         let Some(run) = &step.run else { continue };
-        for line in run.value.lines().filter(|l| l.contains("GITHUB_ENV")) {
-            let text = line.trim().trim_start_matches("echo").trim();
-            let text = text.trim_start_matches(['"', '\'']);
-            if let Some((name, rest)) = text.split_once('=') {
-                let value = rest.split(['"', '\'']).next().unwrap_or("");
-                let value = value.split(" >>").next().unwrap_or(value).trim();
-                out.push((name.trim().to_owned(), value.to_owned(), pairs(&step.env)));
-            }
+        let script = Script::parse(&run.value);
+        for line in commands::file_lines(&script, "GITHUB_ENV") {
+            out.push((line.name, line.value.text(), pairs(&step.env)));
         }
     }
     out

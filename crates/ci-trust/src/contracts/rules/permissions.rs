@@ -12,6 +12,7 @@ use anyhow::Result;
 
 use super::{Checker, RuleId};
 use crate::contracts::caches::{cache_env_saves, is_false};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::JobInfo;
 use crate::contracts::workflow::{Job, Permissions, Pos};
@@ -251,13 +252,14 @@ impl Checker<'_> {
                 }
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[], true) {
+                if let Some(line) = commands::fetches_pr_code(&run.value, &info.triggers, &[], true)
+                {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} runs `{}`", line.trim()),
                     ));
                 }
-                if let Some(line) = expr::builds_code(&run.value) {
+                if let Some(line) = commands::builds_line(&run.value) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} builds code: `{}`", line.trim()),

@@ -15,8 +15,10 @@ use anyhow::Result;
 use super::keys::{checkouts_before, is_within, join_dir, key_signature, normalize_dir};
 use super::secrets::pr_bytes;
 use super::{Checker, RuleId};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
 /// `trusted-step-environment`.
@@ -107,7 +109,9 @@ impl Checker<'_> {
             .iter()
             .filter(|s| {
                 s.id.as_ref().is_some_and(|id| &id.value == step_id)
-                    || s.run.as_ref().is_some_and(|r| runs_xtask(&r.value))
+                    || s.run
+                        .as_ref()
+                        .is_some_and(|r| commands::runs_xtask(&r.value))
             })
             .collect();
         let Some(last) = trusted.last().map(|s| s.index) else {
@@ -149,10 +153,11 @@ impl Checker<'_> {
         //    step, that read the PR checkout.
         for step in &job.steps[..last] {
             let Some(run) = &step.run else { continue };
-            let Some(line) = run
-                .value
-                .lines()
-                .find(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_PATH"))
+            let script = Script::parse(&run.value);
+            let Some(line) = script
+                .commands()
+                .find(|c| c.writes_to("GITHUB_ENV") || c.writes_to("GITHUB_PATH"))
+                .map(|c| commands::line(&run.value, &script, c))
             else {
                 continue;
             };
@@ -489,14 +494,6 @@ const TOOL_ENV: &[&str] = &[
     "BASH_ENV",
 ];
 
-/// True when a script runs `cargo xtask …`.
-pub(super) fn runs_xtask(script: &str) -> bool {
-    script.lines().any(|l| {
-        let words: Vec<&str> = l.split_whitespace().collect();
-        words.windows(2).any(|w| w == ["cargo", "xtask"])
-    })
-}
-
 /// The paths of the checkouts before step `index` that hold code other than
 /// the trusted commit: a `ref:` that is not trusted, or another repository.
 /// A checkout without `ref:` is the commit the run is for (the default
@@ -568,30 +565,34 @@ fn points_into(value: &str, untrusted: &[String], base: &str) -> Option<String> 
 /// The untrusted checkout a script reads from (`pr/…`, `cd pr`, `$GITHUB_WORKSPACE/pr`).
 fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
     let script = unexpand_workspace(script);
-    let words: Vec<&str> = script
-        .split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '&' | '|' | '(' | ')' | '`' | '<' | '>' | '=' | ',' | '"' | '\''
-                )
-        })
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (i, word) in words.iter().enumerate() {
-        // A path says so (`pr/x`, `$GITHUB_WORKSPACE/pr`), or is where the
-        // script changes directory to; a bare word is text.
-        let entered = i > 0 && matches!(words[i - 1], "cd" | "pushd");
-        if !(word.contains('/') || entered) {
-            continue;
+    let parsed = Script::parse(&script);
+    for command in parsed.commands() {
+        let entering = matches!(command.program().as_deref(), Some("cd" | "pushd"));
+        let words = command
+            .words
+            .iter()
+            .chain(command.assignments.iter().map(|a| &a.value))
+            .chain(command.redirects.iter().map(|r| &r.target));
+        for (i, word) in words.enumerate() {
+            // A path says so (`pr/x`, `$GITHUB_WORKSPACE/pr`), or is where the
+            // script changes directory to; a bare word is text. A word of
+            // several paths (`X=$(cat pr/x)`) is read piece by piece.
+            let text = word.text();
+            for piece in text.split(['=', ',', ':', ' ']) {
+                let entered = entering && i == 1;
+                if !(piece.contains('/') || entered) {
+                    continue;
+                }
+                let Some(path) = workspace_path(piece, ".") else {
+                    continue;
+                };
+                if let Some(found) = untrusted.iter().find(|u| is_within(&path, u)) {
+                    return Some(found.clone());
+                }
+            }
         }
-        let Some(path) = workspace_path(word, ".") else {
-            continue;
-        };
-        // A root checkout (`.`) holds every relative path.
-        if let Some(found) = untrusted.iter().find(|u| is_within(&path, u)) {
-            return Some(found.clone());
-        }
+        // What a substitution reads (`$(cat pr/rust-toolchain)`) is read by
+        // its own command, met in this loop too.
     }
     None
 }
