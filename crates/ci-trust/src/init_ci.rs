@@ -182,6 +182,7 @@ impl flags::InitCi {
         let code = flags::CheckContracts {
             common,
             format: flags::Format::Human,
+            persona: flags::Persona::Regular,
         }
         .run()?;
         eprintln!(

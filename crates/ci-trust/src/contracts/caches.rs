@@ -207,7 +207,7 @@ pub fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
     }
     for step in &job.steps {
         if let Some(run) = &step.run {
-            let script = Script::parse(&run.value);
+            let script = Script::cached(&run.value);
             let said = commands::spoken(&run.value, &script);
             for (what, find) in CACHE_COMMANDS {
                 if let Some(command) = find(&said) {
@@ -440,7 +440,7 @@ pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
     }
     for step in &job.steps {
         let Some(run) = &step.run else { continue };
-        let script = Script::parse(&run.value);
+        let script = Script::cached(&run.value);
         let said = commands::spoken(&run.value, &script);
         for (name, backend) in REMOTE_CACHE_ENV {
             let setting = format!("{name}=");

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 
+use super::eval::Taint;
 use super::expr;
 use super::shell::{Command, Part, Script, Word};
 
@@ -106,7 +107,7 @@ pub fn builds(script: &Script) -> Option<&Command> {
 
 /// The first line of a script that builds, as written.
 pub fn builds_line(text: &str) -> Option<&str> {
-    let script = Script::parse(text);
+    let script = Script::cached(text);
     builds(&script).map(|c| line(text, &script, c))
 }
 
@@ -126,7 +127,7 @@ pub fn xtask<'a>(script: &'a Script, sub: &'a str) -> impl Iterator<Item = &'a C
 
 /// True when the script runs any `cargo xtask …`.
 pub fn runs_xtask(text: &str) -> bool {
-    Script::parse(text).commands().any(|c| {
+    Script::cached(text).commands().any(|c| {
         c.program().as_deref() == Some("cargo")
             && c.arg_texts().first().map(String::as_str) == Some("xtask")
     })
@@ -156,7 +157,7 @@ pub fn fetches_pr_code<'s>(
     tainted_vars: &[String],
     fetch_counts: bool,
 ) -> Option<&'s str> {
-    let script = Script::parse(text);
+    let script = Script::cached(text);
     let gits: Vec<(&Command, Vec<String>)> = script
         .commands()
         .filter(|c| c.program().as_deref() == Some("git"))
@@ -241,6 +242,141 @@ pub fn fetches_pr_code<'s>(
     None
 }
 
+/// As [`fetches_pr_code`], with the value of each word known: `taint_of`
+/// says where a word's value comes from (`crate::contracts::roles`' flow).
+/// A git command of a ref whose value a pull request (or a dispatcher, or
+/// something unseen) chose brings that code into a tree; under a
+/// pull-request-carrying event (`strict`) a ref the script does not spell
+/// out and whose origin is not known counts as unseen. Returns the line and
+/// the taint of what chose the code.
+pub fn fetches_pr_code_with<'s>(
+    text: &'s str,
+    script: &Script,
+    strict: bool,
+    taint_of: &dyn Fn(&Word) -> Taint,
+    fetch_counts: bool,
+) -> Option<(&'s str, Taint)> {
+    let gits: Vec<Vec<String>> = script
+        .commands()
+        .filter(|c| c.program().as_deref() == Some("git"))
+        .map(|c| git_subcommand(c.args()))
+        .collect();
+    let other_repo = gits.iter().any(|args| {
+        args.first().map(String::as_str) == Some("init")
+            || args.first().map(String::as_str) == Some("remote")
+                && args.get(1).map(String::as_str) == Some("add")
+    });
+    let strict = strict && !other_repo;
+    let mut fetched = Taint::NONE;
+    for command in script.commands() {
+        let raw = text.get(command.span.clone()).unwrap_or_default();
+        let program = command.program();
+        let args = command.arg_texts();
+        if program.as_deref() == Some("gh") {
+            let gh = args.first().map(String::as_str);
+            if gh == Some("pr") && args.iter().any(|a| a == "checkout") {
+                let chosen = command
+                    .args()
+                    .iter()
+                    .fold(Taint::NONE, |t, w| t | taint_of(w));
+                return Some((line(text, script, command), Taint::PR_REF | chosen));
+            }
+            if gh == Some("run") && args.iter().any(|a| a == "download") {
+                let chosen = command
+                    .args()
+                    .iter()
+                    .fold(Taint::NONE, |t, w| t | taint_of(w));
+                return Some((line(text, script, command), Taint::UNSEEN | chosen));
+            }
+            continue;
+        }
+        if program.as_deref() != Some("git") {
+            continue;
+        }
+        let sub_words = git_subcommand_words(command.args());
+        let Some((sub, rest)) = sub_words.split_first() else {
+            continue;
+        };
+        let sub = sub.text();
+        let named = rest.iter().fold(Taint::NONE, |t, w| t | taint_of(w))
+            | if raw.contains("pull/") {
+                Taint::PR_REF
+            } else {
+                Taint::NONE
+            };
+        let unspelled = rest.iter().any(|a| {
+            let t = a.text();
+            strict
+                && (expands(a) && taint_of(a).is_empty()
+                    || t.contains("FETCH_HEAD") && fetched.is_empty())
+        });
+        let chosen = named
+            | if unspelled {
+                Taint::UNSEEN
+            } else {
+                Taint::NONE
+            };
+        let chooses = chosen.pr() || chosen.has(Taint::MAINTAINER) || chosen.has(Taint::UNSEEN);
+        let texts: Vec<String> = rest.iter().map(Word::text).collect();
+        let from_fetch = texts.iter().any(|a| a.contains("FETCH_HEAD"));
+        let brings = match sub.as_str() {
+            "checkout" | "switch" => {
+                let creates = texts
+                    .iter()
+                    .any(|a| matches!(a.as_str(), "-b" | "-B" | "-c" | "-C" | "--orphan"));
+                let targets = rest.iter().filter(|a| !a.is_option()).count();
+                if creates && targets <= 1 {
+                    None
+                } else if chooses {
+                    Some(chosen)
+                } else if !fetched.is_empty() && targets > 0 {
+                    Some(fetched)
+                } else {
+                    None
+                }
+            }
+            "pull" | "worktree" | "clone" => chooses.then_some(chosen),
+            "branch" => {
+                let targets: Vec<&String> = texts.iter().filter(|a| !a.starts_with('-')).collect();
+                if targets.len() >= 2 && chooses {
+                    Some(chosen)
+                } else if targets.len() >= 2 && from_fetch && !fetched.is_empty() {
+                    Some(fetched)
+                } else {
+                    None
+                }
+            }
+            "fetch" => {
+                // In a repository the script set up itself (`git init`,
+                // `git remote add`), a fetch is from that remote unless it
+                // names a pull request.
+                if chooses && (!other_repo || raw.contains("pull/")) {
+                    fetched |= chosen;
+                }
+                (fetch_counts && chooses).then_some(chosen)
+            }
+            "reset" => {
+                let hard = texts.iter().any(|a| a == "--hard")
+                    && texts.iter().any(|a| !a.starts_with('-') && a != "HEAD");
+                if !hard {
+                    None
+                } else if chooses {
+                    Some(chosen)
+                } else if !fetched.is_empty() {
+                    Some(fetched)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        if let Some(taint) = brings {
+            return Some((line(text, script, command), taint));
+        }
+    }
+    None
+}
+
 /// True when a word expands something (a variable, a substitution or a
 /// `${{ … }}`), so its value is not spelled out in the script.
 fn expands(word: &Word) -> bool {
@@ -309,6 +445,67 @@ pub fn spoken<'s>(text: &str, script: &'s Script) -> Vec<(&'s Command, String)> 
             (command, said)
         })
         .collect()
+}
+
+/// What a script computes, as the shell reads it: each command's
+/// assignments, words and redirections, one command a line, with comments,
+/// blank lines, indentation, line continuations and quoting left out. Two
+/// scripts that differ only in those compute the same.
+pub fn canonical(text: &str, script: &Script) -> String {
+    let mut lines = Vec::new();
+    for command in script.commands().filter(|c| !c.substituted) {
+        let mut words: Vec<String> = command
+            .assignments
+            .iter()
+            .map(|a| format!("{}={}", a.name, canonical_word(script, &a.value)))
+            .collect();
+        words.extend(command.words.iter().map(|w| canonical_word(script, w)));
+        for r in &command.redirects {
+            words.push(format!("{:?}", r.op));
+            words.push(canonical_word(script, &r.target));
+            if let Some(doc) = &r.heredoc {
+                words.push(
+                    text.get(doc.body.clone())
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned(),
+                );
+            }
+        }
+        lines.push(words.join(" "));
+    }
+    lines.join("\n")
+}
+
+/// A word with its substitutions written out (`$(rustc -V)`), quotes removed.
+fn canonical_word(script: &Script, word: &Word) -> String {
+    let mut out = String::new();
+    for part in &word.parts {
+        match part {
+            Part::Substitution { commands } => {
+                let inner: Vec<String> = script.commands[commands.clone()]
+                    .iter()
+                    .map(|c| {
+                        c.words
+                            .iter()
+                            .map(|w| canonical_word(script, w))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect();
+                out.push_str(&format!("$({})", inner.join("; ")));
+            }
+            Part::Literal { text, .. } => out.push_str(text),
+            other => out.push_str(
+                &Word {
+                    span: 0..0,
+                    parts: vec![other.clone()],
+                }
+                .text(),
+            ),
+        }
+    }
+    out
 }
 
 /// One `NAME=value` line a script writes to the file in `$VAR`

@@ -10,6 +10,7 @@
 
 mod caches;
 mod commands;
+mod eval;
 mod expr;
 mod report;
 mod roles;
@@ -26,19 +27,29 @@ use anyhow::{Context, Result, bail};
 
 use crate::flags;
 use crate::policy::Policy;
-use rules::{Finding, Severity};
+use rules::{Confidence, Finding, Severity};
 use workflow::{Pos, Workflow};
 
 impl flags::CheckContracts {
     pub fn run(&self) -> Result<ExitCode> {
         let root = self.common.root()?;
         let policy = self.common.load_policy(&root)?;
-        let findings = check(&root, &policy)?;
+        let mut findings = check(&root, &policy)?;
+        // The regular persona sees what fails the check; the auditor also
+        // sees the paths that depend on what the repository does not show.
+        let before = findings.len();
+        if self.persona == flags::Persona::Regular {
+            findings.retain(|f| f.severity != Severity::Warning);
+        }
+        let hidden = before - findings.len();
         let read_line = |file: &str, line: usize| -> Option<String> {
             let text = std::fs::read_to_string(root.join(file)).ok()?;
             text.lines().nth(line.checked_sub(1)?).map(str::to_owned)
         };
-        print!("{}", report::render(self.format, &findings, &read_line));
+        print!(
+            "{}",
+            report::render(self.format, &findings, hidden, &read_line)
+        );
         // Inside Actions the job page gets a table too; elsewhere this is a no-op.
         crate::gha::append_step_summary(&report::markdown_summary(&findings))?;
         Ok(if report::count_errors(&findings) == 0 {
@@ -52,7 +63,29 @@ impl flags::CheckContracts {
 /// Checks the workflows of `root` and returns every finding, suppressed ones
 /// included (marked), sorted by file and position.
 pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
-    let (workflows, unparsable) = load_workflows(root)?;
+    let (mut workflows, unparsable) = load_workflows(root)?;
+    // A workflow whose `on:` is commented out never runs: a note, and not checked.
+    let mut disabled = Vec::new();
+    workflows.retain(|wf| {
+        if wf.disabled {
+            disabled.push(Finding {
+                rule: "disabled-workflow",
+                severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
+                file: wf.path.clone(),
+                pos: Pos { line: 1, column: 1 },
+                workflow: wf.name.clone(),
+                job: None,
+                message: format!(
+                    "{} has no `on:` (commented out?), so GitHub never runs it; its jobs were not checked",
+                    wf.name
+                ),
+                suppressed: None,
+            });
+        }
+        !wf.disabled
+    });
     let mut policy = policy.clone();
     let mut notes = Vec::new();
     if policy.source.is_some() {
@@ -71,8 +104,30 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let mut checker = rules::Checker::new(&model, &policy, root);
     checker.run_all()?;
     let mut findings = checker.findings;
+    // A call of a local reusable workflow the tree does not have: GitHub
+    // refuses the calling workflow; every other file is still checked.
+    for (at, uses) in &model.missing_callees {
+        let wf = model.workflow(*at);
+        findings.push(Finding {
+            rule: rules::RuleId::ParseError.as_str(),
+            severity: Severity::Error,
+            confidence: Confidence::High,
+            question: None,
+            file: wf.path.clone(),
+            pos: uses.pos,
+            workflow: wf.name.clone(),
+            job: Some(model.job(*at).id.value.clone()),
+            message: format!(
+                "job `{}` calls {}, which is not in .github/workflows, so GitHub would not run this workflow; add the reusable workflow or fix the path",
+                model.job(*at).id.value,
+                uses.value
+            ),
+            suppressed: None,
+        });
+    }
     findings.extend(unparsable);
     findings.extend(notes);
+    findings.extend(disabled);
     findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
     findings.dedup_by(|a, b| {
         a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message
@@ -94,6 +149,8 @@ fn apply_defaults(policy: &mut Policy, workflows: &[Workflow]) -> Vec<Finding> {
     let note = |message: String| Finding {
         rule: "policy",
         severity: Severity::Note,
+        confidence: Confidence::High,
+        question: None,
         file: crate::policy::DEFAULT_POLICY_PATH.to_owned(),
         pos: Pos { line: 1, column: 1 },
         workflow: String::new(),
@@ -202,6 +259,8 @@ fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
     Finding {
         rule: rules::RuleId::ParseError.as_str(),
         severity: Severity::Error,
+        confidence: Confidence::High,
+        question: None,
         file: rel.to_owned(),
         pos,
         workflow: name.to_owned(),
@@ -299,7 +358,7 @@ fn validate_policy_names(policy: &Policy, workflows: &[Workflow]) -> Result<()> 
 fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Policy) {
     let mut used = vec![false; policy.allow.len()];
     for finding in findings.iter_mut() {
-        if finding.severity != Severity::Error {
+        if finding.severity == Severity::Note {
             continue;
         }
         let entry = policy.allow.iter().position(|a| {
@@ -341,6 +400,8 @@ fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Po
         findings.push(Finding {
             rule: rules::rule(&allow.rule).map_or("allow", |r| r.id),
             severity: Severity::Note,
+            confidence: Confidence::High,
+            question: None,
             file: policy.describe_source(),
             pos: Pos { line: 1, column: 1 },
             workflow: allow.workflow.clone(),

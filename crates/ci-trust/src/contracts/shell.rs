@@ -24,7 +24,7 @@ use std::ops::Range;
 pub const MAX_DEPTH: usize = 48;
 
 /// A parsed script.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Script {
     /// Every simple command, in the order the shell meets them; a command
     /// inside a substitution comes before the command whose word holds it.
@@ -55,6 +55,9 @@ pub struct Command {
     pub substituted: bool,
     /// Part of a function body (run only where the function is called).
     pub in_function: Option<String>,
+    /// [`Command::program_index`] and the program's file name, worked out once.
+    program_at: Option<usize>,
+    program_name: Option<String>,
 }
 
 /// `NAME=value` (also `export NAME=value`, `local NAME=value`, a `for NAME
@@ -211,6 +214,10 @@ impl Command {
     /// word after wrappers such as `sudo -E`, `env X=1`, `exec` or
     /// `timeout 10`. `None` for a bare assignment.
     pub fn program_index(&self) -> Option<usize> {
+        self.program_at
+    }
+
+    fn find_program(&self) -> Option<usize> {
         let mut i = 0;
         while i < self.words.len() {
             let word = &self.words[i];
@@ -257,9 +264,12 @@ impl Command {
 
     /// The program's file name (`/usr/bin/git` → `git`), when it is literal.
     pub fn program(&self) -> Option<String> {
-        self.program_word()
-            .and_then(Word::literal)
-            .map(|w| basename(&w).to_owned())
+        self.program_name.clone()
+    }
+
+    /// The program's file name, borrowed.
+    pub fn program_is(&self, name: &str) -> bool {
+        self.program_name.as_deref() == Some(name)
     }
 
     /// The words after the program.
@@ -325,6 +335,23 @@ fn assignment_split(text: &str) -> Option<(&str, &str)> {
 }
 
 impl Script {
+    /// [`Script::parse`], remembered per text for this thread: the rules
+    /// read the same scripts many times.
+    pub fn cached(text: &str) -> std::rc::Rc<Script> {
+        thread_local! {
+            static PARSED: std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<Script>>> =
+                std::cell::RefCell::new(std::collections::HashMap::new());
+        }
+        PARSED.with(|parsed| {
+            if let Some(known) = parsed.borrow().get(text) {
+                return known.clone();
+            }
+            let script = std::rc::Rc::new(Script::parse(text));
+            parsed.borrow_mut().insert(text.to_owned(), script.clone());
+            script
+        })
+    }
+
     /// Reads `text` as the shell would. Never fails.
     pub fn parse(text: &str) -> Script {
         let mut commands = Vec::new();
@@ -334,6 +361,13 @@ impl Script {
             parser.parse_all();
         }
         fill_heredocs(text, &mut commands, &heredocs);
+        for command in &mut commands {
+            command.program_at = command.find_program();
+            command.program_name = command
+                .program_at
+                .and_then(|i| command.words[i].literal())
+                .map(|w| basename(&w).to_owned());
+        }
         Script { commands }
     }
 
@@ -481,7 +515,8 @@ fn fill_heredocs(text: &str, commands: &mut [Command], heredocs: &[PendingHeredo
 /// Tokens of the shell's grammar.
 #[derive(Debug, Clone)]
 enum Token {
-    Word(Word),
+    /// Shared, so that peeking at a token does not copy its word.
+    Word(std::rc::Rc<Word>),
     /// `&&`, `||`, `|`, `|&`, `;`, `;;`, `&`, `(`, `)`.
     Op(&'static str),
     Redirect(Option<u32>, RedirectOp, bool, usize),
@@ -626,7 +661,7 @@ impl<'t, 's> Parser<'t, 's> {
             self.pos = at + len;
             return Token::Redirect(fd, op, strip, start);
         }
-        Token::Word(self.word())
+        Token::Word(std::rc::Rc::new(self.word()))
     }
 
     /// The redirection operator at `at` (process substitution excluded).
@@ -1344,7 +1379,7 @@ impl<'t, 's> Parser<'t, 's> {
                         break;
                     }
                     self.next();
-                    values.push(w);
+                    values.push(std::rc::Rc::unwrap_or_clone(w));
                 }
             }
         }
@@ -1517,7 +1552,7 @@ impl<'t, 's> Parser<'t, 's> {
         Some(Redirect {
             fd,
             op,
-            target,
+            target: std::rc::Rc::unwrap_or_clone(target),
             heredoc: None,
         })
     }
@@ -1571,7 +1606,7 @@ impl<'t, 's> Parser<'t, 's> {
                         }
                     }
                     command.span.end = word.span.end;
-                    command.words.push(word);
+                    command.words.push(std::rc::Rc::unwrap_or_clone(word));
                 }
                 Token::Redirect(fd, op, strip, _) => {
                     self.next();

@@ -1,32 +1,60 @@
-//! What code a job runs that is not the default branch's: checkouts of
-//! other refs, git commands, another run's artifacts, local actions the tree
-//! does not have, and what makes brought-in bytes code rather than data
-//! (a build, an interpreter, a program by path, a third-party action).
+//! What code a job runs that is not the default branch's, under one start:
+//! checkouts of a ref (or a repository) a pull request controls, git
+//! commands that bring one into a tree, another run's artifacts, local
+//! actions that live in a pull-request checkout, and what makes brought-in
+//! bytes code rather than data (a build, an interpreter, a program by path,
+//! a third-party action).
 //!
-//! Owns `POSTING_ACTIONS` and these recognisers. Must not decide which
-//! references are trusted (`refs.rs`) or which runner a job gets (`runners.rs`).
+//! Every value is judged by what it is under the start (`flow.rs`), never
+//! by its name. Owns `POSTING_ACTIONS` and these recognisers. Must not
+//! decide which runner a job gets (`runners.rs`) or what a value's taint
+//! means for severity (`mod.rs`).
 
 use anyhow::Result;
 
-use super::super::expr;
-use super::refs::{Judge, env_ref_trusted, substitute_inputs};
-use super::{Why, events_text};
+use super::flow::{FORK_REPO, JobScope, SELF_REPO};
 use crate::contracts::commands;
+use crate::contracts::eval::{Taint, Tri, Val};
+use crate::contracts::expr;
 use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
-/// Why a job in a privileged workflow runs code that is not the default branch's.
+/// Code a job runs that is not the default branch's: where, what, and the
+/// taint of the value that chose it.
+pub(super) struct Brought {
+    pub pos: Pos,
+    pub what: String,
+    pub taint: Taint,
+}
+
+/// What a job runs under the start of `scope` that is not the default
+/// branch's. `surroundings`: the job's default working directory and
+/// environment, which every step starts in.
 pub(super) fn other_code(
     job: &Job,
-    judge: &Judge,
-    privileged: &[&String],
+    scope: &JobScope,
+    root: &std::path::Path,
+    self_names: &[String],
     surroundings: &[&str],
-) -> Result<Vec<Why>> {
-    let events = events_text(privileged);
-    let mut whys = Vec::new();
+) -> Result<Vec<Brought>> {
+    let mut out = Vec::new();
     for (index, step) in job.steps.iter().enumerate() {
+        let here = scope.at_step(index);
+        // A step whose `if:` is false under this start does not run.
+        if let Some(cond) = &step.if_cond {
+            if crate::contracts::eval::condition(&cond.value, &here) == Tri::False {
+                continue;
+            }
+        }
         let mut budget = crate::contracts::rules::LOCAL_ACTION_BUDGET;
-        let found = step_other_code(step, judge, None, &mut budget)?;
+        let judge = Judge {
+            scope: &here,
+            root,
+            self_names,
+            job,
+            index,
+        };
+        let found = step_other_code(step, &judge, None, &mut budget)?;
         // Pull-request bytes in a working tree matter when something runs
         // them: a build, a program, an action other than GitHub's own, or a
         // cache save that hands them on. Checked out only to be read by git
@@ -45,33 +73,134 @@ pub(super) fn other_code(
             runs_code(&job.steps[index..], true)
         };
         if let Some(then) = then {
-            for (pos, what) in found {
+            for found in found {
                 let then = if then.is_empty() {
                     String::new()
                 } else {
                     format!(" and then {then}")
                 };
-                whys.push(Why {
-                    pos,
-                    text: format!("{what}{then} in a workflow started by {events}"),
+                out.push(Brought {
+                    what: format!("{}{then}", found.what),
+                    ..found
                 });
             }
         }
         // Another run's artifacts are that run's bytes: code when the job
         // builds, runs or caches after downloading them; data otherwise.
-        if let Some(at) = other_run_download(step) {
+        if let Some((at, taint)) = other_run_download_taint(step, &here) {
             if let Some(use_) = runs_code(&job.steps[index + 1..], false) {
-                whys.push(Why {
+                out.push(Brought {
                     pos: at.pos,
-                    text: format!(
-                        "downloads artifacts of another run (`{}`) and then {use_} in a workflow started by {events}",
+                    what: format!(
+                        "downloads artifacts of another run (`{}`) and then {use_}",
                         at.value
                     ),
+                    taint,
                 });
             }
         }
     }
-    Ok(whys)
+    Ok(out)
+}
+
+/// What judging one step needs.
+struct Judge<'j, 'a> {
+    scope: &'j JobScope<'a>,
+    root: &'j std::path::Path,
+    self_names: &'j [String],
+    job: &'j Job,
+    /// The step's index in the job.
+    index: usize,
+}
+
+/// Where a checkout's repository points.
+#[derive(Debug, PartialEq)]
+enum Repo {
+    /// This repository (no `repository:`, `github.repository`, its own name).
+    This,
+    /// A pull request's fork (its head repository), or a repository a
+    /// value of `taint` chose.
+    Chosen(Taint),
+    /// Another repository, named in the workflow.
+    Other,
+}
+
+fn repository_of(value: &Val, self_names: &[String]) -> Repo {
+    let mut taint = Taint::NONE;
+    let mut this = true;
+    for alt in value.alternatives() {
+        match alt {
+            Val::Null => {}
+            Val::Sym(s) if *s == SELF_REPO => {}
+            Val::Sym(s) if *s == FORK_REPO => taint |= Taint::PR_REF,
+            Val::Str(s, t) if s.trim().is_empty() && t.is_empty() => {}
+            Val::Str(s, t) => {
+                taint |= *t;
+                if !self_names.iter().any(|n| n.eq_ignore_ascii_case(s.trim())) {
+                    this = false;
+                }
+            }
+            other => taint |= other.taint() | Taint::UNSEEN,
+        }
+    }
+    if !taint.without(Taint::UNSEEN).is_empty() || taint.has(Taint::UNSEEN) && this {
+        Repo::Chosen(taint)
+    } else if this {
+        Repo::This
+    } else {
+        Repo::Other
+    }
+}
+
+/// A checkout of this job before step `index` whose path encloses `path`
+/// (the last one wins), with the taint of what it checked out.
+fn enclosing_checkout<'j>(judge: &Judge<'j, '_>, path: &str) -> Option<(&'j Step, String, Taint)> {
+    let mut found = None;
+    for step in judge.job.steps.iter().take(judge.index) {
+        if !step.uses_action("actions/checkout") {
+            continue;
+        }
+        let dir = step
+            .input("path")
+            .map_or(".".to_owned(), |p| normalize(&p.value));
+        let encloses = dir == "." || path == dir || path.starts_with(&format!("{dir}/"));
+        if !encloses {
+            continue;
+        }
+        let scope = judge.scope.at_step(step.index);
+        let reference = step
+            .input("ref")
+            .map_or(Val::Null, |r| scope.value(&r.value));
+        let repo = step
+            .input("repository")
+            .map_or(Val::Null, |r| scope.value(&r.value));
+        let taint = match repository_of(&repo, judge.self_names) {
+            Repo::Chosen(t) => t | reference.taint(),
+            Repo::This => reference.taint(),
+            Repo::Other => reference.taint() & Taint::PR,
+        };
+        found = Some((step, dir, taint));
+    }
+    found
+}
+
+/// A workspace-relative path as written (`./a/`, `${{ github.workspace }}/a`).
+fn normalize(path: &str) -> String {
+    let mut rest = path.trim();
+    for prefix in [
+        "${{ github.workspace }}/",
+        "${{github.workspace}}/",
+        "$GITHUB_WORKSPACE/",
+        "${GITHUB_WORKSPACE}/",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.trim_start_matches("./").trim_matches('/');
+    if rest.is_empty() {
+        ".".to_owned()
+    } else {
+        rest.to_owned()
+    }
 }
 
 /// What a job does after bringing in bytes that makes them code rather than
@@ -81,7 +210,7 @@ pub(super) fn other_code(
 pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
     for step in later {
         if let Some(run) = &step.run {
-            let script = Script::parse(&run.value);
+            let script = Script::cached(&run.value);
             if let Some(command) = commands::builds(&script) {
                 let line = commands::line(&run.value, &script, command);
                 return Some(format!("builds (`{}`)", line.trim()));
@@ -207,9 +336,9 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
 /// environment) pointing into it make every step work inside it.
 /// Everything else runs trusted bytes.
 pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
-    let scripts: Vec<Option<Script>> = later
+    let scripts: Vec<Option<std::rc::Rc<Script>>> = later
         .iter()
-        .map(|step| step.run.as_ref().map(|r| Script::parse(&r.value)))
+        .map(|step| step.run.as_ref().map(|r| Script::cached(&r.value)))
         .collect();
     // The variables that stand for the directory.
     let mut names: Vec<String> = Vec::new();
@@ -219,7 +348,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 names.push(name.value.clone());
             }
         }
-        for (_, assignment) in script.iter().flat_map(Script::assignments) {
+        for (_, assignment) in script.iter().flat_map(|s| s.assignments()) {
             if mentions_dir(&assignment.value.text(), dir, &[]) {
                 names.push(assignment.name.clone());
             }
@@ -335,84 +464,87 @@ pub(super) struct Inside<'a> {
     inputs: &'a [(String, String)],
 }
 
-/// What one step does that brings in other code, in words. Local composite
-/// actions (`uses: ./.github/actions/x`) are read from the tree at `root`,
-/// with `${{ inputs.NAME }}` resolved; one the tree does not have comes from
-/// a checkout made during the run, which is other code itself.
-pub(super) fn step_other_code(
+/// Taint worth a finding in a checkout `ref:` of this repository: a pull
+/// request's, a maintainer's choice, or a value the workflows do not show.
+fn chooses_code(taint: Taint) -> bool {
+    taint.pr() || taint.has(Taint::MAINTAINER) || taint.has(Taint::UNSEEN)
+}
+
+/// What one step does that brings in other code, in words, with the taint
+/// of what chose it. Local composite actions (`uses: ./.github/actions/x`)
+/// are read from the checkout they live in: from a pull request's checkout
+/// they are its code; from the trusted tree they are read at `root`, with
+/// `${{ inputs.NAME }}` resolved.
+fn step_other_code(
     step: &Step,
     judge: &Judge,
     inside: Option<&Inside>,
     budget: &mut usize,
-) -> Result<Vec<(Pos, String)>> {
-    let (policy, root) = (judge.policy, judge.root);
-    let place = |pos: Pos, what: String| match inside {
-        None => (pos, what),
-        Some(inside) => (
-            inside.at,
-            format!("{what} (in {}, line {})", inside.file, pos.line),
-        ),
+) -> Result<Vec<Brought>> {
+    let scope = judge.scope;
+    let place = |pos: Pos, what: String, taint: Taint| match inside {
+        None => Brought { pos, what, taint },
+        Some(inside) => Brought {
+            pos: inside.at,
+            what: format!("{what} (in {}, line {})", inside.file, pos.line),
+            taint,
+        },
     };
-    // Inner steps arrive with their inputs resolved (expand_local_action).
-    let resolve = |value: &str| value.to_owned();
     let mut found = Vec::new();
-    // A `ref:` of another repository is that repository's, not the pull request's.
-    let other_repository = step.input("repository").is_some_and(|r| {
-        expr::sole_expression(&r.value) != Some("github.repository")
-            && !expr::carries_pr_content(&r.value, judge.events)
-            && (judge.inputs_trusted || !r.value.contains("inputs."))
-    });
     if step.uses_action("actions/checkout") {
-        if let Some(reference) = step.input("ref").filter(|_| !other_repository) {
-            let value = resolve(&reference.value);
-            // In a reusable workflow, an input is what each caller passes.
-            let trusted = if !judge.callers.is_empty() && value.contains("inputs.") {
-                judge.callers.iter().all(|caller| {
-                    let passed = substitute_inputs(&value, &caller.with, judge.call_inputs);
-                    expr::is_trusted_ref_in(
-                        &passed,
-                        &policy.default_branch,
-                        judge.events,
-                        caller.inputs_trusted,
-                        caller.static_matrix,
-                    )
-                })
-            } else if let Some(name) =
-                expr::sole_expression(&value).and_then(|b| b.strip_prefix("env."))
-            {
-                env_ref_trusted(name, judge)
-            } else {
-                expr::is_trusted_ref_in(
-                    &value,
-                    &policy.default_branch,
-                    judge.events,
-                    judge.inputs_trusted,
-                    judge.static_matrix,
-                )
-            };
-            if !trusted {
-                found.push(place(reference.pos, format!("checks out `{value}`")));
+        let reference = step.input("ref").map(|r| (r, scope.value(&r.value)));
+        let repository = step.input("repository").map(|r| (r, scope.value(&r.value)));
+        let repo = repository
+            .as_ref()
+            .map_or(Repo::This, |(_, v)| repository_of(v, judge.self_names));
+        match (&reference, &repo) {
+            // A ref a pull request controls is its code, whatever repository names it.
+            (Some((r, v)), _) if v.taint().pr() => {
+                found.push(place(r.pos, format!("checks out `{}`", r.value), v.taint()));
             }
-        }
-        if let Some(repository) = step.input("repository") {
-            let value = resolve(&repository.value);
-            // Another named repository is not pull-request code; a fork's
-            // name from the event payload is.
-            let foreign =
-                expr::sole_expression(&value) != Some("github.repository") && !other_repository;
-            if foreign {
-                found.push(place(
-                    repository.pos,
-                    format!("checks out repository `{value}`"),
-                ));
+            (Some((r, v)), Repo::This | Repo::Chosen(_)) if chooses_code(v.taint()) => {
+                let taint = v.taint()
+                    | if let Repo::Chosen(t) = repo {
+                        t
+                    } else {
+                        Taint::NONE
+                    };
+                found.push(place(r.pos, format!("checks out `{}`", r.value), taint));
+            }
+            _ => {
+                if let (Some((r, _)), Repo::Chosen(t)) = (&repository, &repo) {
+                    found.push(place(
+                        r.pos,
+                        format!("checks out repository `{}`", r.value),
+                        *t,
+                    ));
+                }
             }
         }
     }
-    if let Some(run) = &step.run {
-        if let Some(line) =
-            commands::fetches_pr_code(&run.value, judge.events, &judge.tainted, false)
+    let fetching = step.script().filter(|script| {
+        script
+            .commands()
+            .any(|c| c.program_is("git") || c.program_is("gh"))
+    });
+    if let Some(script) = fetching {
+        let run = step.run.as_ref().map_or("", |r| r.value.as_str());
+        let shell = scope.shell(&script);
+        let strict = matches!(
+            scope.start.event.as_str(),
+            "pull_request_target" | "issue_comment"
+        ) || scope.start.event == "workflow_run"
+            && matches!(
+                scope.start.actor,
+                super::starts::Actor::Outsider | super::starts::Actor::Member
+            );
+        let taint_of = |w: &crate::contracts::shell::Word| shell.word(w).taint();
+        if let Some((line, taint)) =
+            commands::fetches_pr_code_with(run, &script, strict, &taint_of, false)
         {
-            found.push(place(run.pos, format!("runs `{}`", line.trim())));
+            if let Some(r) = &step.run {
+                found.push(place(r.pos, format!("runs `{}`", line.trim()), taint));
+            }
         }
     }
     let Some(uses) = step
@@ -422,15 +554,52 @@ pub(super) fn step_other_code(
     else {
         return Ok(found);
     };
+    // The action lives in whatever checkout holds its path.
+    let path = normalize(crate::contracts::workflow::local_uses(&uses.value).unwrap_or(""));
+    let holder = if inside.is_none() {
+        enclosing_checkout(judge, &path)
+    } else {
+        None
+    };
+    if let Some((_, dir, taint)) = &holder {
+        if taint.pr() || taint.has(Taint::MAINTAINER) {
+            found.push(place(
+                uses.pos,
+                format!(
+                    "runs the local action `{}`, which lives in the checkout `{dir}` of code a pull request controls",
+                    uses.value
+                ),
+                *taint,
+            ));
+            return Ok(found);
+        }
+    }
+    // Read from the trusted tree, below the checkout's own directory.
+    let mut lookup = step.clone();
+    if let Some((_, dir, _)) = &holder {
+        if dir != "." {
+            let inner = path
+                .strip_prefix(dir.as_str())
+                .unwrap_or(&path)
+                .trim_start_matches('/');
+            let written = format!("./{inner}");
+            lookup.uses = Some(Scalar {
+                value: written,
+                pos: uses.pos,
+            });
+        }
+    }
     let outer = inside.map_or(&[][..], |i| i.inputs);
-    let Some(action) = crate::contracts::workflow::expand_local_action(root, step, outer)? else {
+    let Some(action) = crate::contracts::workflow::expand_local_action(judge.root, &lookup, outer)?
+    else {
         found.push(place(
             uses.pos,
             format!(
                 "runs the local action `{}`, which the tree at {} does not have (so it comes from a checkout made during the run)",
                 uses.value,
-                root.display()
+                judge.root.display()
             ),
+            Taint::UNSEEN,
         ));
         return Ok(found);
     };
@@ -442,6 +611,7 @@ pub(super) fn step_other_code(
                 "expands more than {} local actions (at `{file}`), which were not all checked",
                 crate::contracts::rules::LOCAL_ACTION_BUDGET
             ),
+            Taint::UNSEEN,
         ));
         return Ok(found);
     }
@@ -455,6 +625,25 @@ pub(super) fn step_other_code(
         found.extend(step_other_code(inner, judge, Some(&nested), budget)?);
     }
     Ok(found)
+}
+
+/// A download of another run's artifacts, with the taint of the run it names.
+fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s Scalar, Taint)> {
+    let at = other_run_download(step)?;
+    let taint = if step.uses_action("actions/download-artifact") {
+        let value = scope.value(&at.value);
+        // Another run's artifacts are that run's bytes, and a pull request's
+        // run can upload any: pull-request bytes unless a dispatcher chose the run.
+        if value.taint().has(Taint::MAINTAINER) {
+            value.taint()
+        } else {
+            value.taint() | Taint::PR_REF
+        }
+    } else {
+        // The newest run of a workflow, which may be a pull request's.
+        Taint::PR_REF | Taint::UNSEEN
+    };
+    Some((at, taint))
 }
 
 /// The `run-id:` (or `uses:`) of a step that downloads the artifacts of

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::code::{other_run_download, posts_only, runs_code};
-use super::{JobInfo, JobRef, PRIVILEGED_EVENTS, Why, events_text};
+use super::{Exposure, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
 use crate::contracts::shell::{Script, Word};
 use crate::contracts::workflow::{Step, Workflow};
 
@@ -45,13 +45,31 @@ pub(super) fn taint_same_run_downloads(
             changed |= runs[*callee].len() != before;
         }
     }
-    let mut uploader: BTreeMap<usize, String> = BTreeMap::new();
+    // The most certain untrusted-code job of each run uploads.
+    let mut uploader: BTreeMap<usize, (Level, String, BTreeSet<String>, Vec<Start>)> =
+        BTreeMap::new();
     for info in jobs.iter().filter(|info| info.is_untrusted()) {
         let wf = &workflows[info.at.workflow];
+        let who: BTreeSet<String> = info
+            .exposures
+            .iter()
+            .filter(|e| e.level == info.level())
+            .flat_map(|e| e.who.iter().cloned())
+            .collect();
+        let starts: Vec<Start> = info
+            .exposures
+            .iter()
+            .filter(|e| e.level == info.level())
+            .flat_map(|e| e.starts.iter().cloned())
+            .collect();
         for run in &runs[info.at.workflow] {
-            uploader
+            let name = format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name);
+            let entry = uploader
                 .entry(*run)
-                .or_insert_with(|| format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name));
+                .or_insert_with(|| (info.level(), name.clone(), who.clone(), starts.clone()));
+            if info.level() < entry.0 {
+                *entry = (info.level(), name, who.clone(), starts.clone());
+            }
         }
     }
     for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
@@ -62,8 +80,9 @@ pub(super) fn taint_same_run_downloads(
             .collect();
         let source = runs[info.at.workflow]
             .iter()
-            .find_map(|run| uploader.get(run));
-        let Some(source) = source.filter(|_| !privileged.is_empty()) else {
+            .filter_map(|run| uploader.get(run))
+            .min_by_key(|(level, _, _, _)| *level);
+        let Some((level, source, who, starts)) = source.filter(|_| !privileged.is_empty()) else {
             continue;
         };
         let job = &workflows[info.at.workflow].jobs[info.at.job];
@@ -73,12 +92,15 @@ pub(super) fn taint_same_run_downloads(
             (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
         });
         if let Some(step) = download {
-            info.untrusted.push(Why {
+            info.exposures.push(Exposure {
                 pos: step.uses.as_ref().map_or(step.pos, |u| u.pos),
-                text: format!(
-                    "downloads artifacts of this run, which the untrusted-code job {source} can upload, in a workflow started by {}",
-                    events_text(&privileged)
+                what: format!(
+                    "downloads artifacts of this run, which the untrusted-code job {source} can upload"
                 ),
+                level: *level,
+                events: privileged.iter().map(|e| (*e).clone()).collect(),
+                who: who.clone(),
+                starts: starts.clone(),
             });
             info.lifecycle = false;
         }
@@ -154,7 +176,7 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
                     .iter()
                     .any(|(_, value)| value.value.contains(name))
             || step.run.as_ref().is_some_and(|run| {
-                let script = Script::parse(&run.value);
+                let script = Script::cached(&run.value);
                 script.commands().any(|command| {
                     let enters = matches!(command.program().as_deref(), Some("cd" | "pushd"))
                         && command.args().iter().any(names_it);

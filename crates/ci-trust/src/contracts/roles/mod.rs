@@ -8,24 +8,28 @@
 
 mod code;
 mod downloads;
-mod refs;
+mod flow;
 mod runners;
+mod starts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use super::expr;
-use super::workflow::{Job, Permissions, Pos, Workflow};
+use super::workflow::{Job, Permissions, Pos, Scalar, Workflow};
 use crate::policy::Policy;
-use code::other_code;
+use code::{Brought, other_code};
 use downloads::taint_same_run_downloads;
-use refs::{Judge, caller_inputs, env_values, inputs_are_maintainers, tainted_env};
+use flow::{JobScope, Memo};
 use runners::runs_on_pod;
+use starts::Starts;
+
+use super::eval::Taint;
 
 pub use code::other_run_download;
 pub use runners::is_hosted;
+pub use starts::{Actor, Start};
 
 /// Events whose runs execute with the default branch's privileges (its
 /// cache scope, its secrets) while a pull request may control what they check out.
@@ -78,14 +82,58 @@ impl EffectivePermissions {
     }
 }
 
+/// How sure a path is: a concrete one from attacker bytes to a
+/// credential or a shared cache, or one that depends on something the
+/// repository does not show (a maintainer's choice, an unseen value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warning,
+}
+
+/// One way pull-request bytes (or bytes someone chose) become code in a
+/// job: where, what, how sure, and under which starts.
+#[derive(Debug, Clone)]
+pub struct Exposure {
+    pub pos: Pos,
+    pub what: String,
+    pub level: Level,
+    /// The events of the starts it happens under.
+    pub events: BTreeSet<String>,
+    /// Who can cause it, in words.
+    pub who: BTreeSet<String>,
+    /// The starts it happens under.
+    pub starts: Vec<Start>,
+}
+
+impl Exposure {
+    /// The exposure as a role reason, in words.
+    pub fn why(&self) -> Why {
+        let events: Vec<String> = self.events.iter().map(|e| format!("`{e}`")).collect();
+        let who: Vec<&str> = self.who.iter().map(String::as_str).collect();
+        Why {
+            pos: self.pos,
+            text: format!(
+                "{} in a workflow started by {} ({})",
+                self.what,
+                events.join(", "),
+                who.join("; ")
+            ),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct JobInfo {
     pub at: JobRef,
-    /// The events that can start this job, through callers for reusable workflows.
+    /// The events that can start this job, through callers for reusable
+    /// workflows and `workflow_run` chains, where its `if:` can be true.
     pub triggers: BTreeSet<String>,
     pub publisher: bool,
+    /// The ways code not from the default branch runs in the job.
+    pub exposures: Vec<Exposure>,
     /// Why this job runs code not from the default branch in a privileged
-    /// scope; empty when it does not.
+    /// scope (the exposures in words); empty when it does not.
     pub untrusted: Vec<Why>,
     /// Set when the job runs on a self-hosted (pod) runner.
     pub pod: Option<Why>,
@@ -107,6 +155,15 @@ impl JobInfo {
         !self.untrusted.is_empty()
     }
 
+    /// The most certain of the job's exposures (`Error` without any).
+    pub fn level(&self) -> Level {
+        self.exposures
+            .iter()
+            .map(|e| e.level)
+            .min()
+            .unwrap_or(Level::Error)
+    }
+
     /// The role in words, for messages.
     pub fn role(&self) -> &'static str {
         if self.publisher {
@@ -123,6 +180,31 @@ impl JobInfo {
             "job"
         }
     }
+
+    fn rebuild_untrusted(&mut self) {
+        self.exposures
+            .sort_by(|a, b| (a.pos, a.level, &a.what).cmp(&(b.pos, b.level, &b.what)));
+        let mut merged: Vec<Exposure> = Vec::new();
+        for e in std::mem::take(&mut self.exposures) {
+            match merged
+                .iter_mut()
+                .find(|m| m.pos == e.pos && m.what == e.what)
+            {
+                Some(m) => {
+                    m.level = m.level.min(e.level);
+                    m.events.extend(e.events);
+                    m.who.extend(e.who);
+                    m.starts.extend(e.starts);
+                    m.starts.sort();
+                    m.starts.dedup();
+                }
+                None => merged.push(e),
+            }
+        }
+        merged.sort_by_key(|e| (e.level, e.pos));
+        self.untrusted = merged.iter().map(Exposure::why).collect();
+        self.exposures = merged;
+    }
 }
 
 /// The workflow set with every job's inferred role.
@@ -130,7 +212,54 @@ pub struct Model {
     pub workflows: Vec<Workflow>,
     pub jobs: Vec<JobInfo>,
     index: BTreeMap<JobRef, usize>,
+    /// Calls of local reusable workflows the tree does not have: the
+    /// calling job and the `uses:` value.
+    pub missing_callees: Vec<(JobRef, Scalar)>,
 }
+
+/// How certain an exposure is under `start`, for bytes chosen by a value of
+/// `taint`; `None` when nobody who can start the run controls them.
+fn classify(start: &Start, taint: Taint, policy: &Policy) -> Option<(Level, String)> {
+    let members_untrusted = policy.contracts.same_repository_pull_requests_untrusted();
+    let who = start.actor.describe(&start.event).to_owned();
+    if taint.pr() {
+        return match start.actor {
+            Actor::Outsider => Some((Level::Error, who)),
+            Actor::Member if members_untrusted => Some((Level::Error, who)),
+            Actor::Member => None,
+            Actor::Maintainer if taint.has(Taint::MAINTAINER) => Some((
+                Level::Warning,
+                "a maintainer's dispatch that names a pull request or a ref (the recovery path: the dispatcher chooses the code)".to_owned(),
+            )),
+            Actor::Maintainer | Actor::Repository => Some((
+                Level::Error,
+                format!("{who} that brings in pull requests' code (their authors choose it)"),
+            )),
+        };
+    }
+    if taint.has(Taint::MAINTAINER) {
+        return Some((
+            Level::Warning,
+            "a maintainer's dispatch input chooses the code (the recovery path)".to_owned(),
+        ));
+    }
+    if taint.has(Taint::UNSEEN) {
+        return Some((
+            Level::Warning,
+            "depends on a value the workflows do not show: what chooses it?".to_owned(),
+        ));
+    }
+    None
+}
+
+/// Events whose runs are a pull request's own (its definition, its
+/// merge-ref cache scope, no secrets for forks): nothing is exposed there
+/// that the pull request does not already have.
+const ISOLATED_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+];
 
 impl Model {
     /// `root` is the repository whose local actions (`uses: ./…`) are read.
@@ -156,6 +285,7 @@ impl Model {
         // Who calls whom.
         let mut callers: BTreeMap<usize, Vec<JobRef>> = BTreeMap::new();
         let mut callees: BTreeMap<JobRef, usize> = BTreeMap::new();
+        let mut missing_callees = Vec::new();
         for (w, wf) in workflows.iter().enumerate() {
             for (j, job) in wf.jobs.iter().enumerate() {
                 let Some(uses) = &job.uses else { continue };
@@ -166,28 +296,22 @@ impl Model {
                 if broken.contains(name) {
                     continue;
                 }
-                let Some(&callee) = by_name.get(name) else {
-                    bail!(
-                        "{}:{}:{}: job `{}` calls {}, which is not in .github/workflows",
-                        wf.path,
-                        uses.pos.line,
-                        uses.pos.column,
-                        job.id.value,
-                        uses.value
-                    );
-                };
                 let at = JobRef {
                     workflow: w,
                     job: j,
+                };
+                let Some(&callee) = by_name.get(name) else {
+                    missing_callees.push((at, uses.clone()));
+                    continue;
                 };
                 callers.entry(callee).or_default().push(at);
                 callees.insert(at, callee);
             }
         }
 
-        let triggers: Vec<BTreeSet<String>> = (0..workflows.len())
-            .map(|w| effective_triggers(&workflows, &callers, w, &mut BTreeSet::new()))
-            .collect();
+        let memo = Memo::default();
+        let starts = Starts::compute(&memo, &workflows, &callers, policy);
+        let self_names = self_names(&workflows, policy, root);
         let publisher_wf: Vec<bool> = (0..workflows.len())
             .map(|w| is_publisher(&workflows, &callers, policy, w, &mut BTreeSet::new()))
             .collect();
@@ -200,122 +324,82 @@ impl Model {
                     workflow: w,
                     job: j,
                 };
-                let job_triggers = job.if_cond.as_ref().map_or_else(
-                    || triggers[w].clone(),
-                    |c| expr::guard_events(&c.value, &triggers[w]),
-                );
+                let reachable: Vec<Start> = starts.by_workflow[w]
+                    .iter()
+                    .filter(|s| starts::job_runs(&memo, &workflows, &callers, policy, at, s))
+                    .cloned()
+                    .collect();
+                let job_triggers: BTreeSet<String> =
+                    reachable.iter().map(|s| s.event.clone()).collect();
                 let runner = runs_on_pod(&workflows, &callers, at, policy);
                 let pod = runner.as_ref().map(|(why, _, _)| why.clone());
                 let ephemeral = runner.as_ref().is_some_and(|(_, e, _)| *e);
                 let passed_labels = runner.map(|(_, _, labels)| labels).unwrap_or_default();
-                let privileged: Vec<&String> = job_triggers
-                    .iter()
-                    .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
-                    .collect();
                 let publisher = publisher_wf[w];
-                let mut untrusted = Vec::new();
-                // A pod alone is not foreign code: it runs what the job
-                // checks out or downloads, judged below and by the same-run
-                // download taint. (On `pull_request` the persistent-runner
-                // rule covers the runner's state.)
-                if !privileged.is_empty() {
-                    let privileged_set: BTreeSet<String> =
-                        privileged.iter().map(|e| (*e).clone()).collect();
-                    // Inputs are maintainer-chosen in a dispatch; a callee's
-                    // come from callers this job cannot see all of.
-                    let inputs_trusted = inputs_are_maintainers(&workflows, &callers, &triggers, w);
-                    let caller_inputs = caller_inputs(&workflows, &callers, w);
-                    let judge = Judge {
-                        policy,
-                        root,
-                        events: &privileged_set,
-                        inputs_trusted,
-                        static_matrix: !job.dynamic_matrix,
-                        env_values: env_values(wf, job),
-                        callers: &caller_inputs,
-                        call_inputs: &wf.call_inputs,
-                        tainted: tainted_env(wf, job, &privileged_set, inputs_trusted),
-                    };
-                    // What every step of the job starts with: the default
-                    // working directory and the job's and workflow's env.
-                    let surroundings: Vec<&str> = job
-                        .default_working_directory
-                        .iter()
-                        .chain(&wf.default_working_directory)
-                        .map(|d| d.value.as_str())
-                        .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
-                        .collect();
-                    untrusted.extend(other_code(job, &judge, &privileged, &surroundings)?);
-                    // A remote reusable workflow's jobs are not in this
-                    // repository. It runs foreign code only with evidence: a
-                    // pull-request ref or SHA flows into its inputs, or an
-                    // event that carries pull-request content starts it.
-                    let remote = job
-                        .uses
-                        .as_ref()
-                        .filter(|u| super::workflow::local_uses(&u.value).is_none());
-                    if let Some(uses) = remote.filter(|_| !publisher) {
-                        // The events whose run is a pull request's own
-                        // (`workflow_run` is another run's: what the callee
-                        // takes from it must flow in through `with:`).
-                        let carrying: Vec<&String> = privileged
-                            .iter()
-                            .copied()
-                            .filter(|e| {
-                                matches!(e.as_str(), "pull_request_target" | "issue_comment")
-                            })
-                            .collect();
-                        let input = job.with.iter().find(|(_, v)| {
-                            expr::carries_pr_content(&v.value, &privileged_set)
-                                || !inputs_trusted && v.value.contains("inputs.")
-                        });
-                        let evidence = match (input, carrying.is_empty()) {
-                            (Some((name, value)), _) => Some(format!(
-                                "passes `{}: {}`, which a pull request controls,",
-                                name.value, value.value
-                            )),
-                            (None, false) => Some(format!(
-                                "is started by {}, whose payload a pull request controls,",
-                                events_text(&carrying)
-                            )),
-                            (None, true) => None,
+                // What every step of the job starts with: the default
+                // working directory and the job's and workflow's env.
+                let surroundings: Vec<&str> = job
+                    .default_working_directory
+                    .iter()
+                    .chain(&wf.default_working_directory)
+                    .map(|d| d.value.as_str())
+                    .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
+                    .collect();
+                let mut exposures = Vec::new();
+                for start in &reachable {
+                    if ISOLATED_EVENTS.contains(&start.event.as_str()) {
+                        continue;
+                    }
+                    let scope = JobScope::new(&memo, &workflows, &callers, policy, at, start);
+                    let mut brought = other_code(job, &scope, root, &self_names, &surroundings)?;
+                    if !publisher {
+                        brought.extend(remote_workflow(job, &scope, start));
+                    }
+                    for b in brought {
+                        let Some((level, who)) = classify(start, b.taint, policy) else {
+                            continue;
                         };
-                        if let Some(evidence) = evidence {
-                            untrusted.push(Why {
-                                pos: uses.pos,
-                                text: format!(
-                                    "calls the reusable workflow `{}`, whose jobs this check cannot see, and {evidence} in a workflow started by {}",
-                                    uses.value,
-                                    events_text(&privileged)
-                                ),
-                            });
-                        }
+                        exposures.push(Exposure {
+                            pos: b.pos,
+                            what: b.what,
+                            level,
+                            events: BTreeSet::from([start.event.clone()]),
+                            who: BTreeSet::from([who]),
+                            starts: vec![start.clone()],
+                        });
                     }
                 }
                 let permissions = effective_permissions(&workflows, &callers, at, 0);
-                let lifecycle = !publisher
-                    && untrusted.is_empty()
-                    && permissions.iter().any(|p| p.writes("actions"));
-                index.insert(at, jobs.len());
-                jobs.push(JobInfo {
+                let mut info = JobInfo {
                     at,
                     triggers: job_triggers,
                     publisher,
-                    untrusted,
+                    exposures,
+                    untrusted: Vec::new(),
                     pod,
                     ephemeral,
                     passed_labels,
-                    lifecycle,
+                    lifecycle: false,
                     permissions,
                     callee: callees.get(&at).copied(),
-                });
+                };
+                info.rebuild_untrusted();
+                info.lifecycle = !publisher
+                    && info.untrusted.is_empty()
+                    && info.permissions.iter().any(|p| p.writes("actions"));
+                index.insert(at, jobs.len());
+                jobs.push(info);
             }
         }
         taint_same_run_downloads(&workflows, &callees, &mut jobs);
+        for info in &mut jobs {
+            info.rebuild_untrusted();
+        }
         Ok(Model {
             workflows,
             jobs,
             index,
+            missing_callees,
         })
     }
 
@@ -337,30 +421,102 @@ impl Model {
     }
 }
 
-pub(super) fn effective_triggers(
-    workflows: &[Workflow],
-    callers: &BTreeMap<usize, Vec<JobRef>>,
-    w: usize,
-    seen: &mut BTreeSet<usize>,
-) -> BTreeSet<String> {
-    let mut set: BTreeSet<String> = workflows[w]
-        .events()
-        .filter(|e| *e != "workflow_call")
-        .map(str::to_owned)
-        .collect();
-    if !seen.insert(w) {
-        return set;
+/// A call of a remote reusable workflow (`owner/repo/.github/workflows/x.yml@v`),
+/// whose jobs this check cannot see: it runs a pull request's code when a
+/// `with:` value carries it, or when the event's payload is the pull
+/// request's (`pull_request_target`, `issue_comment`: the callee can read it).
+fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
+    let Some(uses) = job
+        .uses
+        .as_ref()
+        .filter(|u| super::workflow::local_uses(&u.value).is_none())
+    else {
+        return Vec::new();
+    };
+    let carrying = matches!(
+        start.event.as_str(),
+        "pull_request_target" | "issue_comment"
+    );
+    let input = job.with.iter().find_map(|(name, value)| {
+        let v = scope.value(&value.value);
+        let t = v.taint();
+        (t.pr() || t.has(Taint::MAINTAINER)).then_some((name, value, t))
+    });
+    let (evidence, taint) = match (input, carrying) {
+        (Some((name, value, t)), _) => (
+            format!(
+                "passes `{}: {}`, which {} controls,",
+                name.value,
+                value.value,
+                if t.pr() {
+                    "a pull request"
+                } else {
+                    "a dispatch input"
+                }
+            ),
+            t,
+        ),
+        (None, true) => (
+            format!(
+                "is started by `{}`, whose payload a pull request controls,",
+                start.event
+            ),
+            Taint::PR_REF,
+        ),
+        (None, false) => return Vec::new(),
+    };
+    vec![Brought {
+        pos: uses.pos,
+        what: format!(
+            "calls the reusable workflow `{}`, whose jobs this check cannot see, and {evidence}",
+            uses.value
+        ),
+        taint,
+    }]
+}
+
+/// The names this repository goes by (`owner/name`): the policy's
+/// `[contracts] repository`, the `origin` remote of a git checkout at
+/// `root`, and the literals its workflows compare `github.repository` with.
+fn self_names(workflows: &[Workflow], policy: &Policy, root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = policy.contracts.repository.iter().cloned().collect();
+    if let Ok(config) = std::fs::read_to_string(root.join(".git/config")) {
+        for line in config.lines() {
+            let Some(url) = line.trim().strip_prefix("url = ") else {
+                continue;
+            };
+            if let Some(rest) = url.split("github.com").nth(1) {
+                let name = rest
+                    .trim_start_matches([':', '/'])
+                    .trim_end_matches('/')
+                    .trim_end_matches(".git");
+                if name.matches('/').count() == 1 {
+                    names.push(name.to_owned());
+                }
+            }
+        }
     }
-    for caller in callers.get(&w).into_iter().flatten() {
-        let events = effective_triggers(workflows, callers, caller.workflow, seen);
-        // The calling job's own `if:` narrows what reaches the callee.
-        let calling = &workflows[caller.workflow].jobs[caller.job];
-        set.extend(match &calling.if_cond {
-            Some(cond) => expr::guard_events(&cond.value, &events),
-            None => events,
-        });
+    for wf in workflows {
+        for line in &wf.lines {
+            let Some(at) = line.find("github.repository") else {
+                continue;
+            };
+            let rest = &line[at + "github.repository".len()..];
+            let rest = rest.trim_start();
+            let Some(rest) = rest.strip_prefix("==") else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            if let Some(lit) = rest.strip_prefix('\'').and_then(|r| r.split('\'').next()) {
+                if lit.matches('/').count() == 1 {
+                    names.push(lit.to_owned());
+                }
+            }
+        }
     }
-    set
+    names.sort();
+    names.dedup();
+    names
 }
 
 pub(super) fn is_publisher(
@@ -382,15 +538,6 @@ pub(super) fn is_publisher(
         && list
             .iter()
             .all(|c| is_publisher(workflows, callers, policy, c.workflow, seen))
-}
-
-/// "`workflow_run`, `schedule`", for messages.
-pub(super) fn events_text(events: &[&String]) -> String {
-    events
-        .iter()
-        .map(|e| format!("`{e}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub(super) fn effective_permissions(
@@ -552,15 +699,15 @@ mod tests {
     }
 
     #[test]
-    fn missing_callee_is_an_input_error() {
+    fn a_missing_callee_is_recorded_on_the_calling_job() {
         let wf = Workflow::parse(
             ".github/workflows/a.yml",
             "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
         )
         .unwrap();
-        let err = Model::new(vec![wf], &Policy::default(), Path::new("."))
-            .err()
-            .unwrap();
-        assert!(format!("{err}").contains("a.yml:4:11"), "{err}");
+        let m = Model::new(vec![wf], &Policy::default(), Path::new(".")).unwrap();
+        assert_eq!(m.missing_callees.len(), 1);
+        let (at, uses) = &m.missing_callees[0];
+        assert_eq!((at.job, uses.pos.line, uses.pos.column), (0, 4, 11));
     }
 }

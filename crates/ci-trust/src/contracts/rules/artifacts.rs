@@ -9,7 +9,7 @@
 use anyhow::Result;
 
 use super::privileged::attacker_controlled;
-use super::{Checker, Finding, RuleId, Severity};
+use super::{Checker, Confidence, Finding, RuleId, Severity};
 use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::{JobInfo, JobRef};
@@ -132,7 +132,7 @@ impl Checker<'_> {
         let mut found = Vec::new();
         for step in &job.steps {
             let Some(run) = &step.run else { continue };
-            let script = Script::parse(&run.value);
+            let script = Script::cached(&run.value);
             let Some(archive) = commands::xtask(&script, "gpu-archive").next() else {
                 continue;
             };
@@ -278,6 +278,8 @@ fn archive_names(workflows: &[Workflow], policy: &Policy) -> Vec<Finding> {
                 findings.push(Finding {
                     rule: RuleId::ArchiveNames.as_str(),
                     severity: Severity::Error,
+                    confidence: Confidence::High,
+                    question: None,
                     file: workflow.path.clone(),
                     pos,
                     workflow: workflow.name.clone(),

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result};
 use globset::GlobMatcher;
 
-use super::{Checker, Finding, RuleId, Severity};
+use super::{Checker, Confidence, Finding, RuleId, Severity};
 use crate::contracts::caches::is_false;
 use crate::contracts::commands;
 use crate::contracts::expr;
@@ -159,6 +159,8 @@ impl Checker<'_> {
             self.findings.push(Finding {
                 rule: RuleId::KeyCoverage.as_str(),
                 severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
                 file: wf.path.clone(),
                 pos,
                 workflow: wf.name.clone(),
@@ -372,7 +374,8 @@ pub struct KeySignature {
     pub ci_key: Option<String>,
     /// Its words, as the shell splits them.
     pub ci_key_args: Vec<String>,
-    /// The whole `run` (trailing whitespace trimmed) or the `uses`/`with`.
+    /// What the `run` computes ([`commands::canonical`]: comments, layout
+    /// and quoting left out), or the `uses`/`with`.
     pub text: String,
     pub working_directory: String,
 }
@@ -421,15 +424,9 @@ pub(super) fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignatu
             .map_or(".", |s| s.value.as_str()),
     );
     if let Some(run) = &step.run {
-        let text = run
-            .value
-            .lines()
-            .map(str::trim_end)
-            .collect::<Vec<_>>()
-            .join("\n")
-            .trim_end()
-            .to_owned();
-        let script = Script::parse(&run.value);
+        let script = Script::cached(&run.value);
+        // The computation, not its comments or layout.
+        let text = commands::canonical(&run.value, &script);
         let ci_key = commands::xtask(&script, "ci-key").next();
         let ci_key_args: Vec<String> = ci_key
             .map(|c| c.words.iter().map(Word::text).collect())

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::caches::{cache_env_saves, is_false};
 use crate::contracts::commands;
 use crate::contracts::expr;
@@ -304,13 +304,39 @@ impl Checker<'_> {
                 ),
             ));
         }
+        // A token that can write is a credential the code can use; a
+        // read-only one reads what the code could read anyway, unless the
+        // repository is private.
+        let writes = info.permissions.iter().any(|p| match &p.permissions {
+            None => true,
+            Some(Permissions::Shorthand(s)) => {
+                s.value.trim() != "{}" && s.value.trim() != "read-all"
+            }
+            Some(Permissions::Map { scopes }) => {
+                scopes.iter().any(|(_, level)| level.value == "write")
+            }
+        });
+        let (severity, question) = self.job_severity(info.at);
+        let (severity, question) = if writes {
+            (severity, question)
+        } else {
+            (
+                Severity::Warning,
+                Some(question.map_or_else(
+                    || "the token is read-only here: is the repository private, so that reading it gives the code something?".to_owned(),
+                    |q| format!("{q}; and the token is read-only: is the repository private?"),
+                )),
+            )
+        };
         for (pos, message) in found {
-            self.push(
+            self.push_as(
                 RuleId::UntrustedPersistCredentials,
                 info.at,
                 info.at.workflow,
                 pos,
                 message,
+                severity,
+                question.clone(),
             );
         }
     }

@@ -153,7 +153,7 @@ impl Checker<'_> {
         //    step, that read the PR checkout.
         for step in &job.steps[..last] {
             let Some(run) = &step.run else { continue };
-            let script = Script::parse(&run.value);
+            let script = Script::cached(&run.value);
             let Some(line) = script
                 .commands()
                 .find(|c| c.writes_to("GITHUB_ENV") || c.writes_to("GITHUB_PATH"))
@@ -565,7 +565,7 @@ fn points_into(value: &str, untrusted: &[String], base: &str) -> Option<String> 
 /// The untrusted checkout a script reads from (`pr/…`, `cd pr`, `$GITHUB_WORKSPACE/pr`).
 fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
     let script = unexpand_workspace(script);
-    let parsed = Script::parse(&script);
+    let parsed = Script::cached(&script);
     for command in parsed.commands() {
         let entering = matches!(command.program().as_deref(), Some("cd" | "pushd"));
         let words = command

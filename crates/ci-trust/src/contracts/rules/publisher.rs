@@ -172,7 +172,7 @@ impl Checker<'_> {
         let mut found = Vec::new();
         for step in &job.steps {
             let Some(run) = &step.run else { continue };
-            let script = Script::parse(&run.value);
+            let script = Script::cached(&run.value);
             let Some(archive) = commands::xtask(&script, "gpu-archive").next() else {
                 continue;
             };

@@ -123,7 +123,7 @@ const INTERPRETERS: &[&str] = &[
 /// interpreter, or a file fetched and then run without a checksum check in
 /// between.
 pub fn downloads_and_runs(text: &str) -> Option<&str> {
-    let script = Script::parse(text);
+    let script = Script::cached(text);
     // `python -m wget URL` fetches too.
     let is_fetch = |c: &Command| {
         matches!(c.program().as_deref(), Some("curl" | "wget")) || python_wget(c).is_some()
@@ -261,12 +261,21 @@ fn runs_file(command: &Command, file: &str) -> bool {
     let interpreter = command
         .program()
         .is_some_and(|p| INTERPRETERS.contains(&p.as_str()));
-    interpreter
-        && command
-            .arg_texts()
-            .iter()
-            .find(|a| !a.starts_with('-'))
-            .is_some_and(|a| names(a))
+    if !interpreter {
+        return false;
+    }
+    // The script is the first argument that is no option, unless an option
+    // says the script comes from elsewhere: `-` (standard input, a
+    // here-document), `-c`/`-e` (inline), `-m` (a module).
+    for arg in command.arg_texts() {
+        if matches!(arg.as_str(), "-" | "-c" | "-e" | "-m") {
+            return false;
+        }
+        if !arg.starts_with('-') {
+            return names(&arg);
+        }
+    }
+    false
 }
 
 fn verifies_checksum(command: &Command) -> bool {
@@ -307,6 +316,7 @@ mod tests {
             "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh",
             "curl -fsSLo i.sh https://x.example/i.sh\necho \"$SUM  i.sh\" | sha256sum -c -\nbash i.sh",
             "gh api repos/x/y | jq .id",
+            "curl -sS --output \"$f\" https://x.example/pods/1\npython3 - \"$f\" <<'PY'\nprint(1)\nPY\n",
             "echo curl | tee log",
         ] {
             assert!(downloads_and_runs(ok).is_none(), "{ok}");
