@@ -93,7 +93,8 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     } else {
         notes.extend(apply_defaults(&mut policy, &workflows));
     }
-    if unparsable.is_empty() && workflows.iter().all(|wf| wf.jobs.is_empty()) {
+    let refused = unparsable.iter().any(|f| f.severity == Severity::Error);
+    if !refused && workflows.iter().all(|wf| wf.jobs.is_empty()) {
         bail!(
             "the {} workflow file(s) under .github/workflows define no job, so nothing was checked",
             workflows.len()
@@ -228,8 +229,43 @@ fn load_workflows(root: &Path) -> Result<(Vec<Workflow>, Vec<Finding>)> {
     for path in &paths {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let rel = format!(".github/workflows/{name}");
+        // An empty file defines nothing: GitHub lists it as invalid, and
+        // there is nothing to check in it.
+        if std::fs::read_to_string(path).is_ok_and(|t| t.trim().is_empty()) {
+            unparsable.push(Finding {
+                rule: "empty-workflow",
+                severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
+                file: rel.clone(),
+                pos: Pos { line: 1, column: 1 },
+                workflow: name.to_string(),
+                job: None,
+                message: format!(
+                    "{name} is empty: it defines no job, so nothing in it was checked"
+                ),
+                suppressed: None,
+            });
+            continue;
+        }
         match Workflow::load(path, &rel) {
             Ok(wf) => workflows.push(wf),
+            // Only comments: GitHub lists it as invalid, and there is
+            // nothing in it to check.
+            Err(err) if format!("{err:#}").ends_with("the file is empty") => {
+                unparsable.push(Finding {
+                    rule: "empty-workflow",
+                    severity: Severity::Note,
+                    confidence: Confidence::High,
+                    question: None,
+                    file: rel.clone(),
+                    pos: Pos { line: 1, column: 1 },
+                    workflow: name.to_string(),
+                    job: None,
+                    message: format!("{name} holds no YAML (only comments): it defines no job, so nothing in it was checked"),
+                    suppressed: None,
+                });
+            }
             Err(err) => unparsable.push(parse_error(&rel, &name, &format!("{err:#}"))),
         }
     }

@@ -88,7 +88,15 @@ pub(super) fn other_code(
         // Another run's artifacts are that run's bytes: code when the job
         // builds, runs or caches after downloading them; data otherwise.
         if let Some((at, taint)) = other_run_download_taint(step, &here) {
-            if let Some(use_) = runs_code(&job.steps[index + 1..], false) {
+            // Unpacked into a directory of its own, the bytes are code only
+            // where something runs from that directory (as for a pull
+            // request checked out into a subdirectory).
+            let later = &job.steps[index + 1..];
+            let then = match download_subdir(step) {
+                Some(dir) => runs_code_from(later, &dir, surroundings),
+                None => runs_code(later, false).or_else(|| git_in_workspace(later)),
+            };
+            if let Some(use_) = then {
                 out.push(Brought {
                     pos: at.pos,
                     what: format!(
@@ -257,7 +265,7 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
         let loads = step.uses_action("actions/github-script")
             && step
                 .input("script")
-                .is_some_and(|s| s.value.contains("require(") || s.value.contains("import("));
+                .is_some_and(|s| loads_workspace_file(&s.value));
         if loads {
             return Some("runs `actions/github-script` that loads a workspace file".to_owned());
         }
@@ -269,6 +277,8 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
 /// a file or a text) and never run a file of the workspace: after pull
 /// request bytes arrive, using one is no sign that they run. The one list.
 pub(super) const POSTING_ACTIONS: &[&str] = &[
+    "JamesIves/github-pages-deploy-action",
+    "peaceiris/actions-gh-pages",
     "marocchino/sticky-pull-request-comment",
     "peter-evans/create-or-update-comment",
     "peter-evans/find-comment",
@@ -300,6 +310,39 @@ pub(super) fn checkout_subdir(step: &Step) -> Option<String> {
     let rest = rest.trim_matches('/');
     let plain = !rest.is_empty() && rest != "." && !rest.contains('$') && !rest.contains("..");
     plain.then(|| rest.to_owned())
+}
+
+/// Unpacked into the workspace itself, bytes can plant a `.git/config`
+/// (`core.fsmonitor`, `core.hooksPath`) that the next git command obeys: a
+/// later `git`, or a third-party action (which may run git there).
+fn git_in_workspace(later: &[Step]) -> Option<String> {
+    for step in later {
+        if let Some(script) = step.script() {
+            if let Some(git) = script.commands().find(|c| c.program_is("git")) {
+                let run = step.run.as_ref().map_or("", |r| r.value.as_str());
+                let line = commands::line(run, &script, git);
+                return Some(format!("runs `{}` where they were unpacked", line.trim()));
+            }
+        }
+        if let Some((action, _)) = step.action() {
+            let owner = action.split('/').next().unwrap_or("").to_ascii_lowercase();
+            if !matches!(owner.as_str(), "actions" | "github") {
+                return Some(format!(
+                    "uses `{action}` where they were unpacked (it may run git there)"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The subdirectory a download of artifacts unpacks into (`path: ./artifacts`),
+/// when it is a literal one and not the workspace itself.
+fn download_subdir(step: &Step) -> Option<String> {
+    let path = step.input("path")?.value.trim();
+    let dir = normalize(path);
+    let plain = dir != "." && !dir.contains('$') && !dir.contains("..") && !dir.starts_with('/');
+    plain.then_some(dir)
 }
 
 /// True when `text` names the directory `dir` of the workspace (`pr`,
@@ -448,12 +491,36 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
         let loads = step.uses_action("actions/github-script")
             && step
                 .input("script")
-                .is_some_and(|s| s.value.contains("require(") || s.value.contains("import("));
+                .is_some_and(|s| loads_workspace_file(&s.value));
         if loads {
             return Some("runs `actions/github-script` that loads a workspace file".to_owned());
         }
     }
     None
+}
+
+/// True when a github-script's JavaScript loads a file (`require('./x')`,
+/// `import(`${process.env.GITHUB_WORKSPACE}/x`)`, a computed path); a
+/// module by name (`require('fs')`, `@actions/core`) is no workspace file.
+pub(super) fn loads_workspace_file(script: &str) -> bool {
+    ["require(", "import("].iter().any(|call| {
+        script.match_indices(call).any(|(at, _)| {
+            let rest = script[at + call.len()..].trim_start();
+            match rest.chars().next() {
+                Some(q @ ('\'' | '"' | '`')) => {
+                    let inner = &rest[1..];
+                    let name: String = inner.chars().take_while(|c| *c != q).collect();
+                    name.starts_with('.')
+                        || name.starts_with('/')
+                        || name.contains("${")
+                        || name.contains("GITHUB_WORKSPACE")
+                }
+                // A path computed at run time.
+                Some(_) => true,
+                None => false,
+            }
+        })
+    })
 }
 
 /// A local composite action being looked into: where the workflow uses it,

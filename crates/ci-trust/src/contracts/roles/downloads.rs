@@ -100,7 +100,13 @@ pub(super) fn taint_same_run_downloads(
                 level: *level,
                 events: privileged.iter().map(|e| (*e).clone()).collect(),
                 who: who.clone(),
-                starts: starts.clone(),
+                // The downloader's own starts in the runs the uploader is in.
+                starts: info
+                    .starts
+                    .iter()
+                    .filter(|s| starts.iter().any(|u| u.top == s.top))
+                    .cloned()
+                    .collect(),
             });
             info.lifecycle = false;
         }

@@ -337,7 +337,10 @@ impl<'a> JobScope<'a> {
                         Some(up) => Val::str(up.clone()),
                         None => Val::Unknown(Taint::NONE),
                     },
-                    ["head_sha"] | ["id"] | ["pull_requests", ..] => Val::Unknown(code),
+                    ["pull_requests", rest @ ..] => {
+                        Val::Unknown(if text_field(rest) { code | text } else { code })
+                    }
+                    ["head_sha"] | ["id"] => Val::Unknown(code),
                     ["head_branch"] => Val::Unknown(code | text),
                     ["head_repository", "full_name"] => {
                         Val::Sym(if outsider { FORK_REPO } else { SELF_REPO })
@@ -582,6 +585,12 @@ impl<'a> JobScope<'a> {
             return Val::Unknown(Taint::UNSEEN);
         };
         let scope = self.at_step(step.index);
+        // A step whose `if:` is false here does not run: no outputs.
+        if let Some(cond) = &step.if_cond {
+            if eval::condition(&cond.value, &scope) == eval::Tri::False {
+                return Val::Null;
+            }
+        }
         self.guarded(Val::Unknown(Taint::UNSEEN), || {
             scope.step_output(step, name)
         })
@@ -624,15 +633,29 @@ impl<'a> JobScope<'a> {
             return Val::Unknown(*taint | inputs);
         }
         if action.eq_ignore_ascii_case("actions/github-script") {
+            // JavaScript is not followed: what it reads says what its
+            // outputs may carry (the pull-request API, the event's pull
+            // request, issue or comment; a dispatch's inputs).
             let script = step.input("script").map_or("", |s| s.value.as_str());
-            let reads_pr = ["pull_request", "pulls.", "payload", "issue.", "comment"]
-                .iter()
-                .any(|p| script.contains(p));
-            let own = if reads_pr {
-                Taint::PR_REF | Taint::PR_TEXT
-            } else {
-                Taint::NONE
-            };
+            let reads_pr = [
+                "pull_request",
+                "pulls.",
+                "payload.issue",
+                "payload.comment",
+                "payload.review",
+                "payload.workflow_run",
+            ]
+            .iter()
+            .any(|p| script.contains(p));
+            let reads_inputs =
+                script.contains("payload.inputs") || script.contains("client_payload");
+            let mut own = Taint::NONE;
+            if reads_pr {
+                own |= Taint::PR_REF | Taint::PR_TEXT;
+            }
+            if reads_inputs {
+                own |= Taint::MAINTAINER;
+            }
             return Val::Unknown(own | inputs);
         }
         if action.eq_ignore_ascii_case("actions/checkout") {
@@ -887,17 +910,35 @@ impl<'a> ShellTaint<'a> {
 
     /// The taint of the output of the commands `range` (a substitution).
     fn commands(&self, range: std::ops::Range<usize>) -> Taint {
+        // Each pipeline prints what its last member prints, which reads
+        // what the member before it printed.
+        let commands = self.script.commands.get(range).unwrap_or_default();
         let mut taint = Taint::NONE;
-        for command in self.script.commands.get(range).unwrap_or_default() {
-            taint |= self.command(command);
+        let mut piped: Option<(usize, Taint)> = None;
+        for command in commands.iter().filter(|c| c.pipe_len > 0) {
+            let stdin = match piped {
+                Some((pipeline, t))
+                    if pipeline == command.pipeline && command.pipe_position > 0 =>
+                {
+                    t
+                }
+                _ => Taint::NONE,
+            };
+            let out = self.command_reading(command, stdin);
+            if command.pipe_position + 1 >= command.pipe_len {
+                taint |= out;
+                piped = None;
+            } else {
+                piped = Some((command.pipeline, out));
+            }
         }
         taint
     }
 
     /// What a command's output may carry: what it asks (the pull-request
-    /// API, the event payload) and everything it is given.
-    pub fn command(&self, command: &Command) -> Taint {
-        let mut given = Taint::NONE;
+    /// API, the event payload), everything it is given, and `stdin` from a pipe.
+    fn command_reading(&self, command: &Command, stdin: Taint) -> Taint {
+        let mut given = stdin;
         for w in command
             .words
             .iter()
@@ -915,11 +956,42 @@ impl<'a> ShellTaint<'a> {
                     .taint();
             }
         }
-        given | self.source(command, given)
+        let taint = given | self.source(command);
+        // The base side of a pull request (`.base.ref`, `baseRefName`) is the
+        // repository's own branch: no pull-request content.
+        let program = command.program().unwrap_or_default();
+        if filter_text(&program, &command.arg_texts())
+            .is_some_and(|f| f.to_ascii_lowercase().contains("base"))
+        {
+            return taint.without(Taint::PR);
+        }
+        // A filter that selects a SHA, a number, a login or a flag yields
+        // hex, digits or a word no one can fill with shell: it names
+        // pull-request code but carries no text.
+        if let Some(field) = filter_field(&program, &command.arg_texts()) {
+            let id_like = field.ends_with("sha")
+                || field.ends_with("oid")
+                || matches!(
+                    field.as_str(),
+                    "number"
+                        | "id"
+                        | "length"
+                        | "login"
+                        | "fork"
+                        | "draft"
+                        | "merged"
+                        | "state"
+                        | "full_name"
+                );
+            if id_like && taint.has(Taint::PR_TEXT) {
+                return taint.without(Taint::PR_TEXT) | Taint::PR_REF;
+            }
+        }
+        taint
     }
 
     /// The pull-request content a command reads by itself.
-    fn source(&self, command: &Command, given: Taint) -> Taint {
+    fn source(&self, command: &Command) -> Taint {
         let program = command.program().unwrap_or_default();
         let args = command.arg_texts();
         let asks_pr = match program.as_str() {
@@ -949,17 +1021,6 @@ impl<'a> ShellTaint<'a> {
         if asks_pr {
             taint |= Taint::PR_REF | Taint::PR_TEXT;
         }
-        // A filter that selects a SHA or a number yields hex or digits,
-        // which name pull-request code but carry no text.
-        let selected = filter_field(&program, &args);
-        if let Some(field) = selected {
-            let id_like = field.ends_with("sha")
-                || field.ends_with("oid")
-                || matches!(field.as_str(), "number" | "id" | "length");
-            if id_like && (taint | given).has(Taint::PR_TEXT) {
-                return (taint | Taint::PR_REF).without(Taint::PR_TEXT) | Taint::NONE;
-            }
-        }
         taint
     }
 }
@@ -973,7 +1034,20 @@ fn names_pr_api(arg: &str) -> bool {
 
 /// The last field a `jq` filter (or `gh … --jq`) selects (`.head.sha` → `sha`).
 fn filter_field(program: &str, args: &[String]) -> Option<String> {
-    let filter = match program {
+    let filter = filter_text(program, args)?;
+    let last = filter
+        .trim()
+        .trim_end_matches(" // empty")
+        .rsplit(['.', '|', ' '])
+        .next()?
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .to_ascii_lowercase();
+    (!last.is_empty()).then_some(last)
+}
+
+/// The filter of a `jq` command, or of `gh … --jq`/`-q`.
+fn filter_text(program: &str, args: &[String]) -> Option<String> {
+    match program {
         "jq" => args.iter().find(|a| !a.starts_with('-')).cloned(),
         "gh" => args
             .iter()
@@ -984,13 +1058,5 @@ fn filter_field(program: &str, args: &[String]) -> Option<String> {
                     .find_map(|a| a.strip_prefix("--jq=").map(str::to_owned))
             }),
         _ => None,
-    }?;
-    let last = filter
-        .trim()
-        .trim_end_matches(" // empty")
-        .rsplit(['.', '|', ' '])
-        .next()?
-        .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-        .to_ascii_lowercase();
-    (!last.is_empty()).then_some(last)
+    }
 }

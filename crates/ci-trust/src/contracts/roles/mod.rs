@@ -21,7 +21,8 @@ use super::workflow::{Job, Permissions, Pos, Scalar, Workflow};
 use crate::policy::Policy;
 use code::{Brought, other_code};
 use downloads::taint_same_run_downloads;
-use flow::{JobScope, Memo};
+pub use flow::JobScope;
+use flow::Memo;
 use runners::runs_on_pod;
 use starts::Starts;
 
@@ -130,6 +131,8 @@ pub struct JobInfo {
     /// workflows and `workflow_run` chains, where its `if:` can be true.
     pub triggers: BTreeSet<String>,
     pub publisher: bool,
+    /// Every start that reaches the job (its `if:` can be true there).
+    pub starts: Vec<Start>,
     /// The ways code not from the default branch runs in the job.
     pub exposures: Vec<Exposure>,
     /// Why this job runs code not from the default branch in a privileged
@@ -215,6 +218,10 @@ pub struct Model {
     /// Calls of local reusable workflows the tree does not have: the
     /// calling job and the `uses:` value.
     pub missing_callees: Vec<(JobRef, Scalar)>,
+    /// Who calls each workflow (`uses: ./…`).
+    callers: BTreeMap<usize, Vec<JobRef>>,
+    memo: Memo,
+    policy: Policy,
 }
 
 /// How certain an exposure is under `start`, for bytes chosen by a value of
@@ -222,15 +229,19 @@ pub struct Model {
 fn classify(start: &Start, taint: Taint, policy: &Policy) -> Option<(Level, String)> {
     let members_untrusted = policy.contracts.same_repository_pull_requests_untrusted();
     let who = start.actor.describe(&start.event).to_owned();
+    // A ref a dispatcher's input named (a pull request number, a branch):
+    // the recovery path, whoever's bytes they are.
+    if taint.pr() && taint.has(Taint::MAINTAINER) {
+        return Some((
+            Level::Warning,
+            "a maintainer's dispatch that names a pull request or a ref (the recovery path: the dispatcher chooses the code)".to_owned(),
+        ));
+    }
     if taint.pr() {
         return match start.actor {
             Actor::Outsider => Some((Level::Error, who)),
             Actor::Member if members_untrusted => Some((Level::Error, who)),
             Actor::Member => None,
-            Actor::Maintainer if taint.has(Taint::MAINTAINER) => Some((
-                Level::Warning,
-                "a maintainer's dispatch that names a pull request or a ref (the recovery path: the dispatcher chooses the code)".to_owned(),
-            )),
             Actor::Maintainer | Actor::Repository => Some((
                 Level::Error,
                 format!("{who} that brings in pull requests' code (their authors choose it)"),
@@ -331,6 +342,7 @@ impl Model {
                     .collect();
                 let job_triggers: BTreeSet<String> =
                     reachable.iter().map(|s| s.event.clone()).collect();
+                let reachable_starts = reachable.clone();
                 let runner = runs_on_pod(&workflows, &callers, at, policy);
                 let pod = runner.as_ref().map(|(why, _, _)| why.clone());
                 let ephemeral = runner.as_ref().is_some_and(|(_, e, _)| *e);
@@ -346,7 +358,7 @@ impl Model {
                     .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
                     .collect();
                 let mut exposures = Vec::new();
-                for start in &reachable {
+                for start in &reachable_starts {
                     if ISOLATED_EVENTS.contains(&start.event.as_str()) {
                         continue;
                     }
@@ -373,6 +385,7 @@ impl Model {
                 let mut info = JobInfo {
                     at,
                     triggers: job_triggers,
+                    starts: reachable,
                     publisher,
                     exposures,
                     untrusted: Vec::new(),
@@ -400,7 +413,26 @@ impl Model {
             jobs,
             index,
             missing_callees,
+            callers,
+            memo,
+            policy: policy.clone(),
         })
+    }
+
+    /// What job `at` sees under `start`, at step `step` (`None`: the job's own level).
+    pub fn scope<'a>(&'a self, at: JobRef, start: &'a Start, step: Option<usize>) -> JobScope<'a> {
+        let scope = JobScope::new(
+            &self.memo,
+            &self.workflows,
+            &self.callers,
+            &self.policy,
+            at,
+            start,
+        );
+        match step {
+            Some(i) => scope.at_step(i),
+            None => scope,
+        }
     }
 
     pub fn workflow(&self, at: JobRef) -> &Workflow {
@@ -437,13 +469,20 @@ fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
         start.event.as_str(),
         "pull_request_target" | "issue_comment"
     );
+    // A ref or SHA a pull request (or a dispatcher) chose, handed to the
+    // callee, names the code it may check out: a concrete path. Text, or
+    // only the event's payload, is the callee's to use in ways this check
+    // cannot see: a path that depends on it.
     let input = job.with.iter().find_map(|(name, value)| {
-        let v = scope.value(&value.value);
-        let t = v.taint();
-        (t.pr() || t.has(Taint::MAINTAINER)).then_some((name, value, t))
+        let t = scope.value(&value.value).taint();
+        (t.has(Taint::PR_REF) || t.has(Taint::MAINTAINER)).then_some((name, value, t))
     });
-    let (evidence, taint) = match (input, carrying) {
-        (Some((name, value, t)), _) => (
+    let text = job.with.iter().find_map(|(name, value)| {
+        let t = scope.value(&value.value).taint();
+        t.has(Taint::PR_TEXT).then_some((name, value))
+    });
+    let (evidence, taint) = match (input, text, carrying) {
+        (Some((name, value, t)), _, _) => (
             format!(
                 "passes `{}: {}`, which {} controls,",
                 name.value,
@@ -456,14 +495,21 @@ fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
             ),
             t,
         ),
-        (None, true) => (
+        (None, Some((name, value)), _) => (
             format!(
-                "is started by `{}`, whose payload a pull request controls,",
+                "passes `{}: {}`, text a pull request's author writes (does the callee run it, or check out what it names?),",
+                name.value, value.value
+            ),
+            Taint::UNSEEN,
+        ),
+        (None, None, true) => (
+            format!(
+                "is started by `{}`, whose payload a pull request controls (does the callee check it out?),",
                 start.event
             ),
-            Taint::PR_REF,
+            Taint::UNSEEN,
         ),
-        (None, false) => return Vec::new(),
+        (None, None, false) => return Vec::new(),
     };
     vec![Brought {
         pos: uses.pos,

@@ -573,8 +573,28 @@ impl<'a> Checker<'a> {
             | RuleId::UntrustedWritePermissions
             | RuleId::UntrustedSecrets
             | RuleId::UntrustedPersistCredentials
-            | RuleId::GateBypass
-            | RuleId::UnpinnedAction => self.job_severity(at),
+            | RuleId::GateBypass => self.job_severity(at),
+            // A third party's code: a path only if its owner, or whoever
+            // controls its URL, turns against the repository. The design's
+            // own publisher, named in a policy file, is held to it.
+            RuleId::UnpinnedAction | RuleId::RemoteScript => {
+                let info = self.model.info(at);
+                if info.publisher && self.policy.source.is_some() {
+                    (Severity::Error, None)
+                } else {
+                    (
+                        Severity::Warning,
+                        Some("do you trust whoever can move that tag or change that URL with this job's secrets and token?".to_owned()),
+                    )
+                }
+            }
+            // The lifecycle contract (trusted checkout, no credentials kept,
+            // no build, no cache) is the design's hardening of a job that
+            // runs only trusted code; a policy file opts into it.
+            RuleId::LifecycleJob if self.policy.source.is_none() => (
+                Severity::Warning,
+                Some("the job holds `actions: write` but runs only the default branch's code; is the hardening wanted here? A policy file makes it an error".to_owned()),
+            ),
             _ => (Severity::Error, None),
         }
     }

@@ -14,10 +14,11 @@ use anyhow::Result;
 
 use super::keys::{checkouts_before, is_within, join_dir, key_signature, normalize_dir};
 use super::secrets::pr_bytes;
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::commands;
+use crate::contracts::eval::{self, Taint};
 use crate::contracts::expr;
-use crate::contracts::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
+use crate::contracts::roles::{Actor, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
 use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
@@ -56,6 +57,17 @@ impl Checker<'_> {
     pub(super) fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
         if info.publisher {
             return Some(("publisher job".to_owned(), false));
+        }
+        // A pull request's own run (its definition, no secrets for forks,
+        // its own cache scope) gives its author nothing they lack.
+        let isolated = [
+            "pull_request",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ];
+        if !info.triggers.is_empty() && info.triggers.iter().all(|t| isolated.contains(&t.as_str()))
+        {
+            return None;
         }
         let wf = self.model.workflow(info.at);
         let scalars = job
@@ -241,12 +253,96 @@ impl Checker<'_> {
             );
             for script in scripts {
                 for (_, body) in expr::expressions(&script.value) {
-                    let context = attacker_controlled(body)
-                        .map(str::to_owned)
-                        .or_else(|| self.untrusted_output(info.at, body))
-                        .or_else(|| self.attacker_controlled_input(info.at, body));
+                    // What the expression is under each start of the job:
+                    // text a pull request's author wrote (a boolean or a
+                    // number made from it is no text).
+                    let tainted: Vec<&Start> = info
+                        .starts
+                        .iter()
+                        .filter(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            eval::eval_body(body, &scope).taint().has(Taint::PR_TEXT)
+                        })
+                        .collect();
+                    let text = (!tainted.is_empty()).then(|| {
+                        if let Some(context) = attacker_controlled(body) {
+                            return context.to_owned();
+                        }
+                        // Through the callers' `with:` (a reusable workflow's
+                        // input), each caller named once.
+                        let mut callers: Vec<String> = tainted
+                            .iter()
+                            .filter_map(|s| s.via.last())
+                            .map(|c| {
+                                format!(
+                                    "`{}` of {}",
+                                    self.model.job(*c).id.value,
+                                    self.model.workflow(*c).name
+                                )
+                            })
+                            .collect();
+                        callers.sort();
+                        callers.dedup();
+                        let events: std::collections::BTreeSet<&str> =
+                            tainted.iter().map(|s| s.event.as_str()).collect();
+                        let events: Vec<String> = events.iter().map(|e| format!("`{e}`")).collect();
+                        if callers.is_empty() {
+                            format!(
+                                "{body}, which carries pull-request text under {}",
+                                events.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "{body}, which carries pull-request text as its callers {} pass it",
+                                callers.join(", ")
+                            )
+                        }
+                    });
+                    // Certain when someone outside the maintainers writes it
+                    // (a fork's or a same-repository author, a merged commit);
+                    // a maintainer's dispatch that names the pull request is
+                    // the recovery path.
+                    let members = self
+                        .policy
+                        .contracts
+                        .same_repository_pull_requests_untrusted();
+                    let text_level = tainted.iter().any(|s| match s.actor {
+                        Actor::Outsider | Actor::Repository => true,
+                        Actor::Member => members,
+                        Actor::Maintainer => false,
+                    });
+                    let text = text.filter(|_| {
+                        text_level || tainted.iter().any(|s| s.actor == Actor::Maintainer)
+                    });
+                    let (context, severity) = match text {
+                        Some(t) => (
+                            Some(t),
+                            if text_level {
+                                (Severity::Error, None)
+                            } else {
+                                (
+                                    Severity::Warning,
+                                    Some("the text comes from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                                )
+                            },
+                        ),
+                        None => match self.untrusted_output(info.at, body) {
+                            Some((t, level)) => (
+                                Some(t),
+                                match level {
+                                    Level::Error => (Severity::Error, None),
+                                    Level::Warning => (
+                                        Severity::Warning,
+                                        Some("that job runs untrusted code only where a maintainer's dispatch or an unseen value chooses it".to_owned()),
+                                    ),
+                                },
+                            ),
+                            None => (None, (Severity::Error, None)),
+                        },
+                    };
                     if let Some(context) = context {
                         found.push((
+                            severity,
                             wf.locate(script.pos, body),
                             format!(
                                 "`${{{{ {body} }}}}` expands `{context}`, which the pull request's author picks, into a script of {} `{}`, a {why}; pass it through `env:` and quote it",
@@ -258,13 +354,15 @@ impl Checker<'_> {
                 }
             }
         }
-        for (pos, message) in found {
-            self.push(
+        for ((severity, question), pos, message) in found {
+            self.push_as(
                 RuleId::PrivilegedInjection,
                 info.at,
                 info.at.workflow,
                 pos,
                 message,
+                severity,
+                question,
             );
         }
     }
@@ -273,7 +371,7 @@ impl Checker<'_> {
     /// the pull request's code runs in that job and can set what its steps
     /// output (the runner's output files lie in a directory it can list), so
     /// every output of it is attacker-controlled text.
-    pub(super) fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
+    pub(super) fn untrusted_output(&self, at: JobRef, body: &str) -> Option<(String, Level)> {
         let wf = self.model.workflow(at);
         body.match_indices("needs.").find_map(|(i, _)| {
             let rest = &body[i + "needs.".len()..];
@@ -290,66 +388,15 @@ impl Checker<'_> {
                 job: j,
             });
             source.is_untrusted().then(|| {
-                format!(
-                    "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
-                    source.role()
+                (
+                    format!(
+                        "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
+                        source.role()
+                    ),
+                    source.level(),
                 )
             })
         })
-    }
-
-    /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
-    /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
-    pub(super) fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
-        let name: String = body
-            .split("inputs.")
-            .nth(1)?
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            .collect();
-        // Every caller that passes such a value is named: one finding for
-        // the job, listing its callers.
-        let mut found: Vec<(String, Vec<String>)> = Vec::new();
-        for caller in self
-            .model
-            .jobs
-            .iter()
-            .filter(|caller| caller.callee == Some(at.workflow))
-        {
-            let job = self.model.job(caller.at);
-            let Some(value) = crate::contracts::workflow::lookup(&job.with, &name) else {
-                continue;
-            };
-            let context = expr::expressions(&value.value)
-                .into_iter()
-                .find_map(|(_, passed)| {
-                    attacker_controlled(passed)
-                        .map(str::to_owned)
-                        .or_else(|| self.untrusted_output(caller.at, passed))
-                });
-            let Some(context) = context else {
-                continue;
-            };
-            let by = format!(
-                "`{}` of {}",
-                job.id.value,
-                self.model.workflow(caller.at).name
-            );
-            match found.iter_mut().find(|(known, _)| *known == context) {
-                Some((_, callers)) => callers.push(by),
-                None => found.push((context, vec![by])),
-            }
-        }
-        let text: Vec<String> = found
-            .into_iter()
-            .map(|(context, callers)| {
-                format!(
-                    "{context}, passed as `inputs.{name}` by {}",
-                    callers.join(", ")
-                )
-            })
-            .collect();
-        (!text.is_empty()).then(|| text.join("; "))
     }
 
     /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
