@@ -55,6 +55,9 @@ pub struct Command {
     pub substituted: bool,
     /// Part of a function body (run only where the function is called).
     pub in_function: Option<String>,
+    /// Runs only on some paths: inside `if`, a loop, `case`, a function, or
+    /// after `&&`/`||`.
+    pub conditional: bool,
     /// [`Command::program_index`] and the program's file name, worked out once.
     program_at: Option<usize>,
     program_name: Option<String>,
@@ -1208,7 +1211,11 @@ impl<'t, 's> Parser<'t, 's> {
             while let Token::Newline = self.peek() {
                 self.next();
             }
+            let first = self.sink.len();
             self.parse_pipeline(terms);
+            for command in &mut self.sink[first..] {
+                command.conditional = true;
+            }
         }
     }
 
@@ -1345,6 +1352,11 @@ impl<'t, 's> Parser<'t, 's> {
             _ => {}
         }
         self.depth -= 1;
+        if word != "{" {
+            for command in &mut self.sink[first..] {
+                command.conditional = true;
+            }
+        }
         self.compound_redirects(first);
     }
 
@@ -1476,6 +1488,7 @@ impl<'t, 's> Parser<'t, 's> {
         self.parse_command(&[]);
         for command in &mut self.sink[first..] {
             command.in_function.get_or_insert_with(|| name.to_owned());
+            command.conditional = true;
         }
     }
 

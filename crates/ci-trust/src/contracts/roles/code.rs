@@ -423,12 +423,18 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 let runs_from = exported
                     || command.program_text().is_some_and(|program| {
                         let name = command.program().unwrap_or_default();
-                        if commands::WORKSPACE_SEARCHES.contains(&name.as_str())
-                            || mentions_dir(&program, dir, &names)
-                        {
+                        // `find` runs what it finds only with `-exec` (or `-ok`).
+                        let searches = if name == "find" {
+                            command.arg_texts().iter().any(|a| {
+                                matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir")
+                            })
+                        } else {
+                            commands::WORKSPACE_SEARCHES.contains(&name.as_str())
+                        };
+                        if searches || mentions_dir(&program, dir, &names) {
                             return true;
                         }
-                        if commands::READ_ONLY.contains(&name.as_str()) {
+                        if commands::READ_ONLY.contains(&name.as_str()) || name == "find" {
                             return false;
                         }
                         // `PYTHONPATH=pr python x.py`: an assignment into it.
@@ -699,12 +705,15 @@ fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s
     let at = other_run_download(step)?;
     let taint = if step.uses_action("actions/download-artifact") {
         let value = scope.value(&at.value);
-        // Another run's artifacts are that run's bytes, and a pull request's
-        // run can upload any: pull-request bytes unless a dispatcher chose the run.
-        if value.taint().has(Taint::MAINTAINER) {
-            value.taint()
+        // Another run's artifacts are that run's bytes: a pull request's
+        // when the run id is one's (`github.event.workflow_run.id` after a
+        // pull request), a dispatcher's choice, or, for a run id the
+        // workflow computes, a run the repository does not show.
+        let t = value.taint();
+        if t.pr() || t.has(Taint::MAINTAINER) {
+            t
         } else {
-            value.taint() | Taint::PR_REF
+            t | Taint::UNSEEN
         }
     } else {
         // The newest run of a workflow, which may be a pull request's.

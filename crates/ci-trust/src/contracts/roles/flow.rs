@@ -17,7 +17,7 @@ use super::JobRef;
 use super::starts::Start;
 use crate::contracts::commands;
 use crate::contracts::eval::{self, Scope, Taint, Val};
-use crate::contracts::shell::{Command, Part, Script, Word};
+use crate::contracts::shell::{Command, Part, RedirectOp, Script, Word};
 use crate::contracts::workflow::{Job, Step, Workflow, lookup};
 use crate::policy::Policy;
 
@@ -751,6 +751,39 @@ impl<'a> JobScope<'a> {
         Val::any(out).tainted(taint)
     }
 
+    /// The directories of the checkouts before this step whose ref (or
+    /// repository) a pull request controls (`.` for the workspace itself).
+    pub fn pr_checkouts(&self) -> Vec<String> {
+        let limit = self.step.unwrap_or(self.job().steps.len());
+        let mut dirs = Vec::new();
+        for step in self.job().steps.iter().take(limit) {
+            if !step.uses_action("actions/checkout") {
+                continue;
+            }
+            let scope = self.at_step(step.index);
+            let reference = step
+                .input("ref")
+                .map_or(Val::Null, |r| scope.value(&r.value));
+            let repository = step
+                .input("repository")
+                .map_or(Val::Null, |r| scope.value(&r.value));
+            let fork = repository
+                .alternatives()
+                .iter()
+                .any(|v| matches!(v, Val::Sym(s) if *s == FORK_REPO));
+            if reference.taint().pr() || repository.taint().pr() || fork {
+                let dir = step.input("path").map_or(".", |p| p.value.as_str());
+                let dir = dir
+                    .trim()
+                    .trim_start_matches("./")
+                    .trim_matches('/')
+                    .to_owned();
+                dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+            }
+        }
+        dirs
+    }
+
     // ---- the shell --------------------------------------------------------
 
     /// A variable a step's script starts with: the runner's own, or the
@@ -826,6 +859,11 @@ impl Scope for JobScope<'_> {
 pub struct ShellTaint<'a> {
     scope: &'a JobScope<'a>,
     script: &'a Script,
+    /// The pull-request checkouts a file read may come from.
+    pr_dirs: Vec<String>,
+    /// Where each variable is first assigned on every path (a command that
+    /// is not conditional): after that, the environment's value is gone.
+    shadowed: BTreeMap<String, usize>,
     vars: BTreeMap<String, Taint>,
     base: RefCell<BTreeMap<String, Option<Val>>>,
 }
@@ -835,10 +873,20 @@ impl<'a> ShellTaint<'a> {
         let mut shell = ShellTaint {
             scope,
             script,
+            pr_dirs: scope.pr_checkouts(),
+            shadowed: BTreeMap::new(),
             vars: BTreeMap::new(),
             base: RefCell::new(BTreeMap::new()),
         };
         let assignments = script.assignments();
+        for (command, a) in &assignments {
+            if !command.conditional && !command.substituted && command.words.is_empty() {
+                shell
+                    .shadowed
+                    .entry(a.name.clone())
+                    .or_insert(command.span.end);
+            }
+        }
         // A fixpoint: taints only grow, and there are finitely many.
         for _ in 0..8 {
             let mut changed = false;
@@ -885,7 +933,12 @@ impl<'a> ShellTaint<'a> {
                 }
                 Part::Variable { name } => {
                     let assigned = self.vars.get(name).copied();
-                    match (assigned, self.given(name)) {
+                    let shadowed = self
+                        .shadowed
+                        .get(name)
+                        .is_some_and(|end| word.span.start >= *end);
+                    let given = if shadowed { None } else { self.given(name) };
+                    match (assigned, given) {
                         (None, Some(v)) => v,
                         (Some(t), given) => {
                             Val::Unknown(t | given.map_or(Taint::NONE, |v| v.taint()))
@@ -935,6 +988,11 @@ impl<'a> ShellTaint<'a> {
         taint
     }
 
+    /// What a command's output may carry: what it asks and what it is given.
+    pub fn command_taint(&self, command: &Command) -> Taint {
+        self.command_reading(command, Taint::NONE)
+    }
+
     /// What a command's output may carry: what it asks (the pull-request
     /// API, the event payload), everything it is given, and `stdin` from a pipe.
     fn command_reading(&self, command: &Command, stdin: Taint) -> Taint {
@@ -957,12 +1015,36 @@ impl<'a> ShellTaint<'a> {
             }
         }
         let taint = given | self.source(command);
+        // `tr -cd '[:alnum:]-'` keeps only the characters it names: no text
+        // survives that could carry shell or a new line.
+        if command.program_is("tr") {
+            let args = command.arg_texts();
+            let deletes_complement = args.iter().any(|a| {
+                a.starts_with('-') && !a.starts_with("--") && a.contains('c') && a.contains('d')
+            }) || args.iter().any(|a| a == "-c")
+                && args.iter().any(|a| a == "-d");
+            if deletes_complement {
+                return taint.without(Taint::PR_TEXT);
+            }
+        }
         // The base side of a pull request (`.base.ref`, `baseRefName`) is the
         // repository's own branch: no pull-request content.
         let program = command.program().unwrap_or_default();
-        if filter_text(&program, &command.arg_texts())
-            .is_some_and(|f| f.to_ascii_lowercase().contains("base"))
-        {
+        if filter_text(&program, &command.arg_texts()).is_some_and(|f| {
+            // A plain path (`.base.ref`, `.baseRefName`), not an object or
+            // array built from several fields.
+            let f = f
+                .trim()
+                .trim_end_matches(" // empty")
+                .trim_start_matches('.');
+            let plain = f
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'[' | b']'));
+            plain
+                && f.split('.')
+                    .next()
+                    .is_some_and(|first| first.to_ascii_lowercase().starts_with("base"))
+        }) {
             return taint.without(Taint::PR);
         }
         // A filter that selects a SHA, a number, a login or a flag yields
@@ -1021,7 +1103,53 @@ impl<'a> ShellTaint<'a> {
         if asks_pr {
             taint |= Taint::PR_REF | Taint::PR_TEXT;
         }
+        // A file of a pull-request checkout, read (`cat pr/VERSION`, `< .env`).
+        if self.reads_pr_file(command) {
+            taint |= Taint::PR_TEXT;
+        }
         taint
+    }
+
+    /// True when the command names a file of a pull-request checkout as an
+    /// argument or reads one on its standard input. With the pull request
+    /// checked out in the workspace itself, any relative path is one.
+    fn reads_pr_file(&self, command: &Command) -> bool {
+        if self.pr_dirs.is_empty() {
+            return false;
+        }
+        let program = command.program().unwrap_or_default();
+        // Writers and the shell's own commands read nothing here.
+        if matches!(
+            program.as_str(),
+            "echo" | "printf" | "mkdir" | "rm" | "cd" | "export" | "test" | "["
+        ) {
+            return false;
+        }
+        let paths = command.args().iter().filter(|w| !w.is_option()).chain(
+            command
+                .redirects
+                .iter()
+                .filter(|r| r.op == RedirectOp::Read)
+                .map(|r| &r.target),
+        );
+        paths.into_iter().any(|w| {
+            let Some(text) = w.literal() else {
+                return false;
+            };
+            let path = text.trim_start_matches("./");
+            if path.starts_with('/')
+                || path.starts_with('-')
+                || path.contains("://")
+                || path.is_empty()
+            {
+                return false;
+            }
+            self.pr_dirs.iter().any(|d| {
+                d == "." && (path.contains('/') || path.contains('.'))
+                    || path == d
+                    || path.starts_with(&format!("{d}/"))
+            })
+        })
     }
 }
 
@@ -1048,7 +1176,20 @@ fn filter_field(program: &str, args: &[String]) -> Option<String> {
 /// The filter of a `jq` command, or of `gh … --jq`/`-q`.
 fn filter_text(program: &str, args: &[String]) -> Option<String> {
     match program {
-        "jq" => args.iter().find(|a| !a.starts_with('-')).cloned(),
+        "jq" => {
+            // The first argument that is neither an option nor an option's value.
+            let mut i = 0;
+            while i < args.len() {
+                match args[i].as_str() {
+                    "--arg" | "--argjson" | "--slurpfile" | "--rawfile" => i += 3,
+                    "--indent" => i += 2,
+                    "-f" | "--from-file" => return None,
+                    a if a.starts_with('-') => i += 1,
+                    a => return Some(a.to_owned()),
+                }
+            }
+            None
+        }
         "gh" => args
             .iter()
             .position(|a| a == "--jq" || a == "-q")

@@ -259,6 +259,7 @@ impl Checker<'_> {
                     let tainted: Vec<&Start> = info
                         .starts
                         .iter()
+                        .filter(|start| !isolated(start))
                         .filter(|start| {
                             let scope = self.model.scope(info.at, start, Some(step.index));
                             eval::eval_body(body, &scope).taint().has(Taint::PR_TEXT)
@@ -351,6 +352,71 @@ impl Checker<'_> {
                             ),
                         ));
                     }
+                }
+            }
+        }
+        // Pull-request bytes written to `$GITHUB_ENV` or `$GITHUB_PATH` set
+        // every later step's environment (LD_PRELOAD, PATH, BASH_ENV) in a job
+        // whose steps hold its privileges.
+        for step in &job.steps {
+            let Some(script) = step.script() else {
+                continue;
+            };
+            let Some(run) = &step.run else { continue };
+            for file in ["GITHUB_ENV", "GITHUB_PATH"] {
+                for command in script.commands().filter(|c| c.writes_to(file)) {
+                    let tainted: Vec<&Start> = info
+                        .starts
+                        .iter()
+                        .filter(|start| !isolated(start))
+                        .filter(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            let shell = scope.shell(&script);
+                            let mut taint = shell.command_taint(command);
+                            // `echo "X=$v" | tee -a "$GITHUB_ENV"`: what the pipe carries.
+                            if command.program_is("tee") {
+                                for earlier in script.commands().filter(|c| {
+                                    c.pipeline == command.pipeline
+                                        && c.pipe_position < command.pipe_position
+                                }) {
+                                    taint |= shell.command_taint(earlier);
+                                }
+                            }
+                            // Text can carry a new line (a new variable); a
+                            // SHA or a number cannot.
+                            taint.has(Taint::PR_TEXT)
+                        })
+                        .collect();
+                    let certain = tainted.iter().any(|s| match s.actor {
+                        Actor::Outsider | Actor::Repository => true,
+                        Actor::Member => self
+                            .policy
+                            .contracts
+                            .same_repository_pull_requests_untrusted(),
+                        Actor::Maintainer => false,
+                    });
+                    if tainted.is_empty() {
+                        continue;
+                    }
+                    let line = crate::contracts::commands::line(&run.value, &script, command);
+                    let severity = if certain {
+                        (Severity::Error, None)
+                    } else {
+                        (
+                            Severity::Warning,
+                            Some("the bytes come from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                        )
+                    };
+                    found.push((
+                        severity,
+                        wf.locate(run.pos, line),
+                        format!(
+                            "`{}` writes `${file}` from bytes a pull request controls, which set the environment of every later step of {} `{}`, a {why}; keep pull-request values out of `${file}`",
+                            line.trim(),
+                            self.model.info(info.at).role(),
+                            job.id.value
+                        ),
+                    ));
                 }
             }
         }
@@ -642,6 +708,14 @@ fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
         // its own command, met in this loop too.
     }
     None
+}
+
+/// A pull request's own run: its author gains nothing there they lack.
+fn isolated(start: &Start) -> bool {
+    matches!(
+        start.event.as_str(),
+        "pull_request" | "pull_request_review" | "pull_request_review_comment"
+    )
 }
 
 /// The attacker-controlled context an expression body reads, if any: pull
