@@ -624,9 +624,20 @@ fn conversation_scopes_matter_only_where_labels_or_reviews_open_a_gate() {
     // `contents: write` pushes: always a finding.
     let pushes = bot.replace("contents: read", "contents: write");
     let all = findings(&repo(&[("bot.yml", &pushes)]));
-    let text = messages(&all);
+    let text: Vec<String> = errors(&all)
+        .iter()
+        .map(|f| f["message"].as_str().unwrap().to_owned())
+        .collect();
+    let text = text.join("\n");
     assert!(text.contains("`contents: write`"), "{text}");
+    // Without a gate it could open, a conversation scope is a warning.
     assert!(!text.contains("`pull-requests: write`"), "{text}");
+    assert!(
+        reported(&all)
+            .iter()
+            .any(|f| f["severity"] == "warning" && f["message"].as_str().unwrap().contains("`pull-requests: write`")),
+        "{all:#?}"
+    );
 }
 
 /// Without a policy file and without a publisher, `archive-names` is skipped

@@ -27,6 +27,8 @@ struct Held {
     origin: String,
     /// What follows the origin: the fix, or the gate a scope opens.
     tail: String,
+    /// A conversation scope without a gate it could open: a warning.
+    ungated: bool,
 }
 
 /// `untrusted-write-permissions`.
@@ -110,6 +112,7 @@ impl Checker<'_> {
                         pos: level.pos,
                         origin: effective.origin.clone(),
                         tail: "; list read scopes instead".to_owned(),
+                        ungated: false,
                     });
                 }
                 Some(Permissions::Shorthand(_)) => {}
@@ -134,14 +137,21 @@ impl Checker<'_> {
                         // (events made with the job's token start no run,
                         // and a comment gate checks the commenter, which the
                         // bot is not), so it is reported when one exists.
+                        // On a pod the pull request's code runs beside the
+                        // runner, with the token: any write scope is its.
+                        let mut ungated = false;
                         let gate = if !allowed
                             && CONVERSATION_SCOPES.contains(&scope.value.as_str())
+                            && info.pod.is_none()
                         {
                             match self.label_gate() {
                                 Some(gate) => format!(
                                     "; {gate} decides on labels or reviews, which this token can set"
                                 ),
-                                None => continue,
+                                None => {
+                                    ungated = true;
+                                    String::new()
+                                }
                             }
                         } else {
                             String::new()
@@ -161,6 +171,7 @@ impl Checker<'_> {
                                 pos: scope.pos,
                                 origin: effective.origin.clone(),
                                 tail: gate,
+                                ungated,
                             });
                         }
                     }
@@ -185,7 +196,15 @@ impl Checker<'_> {
             } else {
                 format!("; the same through {}", others.join(", "))
             };
-            self.push(
+            let (severity, question) = if held.ungated {
+                (
+                    Severity::Warning,
+                    Some("the token can post, label and edit pull requests and issues: does any gate (a merge rule, a bot) trust what it can set?".to_owned()),
+                )
+            } else {
+                self.job_severity(at)
+            };
+            self.push_as(
                 RuleId::UntrustedWritePermissions,
                 at,
                 held.file,
@@ -194,6 +213,8 @@ impl Checker<'_> {
                     "{who} runs untrusted code {} ({}{also}){}",
                     held.what, held.origin, held.tail
                 ),
+                severity,
+                question,
             );
         }
     }

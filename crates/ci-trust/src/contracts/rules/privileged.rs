@@ -246,13 +246,47 @@ impl Checker<'_> {
     pub(super) fn privileged_injection(&mut self, info: &JobInfo, job: &Job, why: &str) {
         let wf = self.model.workflow(info.at);
         let mut found = Vec::new();
+        // The scripts the job runs: its own steps', and those of the local
+        // composite actions it uses (their `inputs.NAME` read as what the
+        // step passes), reported at the step's `uses:`.
+        let mut scripts: Vec<(&crate::contracts::workflow::Step, Scalar, Vec<(String, String)>, Option<Pos>)> =
+            Vec::new();
         for step in &job.steps {
-            let scripts = step.run.iter().chain(
+            for script in step.run.iter().chain(
                 step.input("script")
                     .filter(|_| step.uses_action("actions/github-script")),
-            );
-            for script in scripts {
+            ) {
+                scripts.push((step, script.clone(), Vec::new(), None));
+            }
+            let mut budget = super::LOCAL_ACTION_BUDGET;
+            let mut pending = vec![(step.clone(), Vec::new())];
+            while let Some((outer, inputs)) = pending.pop() {
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                let Ok(Some(action)) =
+                    crate::contracts::workflow::expand_local_action(self.root, &outer, &inputs)
+                else {
+                    continue;
+                };
+                for inner in &action.steps {
+                    if let Some(run) = &inner.run {
+                        let at = step.uses.as_ref().map_or(step.pos, |u| u.pos);
+                        scripts.push((step, run.clone(), action.inputs.clone(), Some(at)));
+                    }
+                    if inner.uses.is_some() {
+                        pending.push((inner.clone(), action.inputs.clone()));
+                    }
+                }
+            }
+        }
+        for (step, script, inputs, place) in &scripts {
+            let step: &crate::contracts::workflow::Step = step;
+            {
                 for (_, body) in expr::expressions(&script.value) {
+                    let substituted = substitute_inputs(body, inputs);
+                    let body: &str = &substituted;
                     // What the expression is under each start of the job:
                     // text a pull request's author wrote (a boolean or a
                     // number made from it is no text).
@@ -344,7 +378,7 @@ impl Checker<'_> {
                     if let Some(context) = context {
                         found.push((
                             severity,
-                            wf.locate(script.pos, body),
+                            place.unwrap_or_else(|| wf.locate(script.pos, body)),
                             format!(
                                 "`${{{{ {body} }}}}` expands `{context}`, which the pull request's author picks, into a script of {} `{}`, a {why}; pass it through `env:` and quote it",
                                 self.model.info(info.at).role(),
@@ -708,6 +742,28 @@ fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
         // its own command, met in this loop too.
     }
     None
+}
+
+/// An expression body of a composite action's script with each
+/// `inputs.NAME` replaced by what the calling step passes (an expression's
+/// body, or a literal).
+fn substitute_inputs(body: &str, inputs: &[(String, String)]) -> String {
+    if inputs.is_empty() || !body.contains("inputs.") {
+        return body.to_owned();
+    }
+    let mut out = body.to_owned();
+    for (name, value) in inputs {
+        let needle = format!("inputs.{name}");
+        if !out.contains(&needle) {
+            continue;
+        }
+        let replacement = match expr::sole_expression(value) {
+            Some(inner) => format!("({inner})"),
+            None => format!("'{}'", value.replace('\'', "''")),
+        };
+        out = out.replace(&needle, &replacement);
+    }
+    out
 }
 
 /// A pull request's own run: its author gains nothing there they lack.
