@@ -633,9 +633,11 @@ fn conversation_scopes_matter_only_where_labels_or_reviews_open_a_gate() {
     // Without a gate it could open, a conversation scope is a warning.
     assert!(!text.contains("`pull-requests: write`"), "{text}");
     assert!(
-        reported(&all)
-            .iter()
-            .any(|f| f["severity"] == "warning" && f["message"].as_str().unwrap().contains("`pull-requests: write`")),
+        reported(&all).iter().any(|f| f["severity"] == "warning"
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("`pull-requests: write`")),
         "{all:#?}"
     );
 }

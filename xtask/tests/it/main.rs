@@ -17,6 +17,7 @@ mod architecture;
 #[cfg(unix)]
 mod archive;
 mod contracts;
+mod contracts_model;
 mod contracts_own;
 mod contracts_world;
 #[cfg(unix)]
@@ -26,6 +27,7 @@ mod key_attack;
 #[cfg(unix)]
 mod key_config;
 mod key_scan;
+mod mutation;
 mod output;
 #[cfg(unix)]
 mod scripts;

@@ -402,7 +402,7 @@ const REMOTE_CACHE_ENV: &[(&str, &str)] = &[
 pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
     let mut found = Vec::new();
     for step in &job.steps {
-        found.extend(external_step_save(step));
+        found.extend(external_step_save_on(step, &job.runs_on));
     }
     let env: Vec<&(Scalar, Scalar)> = wf
         .env
@@ -457,6 +457,49 @@ pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
         }
     }
     found
+}
+
+/// Drop-in replacements of `actions/cache` that use their service's store
+/// only on their service's runners, and GitHub's Actions cache elsewhere:
+/// the action, and the label prefix of the service's runners.
+const FALLS_BACK: &[(&str, &str)] = &[
+    ("runs-on/cache", "runs-on"),
+    ("runs-on/cache/save", "runs-on"),
+    ("useblacksmith/cache", "blacksmith"),
+    ("useblacksmith/cache/save", "blacksmith"),
+    ("useblacksmith/rust-cache", "blacksmith"),
+];
+
+/// Whether `step` is such a replacement on a job whose `runs-on` names
+/// only other runners (every label known): then it writes GitHub's Actions
+/// cache, which `cache-mode:` governs.
+pub fn falls_back_to_actions_cache(step: &Step, runs_on: &[Scalar]) -> bool {
+    let Some((name, _)) = step.action() else {
+        return false;
+    };
+    let Some((_, prefix)) = FALLS_BACK
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+    else {
+        return false;
+    };
+    !runs_on.is_empty()
+        && runs_on
+            .iter()
+            .all(|l| !l.value.contains("${{") && !l.value.to_lowercase().starts_with(prefix))
+}
+
+/// Whether what `step` saves (if it saves) goes to GitHub's Actions cache,
+/// on a job that runs on `runs_on` (unknown inside an action: empty).
+pub fn saves_to_actions_cache(step: &Step, runs_on: &[Scalar]) -> bool {
+    external_step_save_on(step, runs_on).is_none()
+}
+
+fn external_step_save_on(step: &Step, runs_on: &[Scalar]) -> Option<ExternalSave> {
+    if falls_back_to_actions_cache(step, runs_on) {
+        return None;
+    }
+    external_step_save(step)
 }
 
 fn external_step_save(step: &Step) -> Option<ExternalSave> {

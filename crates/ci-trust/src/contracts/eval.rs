@@ -111,6 +111,9 @@ pub enum Val {
     List(Vec<Val>),
     /// Any value; it may be empty.
     Unknown(Taint),
+    /// An object known to be there (a payload's `pull_request`), its
+    /// contents unknown: truthy, never null.
+    Obj(Taint),
     /// One of these.
     Any(Vec<Val>),
 }
@@ -150,7 +153,7 @@ impl Val {
     pub fn taint(&self) -> Taint {
         match self {
             Val::Null | Val::Bool(_) | Val::Num(_) | Val::Sym(_) => Taint::NONE,
-            Val::Str(_, t) | Val::Unknown(t) => *t,
+            Val::Str(_, t) | Val::Unknown(t) | Val::Obj(t) => *t,
             Val::List(items) | Val::Any(items) => {
                 items.iter().fold(Taint::NONE, |t, v| t | v.taint())
             }
@@ -165,6 +168,7 @@ impl Val {
         match self {
             Val::Str(s, t) => Val::Str(s, t | extra),
             Val::Unknown(t) => Val::Unknown(t | extra),
+            Val::Obj(t) => Val::Obj(t | extra),
             Val::List(items) => Val::List(items.into_iter().map(|v| v.tainted(extra)).collect()),
             Val::Any(items) => Val::Any(items.into_iter().map(|v| v.tainted(extra)).collect()),
             other => other,
@@ -205,7 +209,7 @@ impl Val {
             Val::Bool(b) => bool_tri(*b),
             Val::Num(n) => bool_tri(*n != 0.0 && !n.is_nan()),
             Val::Str(s, _) => bool_tri(!s.is_empty()),
-            Val::Sym(_) | Val::List(_) => Tri::True,
+            Val::Sym(_) | Val::List(_) | Val::Obj(_) => Tri::True,
             Val::Unknown(_) => Tri::Maybe,
             Val::Any(items) => {
                 let mut all_true = true;
@@ -928,7 +932,7 @@ fn property(v: &Val, name: &str) -> Val {
             Err(_) => Val::List(items.iter().map(|i| property(i, name)).collect()),
         },
         Val::Any(items) => Val::any(items.iter().map(|i| property(i, name)).collect()),
-        Val::Unknown(t) => Val::Unknown(*t),
+        Val::Unknown(t) | Val::Obj(t) => Val::Unknown(*t),
         Val::Str(_, t) => Val::Unknown(*t),
         _ => Val::Null,
     }
@@ -1094,6 +1098,8 @@ fn compare(op: CompareOp, a: &Val, b: &Val) -> Tri {
 fn loose_eq(a: &Val, b: &Val) -> Tri {
     match (a, b) {
         (Val::Unknown(_), _) | (_, Val::Unknown(_)) => Tri::Maybe,
+        (Val::Obj(_), Val::Obj(_)) => Tri::Maybe,
+        (Val::Obj(_), _) | (_, Val::Obj(_)) => Tri::False,
         (Val::Any(_), _) | (_, Val::Any(_)) => compare(CompareOp::Eq, a, b),
         (Val::Sym(x), Val::Sym(y)) => bool_tri(x == y),
         // An identity against a literal: the literal may name it.

@@ -266,7 +266,7 @@ impl<'a> JobScope<'a> {
                     return Val::Null;
                 }
                 match rest.as_slice() {
-                    [] => Val::Unknown(Taint::PR_REF),
+                    [] => Val::Obj(Taint::PR_REF | Taint::PR_TEXT),
                     ["head", "sha"] => Val::Unknown(Taint::PR_REF),
                     ["head", "ref"] => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
                     ["head", "repo", "full_name"] => {

@@ -156,12 +156,39 @@ pub(super) fn runs_on_pod(
                 .any(|l| l.eq_ignore_ascii_case(label.trim()))
     };
     if let Some(unresolved) = &job.runs_on_unresolved {
-        let input = expr::sole_expression(&unresolved.value)
-            .and_then(|body| body.strip_prefix("inputs."))
-            .filter(|name| {
-                name.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            });
+        // `${{ inputs.NAME }}`, or `${{ fromJSON(inputs.NAME) }}` (a label
+        // list passed as JSON text).
+        let body = expr::sole_expression(&unresolved.value);
+        let (input, json) = match body {
+            Some(b) if b.starts_with("inputs.") => (b.strip_prefix("inputs."), false),
+            Some(b) if b.len() > 9 && b[..9].eq_ignore_ascii_case("fromjson(") => (
+                b[9..]
+                    .strip_suffix(')')
+                    .map(str::trim)
+                    .and_then(|inner| inner.strip_prefix("inputs.")),
+                true,
+            ),
+            _ => (None, false),
+        };
+        let input = input.filter(|name| {
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+        // Each caller's labels (a JSON list passed to fromJSON is its labels).
+        let labels_of = |value: &str| -> Vec<String> {
+            if json && !value.contains("${{") {
+                match serde_json::from_str::<serde_json::Value>(value) {
+                    Ok(serde_json::Value::Array(items)) => items
+                        .iter()
+                        .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                        .collect(),
+                    Ok(serde_json::Value::String(one)) => vec![one],
+                    _ => vec![value.to_owned()],
+                }
+            } else {
+                vec![value.to_owned()]
+            }
+        };
         let passed: Vec<(String, String)> = input
             .map(|name| {
                 callers
@@ -187,13 +214,17 @@ pub(super) fn runs_on_pod(
         if input.is_some() && !passed.is_empty() && passed.len() == all_callers {
             let literal: Vec<String> = passed
                 .iter()
-                .map(|(label, _)| label.clone())
-                .filter(|label| !label.contains("${{"))
+                .filter(|(value, _)| !value.contains("${{"))
+                .flat_map(|(value, _)| labels_of(value))
                 .collect();
-            let pod = passed
-                .iter()
-                .find(|(label, _)| label.contains("${{") || !is_hosted_label(label, policy));
-            return pod.map(|(label, caller)| {
+            let pod = passed.iter().find_map(|(value, caller)| {
+                let labels = labels_of(value);
+                let label = labels
+                    .iter()
+                    .find(|l| l.contains("${{") || !is_hosted_label(l, policy))?;
+                Some((label.clone(), labels, caller))
+            });
+            return pod.map(|(label, labels, caller)| {
                 (
                     Why {
                         pos: unresolved.pos,
@@ -202,7 +233,7 @@ pub(super) fn runs_on_pod(
                             unresolved.value
                         ),
                     },
-                    ephemeral_label(label),
+                    labels.iter().any(|l| ephemeral_label(l)),
                     literal,
                 )
             });

@@ -40,11 +40,7 @@ impl Checker<'_> {
         // cache (which `cache-mode:` and GitHub's token defaults govern).
         let mut saves: Vec<(Pos, String, bool)> = Vec::new();
         for step in &job.steps {
-            saves.extend(
-                self.step_saves(step)?
-                    .into_iter()
-                    .map(|(p, w)| (p, w, true)),
-            );
+            saves.extend(self.step_saves_on(step, &job.runs_on)?);
         }
         let explicit: Vec<(Pos, String)> = cache_env_saves(wf, job);
         let explicit_write = explicit.iter().any(|(_, why)| why.contains("cache-mode"));
@@ -214,9 +210,24 @@ impl Checker<'_> {
     /// Where a step saves to the cache: the step itself, or, for a local
     /// composite action (`uses: ./.github/actions/x`), any step inside it.
     pub(super) fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
+        Ok(self
+            .step_saves_on(step, &[])?
+            .into_iter()
+            .map(|(pos, why, _)| (pos, why))
+            .collect())
+    }
+
+    /// As [`Checker::step_saves`], on a job running on `runs_on`, with
+    /// whether each save goes to GitHub's Actions cache (which `cache-mode:`
+    /// governs) or elsewhere.
+    pub(super) fn step_saves_on(
+        &self,
+        step: &Step,
+        runs_on: &[crate::contracts::workflow::Scalar],
+    ) -> Result<Vec<(Pos, String, bool)>> {
         let mut found = Vec::new();
         let mut budget = LOCAL_ACTION_BUDGET;
-        self.collect_step_saves(step, None, &mut budget, &mut found)?;
+        self.collect_step_saves(step, None, runs_on, &mut budget, &mut found)?;
         Ok(found)
     }
 
@@ -224,17 +235,32 @@ impl Checker<'_> {
         &self,
         step: &Step,
         outer: Option<Outer<'_>>,
+        runs_on: &[crate::contracts::workflow::Scalar],
         budget: &mut usize,
-        found: &mut Vec<(Pos, String)>,
+        found: &mut Vec<(Pos, String, bool)>,
     ) -> Result<()> {
         // Inside an action, findings point at the workflow's `uses:` line
         // and name the action file's line.
-        let place = |pos: Pos, why: String| match outer {
-            None => (pos, why),
-            Some((at, file, _)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+        let place = |pos: Pos, why: String, governed: bool| match outer {
+            None => (pos, why, governed),
+            Some((at, file, _)) => (
+                at,
+                format!("{why} (in {file}, line {})", pos.line),
+                governed,
+            ),
         };
         if let Some((pos, why)) = cache_save(step) {
-            found.push(place(pos, why));
+            if caches::falls_back_to_actions_cache(step, runs_on) {
+                let name = step.action().map_or("", |(n, _)| n);
+                found.push(place(
+                    pos,
+                    format!("`{name}` saves, and on a runner that is not its service's it writes GitHub's Actions cache"),
+                    true,
+                ));
+            } else {
+                let governed = caches::saves_to_actions_cache(step, runs_on);
+                found.push(place(pos, why, governed));
+            }
         }
         let Some(uses) = &step.uses else {
             return Ok(());
@@ -256,6 +282,7 @@ impl Checker<'_> {
                     uses.value,
                     self.root.display()
                 ),
+                true,
             ));
             return Ok(());
         };
@@ -266,12 +293,19 @@ impl Checker<'_> {
                 format!(
                     "it expands more than {LOCAL_ACTION_BUDGET} local actions (at `{file}`), so what they save was not all checked"
                 ),
+                true,
             ));
             return Ok(());
         }
         *budget -= 1;
         for inner in &action.steps {
-            self.collect_step_saves(inner, Some((at, file, &action.inputs)), budget, found)?;
+            self.collect_step_saves(
+                inner,
+                Some((at, file, &action.inputs)),
+                runs_on,
+                budget,
+                found,
+            )?;
         }
         Ok(())
     }

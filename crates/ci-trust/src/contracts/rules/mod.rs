@@ -591,6 +591,19 @@ impl<'a> Checker<'a> {
             // The lifecycle contract (trusted checkout, no credentials kept,
             // no build, no cache) is the design's hardening of a job that
             // runs only trusted code; a policy file opts into it.
+            // Without a policy file the publisher was inferred: holding a
+            // workflow to the one-writer design's triggers, guards, refs and
+            // key pairing is an opinion the repository has not stated. A
+            // pull request's code where it saves is `untrusted-cache-save`'s
+            // error either way.
+            rule if self.policy.source.is_none()
+                && RULES.iter().any(|r| r.rule == rule && r.needs_publisher) =>
+            {
+                (
+                    Severity::Warning,
+                    Some("the publisher was inferred (no .github/ci-trust.toml): is this workflow meant to be the one writer of the shared caches? Naming it under [publisher] workflows makes this an error".to_owned()),
+                )
+            }
             RuleId::LifecycleJob if self.policy.source.is_none() => (
                 Severity::Warning,
                 Some("the job holds `actions: write` but runs only the default branch's code; is the hardening wanted here? A policy file makes it an error".to_owned()),

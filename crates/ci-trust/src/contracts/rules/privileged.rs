@@ -50,6 +50,16 @@ pub(super) fn check_gate_bypass(c: &mut Checker) -> Result<()> {
     })
 }
 
+/// A script a job runs: the step it belongs to, its text, the composite
+/// action's inputs it reads (name, value), and the `uses:` it is reported at
+/// when it comes from a local action.
+type JobScript<'a> = (
+    &'a crate::contracts::workflow::Step,
+    Scalar,
+    Vec<(String, String)>,
+    Option<Pos>,
+);
+
 impl Checker<'_> {
     /// Why the job's code matters beyond its own logs: it is a publisher, it
     /// holds a secret, or its token may write (then the flag is true: the
@@ -249,8 +259,7 @@ impl Checker<'_> {
         // The scripts the job runs: its own steps', and those of the local
         // composite actions it uses (their `inputs.NAME` read as what the
         // step passes), reported at the step's `uses:`.
-        let mut scripts: Vec<(&crate::contracts::workflow::Step, Scalar, Vec<(String, String)>, Option<Pos>)> =
-            Vec::new();
+        let mut scripts: Vec<JobScript<'_>> = Vec::new();
         for step in &job.steps {
             for script in step.run.iter().chain(
                 step.input("script")
