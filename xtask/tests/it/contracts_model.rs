@@ -60,16 +60,10 @@ fn show(findings: &[Value]) -> String {
         .join("\n")
 }
 
-// A policy for a repository without a publisher: the sections that name
-// workflows are empty, so only `[contracts]` speaks.
-const TRUST_SAME_REPO: &str = concat!(
-    "[publisher]\nworkflows = []\n[artifacts]\ntrusted-workflows = []\n",
-    "[contracts]\nsame-repository-pull-requests = \"trusted\"\n"
-);
-const NAMED: &str = concat!(
-    "[publisher]\nworkflows = []\n[artifacts]\ntrusted-workflows = []\n",
-    "[contracts]\nrepository = \"acme/widgets\"\n"
-);
+// Policies of only `[contracts]` settings (the defaults' workflow names,
+// which these trees do not have, are dropped as without a policy file).
+const TRUST_SAME_REPO: &str = "[contracts]\nsame-repository-pull-requests = \"trusted\"\n";
+const NAMED: &str = "[contracts]\nrepository = \"acme/widgets\"\n";
 
 const PRT_BUILD: &str = "on:\n  pull_request_target:\n  push:\n    branches: [main]\npermissions:\n  contents: read\njobs:\n  build:\n    IF\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n          persist-credentials: false\n      - run: make test\n        env:\n          TOKEN: ${{ secrets.DEPLOY_TOKEN }}\n";
 

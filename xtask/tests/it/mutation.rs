@@ -5,7 +5,8 @@
 //! on a real corpus:
 //!
 //! ```text
-//! CHECK_CONTRACTS_CORPUS=/tmp/corpus cargo test -p xtask --test it -- --ignored mutation::real_corpus --nocapture
+//! CHECK_CONTRACTS_CORPUS=/tmp/corpus [CHECK_CONTRACTS_HALF=dev|test] [CHECK_CONTRACTS_HOSTS=N] \
+//!   cargo test -p xtask --test it -- --ignored mutation::real_corpus --nocapture
 //! CHECK_CONTRACTS_SEED=/tmp/seed cargo test -p xtask --test it -- --ignored mutation::seed --nocapture
 //! ```
 //!
@@ -1035,6 +1036,11 @@ fn real_corpus() {
     };
     let repos = include_str!("../fixtures/contracts/corpus/repos.txt");
     let half = std::env::var("CHECK_CONTRACTS_HALF").ok();
+    // How many workflows of each repository host the mutants (default 1).
+    let hosts = std::env::var("CHECK_CONTRACTS_HOSTS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(1);
     let mut total = Score::default();
     for line in repos.lines() {
         let mut parts = line.split_whitespace();
@@ -1051,7 +1057,7 @@ fn real_corpus() {
         score(
             &dir.file_name().unwrap().to_string_lossy(),
             &read_tree(&dir),
-            1,
+            hosts,
             &mut total,
         );
     }

@@ -89,6 +89,7 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let mut policy = policy.clone();
     let mut notes = Vec::new();
     if policy.source.is_some() {
+        keep_unwritten_defaults_that_exist(&mut policy, &workflows);
         validate_policy_names(&policy, &workflows)?;
     } else {
         notes.extend(apply_defaults(&mut policy, &workflows));
@@ -306,6 +307,32 @@ fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
             tail.trim()
         ),
         suppressed: None,
+    }
+}
+
+/// A policy file without a `[publisher]` (or `[artifacts]`) table did not
+/// name those workflows: the defaults' names (this repository's) that the
+/// tree does not have are dropped, as without a policy file, so that a
+/// policy of only `[contracts]` settings checks any repository.
+fn keep_unwritten_defaults_that_exist(policy: &mut Policy, workflows: &[Workflow]) {
+    let text = policy
+        .source
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let has_table = |name: &str| {
+        text.contains(&format!("{name}."))
+            || text.lines().any(|l| {
+                let l = l.trim();
+                l.starts_with('[') && l.trim_matches(['[', ']']).trim() == name
+            })
+    };
+    let exists = |name: &String| workflows.iter().any(|w| &w.name == name);
+    if !has_table("publisher") {
+        policy.publisher.workflows.retain(exists);
+    }
+    if !has_table("artifacts") {
+        policy.artifacts.trusted_workflows.retain(exists);
     }
 }
 
