@@ -87,6 +87,9 @@ struct Entry {
 /// The files of the key, collected from every discovery rule.
 pub struct InputSet {
     root: PathBuf,
+    /// The repository's top directory (`root` or an ancestor): symlinks may
+    /// lead anywhere inside it. Inputs above `root` are named `../…`.
+    bound: PathBuf,
     skipped_dirs: Vec<PathBuf>,
     entries: BTreeMap<String, Entry>,
     /// Directories already known to be real (no symlink on the way from the
@@ -123,6 +126,7 @@ impl InputSet {
         let skipped_why = vec![String::new(); skipped_dirs.len()];
         InputSet {
             root: root.to_path_buf(),
+            bound: root.to_path_buf(),
             skipped_dirs,
             entries: BTreeMap::new(),
             real_dirs: HashSet::new(),
@@ -143,22 +147,44 @@ impl InputSet {
         &self.root
     }
 
+    /// Lets symlinks lead anywhere inside `repository` (an ancestor of the
+    /// root, where `.git` is), not only inside the workspace.
+    pub fn set_repository_root(&mut self, repository: &Path) {
+        if self.root.starts_with(repository) {
+            self.bound = repository.to_path_buf();
+        }
+    }
+
     /// The repository-relative, `/`-separated form of `abs`, refusing paths
     /// that leave the repository or fall in an excluded area.
     pub fn relative(&self, abs: &Path) -> Result<String> {
         let normal = super::workspace::normalize(abs);
-        let Ok(rel) = normal.strip_prefix(&self.root) else {
+        let Ok(in_repository) = normal.strip_prefix(&self.bound) else {
             bail!(
                 "{} is outside the repository root {}",
                 shown(&normal),
-                self.root.display()
+                self.bound.display()
             );
         };
-        let Some(rel) = rel.to_str() else {
+        let rel: PathBuf = match normal.strip_prefix(&self.root) {
+            Ok(rel) => rel.to_path_buf(),
+            // Above the workspace, inside the repository: `../README.md`.
+            Err(_) => {
+                let depth = self
+                    .root
+                    .strip_prefix(&self.bound)
+                    .map_or(0, |d| d.components().count());
+                std::iter::repeat_n(Path::new(".."), depth)
+                    .collect::<PathBuf>()
+                    .join(in_repository)
+            }
+        };
+        let (Some(rel), Some(in_repository)) = (rel.to_str(), in_repository.to_str()) else {
             bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
-        if let Some(why) = excluded_reason(rel) {
-            bail!("{} cannot be a key input: {why}", shown(Path::new(rel)));
+        let rel = rel.to_owned();
+        if let Some(why) = excluded_reason(&rel).or_else(|| excluded_reason(in_repository)) {
+            bail!("{} cannot be a key input: {why}", shown(Path::new(&rel)));
         }
         if let Some(index) = self
             .skipped_dirs
@@ -171,11 +197,11 @@ impl InputSet {
             }
             bail!(
                 "{} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
-                shown(Path::new(rel)),
+                shown(Path::new(&rel)),
                 self.display(&self.skipped_dirs[index])
             );
         }
-        Ok(rel.to_owned())
+        Ok(rel)
     }
 
     /// Adds a file that must exist when hashed.
@@ -222,19 +248,26 @@ impl InputSet {
     /// A link to an absolute path (`/proc/self/cwd/…` included, whose target
     /// depends on who opens it) or one that leaves the root is refused.
     fn resolve(&mut self, normal: &Path) -> Result<Resolved> {
+        // From the workspace root for its own paths, from the repository's
+        // for those above it; `..` may climb to the repository's top.
+        let base = if normal.starts_with(&self.root) {
+            self.root.clone()
+        } else {
+            self.bound.clone()
+        };
         let rel = normal
-            .strip_prefix(&self.root)
+            .strip_prefix(&base)
             .with_context(|| format!("{} is outside the repository", normal.display()))?
             .to_path_buf();
         let mut pending: std::collections::VecDeque<std::ffi::OsString> =
             rel.components().map(|c| c.as_os_str().to_owned()).collect();
-        let mut cur = self.root.clone();
+        let mut cur = base;
         let mut links = Vec::new();
         let mut hops = 0;
         let mut exists = true;
         while let Some(part) = pending.pop_front() {
             if part == ".." {
-                if cur == self.root {
+                if cur == self.bound {
                     bail!(
                         "{} resolves outside the checkout through the symlink {}; a link the build follows must stay inside the repository: make it a regular file or a link to a path inside it",
                         self.display(normal),
@@ -276,7 +309,7 @@ impl InputSet {
                             shown(&target)
                         );
                     }
-                    if next.starts_with(&self.root) {
+                    if next.starts_with(&self.bound) {
                         links.push(next);
                     }
                     for part in target.components().rev() {
@@ -294,7 +327,7 @@ impl InputSet {
                     cur = next;
                 }
             }
-            if !cur.starts_with(&self.root) {
+            if !cur.starts_with(&self.bound) {
                 bail!(
                     "{} resolves to {}, outside the checkout, through the symlink {}; a link the build follows must stay inside the repository",
                     self.display(normal),
@@ -478,6 +511,7 @@ impl InputSet {
             return Ok(usize::from(hit));
         }
         let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
+        scratch.bound = self.bound.clone();
         scratch.add_dir(&start, reason, false)?;
         let mut count = 0;
         for (rel, entry) in scratch.entries {

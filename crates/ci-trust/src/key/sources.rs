@@ -12,17 +12,53 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::callers::{
+    Expansions, Invokers, MacroCalls, MacroEmbed, MacroKnowledge, resolve_from_callers,
+};
 use super::inputs::{self, Hashed, InputSet};
-use super::scan::{self, CallerRelative, EmbedTarget, FileContext, FileScan};
+use super::scan::{self, EmbedTarget, FileContext, FileScan};
 use crate::policy::KeyPolicy;
 
+/// The token-output macros (`quote!`, `parse_quote!`) whose crate the
+/// package depends on from a registry, under the crate's own name, and no
+/// other dependency is linked under: `quote!` there is the quote crate's
+/// (unless a `macro_rules!` or alias of the workspace takes the name, which
+/// [`discover`] checks). A `quote` of the checkout (a path or git
+/// dependency, a `[patch]`, a workspace package of that name) is code the
+/// pull request writes, so its arguments are read.
+pub fn token_output_macros(
+    package: &super::workspace::Package,
+    workspace: &super::workspace::Workspace,
+) -> Vec<&'static str> {
+    scan::TOKEN_OUTPUT_MACROS
+        .iter()
+        .filter(|(_, krate)| {
+            let deps = &package.dependency_renames;
+            deps.iter()
+                .any(|(name, rename, registry)| name == krate && rename.is_none() && *registry)
+                && !deps
+                    .iter()
+                    .any(|(name, rename, _)| name != krate && rename.as_deref() == Some(krate))
+                && !workspace.packages.iter().any(|p| p.name == *krate)
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
 /// A crate root to start from.
+#[derive(Clone)]
 pub struct Root {
     pub file: PathBuf,
     pub package_dir: PathBuf,
     /// Says which target of which package this is, for `--explain`.
     pub label: String,
+    /// The crate name of the target (`-` as `_`): a macro path through it
+    /// (`my_crate::gen!`) names the workspace's macro.
+    pub crate_name: String,
     pub build_script: bool,
+    /// The token-output macros (`quote!`) of the package: the arguments of
+    /// their calls are text the package emits, never read as includes.
+    pub token_output: Vec<&'static str>,
 }
 
 /// What the walk found besides the inputs it added.
@@ -38,6 +74,11 @@ pub struct Discovery {
     /// How many `OUT_DIR` embeds were left to their build script's inputs.
     pub out_dir_embeds: usize,
     pub parsed_files: usize,
+    /// The sites whose `[[key.dynamic-include]]` entry a refusal printed.
+    pub suggested_sites: HashSet<String>,
+    /// Token-output macro names (`quote`) that a `macro_rules!` or an alias
+    /// of the workspace takes: their arguments must be read after all.
+    pub shadowed_token_output: HashSet<String>,
 }
 
 /// A file read in one context: (file, module directory, package directory,
@@ -70,8 +111,20 @@ enum Outcome {
 /// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut aliases: HashMap<String, String> = HashMap::new();
+    // `quote!`'s arguments are skipped as token output; a `macro_rules!
+    // quote` or `use … as quote` of the workspace makes the name its own,
+    // and the walk is done again reading them.
+    let mut roots = roots.to_vec();
+    let mut shadowed: HashSet<String> = HashSet::new();
     for walks in 1.. {
-        let (mut discovery, renames) = walk(roots, inputs, policy, &aliases);
+        let (mut discovery, renames) = walk(&roots, inputs, policy, &aliases);
+        let newly_shadowed = !discovery.shadowed_token_output.is_subset(&shadowed);
+        if newly_shadowed {
+            shadowed.extend(discovery.shadowed_token_output.iter().cloned());
+            for root in &mut roots {
+                root.token_output.retain(|name| !shadowed.contains(*name));
+            }
+        }
         let known = aliases.len();
         // A fixpoint: `use crate::embed as e2;` renames an alias.
         loop {
@@ -92,7 +145,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 break;
             }
         }
-        if aliases.len() == known {
+        if aliases.len() == known && !newly_shadowed {
             return discovery;
         }
         // Each walk reveals at least one more alias; a chain this long is
@@ -123,10 +176,17 @@ fn walk(
 ) -> (Discovery, Vec<(String, String)>) {
     let mut renames: Vec<(String, String)> = Vec::new();
     let mut macro_calls: Vec<(String, String)> = Vec::new();
-    // `include` handed to a macro as a token is a call only where some
-    // `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
-    let mut any_metavariable_call = false;
-    let mut passed_include: Vec<scan::Embed> = Vec::new();
+    // An include macro handed to a macro as a token is a call only where
+    // that macro may invoke it (`$m!(…)`): decided after the walk, once
+    // every `macro_rules!` is known.
+    let mut metavariable_callers: HashSet<String> = HashSet::new();
+    let mut bare_bang_to: HashSet<String> = HashSet::new();
+    let mut macros_defined: HashSet<String> = HashSet::new();
+    let mut passed_include: Vec<scan::PassedInclude> = Vec::new();
+    // Includes whose path a macro call gives, with the root they were read
+    // under, and every `macro_rules!` definition seen: expanded once the
+    // definitions are known (`Expansions`).
+    let mut expansions = Expansions::default();
     let mut discovery = Discovery::default();
     // A file is read once per context that changes what it means: its
     // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
@@ -153,7 +213,7 @@ fn walk(
     // (site, name, macro_rules) where a macro declaring modules is handed
     // over as a token: refused once it is known that some macro_rules!
     // calls a metavariable.
-    let mut handed_modules: Vec<(String, String, String)> = Vec::new();
+    let mut handed_modules: Vec<(String, String, String, String)> = Vec::new();
     let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
     let mut frontier: Vec<Job> = Vec::new();
     for (index, root) in roots.iter().enumerate() {
@@ -224,7 +284,12 @@ fn walk(
                 discovery.parsed_files += 1;
                 renames.extend(scan.use_renames.iter().cloned());
                 macro_calls.extend(scan.macro_rules_calls.iter().cloned());
-                any_metavariable_call |= scan.metavariable_macro_call;
+                metavariable_callers.extend(scan.metavariable_callers.iter().cloned());
+                bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
+                macros_defined.extend(scan.macro_rules_defined.iter().cloned());
+                for definition in &scan.macro_definitions {
+                    expansions.define(definition);
+                }
                 passed_include.extend(scan.passed_include.iter().cloned());
                 macro_modules.extend(scan.macro_modules.iter().cloned());
                 if let Some((line, why)) = &scan.refused {
@@ -357,8 +422,33 @@ fn walk(
                                     .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
                             }
                         }
+                        EmbedTarget::Candidates(paths) => {
+                            let mut found = false;
+                            for path in paths {
+                                let path = super::workspace::normalize(path);
+                                found |= std::fs::symlink_metadata(&path).is_ok();
+                                if let Err(err) = inputs
+                                    .add_maybe_absent(&path, &why)
+                                    .and_then(|()| inputs.add_link_target(&path, &why))
+                                {
+                                    discovery.errors.push(format!(
+                                        "{site}: {} cannot be a key input: {err:#}",
+                                        embed.macro_name
+                                    ));
+                                }
+                            }
+                            if !found {
+                                discovery.warnings.push(format!(
+                                    "{site}: {} reads none of its candidates, which do not exist; their absence is hashed",
+                                    embed.macro_name
+                                ));
+                            }
+                        }
                         // Resolved at each caller, once every module file is known.
                         EmbedTarget::FromCallers => {}
+                        EmbedTarget::Expand { .. } => {
+                            expansions.pending.push((embed.clone(), job.root))
+                        }
                         EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
                         EmbedTarget::Tree(dir) => {
                             let dir = super::workspace::normalize(dir);
@@ -399,6 +489,18 @@ fn walk(
             }
             frontier = next;
         }
+        for (file, root) in
+            expansions.resolve(roots, policy, inputs, &mut used_dynamic, &mut discovery)
+        {
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            if visited.insert(visit_key(&file, &dir, root)) {
+                frontier.push(Job {
+                    file,
+                    module_dir: dir,
+                    root,
+                });
+            }
+        }
         // rustc loads a `macro_rules!` body's `mod x;` from the module where
         // the macro is called: the calling file's module directory, or the
         // directory of the inline modules the call stands in.
@@ -414,10 +516,17 @@ fn walk(
                 }
             }
         }
+        let invokers = Invokers::new(
+            &metavariable_callers,
+            &bare_bang_to,
+            &macros_defined,
+            &renames,
+            &macro_calls,
+        );
         let known = MacroKnowledge {
             renames: &renames,
             macro_calls: &macro_calls,
-            any_metavariable_call,
+            invokers: &invokers,
         };
         let files: Vec<&PathBuf> = walked_texts.keys().collect();
         let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
@@ -456,6 +565,7 @@ fn walk(
                         format!("{}:{}", display(inputs.root(), &caller), site.line),
                         site.name.clone(),
                         module.macro_rules.clone(),
+                        site.handed_to.clone().unwrap_or_default(),
                     ));
                 }
                 // Each inline module the macro is called in loads from its
@@ -547,11 +657,21 @@ fn walk(
         // Embeds in `macro_rules!` bodies, resolved again from every calling
         // file known so far; a file an `include!` there reads is walked
         // like a module, from its own directory, as the walk does.
-        let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+        let callers: Vec<(PathBuf, PathBuf)> = walked
+            .iter()
+            .map(|(file, _, root)| (file.clone(), roots[*root].package_dir.clone()))
+            .collect();
+        let invokers = Invokers::new(
+            &metavariable_callers,
+            &bare_bang_to,
+            &macros_defined,
+            &renames,
+            &macro_calls,
+        );
         let known = MacroKnowledge {
             renames: &renames,
             macro_calls: &macro_calls,
-            any_metavariable_call,
+            invokers: &invokers,
         };
         let included = resolve_from_callers(
             &macro_embeds,
@@ -579,31 +699,43 @@ fn walk(
             break;
         }
     }
-    if any_metavariable_call {
-        handed_modules.sort();
-        handed_modules.dedup();
-        for (site, name, macro_rules) in &handed_modules {
+    expansions.refuse_unexpanded(policy, inputs, &mut used_dynamic, &mut discovery);
+    let invokers = Invokers::new(
+        &metavariable_callers,
+        &bare_bang_to,
+        &macros_defined,
+        &renames,
+        &macro_calls,
+    );
+    handed_modules.sort();
+    handed_modules.dedup();
+    for (site, name, macro_rules, handed_to) in &handed_modules {
+        if invokers.may_invoke(handed_to) {
             discovery.errors.push(format!(
-                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
+                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to {handed_to}!, which may call it as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
             ));
         }
-        for embed in &passed_include {
-            if let EmbedTarget::Unresolved(what) = &embed.target {
-                let site = format!(
-                    "{}:{}",
-                    display(inputs.root(), &embed.site.file),
-                    embed.site.line
-                );
-                declare_or_refuse(
-                    embed,
-                    what,
-                    &site,
-                    policy,
-                    inputs,
-                    &mut used_dynamic,
-                    &mut discovery,
-                );
-            }
+    }
+    for passed in &passed_include {
+        if !invokers.may_invoke_include(&passed.handed_to, &passed.include) {
+            continue;
+        }
+        let embed = &passed.embed;
+        if let EmbedTarget::Unresolved(what) = &embed.target {
+            let site = format!(
+                "{}:{}",
+                display(inputs.root(), &embed.site.file),
+                embed.site.line
+            );
+            declare_or_refuse(
+                embed,
+                what,
+                &site,
+                policy,
+                inputs,
+                &mut used_dynamic,
+                &mut discovery,
+            );
         }
     }
     for dynamic in &policy.dynamic_include {
@@ -614,6 +746,12 @@ fn walk(
             ));
         }
     }
+    discovery.shadowed_token_output = scan::TOKEN_OUTPUT_MACROS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| macros_defined.contains(*name) || renames.iter().any(|(_, to)| to == name))
+        .map(str::to_owned)
+        .collect();
     // A body read once per `cfg_attr` directory repeats its problems.
     let mut seen = HashSet::new();
     discovery.errors.retain(|e| seen.insert(e.clone()));
@@ -667,9 +805,38 @@ fn macro_module_decls(
         .collect()
 }
 
+/// One sentence on why ci-key cannot know the files of an unresolved
+/// include, from what it could not read.
+fn why_unknowable(what: &str) -> &'static str {
+    if what.contains("env!(") {
+        "the variable is set only when the build runs (by a build script's `cargo:rustc-env` or the environment), and ci-key runs nothing"
+    } else if what.contains("rules ci-key does not model") {
+        "the macro's own code decides at compile time which files it reads, and ci-key runs no code of a crate"
+    } else if what.contains("handed to") {
+        "the macro it is handed to may invoke it with a path that no reading of the macro's definition shows"
+    } else if what.contains("expand") || what.contains("a macro call") {
+        "the path comes from a macro call ci-key does not expand"
+    } else if what.contains("metavariable") || what.contains("callers") {
+        "each caller of the macro chooses the path, and no call ci-key can find gives it as literals"
+    } else {
+        "ci-key evaluates only string literals, `concat!`, `env!(\"CARGO_MANIFEST_DIR\")` and the workspace's own `macro_rules!`"
+    }
+}
+
+/// `text` as the inside of a TOML basic string.
+fn toml_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if c.is_control() => c.escape_unicode().collect(),
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// An include whose files ci-key cannot compute: covered by the policy's
 /// `[[key.dynamic-include]]` entries for its file, or refused.
-fn declare_or_refuse(
+pub(super) fn declare_or_refuse(
     embed: &scan::Embed,
     what: &str,
     site: &str,
@@ -685,9 +852,20 @@ fn declare_or_refuse(
         .filter(|d| d.site == file_rel)
         .collect();
     if declared.is_empty() {
+        let why = why_unknowable(what);
+        let entry = if discovery.suggested_sites.insert(file_rel.clone()) {
+            format!(
+                "; declare the files it can read in .github/ci-trust.toml:\n      [[key.dynamic-include]]\n      site = \"{}\"\n      files = [\"<glob of the files it reads>\"]\n      reason = \"<why these files>\"",
+                toml_escape(&file_rel)
+            )
+        } else {
+            format!(
+                "; the [[key.dynamic-include]] entry for site = \"{}\" covers it",
+                toml_escape(&file_rel)
+            )
+        };
         discovery.errors.push(format!(
-            "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-             [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+            "{site}: {} names {what}, which ci-key cannot resolve statically: {why}{entry}",
             embed.macro_name
         ));
     }
@@ -708,310 +886,7 @@ fn declare_or_refuse(
     }
 }
 
-/// The names a `macro_rules!` can be invoked by: its own, every `use … as`
-/// alias of it (chains included), and, since a macro that calls it makes
-/// rustc resolve the include from *that* macro's caller, the names of every
-/// `macro_rules!` whose body calls one of these, with their aliases.
-fn invocation_names(
-    name: &str,
-    renames: &[(String, String)],
-    macro_calls: &[(String, String)],
-) -> HashSet<String> {
-    let mut names = HashSet::from([name.to_owned()]);
-    loop {
-        let before = names.len();
-        for (from, to) in renames {
-            if names.contains(from) {
-                names.insert(to.clone());
-            }
-        }
-        for (definer, called) in macro_calls {
-            if names.contains(called) {
-                names.insert(definer.clone());
-            }
-        }
-        if names.len() == before {
-            return names;
-        }
-    }
-}
-
-/// An embed in a `macro_rules!` body, with a path relative to the file.
-struct MacroEmbed {
-    /// The path is wholly the caller's argument (`include_str!($p)`).
-    whole: bool,
-    definition: PathBuf,
-    site: String,
-    macro_name: String,
-    relative: CallerRelative,
-}
-
-/// What the walk learned about macros, crate-wide.
-struct MacroKnowledge<'a> {
-    renames: &'a [(String, String)],
-    macro_calls: &'a [(String, String)],
-    any_metavariable_call: bool,
-}
-
-/// How many macro names (macros that include or declare modules, their
-/// aliases and the macros that call them) ci-key follows before refusing.
-const MAX_MACRO_NAMES: usize = 1024;
-
-/// The calls of some macros in every module file, each file read once: its
-/// call sites of any of their names, and the aliases and calling macros
-/// that give them other names. A file the prefilter skipped may still alias
-/// a macro (`use crate::m as k;`) or call it from another `macro_rules!`.
-struct MacroCalls {
-    /// Per text, in the order given.
-    sites: Vec<Vec<scan::CallSite>>,
-    renames: Vec<(String, String)>,
-    calls: Vec<(String, String)>,
-}
-
-impl MacroCalls {
-    /// `Err` when the names grow past [`MAX_MACRO_NAMES`].
-    fn read(roots: &[&str], known: &MacroKnowledge<'_>, texts: &[&str]) -> Result<Self, String> {
-        let mut names: HashSet<String> = roots
-            .iter()
-            .flat_map(|root| invocation_names(root, known.renames, known.macro_calls))
-            .collect();
-        let text_renames: Vec<Vec<(String, String)>> = texts
-            .iter()
-            .map(|text| {
-                if memchr::memmem::find(text.as_bytes(), b"as").is_some() {
-                    scan::use_renames(text)
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
-        loop {
-            if names.len() > MAX_MACRO_NAMES {
-                return Err(format!(
-                    "more than {MAX_MACRO_NAMES} macro names lead to include macros or module declarations in macro_rules! bodies (aliases and macros calling them); ci-key refuses to follow that many"
-                ));
-            }
-            let before = names.len();
-            for (from, to) in text_renames.iter().flatten() {
-                if names.contains(from) {
-                    names.insert(to.clone());
-                }
-            }
-            let sites: Vec<Vec<scan::CallSite>> = texts
-                .iter()
-                .map(|text| {
-                    if names.iter().any(|n| text.contains(n.as_str())) {
-                        // A file that does not tokenise was refused when read.
-                        scan::call_sites(text, &names).unwrap_or_default()
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect();
-            // A macro whose body *calls* one of them; a mere mention
-            // (`::core::prelude::v1`) is no call.
-            for site in sites.iter().flatten() {
-                if let Some(definer) = site.definer.as_ref().filter(|_| !site.handed_over) {
-                    names.insert(definer.clone());
-                }
-            }
-            if names.len() == before {
-                let renames = known
-                    .renames
-                    .iter()
-                    .cloned()
-                    .chain(text_renames.into_iter().flatten())
-                    .collect();
-                let calls = known
-                    .macro_calls
-                    .iter()
-                    .cloned()
-                    .chain(
-                        sites
-                            .iter()
-                            .flatten()
-                            .filter(|s| !s.handed_over)
-                            .filter_map(|s| Some((s.definer.clone()?, s.name.clone()))),
-                    )
-                    .collect();
-                return Ok(MacroCalls {
-                    sites,
-                    renames,
-                    calls,
-                });
-            }
-        }
-    }
-
-    /// The names `root` is invoked by.
-    fn names_of(&self, root: &str) -> HashSet<String> {
-        invocation_names(root, &self.renames, &self.calls)
-    }
-}
-
-/// rustc resolves a relative include path from the file where the outermost
-/// macro call stands, not where `macro_rules!` defines it. The definition's
-/// own directory was used while walking (right for a macro used in its own
-/// file); here the path is resolved again from every other module file of
-/// the workspace that calls the macro, by its name, an alias, or through
-/// another `macro_rules!` that calls it (a `#[macro_export]` macro is
-/// called from other crates). A path wholly the caller's (`include_str!($p)`)
-/// is each outermost call's string literal, from the caller's file; a call
-/// whose argument is not plain literals, or a macro handed over as a token
-/// where some `macro_rules!` calls a metavariable, is refused unless
-/// declared. Callers in registry crates are left to `verify-key`.
-fn resolve_from_callers(
-    macro_embeds: &[MacroEmbed],
-    callers: &[PathBuf],
-    known: &MacroKnowledge<'_>,
-    policy: &KeyPolicy,
-    used_dynamic: &mut HashSet<String>,
-    inputs: &mut InputSet,
-    discovery: &mut Discovery,
-) -> Vec<(PathBuf, PathBuf)> {
-    // (file an `include!` reads, the calling file): walked like modules.
-    let mut included: Vec<(PathBuf, PathBuf)> = Vec::new();
-    if macro_embeds.is_empty() {
-        return included;
-    }
-    let mut seen: HashSet<&Path> = HashSet::new();
-    let texts: Vec<(PathBuf, String)> = callers
-        .iter()
-        .filter(|caller| seen.insert(caller.as_path()))
-        .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
-        .collect();
-    let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
-    let roots: Vec<&str> = macro_embeds
-        .iter()
-        .map(|e| e.relative.macro_rules.as_str())
-        .collect();
-    let calls = match MacroCalls::read(&roots, known, &text_refs) {
-        Ok(calls) => calls,
-        Err(why) => {
-            discovery.errors.push(why);
-            return included;
-        }
-    };
-    let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
-    for embed in macro_embeds {
-        let name = &embed.relative.macro_rules;
-        let names = names_of
-            .entry(name.as_str())
-            .or_insert_with(|| calls.names_of(name))
-            .clone();
-        for ((caller, _), all_sites) in texts.iter().zip(&calls.sites) {
-            let sites: Vec<&scan::CallSite> = all_sites
-                .iter()
-                .filter(|s| names.contains(&s.name))
-                .collect();
-            if sites.is_empty() {
-                continue;
-            }
-            let caller_rel = display(inputs.root(), caller);
-            let base = caller.parent().unwrap_or(Path::new("/"));
-            let why = format!(
-                "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
-                embed.macro_name, embed.site
-            );
-            for site in &sites {
-                let at = format!("{caller_rel}:{}", site.line);
-                let refusal = if site.handed_over {
-                    known.any_metavariable_call.then(|| {
-                        format!(
-                            "a path chosen where `{}` (macro_rules! {name}, which includes a path at {}) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`",
-                            site.name, embed.site
-                        )
-                    })
-                } else if !embed.whole {
-                    None
-                } else if site.definer.is_some() {
-                    // Passing its own arguments on (`m!($p)`) is resolved at
-                    // its callers; a literal or a macro call here is not.
-                    (site.has_macro_call || !site.literals.is_empty()).then(|| {
-                            format!(
-                                "the path of {}! inside a macro_rules! body (macro_rules! {name} includes its argument at {}), which its callers' arguments do not give",
-                                site.name, embed.site
-                            )
-                        })
-                } else {
-                    site.opaque.as_ref().map(|opaque| {
-                        format!(
-                            "the argument of {}! ({opaque}), which macro_rules! {name} includes as a path at {}",
-                            site.name, embed.site
-                        )
-                    })
-                };
-                if let Some(what) = refusal {
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
-                        &what,
-                        &at,
-                        policy,
-                        inputs,
-                        used_dynamic,
-                        discovery,
-                    );
-                    continue;
-                }
-                if embed.whole && !site.handed_over && site.definer.is_none() {
-                    for literal in &site.literals {
-                        let path = super::workspace::normalize(&base.join(literal));
-                        let why = format!("{why}:{}", site.line);
-                        if let Err(err) = inputs
-                            .add_maybe_absent(&path, &why)
-                            .and_then(|()| inputs.add_link_target(&path, &why))
-                        {
-                            discovery.errors.push(format!(
-                                "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
-                                site.name
-                            ));
-                        } else if embed.macro_name == "include!" && path.is_file() {
-                            included.push((path, caller.clone()));
-                        }
-                    }
-                }
-            }
-            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
-                continue;
-            }
-            let path = super::workspace::normalize(&base.join(&embed.relative.text));
-            let result = if embed.relative.is_pattern {
-                path.strip_prefix(inputs.root())
-                    .ok()
-                    .and_then(|p| p.to_str())
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", path.display()))
-                    .and_then(|rel| inputs.add_pattern(&rel, &why))
-                    .map(drop)
-            } else {
-                inputs
-                    .add_maybe_absent(&path, &why)
-                    .and_then(|()| inputs.add_link_target(&path, &why))
-            };
-            if let Err(err) = result {
-                discovery.errors.push(format!(
-                    "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
-                    embed.site, embed.macro_name
-                ));
-            } else if embed.macro_name == "include!" && !embed.relative.is_pattern && path.is_file()
-            {
-                included.push((path, caller.clone()));
-            }
-        }
-    }
-    included
-}
-
-fn display(root: &Path, path: &Path) -> String {
+pub(super) fn display(root: &Path, path: &Path) -> String {
     let normal = super::workspace::normalize(path);
     normal
         .strip_prefix(root)
@@ -1089,52 +964,11 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
         module_dir: &job.module_dir,
         package_dir: &root.package_dir,
         aliases,
+        token_output: &root.token_output,
     };
     Outcome::Read {
         hashed,
         symlink_target,
         scan: Some(Box::new(scan::scan_file(text, &ctx))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let texts = [
-            "macro_rules! prelude { () => { mod types; } }",
-            // A mention of the name as a path segment, as libc's `s!` has.
-            "macro_rules! s { () => { #[::core::prelude::v1::derive(Clone)] struct S; } }",
-            "macro_rules! outer { () => { prelude!(); } }",
-            "use crate::outer as o;",
-        ];
-        let names = MacroCalls::read(&["prelude"], &known, &texts)
-            .unwrap()
-            .names_of("prelude");
-        let mut names: Vec<_> = names.into_iter().collect();
-        names.sort();
-        assert_eq!(names, ["o", "outer", "prelude"]);
-    }
-
-    #[test]
-    fn too_many_macro_names_are_refused_not_followed() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let roots: Vec<String> = (0..=MAX_MACRO_NAMES).map(|i| format!("m{i}")).collect();
-        let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
-        let err = MacroCalls::read(&roots, &known, &["m0!(\"x\");"])
-            .err()
-            .expect("refused");
-        assert!(err.contains("refuses to follow that many"), "{err}");
     }
 }

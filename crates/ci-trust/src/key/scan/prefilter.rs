@@ -13,6 +13,12 @@ use super::path_macros::PATH_MACROS;
 /// rustc reads for that attribute, the names of [`PATH_MACROS`] theirs.
 pub fn may_reference_files(text: &[u8]) -> bool {
     contains(text, b"include")
+        // A `macro_rules! quote` or `use … as quote` of the workspace makes
+        // `quote!`'s arguments code to read (`sources::discover`).
+        || contains(text, b"quote")
+        // Every `macro_rules!` of the workspace is known by name: a macro
+        // handed an include macro is the workspace's or a registry's.
+        || contains(text, b"macro_rules")
         || contains(text, b"rerun-if-changed")
         || contains(text, b"debugger_visualizer")
         || PATH_MACROS
