@@ -310,6 +310,18 @@ impl Invokers {
         self.any && !emits
     }
 
+    /// Whether nothing the walk knows says what `name!` is: not a macro
+    /// that may invoke, nor one the workspace defines, nor a standard or
+    /// token-output one. It may be an alias (`use crate::call as c;`) that
+    /// only a full reading of the files shows.
+    pub(super) fn is_unknown(&self, name: &str) -> bool {
+        !self.may.is_empty()
+            && !self.may_invoke(name)
+            && !self.defined.contains(name)
+            && !scan::STD_MACROS.contains(&name)
+            && !scan::TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| *n == name)
+    }
+
     /// Whether `handed_to!` may invoke rustc's include macro `include` (or
     /// an alias of it) it is handed. A macro that is neither the
     /// workspace's nor the standard library's nor a token-output macro may

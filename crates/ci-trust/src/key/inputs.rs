@@ -204,6 +204,14 @@ impl InputSet {
         Ok(rel)
     }
 
+    /// Whether `abs` is an input that must exist (a file a walk met, a
+    /// module read): known to be there without asking the file system
+    /// again. (Were it gone by the time it is hashed, the key is refused.)
+    pub fn is_known_present(&self, abs: &Path) -> bool {
+        self.relative(abs)
+            .is_ok_and(|rel| self.entries.get(&rel).is_some_and(|e| !e.may_be_absent))
+    }
+
     /// Adds a file that must exist when hashed.
     pub fn add(&mut self, abs: &Path, reason: &str) -> Result<()> {
         self.insert(abs, reason, false)
@@ -225,6 +233,13 @@ impl InputSet {
 
     fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
         let rel = self.relative(abs)?;
+        // Resolved already (a module file was in its `src/` walk first):
+        // the same path resolves the same way, its links are inputs.
+        if let Some(entry) = self.entries.get_mut(&rel) {
+            entry.may_be_absent &= may_be_absent;
+            entry.reasons.insert(reason.to_owned());
+            return Ok(());
+        }
         // Whoever opens the path reads what its symlinks resolve to: the
         // links (hashed as their text) and the file behind them are inputs.
         let resolved = self.resolve(&super::workspace::normalize(abs))?;
@@ -363,7 +378,14 @@ impl InputSet {
     /// embed, a build script for a declared file) reads the target.
     pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
         // [`InputSet::add`] resolves every symlink on the way already; kept
-        // for the callers that name the link explicitly.
+        // for the callers that name the link explicitly. A path already an
+        // input was resolved when it was added.
+        if self
+            .relative(abs)
+            .is_ok_and(|rel| self.entries.contains_key(&rel))
+        {
+            return Ok(());
+        }
         if abs.is_symlink() {
             self.add(abs, reason)?;
         }
@@ -397,6 +419,13 @@ impl InputSet {
             return Ok(());
         }
         let root = self.root.clone();
+        // Below a directory reached through no symlink, a regular file the
+        // walk meets is reached through none either (the walk follows no
+        // link): it is an input as it is, without resolving it again.
+        let normal_dir = super::workspace::normalize(dir);
+        let real_walk = self
+            .resolve(&normal_dir)
+            .is_ok_and(|r| r.links.is_empty() && r.real == normal_dir);
         let walker = walkdir::WalkDir::new(dir)
             .follow_links(false)
             .sort_by_file_name()
@@ -443,7 +472,8 @@ impl InputSet {
             if rel.is_some_and(|rel| excluded_reason(rel).is_some()) {
                 continue;
             }
-            found.push((entry.path_is_symlink(), entry.into_path()));
+            let plain = real_walk && entry.file_type().is_file();
+            found.push((entry.path_is_symlink(), plain, entry.into_path()));
         }
         if let Some(index) = output_met {
             let why = match self.skipped_why[index].as_str() {
@@ -457,7 +487,11 @@ impl InputSet {
                 self.display(dir),
             );
         }
-        for (is_link, path) in found {
+        for (is_link, plain, path) in found {
+            if plain {
+                self.insert_plain(&path, reason, false)?;
+                continue;
+            }
             self.add(&path, reason)?;
             if is_link {
                 let real = self.resolve(&super::workspace::normalize(&path))?.real;
@@ -566,8 +600,37 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
 }
 
-/// Hashes one path without following a symlink.
+/// Hashes one path without following a symlink: opened first (without
+/// following a final symlink, and without blocking on a FIFO), so that a
+/// regular file costs no `stat` of its path; a symlink or anything else
+/// is looked at by [`hash_path_by_stat`].
+#[cfg(unix)]
 pub fn hash_path(path: &Path) -> Result<Hashed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let Ok(file) = opened else {
+        return hash_path_by_stat(path);
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot stat {}", path.display()))?;
+    if !meta.is_file() {
+        return hash_path_by_stat(path);
+    }
+    hash_open_file(file, &meta, path)
+}
+
+#[cfg(not(unix))]
+pub fn hash_path(path: &Path) -> Result<Hashed> {
+    hash_path_by_stat(path)
+}
+
+/// [`hash_path`] by `lstat` first: absent paths, symlinks (their text), and
+/// the refusal of what is not a regular file.
+fn hash_path_by_stat(path: &Path) -> Result<Hashed> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         // Below a regular file (`app/.cargo` a file, `app/.cargo/config`
@@ -602,8 +665,18 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
             path.display()
         );
     }
-    let mut file =
+    let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    hash_open_file(file, &meta, path)
+}
+
+/// Hashes the content of an open regular file, read in one buffer per
+/// hashing thread.
+fn hash_open_file(
+    mut file: std::fs::File,
+    meta: &std::fs::Metadata,
+    path: &Path,
+) -> Result<Hashed> {
     let mut hasher = Sha256::new();
     let mut size = 0;
     // One buffer per hashing thread: allocating and zeroing a fresh one per
@@ -621,7 +694,7 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
         }
     })?;
     Ok(Hashed {
-        kind: kind_of(&meta),
+        kind: kind_of(meta),
         sha256: hasher.finalize().into(),
         size,
     })

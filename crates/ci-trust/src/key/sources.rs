@@ -409,11 +409,9 @@ impl<'a> Walk<'a> {
             display(inputs.root(), &module.site.file),
             module.site.line
         );
-        match module
-            .candidates
-            .iter()
-            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-        {
+        match module.candidates.iter().find(|(file, _)| {
+            inputs.is_known_present(file) || std::fs::symlink_metadata(file).is_ok()
+        }) {
             Some((file, dir)) => {
                 if inputs.relative(file).is_err() {
                     discovery.errors.push(format!(
@@ -479,7 +477,15 @@ impl<'a> Walk<'a> {
         match &embed.target {
             EmbedTarget::File(path) => {
                 let path = super::workspace::normalize(path);
-                if path.is_dir() {
+                // One `lstat` says whether it exists and is a directory
+                // (through a symlink, the target says).
+                let meta = std::fs::symlink_metadata(&path).ok();
+                let is_dir = match &meta {
+                    Some(meta) if meta.file_type().is_symlink() => path.is_dir(),
+                    Some(meta) => meta.is_dir(),
+                    None => false,
+                };
+                if is_dir {
                     discovery.errors.push(format!(
                         "{site}: {} names a directory, {}",
                         embed.macro_name,
@@ -493,7 +499,7 @@ impl<'a> Walk<'a> {
                         "{site}: {} cannot be a key input: {err:#}",
                         embed.macro_name
                     ));
-                } else if std::fs::symlink_metadata(&path).is_err() {
+                } else if meta.is_none() {
                     discovery.warnings.push(format!(
                         "{site}: {} names {}, which does not exist; its absence is hashed",
                         embed.macro_name,
@@ -594,6 +600,39 @@ impl<'a> Walk<'a> {
             &self.renames,
             &self.macro_calls,
         )
+    }
+
+    /// The scan skips groups that hold no include form, and so the `use …
+    /// as` renames inside them: a macro handed an include under a name the
+    /// walk does not know may be an alias of one that invokes it. Every
+    /// walked file that mentions such a name is read for its renames.
+    fn learn_renames_of(&mut self, invokers: &Invokers) {
+        let mut names: Vec<&str> = self
+            .passed_include
+            .iter()
+            .map(|p| p.handed_to.as_str())
+            .chain(self.handed_modules.iter().map(|h| h.3.as_str()))
+            .filter(|name| invokers.is_unknown(name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return;
+        }
+        let mut renames = Vec::new();
+        let mut seen = HashSet::new();
+        for (file, _, _) in &self.walked {
+            if !seen.insert(file) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(file) else {
+                continue;
+            };
+            if names.iter().any(|n| text.contains(n)) {
+                renames.extend(scan::use_renames(&text));
+            }
+        }
+        self.renames.extend(renames);
     }
 
     /// Includes whose path a workspace macro's call gives, expanded where
@@ -832,6 +871,7 @@ impl<'a> Walk<'a> {
             &mut self.used_dynamic,
             &mut self.discovery,
         );
+        self.learn_renames_of(&self.invokers());
         let invokers = self.invokers();
         self.handed_modules.sort();
         self.handed_modules.dedup();
@@ -1031,54 +1071,137 @@ pub(super) fn display(root: &Path, path: &Path) -> String {
 /// Reads one module file (once) and scans it when it may reference files.
 fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> Outcome {
     let path = &job.file;
+    // Nearly every module is a regular file: opened without following a
+    // final symlink, it is read and hashed with no `stat` of its path.
+    let (hashed, symlink_target, bytes) = match read_regular_file(path) {
+        Some((bytes, meta)) => (inputs::hash_bytes(&bytes, &meta), None, bytes),
+        None => match read_by_stat(path) {
+            Ok(read) => read,
+            Err(outcome) => return *outcome,
+        },
+    };
+    scan_read(job, root, aliases, hashed, symlink_target, &bytes)
+}
+
+/// The bytes and metadata of `path` when it is a regular file (not a
+/// symlink), opened with `O_NOFOLLOW`; `None` for anything else.
+#[cfg(unix)]
+fn read_regular_file(path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    // Read to the end into a buffer of the size `fstat` gave (one byte
+    // more, to see the end): no second `fstat` and no `lseek`, as
+    // `read_to_end` would make.
+    let mut bytes = vec![0; usize::try_from(meta.len()).ok()? + 1];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            bytes.resize(bytes.len() * 2, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    bytes.truncate(filled);
+    Some((bytes, meta))
+}
+
+#[cfg(not(unix))]
+fn read_regular_file(_path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    None
+}
+
+type Read = (Hashed, Option<(PathBuf, Hashed)>, Vec<u8>);
+
+/// Reads a module by `lstat` first: a symlink (hashed as its text, and the
+/// file behind it), or the reason it cannot be read.
+fn read_by_stat(path: &Path) -> Result<Read, Box<Outcome>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Outcome::Missing,
-        Err(err) => return Outcome::Failed(format!("{}: cannot stat: {err}", path.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Box::new(Outcome::Missing));
+        }
+        Err(err) => {
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                path.display()
+            ))));
+        }
     };
     let (link_hash, content_path) = if meta.file_type().is_symlink() {
         let link = match inputs::hash_path(path) {
             Ok(link) => link,
-            Err(err) => return Outcome::Failed(format!("{err:#}")),
+            Err(err) => return Err(Box::new(Outcome::Failed(format!("{err:#}")))),
         };
         match std::fs::canonicalize(path) {
             Ok(target) => (Some(link), target),
             Err(err) => {
-                return Outcome::Failed(format!(
+                return Err(Box::new(Outcome::Failed(format!(
                     "{}: a module symlink that does not resolve: {err}",
                     path.display()
-                ));
+                ))));
             }
         }
     } else if meta.is_file() {
-        (None, path.clone())
+        (None, path.to_path_buf())
     } else {
-        return Outcome::Failed(format!(
+        return Err(Box::new(Outcome::Failed(format!(
             "{}: a module that is not a regular file",
             path.display()
-        ));
+        ))));
     };
     let bytes = match std::fs::read(&content_path) {
         Ok(bytes) => bytes,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot read: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot read: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_meta = match std::fs::metadata(&content_path) {
         Ok(meta) => meta,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot stat: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_hash = inputs::hash_bytes(&bytes, &content_meta);
-    let (hashed, symlink_target) = match link_hash {
-        Some(link) => (link, Some((content_path, content_hash))),
-        None => (content_hash, None),
-    };
-    if !scan::may_reference_files(&bytes)
+    Ok(match link_hash {
+        Some(link) => (link, Some((content_path, content_hash)), bytes),
+        None => (content_hash, None, bytes),
+    })
+}
+
+/// Scans a module read whole, when the prefilter says it may reference files.
+fn scan_read(
+    job: &Job,
+    root: &Root,
+    aliases: &HashMap<String, String>,
+    hashed: Hashed,
+    symlink_target: Option<(PathBuf, Hashed)>,
+    bytes: &[u8],
+) -> Outcome {
+    let path = &job.file;
+    // A build script's files are always read: a directive it assembles at
+    // run time (`concat!("cargo:rerun-if-", "changed=x")`) makes it watch
+    // the whole package, and its pieces hold none of the prefilter's words.
+    if !root.build_script
+        && !scan::may_reference_files(bytes)
         && !aliases
             .keys()
-            .any(|alias| memchr::memmem::find(&bytes, alias.as_bytes()).is_some())
+            .any(|alias| memchr::memmem::find(bytes, alias.as_bytes()).is_some())
     {
         return Outcome::Read {
             hashed,
@@ -1086,7 +1209,7 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
             scan: None,
         };
     }
-    let Ok(text) = std::str::from_utf8(&bytes) else {
+    let Ok(text) = std::str::from_utf8(bytes) else {
         return Outcome::Failed(format!(
             "{}: not UTF-8, so rustc would refuse it too",
             path.display()

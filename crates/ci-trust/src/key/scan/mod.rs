@@ -258,6 +258,12 @@ const MAX_PATH_PIECES: usize = 4096;
 /// level, recursion is bounded by the group depth checked first, and syntax
 /// newer than any parser is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
+    scan_file_with(text, ctx, true)
+}
+
+/// [`scan_file`], skipping groups the byte prefilter says hold nothing
+/// (`skip_quiet`) or reading every one (the tests' reference).
+fn scan_file_with(text: &str, ctx: &FileContext<'_>, skip_quiet: bool) -> FileScan {
     let mut scan = FileScan::default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if u32::try_from(text.len()).is_err() {
@@ -278,6 +284,7 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                 in_alternative: false,
                 macro_args: Vec::new(),
                 in_generated_macro: false,
+                skip_quiet,
             };
             walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::macro_rules::calls_metavariable;
 use super::modules::{inline_scope, module_decls};
+use super::prefilter::group_may_reference_files;
 use super::source::{Cursor, Range, Source, inner, is_attribute, is_group};
 use super::{FileContext, FileScan};
 use crate::key::lexer::{Delim, Kind, Token};
@@ -25,6 +26,8 @@ pub(super) struct TokenWalker<'a, 'b, 's> {
     /// Inside a `macro_rules! $name` that a macro body defines: its callers
     /// cannot be found by name.
     pub(super) in_generated_macro: bool,
+    /// Whether groups the byte prefilter finds nothing in are skipped.
+    pub(super) skip_quiet: bool,
 }
 
 impl TokenWalker<'_, '_, '_> {
@@ -235,6 +238,28 @@ impl TokenWalker<'_, '_, '_> {
         });
     }
 
+    /// Whether a group outside any `macro_rules!` body holds nothing the
+    /// walk records: the byte prefilter that decides whether a file is
+    /// read at all (`prefilter.rs`), applied to the group's bytes,
+    /// with the include aliases and what a build script's directive
+    /// literals may hold. (A `macro_rules!` body is always read: every call
+    /// in it tells which macros call which.)
+    fn is_quiet(&self, range: Range) -> bool {
+        if !self.skip_quiet || self.in_macro_rules.is_some() {
+            return false;
+        }
+        // With its delimiters: `m!(x, !)` is a `!` handed over because
+        // of the `)` after it.
+        let text = self.src.text.as_bytes();
+        let bytes = &text[range.0.saturating_sub(1)..(range.1 + 1).min(text.len())];
+        !(group_may_reference_files(bytes)
+            || self
+                .ctx
+                .aliases
+                .keys()
+                .any(|alias| memchr::memmem::find(bytes, alias.as_bytes()).is_some()))
+    }
+
     /// Walks a group with `walk`, knowing which macro's arguments it holds.
     /// The arguments of a token-output macro (`quote!`) are text the macro
     /// emits, never expanded in this crate: not read, except what
@@ -245,6 +270,9 @@ impl TokenWalker<'_, '_, '_> {
         range: Range,
         mut walk: impl FnMut(&mut Self, Range),
     ) {
+        if self.is_quiet(range) {
+            return;
+        }
         let Some(name) = cursor.macro_behind() else {
             walk(self, range);
             return;
