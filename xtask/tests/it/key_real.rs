@@ -144,6 +144,29 @@ impl std::fmt::Display for Filter {{
     );
 }
 
+/// rust-analyzer's `parser/src/lib.rs` (`pub use T_ as T;`, the generated
+/// `macro_rules! T_ { [include_bytes] => … }`) and `syntax`'s
+/// `T![include_bytes]`: handed to an alias of a workspace macro that calls
+/// no metavariable, an include name is no include. (Found on the corpus's
+/// test half, after its one reported run.)
+#[test]
+fn an_include_name_handed_to_an_alias_of_a_workspace_macro_is_no_include() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            &format!(
+                "{CALLS_A_METAVARIABLE}mod kinds;\npub use kinds::T_ as T;\npub const K: u8 = T![include_bytes] + T![include_str];\n"
+            ),
+        )
+        .file(
+            "src/kinds.rs",
+            "#[macro_export]\nmacro_rules! T_ {\n    [include_bytes] => { 1 };\n    [include_str] => { 2 };\n}\npub use T_;\n",
+        );
+    build_and_verify(f.path());
+    ci_key(&f);
+}
+
 /// burn's `burn-cubecl/src/template/base.rs`: `struct SourceKernel<K> {
 /// kernel_source: K }` and `self.kernel_source.id()` beside the
 /// `#[macro_export] macro_rules! kernel_source` that includes its `$file`,

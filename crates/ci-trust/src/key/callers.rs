@@ -289,11 +289,21 @@ impl Invokers {
                 break;
             }
         }
-        Invokers {
-            may,
-            any,
-            defined: defined.clone(),
+        // `pub use T_ as T;` (rust-analyzer's syntax-kind macro): an alias of
+        // a workspace macro is the workspace's too.
+        let mut defined = defined.clone();
+        loop {
+            let before = defined.len();
+            for (from, to) in renames {
+                if defined.contains(from) {
+                    defined.insert(to.clone());
+                }
+            }
+            if defined.len() == before {
+                break;
+            }
         }
+        Invokers { may, any, defined }
     }
 
     /// Whether `handed_to!` may invoke an identifier it is handed. A

@@ -12,6 +12,9 @@ use super::source::{Cursor, Range, Source, inner, is_attribute, is_group};
 use super::{FileContext, FileScan};
 use crate::key::lexer::{Delim, Kind, Token};
 
+/// The smallest group [`TokenWalker::is_quiet`] searches before walking.
+const QUIET_MIN_BYTES: usize = 256;
+
 pub(super) struct TokenWalker<'a, 'b, 's> {
     pub(super) ctx: &'a FileContext<'a>,
     pub(super) src: &'a Source<'s>,
@@ -245,7 +248,9 @@ impl TokenWalker<'_, '_, '_> {
     /// literals may hold. (A `macro_rules!` body is always read: every call
     /// in it tells which macros call which.)
     fn is_quiet(&self, range: Range) -> bool {
-        if !self.skip_quiet || self.in_macro_rules.is_some() {
+        // A small group costs less to walk than to search.
+        if !self.skip_quiet || self.in_macro_rules.is_some() || range.1 - range.0 < QUIET_MIN_BYTES
+        {
             return false;
         }
         // With its delimiters: `m!(x, !)` is a `!` handed over because
