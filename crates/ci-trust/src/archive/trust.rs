@@ -27,7 +27,7 @@ use std::fmt;
 
 use anyhow::{Context, Result};
 
-use super::github::{Artifact, Github, Run, is_commit};
+use super::github::{Artifact, Github, Run, clip, is_commit};
 use crate::gha;
 use crate::policy::{HEAD_SHA_PLACEHOLDER, Policy, UNTRUSTED_EVENTS};
 
@@ -199,21 +199,21 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rejection::MalformedEntry { error } => {
-                write!(f, "its listing entry is malformed: {error}")
+                write!(f, "its listing entry is malformed: {}", clip(error))
             }
             Rejection::NoProducingRun => write!(f, "the listing names no producing run"),
             Rejection::RunUnreadable { run_id, error } => {
-                write!(f, "its run {run_id} cannot be read: {error}")
+                write!(f, "its run {run_id} cannot be read: {}", clip(error))
             }
             Rejection::RunMismatch { asked, answered } => write!(
                 f,
                 "the API answered run {answered} when asked for run {asked}"
             ),
             Rejection::OtherName { name, wanted } => {
-                write!(f, "its name {name:?} is not {wanted:?}")
+                write!(f, "its name {:?} is not {wanted:?}", clip(name))
             }
             Rejection::Expired { at: None } => write!(f, "it has expired"),
-            Rejection::Expired { at: Some(at) } => write!(f, "it has expired (at {at})"),
+            Rejection::Expired { at: Some(at) } => write!(f, "it has expired (at {})", clip(at)),
             Rejection::TooLarge { bytes, max } => write!(
                 f,
                 "its {bytes} bytes exceed artifacts.max-download-bytes = {max}"
@@ -232,15 +232,18 @@ impl fmt::Display for Rejection {
                 expected: (expected_name, expected_id),
             } => write!(
                 f,
-                "its run's {what} is {name} (id {id}), not {expected_name} (id {expected_id})"
+                "its run's {what} is {} (id {id}), not {expected_name} (id {expected_id})",
+                clip(name)
             ),
             Rejection::UntrustedWorkflow { path, trusted } => write!(
                 f,
-                "its workflow {path:?} is not one of artifacts.trusted-workflows {trusted:?}"
+                "its workflow {:?} is not one of artifacts.trusted-workflows {trusted:?}",
+                clip(path)
             ),
             Rejection::ConsumerWithoutHeadSha { path } => write!(
                 f,
-                "its workflow {path:?} builds pull-request code, and without --head-sha only publisher artifacts are trusted"
+                "its workflow {:?} builds pull-request code, and without --head-sha only publisher artifacts are trusted",
+                clip(path)
             ),
             Rejection::ConsumerRunName {
                 path,
@@ -248,12 +251,14 @@ impl fmt::Display for Rejection {
                 expected,
             } => write!(
                 f,
-                "its run {:?} of {path:?} built pull-request code and is not named exactly {expected:?} (artifacts.consumer-run-name); such artifacts are reused only for their own head commit",
-                title.as_deref().unwrap_or("")
+                "its run {:?} of {:?} built pull-request code and is not named exactly {expected:?} (artifacts.consumer-run-name); such artifacts are reused only for their own head commit",
+                clip(title.as_deref().unwrap_or("")),
+                clip(path)
             ),
             Rejection::UntrustedEvent { event, trusted } => write!(
                 f,
-                "its event {event:?} is not one of artifacts.trusted-events {trusted:?}"
+                "its event {:?} is not one of artifacts.trusted-events {trusted:?}",
+                clip(event)
             ),
             Rejection::OffDefaultBranch {
                 event,
@@ -261,7 +266,9 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run was on branch {branch:?}, not the default branch {default_branch:?}"
+                "its {} run was on branch {:?}, not the default branch {default_branch:?}",
+                clip(event),
+                clip(branch)
             ),
             Rejection::OffDefaultBranch {
                 event,
@@ -269,7 +276,8 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run has no head branch, so it cannot be shown to be on {default_branch:?}"
+                "its {} run has no head branch, so it cannot be shown to be on {default_branch:?}",
+                clip(event)
             ),
             Rejection::NoHeadCommit {
                 event,
@@ -277,23 +285,30 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run names no head commit, so it cannot be shown to be on {default_branch:?}"
+                "its {} run names no head commit, so it cannot be shown to be on {default_branch:?}",
+                clip(event)
             ),
             Rejection::NoHeadCommit {
                 head_sha: Some(sha),
                 ..
-            } => write!(f, "its run's head commit {sha:?} is not a commit id"),
+            } => write!(
+                f,
+                "its run's head commit {:?} is not a commit id",
+                clip(sha)
+            ),
             Rejection::NotInHistory {
                 sha,
                 branch,
                 status,
             } => write!(
                 f,
-                "its commit {sha} is not in the history of branch {branch:?} (compare status {status:?} against the branch head); a tag or ref named like the default branch?"
+                "its commit {sha} is not in the history of branch {branch:?} (compare status {:?} against the branch head); a tag or ref named like the default branch?",
+                clip(status)
             ),
             Rejection::HistoryUnknown { sha, branch, error } => write!(
                 f,
-                "cannot tell whether its commit {sha} is on branch {branch:?}: {error}"
+                "cannot tell whether its commit {sha} is on branch {branch:?}: {}",
+                clip(error)
             ),
         }
     }
@@ -598,6 +613,7 @@ pub async fn find(
     let mut pages = 0;
     let mut visited = std::collections::HashSet::new();
     while let Some(current) = route.take() {
+        github.check_bounds(&format!("while reading listing page {}", pages + 1))?;
         // A link back to a page already read would only repeat it until the
         // page cap; a listing that loops has nothing more to offer.
         if !visited.insert(current.clone()) {
@@ -625,7 +641,9 @@ pub async fn find(
                     Err(rejection) => skip(&mut skipped, artifact.id.to_string(), rejection),
                 },
                 Err(err) => {
-                    let id = entry.get("id").map_or("?".to_owned(), |id| id.to_string());
+                    let id = entry
+                        .get("id")
+                        .map_or("?".to_owned(), |id| clip(&id.to_string()).into_owned());
                     let rejection = Rejection::MalformedEntry {
                         error: err.to_string(),
                     };
@@ -663,7 +681,18 @@ pub async fn find(
     let default_branch = trust.default_branch.as_str();
     let mut runs: HashMap<u64, Result<Run, Rejection>> = HashMap::new();
     let mut branch_head: Option<Result<String, String>> = None;
+    // The answer for a commit does not change within a run: many candidates
+    // from runs of one commit cost one comparison.
+    let mut histories: HashMap<String, Result<(), Rejection>> = HashMap::new();
     for (artifact, run_id) in candidates {
+        // Past the deadline or the API byte budget the search stops here,
+        // rather than skip every remaining candidate one failed request at
+        // a time.
+        github.check_bounds(&format!(
+            "while judging the candidates (artifact {} next, {} skipped so far)",
+            artifact.id,
+            skipped.len()
+        ))?;
         if let std::collections::hash_map::Entry::Vacant(slot) = runs.entry(run_id) {
             let run = match github.run(run_id).await {
                 Ok(run) if run.id != run_id => Err(Rejection::RunMismatch {
@@ -689,7 +718,15 @@ pub async fn find(
                         branch_head = Some(head);
                     }
                     let head = branch_head.as_ref().expect("read above");
-                    check_branch_history(github, default_branch, head, &sha).await
+                    match histories.get(&sha) {
+                        Some(known) => known.clone(),
+                        None => {
+                            let verdict =
+                                check_branch_history(github, default_branch, head, &sha).await;
+                            histories.insert(sha, verdict.clone());
+                            verdict
+                        }
+                    }
                 }
                 Ok(None) => Ok(()),
                 Err(rejection) => Err(rejection),

@@ -93,6 +93,10 @@ use crate::policy::TracerChoice;
 
 #[cfg(target_os = "linux")]
 mod fanotify;
+/// gpu-archive keeps and kills what its fresh build leaves running as the
+/// fanotify watch does (`archive/mod.rs`).
+#[cfg(target_os = "linux")]
+pub(crate) use fanotify::{become_subreaper, kill_descendants};
 
 /// The system calls the tracer records, and what each means to the check.
 /// One registry: the strace `-e trace=` list is built from it.
