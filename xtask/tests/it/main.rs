@@ -28,6 +28,8 @@ mod key_config;
 mod key_scan;
 mod output;
 #[cfg(unix)]
+mod reuse_attack;
+#[cfg(unix)]
 mod scripts;
 mod support;
 #[cfg(unix)]
