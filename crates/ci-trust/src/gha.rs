@@ -523,13 +523,21 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
     append_to_summary_file(std::path::Path::new(&path), markdown)
 }
 
-/// Appends Markdown to the summary file `path`.
+/// Appends Markdown to the summary file `path`: a regular file, never
+/// through a link in its last component, never waiting on a FIFO.
 pub fn append_to_summary_file(path: &std::path::Path, markdown: &str) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+    let mut file = open_runner_file(path, true)
         .with_context(|| format!("cannot open step summary {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot open step summary {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "the step summary {} is {}, not a regular file",
+            path.display(),
+            describe_file_type(&meta)
+        );
+    }
     file.write_all(markdown.as_bytes())
         .context("cannot append to the step summary")
 }
@@ -989,6 +997,15 @@ mod tests {
             write_outputs_to(&fifo, &[("key", "k")]).unwrap_err()
         );
         assert!(err.contains("is a FIFO"), "{err}");
+        // Nor is the summary written through a link, or to a FIFO (where
+        // opening it would wait for a reader for ever).
+        assert!(append_to_summary_file(&link, "x").is_err());
+        assert_eq!(read(&elsewhere), "");
+        assert!(append_to_summary_file(&fifo, "x").is_err());
+        let summary = dir.path().join("summary");
+        append_to_summary_file(&summary, "a").unwrap();
+        append_to_summary_file(&summary, "b").unwrap();
+        assert_eq!(read(&summary), "ab");
     }
 
     #[test]

@@ -513,7 +513,9 @@ fn from_ancestors(name: &str) -> Option<(u32, String)> {{
 fn main() {{
     println!("cargo:rerun-if-changed=build.rs");
     let found = from_ancestors("GITHUB_OUTPUT");
-    std::fs::write({probe:?}, format!("{{found:?}}")).unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let no_new_privs = status.lines().find(|l| l.starts_with("NoNewPrivs:")).unwrap_or("");
+    std::fs::write({probe:?}, format!("{{found:?}}\n{{no_new_privs}}\n")).unwrap();
     let Some((_, path)) = found else {{ return }};
     let _ = &path;
     {attack}
@@ -647,12 +649,13 @@ fn a_daemon_the_build_leaves_cannot_append_to_the_outputs() {
     let result = build_under_a_step_shell(&ws, &scratch, &outputs, Some(bin.path()));
     let text = format!("{}{}", stdout(&result), stderr(&result));
     assert!(text.contains("the fresh build is NOT traced"), "{text}");
+    let found = std::fs::read_to_string(&probe).unwrap_or_default();
     assert!(
-        std::fs::read_to_string(&probe)
-            .unwrap_or_default()
-            .starts_with("Some("),
+        found.starts_with("Some("),
         "the build script did not find $GITHUB_OUTPUT:\n{text}"
     );
+    // Nor could it have gained privileges (sudo on a hosted runner).
+    assert!(found.contains("NoNewPrivs:\t1"), "{found}");
     // Past the daemon's time.
     let written = std::fs::metadata(&probe).unwrap().modified().unwrap();
     while written.elapsed().unwrap_or_default() < Duration::from_secs(8) {
@@ -913,4 +916,68 @@ fn compare_is_asked_once_per_commit_within_a_run() {
         .filter(|r| r.url.path().starts_with("/repos/o/r/compare/"))
         .count();
     assert_eq!(compares, 1, "{text}");
+}
+
+/// A zstd frame declaring a tar member of 128 GiB in 4 MB: RLE blocks of
+/// zeros, 4 bytes each for 128 KiB.
+fn zstd_bomb() -> Vec<u8> {
+    let mut header = tar::Header::new_gnu();
+    header
+        .set_path("target/nextest/binaries-metadata.json")
+        .unwrap();
+    header.set_size(1 << 37);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let block = |last: bool, kind: u32, size: u32| {
+        (u32::from(last) | (kind << 1) | (size << 3)).to_le_bytes()[..3].to_vec()
+    };
+    let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    frame.extend([0x00, 7 << 3]);
+    frame.extend(block(false, 0, 512));
+    frame.extend(header.as_bytes());
+    for _ in 0..1_000_000 {
+        frame.extend(block(false, 1, 128 << 10));
+        frame.push(0);
+    }
+    frame.extend(block(true, 1, 128 << 10));
+    frame.push(0);
+    frame
+}
+
+/// A pull request can save a cache in its own scope, and its consumer run
+/// restores it on an exact hit: a zstd bomb there held the step until the
+/// job's timeout. The restore is verified within the same deadline.
+#[test]
+fn a_cache_restore_that_decodes_for_ever_is_cut_off_at_the_deadline() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let scratch = Fixture::new();
+    let out = scratch.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("cuda-tests.tar.zst"), zstd_bomb()).unwrap();
+    std::fs::write(
+        out.join("cuda-tutorial.tar.zst"),
+        crate::archive::zstd_tar(&[("cuda_tutorial", b"\x7fELF")]),
+    )
+    .unwrap();
+    let trust = trust_policy(&scratch, "[artifacts]\nreuse-deadline-secs = 3\n");
+    let mut cmd = xtask_cmd(&["gpu-archive", "--cache-hit", "--trust-policy"]);
+    cmd.arg(&trust)
+        .arg("--out")
+        .arg(&out)
+        .arg("--root")
+        .arg(ws.path());
+    shims.apply(&mut cmd);
+    let started = Instant::now();
+    let result = cmd.output().unwrap();
+    let took = started.elapsed();
+    let text = stderr(&result);
+    assert_eq!(result.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("the restored cache is damaged: the reuse path passed its deadline of 3 s")
+            && text.contains("while verifying the archives; not using it"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(3 + 5 + 4), "took {took:?}");
+    assert!(!out.join("cuda-tests.tar.zst").exists());
 }

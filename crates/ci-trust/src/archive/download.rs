@@ -171,7 +171,22 @@ pub fn extract(
 ) -> Result<()> {
     let file =
         File::open(zip_path).with_context(|| format!("cannot open {}", zip_path.display()))?;
-    let mut archive = zip::ZipArchive::new(file).context("the artifact is not a readable zip")?;
+    // Reading the central directory is work in proportion to its entries,
+    // which the artifact chooses: under the deadline too.
+    let never = Deadline::after(crate::policy::MAX_REUSE_SECS);
+    let what = "while extracting the artifact";
+    let file = io::BufReader::new(DeadlineReader {
+        inner: file,
+        deadline: deadline.unwrap_or(&never),
+        what,
+    });
+    let mut archive = match zip::ZipArchive::new(file) {
+        Ok(archive) => archive,
+        Err(_) if deadline.is_some_and(Deadline::passed) => {
+            bail!(deadline.map_or_else(String::new, |d| d.message(what)))
+        }
+        Err(err) => return Err(err).context("the artifact is not a readable zip"),
+    };
     // The zip reader keeps one entry per name; which of two same-named
     // entries a tool extracts differs between tools, so refuse them all.
     if archive.has_duplicate_names() {
@@ -212,7 +227,6 @@ pub fn extract(
                 .with_context(|| format!("cannot create {}", target.display()))?,
         );
         // The zip reader checks each entry's CRC-32 when it reaches the end.
-        let what = "while extracting the artifact";
         let mut reader: Box<dyn Read + '_> = match deadline {
             Some(deadline) => Box::new(DeadlineReader {
                 inner: (&mut entry).take(budget + 1),

@@ -104,6 +104,12 @@ impl<R: std::io::Read> std::io::Read for DeadlineReader<'_, R> {
     }
 }
 
+impl<R: std::io::Seek> std::io::Seek for DeadlineReader<'_, R> {
+    fn seek(&mut self, position: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(position)
+    }
+}
+
 impl<R: std::io::BufRead> std::io::BufRead for DeadlineReader<'_, R> {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
         if self.deadline.passed() {

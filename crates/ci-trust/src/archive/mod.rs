@@ -66,7 +66,7 @@ pub enum Reuse {
     /// Candidates exist, and each failed a trust check.
     Untrusted {
         name: String,
-        skipped: Vec<trust::Skipped>,
+        skipped: trust::Skips,
         /// Why the listing was not read to its end, if it was not.
         stopped: Option<String>,
     },
@@ -91,7 +91,7 @@ impl fmt::Display for Reuse {
                 write!(
                     f,
                     "no trusted artifact named {name} ({} skipped: ",
-                    skipped.len()
+                    skipped.total()
                 )?;
                 for (index, skip) in skipped.iter().take(SHOWN).enumerate() {
                     if index > 0 {
@@ -99,8 +99,8 @@ impl fmt::Display for Reuse {
                     }
                     write!(f, "{skip}")?;
                 }
-                if skipped.len() > SHOWN {
-                    write!(f, "; and {} more", skipped.len() - SHOWN)?;
+                if skipped.total() > SHOWN {
+                    write!(f, "; and {} more", skipped.total() - SHOWN)?;
                 }
                 if let Some(stopped) = stopped {
                     write!(f, "; stopped: {stopped}")?;
@@ -391,7 +391,14 @@ fn obtain_with(
     let specs = &request.policy.archive;
     let mut not_used = Vec::new();
     if request.cache_hit {
-        match verify_all(request.out, specs) {
+        // A pull request's own cache scope can hold a restore of its
+        // choosing: its verification stops at the same deadline as a reuse.
+        let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
+        let verified = specs.iter().try_for_each(|spec| {
+            verify::check_archive_within(&request.out.join(&spec.file), spec, Some(&deadline))
+                .map(|_| ())
+        });
+        match verified {
             Ok(()) => return Ok(Source::Cache),
             Err(err) => {
                 let reason = format!("the restored cache is damaged: {err:#}");
@@ -669,15 +676,29 @@ mod process {
 
     /// Called once, before anything runs: this process becomes the reaper
     /// of its orphaned descendants, so that a daemon the build starts
-    /// (double fork, `setsid`) stays where [`kill_leftovers`] finds it; and
-    /// it becomes non-dumpable, so that the build, running as the same
-    /// user, can neither read its environment and memory through `/proc`
-    /// nor attach to it with `ptrace` (where `kernel.yama.ptrace_scope` is
-    /// 0) to change the outputs it holds.
+    /// (double fork, `setsid`) stays where [`kill_leftovers`] finds it; it
+    /// and everything it starts can no longer gain privileges
+    /// (`no_new_privs`: `sudo` fails); and it becomes non-dumpable, so that
+    /// the build, running as the same user, can neither read its
+    /// environment and memory through `/proc` nor attach to it with
+    /// `ptrace` (where `kernel.yama.ptrace_scope` is 0) to change the
+    /// outputs it holds.
     #[cfg(target_os = "linux")]
     #[allow(unsafe_code)]
     pub fn contain() -> Result<()> {
         crate::verify::trace::become_subreaper()?;
+        // No process started from here on gains privileges through a
+        // set-user-id binary or file capabilities: on a GitHub-hosted
+        // runner the step's user has password-less sudo, which would hand
+        // a hostile build root, and root is beyond every check below.
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+        if rc != 0 {
+            anyhow::bail!(
+                "cannot keep the build from gaining privileges (PR_SET_NO_NEW_PRIVS): {}",
+                std::io::Error::last_os_error()
+            );
+        }
         // SAFETY: prctl with integer arguments only.
         let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         if rc != 0 {

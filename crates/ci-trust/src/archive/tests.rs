@@ -1935,23 +1935,34 @@ fn decoys_beyond_a_page_cap_do_not_hide_the_trusted_artifact() {
         .filter(|r| r.url.path().starts_with("/repos/o/r/actions/runs/"))
         .count();
     assert_eq!(run_lookups, 1, "only the newest candidate's run was read");
-    assert_eq!(
-        trust::tally(&[
-            trust::Skipped {
-                artifact: "1".into(),
-                rejection: trust::Rejection::CurrentRun
-            },
-            trust::Skipped {
-                artifact: "2".into(),
-                rejection: trust::Rejection::Expired { at: None }
-            },
-            trust::Skipped {
-                artifact: "3".into(),
-                rejection: trust::Rejection::Expired { at: None }
-            },
-        ]),
-        "unexpired 2, not-current-run 1"
+    let mut skips = trust::Skips::default();
+    assert_eq!(skips.tally(), "none");
+    skips.push("1".into(), trust::Rejection::CurrentRun);
+    skips.push("2".into(), trust::Rejection::Expired { at: None });
+    skips.push("3".into(), trust::Rejection::Expired { at: None });
+    assert_eq!(skips.tally(), "unexpired 2, not-current-run 1");
+}
+
+/// A listing of many odd entries is counted, not logged or kept one by one:
+/// the first hundred skips keep their reasons, the rest are only counted.
+#[test]
+fn a_flood_of_odd_entries_is_counted_not_kept() {
+    let api = Api::new();
+    let entries: Vec<Value> = (0..20_000).map(|id| json!({"id": id})).collect();
+    api.listing(entries);
+    let scratch = Scratch::new();
+    let reason = api.reuse(&scratch.out()).unwrap().unwrap_err();
+    assert!(
+        reason.contains("(20000 skipped: artifact 0: its listing entry is malformed"),
+        "{reason}"
     );
+    assert!(reason.contains("; and 19995 more)"), "{reason}");
+    let mut skips = trust::Skips::default();
+    for id in 0..1000 {
+        skips.push(id.to_string(), trust::Rejection::NoProducingRun);
+    }
+    assert_eq!((skips.len(), skips.total()), (trust::MAX_KEPT_SKIPS, 1000));
+    assert_eq!(skips.tally(), "listing 1000");
 }
 
 /// The table of trust checks in `docs/gpu-archive.md` names the checks of

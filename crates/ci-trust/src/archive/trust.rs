@@ -564,12 +564,87 @@ pub struct Accepted {
     pub run: Run,
 }
 
+/// Skipped candidates logged and kept with their reasons; past this many
+/// they are only counted (by check), so that a listing of millions of odd
+/// entries floods neither the log nor memory.
+pub const MAX_KEPT_SKIPS: usize = 100;
+
+/// The candidates passed over: the first [`MAX_KEPT_SKIPS`] with their
+/// reasons (and dereferencing to them), and how many each check rejected.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skips {
+    kept: Vec<Skipped>,
+    /// Per check, in the order of [`CHECKS`].
+    counts: Vec<usize>,
+}
+
+impl Skips {
+    /// Records a skip, and logs it while they are kept.
+    pub fn push(&mut self, artifact: String, rejection: Rejection) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; CHECKS.len()];
+        }
+        let check = rejection.check();
+        if let Some(index) = CHECKS.iter().position(|c| *c == check) {
+            self.counts[index] += 1;
+        }
+        let entry = Skipped {
+            artifact,
+            rejection,
+        };
+        if self.kept.len() < MAX_KEPT_SKIPS {
+            gha::log(&format!(
+                "artifact search: skipping {entry} [check {}]",
+                check.name()
+            ));
+            self.kept.push(entry);
+        } else if self.total() == MAX_KEPT_SKIPS + 1 {
+            gha::log(&format!(
+                "artifact search: more than {MAX_KEPT_SKIPS} candidates skipped; the rest are counted by check, not listed"
+            ));
+        }
+    }
+
+    /// Every skip, kept or only counted.
+    pub fn total(&self) -> usize {
+        self.counts.iter().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// How many candidates each check rejected, in the order of [`CHECKS`]:
+    /// `listing 2, workflow 1`, or `none`.
+    pub fn tally(&self) -> String {
+        let counts: Vec<String> = CHECKS
+            .iter()
+            .zip(&self.counts)
+            .filter(|(_, count)| **count > 0)
+            .map(|(check, count)| format!("{} {count}", check.name()))
+            .collect();
+        if counts.is_empty() {
+            "none".to_owned()
+        } else {
+            counts.join(", ")
+        }
+    }
+}
+
+impl std::ops::Deref for Skips {
+    type Target = [Skipped];
+
+    fn deref(&self) -> &[Skipped] {
+        &self.kept
+    }
+}
+
 /// The outcome of a search that completed.
 #[derive(Debug)]
 pub struct Search {
     pub accepted: Option<Accepted>,
     /// Every candidate passed over, in the order it was judged.
-    pub skipped: Vec<Skipped>,
+    pub skipped: Skips,
     /// Why the listing was not read to its end, if it was not.
     pub stopped: Option<String>,
 }
@@ -605,9 +680,12 @@ pub async fn find(
         head_sha,
         now: chrono::Utc::now(),
     };
-    let mut skipped = Vec::new();
+    let mut skipped = Skips::default();
     let mut stopped = None;
     let mut candidates: Vec<(Artifact, u64)> = Vec::new();
+    // Candidates beyond the newest MAX_CANDIDATES, dropped as the listing
+    // is read so that memory holds at most twice that many.
+    let mut dropped = 0usize;
     let mut listed = 0usize;
     let mut route = Some(github.artifacts_route(name));
     let mut pages = 0;
@@ -634,11 +712,16 @@ pub async fn find(
             .await
             .context("cannot list the artifacts")?;
         listed += page.artifacts.len();
-        for entry in page.artifacts {
+        for (index, entry) in page.artifacts.into_iter().enumerate() {
+            // A page of millions of tiny entries is work without an await:
+            // the deadline is checked as it goes.
+            if index % 4096 == 4095 {
+                github.check_bounds(&format!("while reading listing page {pages}"))?;
+            }
             match serde_json::from_value::<Artifact>(entry.clone()) {
                 Ok(artifact) => match judge_artifact(&artifact, name, &ctx) {
                     Ok(run_id) => candidates.push((artifact, run_id)),
-                    Err(rejection) => skip(&mut skipped, artifact.id.to_string(), rejection),
+                    Err(rejection) => skipped.push(artifact.id.to_string(), rejection),
                 },
                 Err(err) => {
                     let id = entry
@@ -647,30 +730,28 @@ pub async fn find(
                     let rejection = Rejection::MalformedEntry {
                         error: err.to_string(),
                     };
-                    skip(&mut skipped, id, rejection);
+                    skipped.push(id, rejection);
                 }
+            }
+            if candidates.len() >= 2 * MAX_CANDIDATES {
+                newest_first(&mut candidates);
+                dropped += candidates.len() - MAX_CANDIDATES;
+                candidates.truncate(MAX_CANDIDATES);
             }
         }
         route = next;
     }
-    // Newest first; an unparsable or missing time sorts last.
-    candidates.sort_by_key(|(artifact, _)| {
-        let created = artifact
-            .created_at
-            .as_deref()
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-        std::cmp::Reverse((created, artifact.id))
-    });
-    if candidates.len() > MAX_CANDIDATES {
+    newest_first(&mut candidates);
+    if candidates.len() > MAX_CANDIDATES || dropped > 0 {
         stopped = Some(format!(
             "only the newest {MAX_CANDIDATES} of {} candidates were judged",
-            candidates.len()
+            candidates.len() + dropped
         ));
         candidates.truncate(MAX_CANDIDATES);
     }
     gha::log(&format!(
         "artifact search: {listed} artifact(s) named {name} on {pages} page(s); {} skipped by the listing checks; {} candidate(s) to judge, newest first{}",
-        skipped.len(),
+        skipped.total(),
         candidates.len(),
         stopped
             .as_deref()
@@ -691,7 +772,7 @@ pub async fn find(
         github.check_bounds(&format!(
             "while judging the candidates (artifact {} next, {} skipped so far)",
             artifact.id,
-            skipped.len()
+            skipped.total()
         ))?;
         if let std::collections::hash_map::Entry::Vacant(slot) = runs.entry(run_id) {
             let run = match github.run(run_id).await {
@@ -742,8 +823,8 @@ pub async fn find(
                 gha::log(&format!(
                     "artifact search: {} candidate(s) seen, {} skipped (by check: {}); accepted artifact {} from run {}",
                     listed,
-                    skipped.len(),
-                    tally(&skipped),
+                    skipped.total(),
+                    skipped.tally(),
                     artifact.id,
                     run.id
                 ));
@@ -753,13 +834,13 @@ pub async fn find(
                     stopped,
                 });
             }
-            Err(rejection) => skip(&mut skipped, artifact.id.to_string(), rejection),
+            Err(rejection) => skipped.push(artifact.id.to_string(), rejection),
         }
     }
     gha::log(&format!(
         "artifact search: {listed} candidate(s) seen, {} skipped (by check: {}), none trusted",
-        skipped.len(),
-        tally(&skipped)
+        skipped.total(),
+        skipped.tally()
     ));
     Ok(Search {
         accepted: None,
@@ -768,34 +849,14 @@ pub async fn find(
     })
 }
 
-/// How many candidates each check rejected, in the order of [`CHECKS`]:
-/// `listing 2, workflow 1`, or `none`.
-pub fn tally(skipped: &[Skipped]) -> String {
-    let counts: Vec<String> = CHECKS
-        .iter()
-        .filter_map(|check| {
-            let count = skipped
-                .iter()
-                .filter(|s| s.rejection.check() == *check)
-                .count();
-            (count > 0).then(|| format!("{} {count}", check.name()))
-        })
-        .collect();
-    if counts.is_empty() {
-        "none".to_owned()
-    } else {
-        counts.join(", ")
-    }
-}
-
-fn skip(skipped: &mut Vec<Skipped>, artifact: String, rejection: Rejection) {
-    let entry = Skipped {
-        artifact,
-        rejection,
-    };
-    gha::log(&format!(
-        "artifact search: skipping {entry} [check {}]",
-        entry.rejection.check().name()
-    ));
-    skipped.push(entry);
+/// Sorts candidates newest first (by `created_at`, then id); an
+/// unparsable or missing time sorts last.
+fn newest_first(candidates: &mut [(Artifact, u64)]) {
+    candidates.sort_by_key(|(artifact, _)| {
+        let created = artifact
+            .created_at
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        std::cmp::Reverse((created, artifact.id))
+    });
 }
