@@ -981,3 +981,60 @@ fn a_cache_restore_that_decodes_for_ever_is_cut_off_at_the_deadline() {
     assert!(took < Duration::from_secs(3 + 5 + 4), "took {took:?}");
     assert!(!out.join("cuda-tests.tar.zst").exists());
 }
+
+/// Output and summary files that are not regular files (a FIFO, where a
+/// plain open would wait for a reader for ever; a directory; a link) are
+/// refused with the reason, without hanging and without a panic.
+#[test]
+fn runner_files_that_are_not_regular_files_are_refused() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let api = Github::trusted(&artifact_name(&ws, &shims), artifact_zip(), |_| {});
+    let scratch = Fixture::new();
+    let trust = trust_policy(&scratch, "");
+    let fifo = scratch.join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let dir = scratch.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = scratch.join("target-file");
+    std::fs::write(&target, "").unwrap();
+    let link = scratch.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for var in ["GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"] {
+        for (file, why) in [
+            (&fifo, "is a FIFO"),
+            (&dir, "cannot open"),
+            (&link, "cannot open"),
+        ] {
+            let started = Instant::now();
+            let result = reuse(
+                &ws,
+                &shims,
+                &api.uri(),
+                &trust,
+                Some(&scratch.join("out")),
+                &[(var, file.clone().into())],
+            );
+            let text = stderr(&result);
+            assert_eq!(
+                result.status.code(),
+                Some(2),
+                "{var}={}:\n{text}",
+                file.display()
+            );
+            assert!(
+                text.contains(why),
+                "{var}={}: {why:?} not in\n{text}",
+                file.display()
+            );
+            assert!(started.elapsed() < Duration::from_secs(20));
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+        }
+    }
+}
