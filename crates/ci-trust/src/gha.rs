@@ -645,7 +645,7 @@ pub fn log(text: &str) {
 ///
 /// In Actions the text is encoded as workflow-command data (`%`, CR, LF), so
 /// it stays on the one line the caller starts with its own prefix. Elsewhere
-/// line breaks stay readable. Either way every other hidden character
+/// line breaks and tabs stay readable. Either way every other hidden character
 /// ([`is_hidden`]: ESC, BEL, DEL, C1, U+2028, bidi overrides, …) is written
 /// as the percent-encoded bytes of its UTF-8 form (`%1B`), a line that would
 /// start with `::` (after the blanks the runner trims) has its first colon
@@ -658,7 +658,9 @@ pub fn log_text(text: &str, in_actions: bool) -> String {
         let mut out = String::with_capacity(text.len());
         for c in text.chars() {
             match c {
-                '\n' => out.push('\n'),
+                // Lines stay lines; a tab in a file name shows as the
+                // whitespace it is (rustc's dep-info keeps it as such).
+                '\n' | '\t' => out.push(c),
                 // A lone CR ends a line for the runner too.
                 c if is_hidden(c) => push_percent(&mut out, c),
                 c => out.push(c),
@@ -831,7 +833,7 @@ mod tests {
         );
         assert_eq!(
             log_text(hostile, false),
-            "a%1B[31mred%07%00%09%7F%C2%85%C2%9B2J%E2%80%A8%E2%80%A9%E2%80%AEtxt%E2%81%A6b%0D\nc 50%"
+            "a%1B[31mred%07%00\t%7F%C2%85%C2%9B2J%E2%80%A8%E2%80%A9%E2%80%AEtxt%E2%81%A6b%0D\nc 50%"
         );
         for line in [
             log_text(hostile, true),
@@ -842,7 +844,10 @@ mod tests {
             log_block(hostile),
             annotation("error", &Location::default(), hostile, hostile),
         ] {
-            assert!(!line.chars().any(|c| is_hidden(c) && c != '\n'), "{line:?}");
+            assert!(
+                !line.chars().any(|c| is_hidden(c) && c != '\n' && c != '\t'),
+                "{line:?}"
+            );
         }
         // Plain text is untouched.
         assert_eq!(
