@@ -1160,3 +1160,71 @@ fn a_daemon_whose_main_thread_exited_is_killed_too() {
         "{text}"
     );
 }
+
+/// `cmd` run under strace, every `fsync`/`fdatasync` of it and its children
+/// held for `delay` before it returns: a disk that takes that long to write
+/// back what the download left in the page cache (a 4 GiB artifact on a
+/// hosted runner's disk takes tens of seconds).
+fn under_slow_fsync(cmd: &Command, delay: &str) -> Command {
+    let mut wrapped = Command::new("strace");
+    wrapped
+        .args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null"])
+        .args(["-e", "trace=fsync,fdatasync"])
+        .arg("-e")
+        .arg(format!("inject=fsync,fdatasync:delay_exit={delay}"))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
+}
+
+/// The download and each extracted archive were `fsync`ed, and a sync
+/// cannot be cut off: with the artifact's bytes arriving just before the
+/// deadline, writing them back held the reuse path for as long as the disk
+/// took, past the deadline. Nothing on the reuse path waits for the disk
+/// now (the archives are read back and verified; durability across a
+/// crash of the runner is not needed), so a slow disk costs nothing.
+#[test]
+fn a_slow_disk_does_not_hold_the_reuse_path_past_its_deadline() {
+    if !tool_available(
+        "strace",
+        Command::new("strace").arg("-V"),
+        "your package manager (`apt-get install strace`)",
+    ) {
+        return;
+    }
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let api = Github::trusted(&artifact_name(&ws, &shims), artifact_zip(), |_| {});
+    let scratch = Fixture::new();
+    let trust = trust_policy(&scratch, "[artifacts]\nreuse-deadline-secs = 3\n");
+    let mut cmd = xtask_cmd(&["gpu-archive", "--reuse", "--trust-policy"]);
+    cmd.arg(&trust)
+        .arg("--root")
+        .arg(ws.path())
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .env("GITHUB_API_URL", api.uri())
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_RUN_ID", "900")
+        .env("GITHUB_TOKEN", TOKEN);
+    shims.apply(&mut cmd);
+    let started = Instant::now();
+    let result = under_slow_fsync(&cmd, "20s").output().unwrap();
+    let took = started.elapsed();
+    let text = stderr(&result);
+    assert!(
+        took < Duration::from_secs(3 + 5 + 4),
+        "took {took:?}\n{text}"
+    );
+    assert_eq!(result.status.code(), Some(0), "{text}");
+    assert!(
+        stdout(&result).contains("archive source: reused artifact 5 from run 500"),
+        "{text}"
+    );
+}

@@ -121,10 +121,12 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
             Ok(())
         })
         .await?;
+    // Flushed, not synced: a sync waits on the disk and cannot be cut off
+    // at the deadline, and nothing here needs the bytes to survive a crash
+    // of the runner (the zip is read back through the page cache).
     writer
         .into_inner()
         .map_err(|err| err.into_error())
-        .and_then(|file| file.sync_all())
         .with_context(|| format!("cannot write {}", dest.display()))?;
     let actual = hex(&hasher.finalize());
     if let Some(digest) = &artifact.digest {
@@ -249,9 +251,10 @@ pub fn extract(
             bail!("the artifact's archives expand past artifacts.max-download-bytes = {max_bytes}");
         }
         budget -= written;
+        // Not synced, like the download: the archive is verified by
+        // reading it back, and a sync would outlast the deadline.
         out.into_inner()
             .map_err(|err| err.into_error())
-            .and_then(|file| file.sync_all())
             .with_context(|| format!("cannot write {}", target.display()))?;
     }
     Ok(())
