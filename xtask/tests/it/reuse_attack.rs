@@ -1228,3 +1228,103 @@ fn a_slow_disk_does_not_hold_the_reuse_path_past_its_deadline() {
         "{text}"
     );
 }
+
+/// A zip whose central directory lists `entries` distinct empty files and
+/// nothing else (zip64 end records, since there are more than 65535):
+/// 52 bytes an entry, all of them read before any name can be checked.
+fn zip_with_entries(entries: u32) -> Vec<u8> {
+    let mut zip = Vec::with_capacity(entries as usize * 52 + 100);
+    for index in 0..entries {
+        zip.extend(0x0201_4b50u32.to_le_bytes());
+        zip.extend([20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        zip.extend([0u8; 12]); // crc, compressed and uncompressed sizes
+        zip.extend(6u16.to_le_bytes()); // name length
+        zip.extend([0u8; 16]); // extra, comment, disk, attributes, offset
+        zip.extend(format!("{index:06x}").bytes());
+    }
+    let directory_size = zip.len() as u64;
+    let eocd64_at = zip.len() as u64;
+    zip.extend(0x0606_4b50u32.to_le_bytes());
+    zip.extend(44u64.to_le_bytes());
+    zip.extend([45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    zip.extend(u64::from(entries).to_le_bytes());
+    zip.extend(u64::from(entries).to_le_bytes());
+    zip.extend(directory_size.to_le_bytes());
+    zip.extend(0u64.to_le_bytes());
+    zip.extend(0x0706_4b50u32.to_le_bytes());
+    zip.extend(0u32.to_le_bytes());
+    zip.extend(eocd64_at.to_le_bytes());
+    zip.extend(1u32.to_le_bytes());
+    zip.extend(0x0605_4b50u32.to_le_bytes());
+    zip.extend([0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    zip.extend([0xff; 8]);
+    zip.extend([0, 0]);
+    zip
+}
+
+/// Runs `cmd` to its end; its output and its own peak resident set (from
+/// `wait4`, so that no other process of the test run counts).
+#[allow(unsafe_code, clippy::zombie_processes)] // reaped by `wait4`
+fn output_and_peak_rss(cmd: &mut Command) -> (Output, u64) {
+    let scratch = Fixture::new();
+    let (out, err) = (scratch.join("stdout"), scratch.join("stderr"));
+    let child = cmd
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    // SAFETY: all-zero is a valid `rusage`; both pointers are valid for
+    // the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `pid` is this test's own child, not yet waited for.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid);
+    let output = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: std::fs::read(&out).unwrap(),
+        stderr: std::fs::read(&err).unwrap(),
+    };
+    (output, u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024)
+}
+
+/// The zip reader indexes the whole central directory before a single
+/// name can be checked, so memory grew with the entry count the artifact
+/// chose: within a `max-download-bytes` of 4 GiB, tens of millions of
+/// entries and an out-of-memory kill, not a fallback (here: a 52 MB zip
+/// of a million entries cost 223 MiB). Reading the directory has a
+/// small budget of its own; past it the artifact is refused.
+#[test]
+fn a_zip_of_a_million_entries_is_refused_in_bounded_memory() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let api = Github::trusted(
+        &artifact_name(&ws, &shims),
+        zip_with_entries(1_000_000),
+        |_| {},
+    );
+    let scratch = Fixture::new();
+    let trust = trust_policy(&scratch, "");
+    let mut cmd = xtask_cmd(&["gpu-archive", "--reuse", "--trust-policy"]);
+    cmd.arg(&trust)
+        .arg("--root")
+        .arg(ws.path())
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .env("GITHUB_API_URL", api.uri())
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_RUN_ID", "900")
+        .env("GITHUB_TOKEN", TOKEN);
+    shims.apply(&mut cmd);
+    let (result, peak) = output_and_peak_rss(&mut cmd);
+    let text = stderr(&result);
+    // The fallback build starts (and the shims refuse it).
+    assert_eq!(result.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("artifact reuse failed: artifact 5 from run 500: the artifact's zip directory is more than 1024 KiB to read")
+            && text.contains("; building instead"),
+        "{text}"
+    );
+    assert!(peak < 64 << 20, "peak RSS {} MiB\n{text}", peak >> 20);
+}
