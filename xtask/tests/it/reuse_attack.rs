@@ -1328,3 +1328,71 @@ fn a_zip_of_a_million_entries_is_refused_in_bounded_memory() {
     );
     assert!(peak < 64 << 20, "peak RSS {} MiB\n{text}", peak >> 20);
 }
+
+/// With `--cache-hit --reuse`, the restore's verification and the reuse
+/// each had a deadline of their own: a zstd bomb in the restore (the pull
+/// request's own cache scope) and then an API that never answers held the
+/// step for twice `reuse-deadline-secs` before the build. One deadline
+/// covers everything before the build.
+#[test]
+fn a_cache_bomb_and_a_stalling_api_share_one_deadline() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let api = Github::trusted(&artifact_name(&ws, &shims), artifact_zip(), |_| {});
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/repos/o/r"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_delay(Duration::from_secs(60))
+                    .set_body_json(json!({"id": 42})),
+            )
+            .with_priority(1),
+    );
+    let scratch = Fixture::new();
+    let out = scratch.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("cuda-tests.tar.zst"), zstd_bomb()).unwrap();
+    std::fs::write(
+        out.join("cuda-tutorial.tar.zst"),
+        crate::archive::zstd_tar(&[("cuda_tutorial", b"\x7fELF")]),
+    )
+    .unwrap();
+    let deadline = 10;
+    let trust = trust_policy(
+        &scratch,
+        &format!("[artifacts]\ntimeout-secs = 60\nreuse-deadline-secs = {deadline}\n"),
+    );
+    let mut cmd = xtask_cmd(&["gpu-archive", "--cache-hit", "--reuse", "--trust-policy"]);
+    cmd.arg(&trust)
+        .arg("--out")
+        .arg(&out)
+        .arg("--root")
+        .arg(ws.path())
+        .env("GITHUB_API_URL", api.uri())
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_RUN_ID", "900")
+        .env("GITHUB_TOKEN", TOKEN);
+    shims.apply(&mut cmd);
+    let started = Instant::now();
+    let result = cmd.output().unwrap();
+    let took = started.elapsed();
+    let text = stderr(&result);
+    assert_eq!(result.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("the restored cache is damaged: the reuse path passed its deadline of 10 s"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("warning: artifact reuse failed:")
+                && line.contains("passed its deadline of 10 s")),
+        "{text}"
+    );
+    // The deadline plus 5 s, with room for the key and the refused build;
+    // two deadlines (20 s) do not fit.
+    assert!(
+        took < Duration::from_secs(deadline + 5 + 3),
+        "took {took:?}\n{text}"
+    );
+}
