@@ -763,14 +763,15 @@ fn hand_written_blob_host(body: Vec<u8>, chunk: usize, every: Duration, total: D
 }
 
 /// The trusted artifact's download goes to `location`, and the listing
-/// says it is `size` bytes.
-fn redirect_download(api: &Github, name: &str, size: u64, location: &str) {
+/// says it is `size` bytes with the SHA-256 `digest` (hex), or none.
+fn redirect_download(api: &Github, name: &str, size: u64, digest: Option<&str>, location: &str) {
     api.mount(
         Mock::given(method("GET"))
             .and(path("/repos/o/r/actions/artifacts"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({
                 "artifacts": [{
                     "id": 5, "name": name, "size_in_bytes": size, "expired": false,
+                    "digest": digest.map(|hex| format!("sha256:{hex}")),
                     "workflow_run": {"id": 500, "repository_id": 42, "head_repository_id": 42}
                 }]
             })))
@@ -799,7 +800,8 @@ fn a_trickling_blob_host_falls_back_within_the_bound() {
         Duration::from_millis(300),
         Duration::from_secs(60),
     );
-    redirect_download(&api, &name, 3_000_000, &host);
+    // A digest the trickle never gets to be compared with.
+    redirect_download(&api, &name, 3_000_000, Some(&"0".repeat(64)), &host);
     let scratch = Fixture::new();
     let trust = trust_policy(
         &scratch,
@@ -841,7 +843,11 @@ fn an_unannounced_body_is_cut_off_at_the_listed_size() {
         Duration::from_millis(1),
         Duration::from_secs(20),
     );
-    redirect_download(&api, &name, zip.len() as u64, &host);
+    let digest: String = Sha256::digest(&zip)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    redirect_download(&api, &name, zip.len() as u64, Some(&digest), &host);
     let scratch = Fixture::new();
     let trust = trust_policy(&scratch, "");
     let result = reuse(
@@ -1616,4 +1622,70 @@ fn a_command_left_open_during_the_pause_is_not_run_after_it() {
         "the runner would run {run:?}\n{text}"
     );
     assert_eq!(result.status.code(), Some(0), "{text}");
+}
+
+/// When the listing gave no `digest`, nothing tied the bytes of the blob
+/// host (which the threat model does not trust, and where plain `http` is
+/// allowed when the API is `http`) to what the trusted run uploaded: a blob
+/// host serving archives of its own had them installed as the trusted
+/// artifact. Without a digest to compare with, the artifact is not
+/// downloaded (`actions/upload-artifact` v4 and later always give one).
+#[test]
+fn an_artifact_without_a_digest_is_not_taken_on_the_blob_host_word() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let name = artifact_name(&ws, &shims);
+    let api = Github::trusted(&name, artifact_zip(), |_| {});
+    let forged = {
+        use std::io::Write as _;
+        let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default();
+        for (file, member, content) in [
+            (
+                "cuda-tests.tar.zst",
+                "target/nextest/binaries-metadata.json",
+                &b"{}"[..],
+            ),
+            (
+                "cuda-tutorial.tar.zst",
+                "cuda_tutorial",
+                b"#!/bin/sh\necho owned\n",
+            ),
+        ] {
+            writer.start_file(file, options).unwrap();
+            writer
+                .write_all(&crate::archive::zstd_tar(&[(member, content)]))
+                .unwrap();
+        }
+        writer.finish().unwrap().into_inner()
+    };
+    api.mount(
+        Mock::given(method("GET"))
+            .and(path("/blob/forged"))
+            .respond_with(ResponseTemplate::new(200).set_body_bytes(forged.clone())),
+    );
+    redirect_download(
+        &api,
+        &name,
+        forged.len() as u64,
+        None,
+        &format!("{}/blob/forged", api.uri()),
+    );
+    let scratch = Fixture::new();
+    let out = scratch.join("out");
+    let trust = trust_policy(&scratch, "");
+    let result = reuse(&ws, &shims, &api.uri(), &trust, Some(&out), &[]);
+    let text = stderr(&result);
+    assert!(
+        !stdout(&result).contains("archive source: reused artifact"),
+        "the blob host's own archives were installed:\n{text}"
+    );
+    assert!(!out.join("cuda-tutorial.tar.zst").exists(), "{text}");
+    assert_eq!(result.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "artifact reuse failed: artifact 5 from run 500: the listing gives no digest"
+        ),
+        "{text}"
+    );
 }

@@ -96,6 +96,13 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
     if expected > max_bytes {
         bail!("the artifact is {expected} bytes, over artifacts.max-download-bytes = {max_bytes}");
     }
+    // The digest is what ties the blob host's bytes to what the trusted run
+    // uploaded; without one they would be taken on the blob host's word.
+    if artifact.digest.is_none() {
+        bail!(
+            "the listing gives no digest for it, so its bytes could not be checked against what its run uploaded (actions/upload-artifact v4 and later give one); not downloading it"
+        );
+    }
     let file =
         File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let mut writer = BufWriter::with_capacity(1 << 20, file);
@@ -146,15 +153,10 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
         }
     }
     gha::log(&format!(
-        "downloaded artifact {}: {} in {:.1} s, sha256 {actual}{}",
+        "downloaded artifact {}: {} in {:.1} s, sha256 {actual} (matches the artifact digest)",
         artifact.id,
         mib(received),
         started.elapsed().as_secs_f64(),
-        if artifact.digest.is_some() {
-            " (matches the artifact digest)"
-        } else {
-            " (the API gave no digest to compare with)"
-        }
     ));
     Ok(())
 }
