@@ -1689,3 +1689,131 @@ fn an_artifact_without_a_digest_is_not_taken_on_the_blob_host_word() {
         "{text}"
     );
 }
+
+/// API text reached the log whole wherever it ended the search: serde's
+/// message for a mistyped field quotes the string it got, and the refusals
+/// of a next-page link and of a redirect quote the header, and a damaged
+/// archive's error its member's name (up to 1 MiB). One answer of 16 MiB
+/// made a line of 16 MiB in the warning and again in the source line.
+/// Every attacker string is shown at most 200 characters long.
+#[test]
+fn api_text_that_ends_the_search_is_clipped_in_the_log() {
+    let ws = gpu_workspace();
+    let shims = Shims::new();
+    let name = artifact_name(&ws, &shims);
+    let long = "A".repeat(300_000);
+    let scratch = Fixture::new();
+    let trust = trust_policy(&scratch, "");
+    type Hostile<'a> = Box<dyn Fn(&Github) + 'a>;
+    let cases: Vec<(&str, Hostile)> = vec![
+        (
+            "a mistyped repository id",
+            Box::new(|api: &Github| {
+                api.mount(
+                    Mock::given(method("GET"))
+                        .and(path("/repos/o/r"))
+                        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": long})))
+                        .with_priority(1),
+                );
+            }),
+        ),
+        (
+            "a next-page link to another host",
+            Box::new(|api: &Github| {
+                api.mount(
+                    Mock::given(method("GET"))
+                        .and(path("/repos/o/r/actions/artifacts"))
+                        .respond_with(
+                            ResponseTemplate::new(200)
+                                .insert_header(
+                                    "link",
+                                    format!(
+                                        "<http://evil.example/{}>; rel=\"next\"",
+                                        &long[..60_000]
+                                    ),
+                                )
+                                .set_body_json(json!({"artifacts": []})),
+                        )
+                        .with_priority(1),
+                );
+            }),
+        ),
+        (
+            "a redirect to a URL that is not one",
+            Box::new(|api: &Github| {
+                api.mount(
+                    Mock::given(method("GET"))
+                        .and(path("/repos/o/r/actions/artifacts/5/zip"))
+                        .respond_with(
+                            ResponseTemplate::new(302)
+                                .insert_header("location", format!("ftp://x/{}", &long[..60_000])),
+                        )
+                        .with_priority(1),
+                );
+            }),
+        ),
+    ];
+    for (what, hostile) in cases {
+        let api = Github::trusted(&name, artifact_zip(), |_| {});
+        hostile(&api);
+        let result = reuse(
+            &ws,
+            &shims,
+            &api.uri(),
+            &trust,
+            Some(&scratch.join("out")),
+            &[],
+        );
+        let (out, err) = (stdout(&result), stderr(&result));
+        assert_eq!(
+            result.status.code(),
+            Some(2),
+            "{what}: {}",
+            &err[..err.len().min(3000)]
+        );
+        assert!(err.contains("; building instead"), "{what}");
+        for line in out.lines().chain(err.lines()) {
+            assert!(
+                line.len() < 2000,
+                "{what}: a line of {} bytes: {}…",
+                line.len(),
+                &line[..300]
+            );
+        }
+    }
+    // And a member name of the archive (a cache restore whose member is
+    // cut short; the artifact's archives are read the same way).
+    let mut noise = Vec::with_capacity(4_000_000);
+    let mut state = 0x9e37_79b9_u32;
+    for _ in 0..4_000_000 {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        noise.push((state >> 24) as u8);
+    }
+    let mut damaged = crate::archive::zstd_tar(&[(&long[..100_000], &noise)]);
+    damaged.truncate(damaged.len() * 9 / 10);
+    let out = scratch.join("cache-out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("cuda-tests.tar.zst"), damaged).unwrap();
+    let mut cmd = xtask_cmd(&["gpu-archive", "--cache-hit", "--trust-policy"]);
+    cmd.arg(&trust)
+        .arg("--out")
+        .arg(&out)
+        .arg("--root")
+        .arg(ws.path());
+    shims.apply(&mut cmd);
+    let result = cmd.output().unwrap();
+    let err = stderr(&result);
+    assert!(
+        err.contains("the restored cache is damaged"),
+        "{}",
+        &err[..err.len().min(3000)]
+    );
+    for line in stdout(&result).lines().chain(err.lines()) {
+        assert!(
+            line.len() < 2000,
+            "a member name: a line of {} bytes: {}…",
+            line.len(),
+            &line[..300]
+        );
+    }
+}
