@@ -1268,8 +1268,9 @@ fn zip_with_entries(entries: u32) -> Vec<u8> {
     zip
 }
 
-/// Runs `cmd` to its end; its output and its own peak resident set (from
-/// `wait4`, so that no other process of the test run counts).
+/// Runs `cmd` to its end; its output and its peak resident set (from
+/// `wait4`: the largest of it and the children it waited for, and no other
+/// process of the test run).
 #[allow(unsafe_code, clippy::zombie_processes)] // reaped by `wait4`
 fn output_and_peak_rss(cmd: &mut Command) -> (Output, u64) {
     let scratch = Fixture::new();
@@ -1332,7 +1333,10 @@ fn a_zip_of_a_million_entries_is_refused_in_bounded_memory() {
             && text.contains("; building instead"),
         "{text}"
     );
-    assert!(peak < 64 << 20, "peak RSS {} MiB\n{text}", peak >> 20);
+    // The peak `wait4` reports includes the children gpu-archive waited
+    // for (`cargo metadata` is the largest, about 56 MiB here); the index
+    // of a million entries alone was 223 MiB.
+    assert!(peak < 128 << 20, "peak RSS {} MiB\n{text}", peak >> 20);
 }
 
 /// With `--cache-hit --reuse`, the restore's verification and the reuse
