@@ -568,9 +568,66 @@ impl CommandsPaused {
 impl Drop for CommandsPaused {
     fn drop(&mut self) {
         if let Some(token) = &self.token {
+            end_open_lines();
             println!("::{token}::");
         }
     }
+}
+
+/// Ends the line the paused code may have left open on stdout and on
+/// stderr, and waits (a second at most) until the runner has read both.
+///
+/// The runner reads each pipe a line at a time: a command the paused code
+/// printed without its newline would be read when the next line ends it,
+/// after the pause, and run; on stdout it would swallow the resume line,
+/// which would leave commands paused for the rest of the job. Ended here,
+/// and read before the resume is written, such a line is seen while
+/// commands are still paused. (The two pipes are read apart, so having
+/// written the newline first is not enough: the runner must have read it.)
+fn end_open_lines() {
+    let _ = std::io::stderr().write_all(b"\n");
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(b"\n");
+    let _ = stdout.flush();
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while std::time::Instant::now() < until
+            && (unread_bytes(std::io::stdout().as_fd()) > 0
+                || unread_bytes(std::io::stderr().as_fd()) > 0)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Read is not yet acted on: a moment for the runner to queue the
+        // lines it read before the resume line arrives.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The bytes written to `fd` that its reader has not read yet, when it is
+/// a pipe (0 otherwise, or when it cannot be told).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> u32 {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let is_pipe = fd
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .is_ok_and(|meta| meta.file_type().is_fifo());
+    if !is_pipe {
+        return 0;
+    }
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one `c_int` through the valid pointer; the
+    // descriptor is borrowed for the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut unread) };
+    if rc != 0 {
+        return 0;
+    }
+    u32::try_from(unread).unwrap_or(0)
 }
 
 /// 128 random bits as hex, from the kernel; the standard library's per-process

@@ -819,12 +819,14 @@ fn hostile_answer(
         }
         Scenario::Trickle | Scenario::AboveTheFloor => {
             if path != "/blob/artifact.zip" {
-                // Answered as GitHub would (one good candidate) but with a
-                // zip as large as the limits allow.
+                // Answered as GitHub would (one good candidate, with a
+                // digest the transfer never gets to) but with a zip as large
+                // as the limits allow.
                 return (path == "/repos/o/r/actions/artifacts").then(|| {
                     Hostile::Json(format!(
-                        r#"{{"artifacts": [{{"id": {ARTIFACT_ID}, "name": "{NAME}", "size_in_bytes": {}, "expired": false, "created_at": "2026-11-30T00:00:00Z", "workflow_run": {{"id": {RUN_ID}, "repository_id": 1, "head_repository_id": 1}}}}]}}"#,
-                        1u64 << 30
+                        r#"{{"artifacts": [{{"id": {ARTIFACT_ID}, "name": "{NAME}", "size_in_bytes": {}, "expired": false, "digest": "sha256:{}", "created_at": "2026-11-30T00:00:00Z", "workflow_run": {{"id": {RUN_ID}, "repository_id": 1, "head_repository_id": 1}}}}]}}"#,
+                        1u64 << 30,
+                        "0".repeat(64)
                     ))
                 });
             }

@@ -9,10 +9,12 @@
 //! a zstd tar, and only then are they renamed into `--out`. Any failure drops
 //! the staging directory, so `--out` never holds a partial or unverified file.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -94,6 +96,13 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
     if expected > max_bytes {
         bail!("the artifact is {expected} bytes, over artifacts.max-download-bytes = {max_bytes}");
     }
+    // The digest is what ties the blob host's bytes to what the trusted run
+    // uploaded; without one they would be taken on the blob host's word.
+    if artifact.digest.is_none() {
+        bail!(
+            "the listing gives no digest for it, so its bytes could not be checked against what its run uploaded (actions/upload-artifact v4 and later give one); not downloading it"
+        );
+    }
     let file =
         File::create_new(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let mut writer = BufWriter::with_capacity(1 << 20, file);
@@ -121,10 +130,12 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
             Ok(())
         })
         .await?;
+    // Flushed, not synced: a sync waits on the disk and cannot be cut off
+    // at the deadline, and nothing here needs the bytes to survive a crash
+    // of the runner (the zip is read back through the page cache).
     writer
         .into_inner()
         .map_err(|err| err.into_error())
-        .and_then(|file| file.sync_all())
         .with_context(|| format!("cannot write {}", dest.display()))?;
     let actual = hex(&hasher.finalize());
     if let Some(digest) = &artifact.digest {
@@ -142,15 +153,10 @@ async fn download(github: &Github, artifact: &Artifact, dest: &Path, max_bytes: 
         }
     }
     gha::log(&format!(
-        "downloaded artifact {}: {} in {:.1} s, sha256 {actual}{}",
+        "downloaded artifact {}: {} in {:.1} s, sha256 {actual} (matches the artifact digest)",
         artifact.id,
         mib(received),
         started.elapsed().as_secs_f64(),
-        if artifact.digest.is_some() {
-            " (matches the artifact digest)"
-        } else {
-            " (the API gave no digest to compare with)"
-        }
     ));
     Ok(())
 }
@@ -175,18 +181,31 @@ pub fn extract(
     // which the artifact chooses: under the deadline too.
     let never = Deadline::after(crate::policy::MAX_REUSE_SECS);
     let what = "while extracting the artifact";
-    let file = io::BufReader::new(DeadlineReader {
-        inner: file,
-        deadline: deadline.unwrap_or(&never),
-        what,
+    // The zip reader indexes every entry of the central directory before a
+    // name can be checked, in memory that grows with their number: reading
+    // the directory has a budget of its own, lifted once it is indexed.
+    let index_budget = Rc::new(Cell::new(Some(MAX_ZIP_INDEX_BYTES)));
+    let file = io::BufReader::new(IndexBudget {
+        inner: DeadlineReader {
+            inner: file,
+            deadline: deadline.unwrap_or(&never),
+            what,
+        },
+        left: Rc::clone(&index_budget),
     });
     let mut archive = match zip::ZipArchive::new(file) {
         Ok(archive) => archive,
         Err(_) if deadline.is_some_and(Deadline::passed) => {
             bail!(deadline.map_or_else(String::new, |d| d.message(what)))
         }
+        Err(_) if index_budget.get() == Some(0) => bail!(
+            "the artifact's zip directory is more than {} KiB to read, where {} archive(s) need a few hundred bytes: refused before it fills memory",
+            MAX_ZIP_INDEX_BYTES >> 10,
+            specs.len()
+        ),
         Err(err) => return Err(err).context("the artifact is not a readable zip"),
     };
+    index_budget.set(None);
     // The zip reader keeps one entry per name; which of two same-named
     // entries a tool extracts differs between tools, so refuse them all.
     if archive.has_duplicate_names() {
@@ -249,12 +268,50 @@ pub fn extract(
             bail!("the artifact's archives expand past artifacts.max-download-bytes = {max_bytes}");
         }
         budget -= written;
+        // Not synced, like the download: the archive is verified by
+        // reading it back, and a sync would outlast the deadline.
         out.into_inner()
             .map_err(|err| err.into_error())
-            .and_then(|file| file.sync_all())
             .with_context(|| format!("cannot write {}", target.display()))?;
     }
     Ok(())
+}
+
+/// The most bytes the zip reader may read to find and index the central
+/// directory (the end records are in the last 64 KiB, and each entry takes
+/// 46 bytes and its name): at most about 20,000 entries are ever indexed,
+/// a few MiB of memory, whatever the artifact's size.
+pub const MAX_ZIP_INDEX_BYTES: u64 = 1 << 20;
+
+/// A reader that fails once `left` bytes have been read, while `left` is
+/// `Some`; shared, so that the caller can lift the limit after the zip
+/// reader (which owns this) has indexed the directory.
+struct IndexBudget<R> {
+    inner: R,
+    left: Rc<Cell<Option<u64>>>,
+}
+
+impl<R: Read> Read for IndexBudget<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(left) = self.left.get() else {
+            return self.inner.read(buf);
+        };
+        if left == 0 {
+            return Err(io::Error::other(
+                "the zip directory is larger than its budget",
+            ));
+        }
+        let wanted = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let read = self.inner.read(&mut buf[..wanted])?;
+        self.left.set(Some(left - read as u64));
+        Ok(read)
+    }
+}
+
+impl<R: io::Seek> io::Seek for IndexBudget<R> {
+    fn seek(&mut self, position: io::SeekFrom) -> io::Result<u64> {
+        self.inner.seek(position)
+    }
 }
 
 pub fn mib(bytes: u64) -> String {

@@ -475,13 +475,13 @@ impl Github {
         if answer.name != branch {
             bail!(
                 "asked for branch {branch:?}, the API answered branch {:?}",
-                answer.name
+                clip(&answer.name)
             );
         }
         if !is_commit(&answer.commit.sha) {
             bail!(
                 "the head of branch {branch:?} is {:?}, not a commit id",
-                answer.commit.sha
+                clip(&answer.commit.sha)
             );
         }
         Ok(answer.commit.sha.to_ascii_lowercase())
@@ -675,7 +675,9 @@ impl Github {
                 }
                 bail!("HTTP {status}: {message}");
             }
-            let value = serde_json::from_slice(&body).context("unexpected JSON")?;
+            // serde's message quotes the value it got, which the API chose.
+            let value = serde_json::from_slice(&body)
+                .map_err(|err| anyhow!("unexpected JSON: {}", clip(&err.to_string())))?;
             Ok((value, next))
         };
         self.within(&format!("GET {route}"), request)
@@ -687,15 +689,16 @@ impl Github {
     /// checking that it stays on the API host: the token must not follow a
     /// pagination link anywhere else.
     fn next_route(&self, link: &str) -> Result<String> {
+        let shown = clip(link);
         let uri: http::Uri = link
             .parse()
-            .with_context(|| format!("the next-page link {link:?} is not a URL"))?;
+            .with_context(|| format!("the next-page link {shown:?} is not a URL"))?;
         let Some(link_origin) = origin(&uri) else {
-            bail!("the next-page link {link:?} is not absolute");
+            bail!("the next-page link {shown:?} is not absolute");
         };
         if link_origin != self.api_origin || !uri.path().starts_with(&self.api_base_path) {
             bail!(
-                "the next-page link {link:?} leaves the API at {}; refusing to send the token there",
+                "the next-page link {shown:?} leaves the API at {}; refusing to send the token there",
                 self.env.api_url
             );
         }
@@ -708,7 +711,7 @@ impl Github {
             self.repo_route("/actions/artifacts")
         );
         if uri.path() != listing {
-            bail!("the next-page link {link:?} is not a page of {listing}; refusing to follow it");
+            bail!("the next-page link {shown:?} is not a page of {listing}; refusing to follow it");
         }
         Ok(uri
             .path_and_query()
@@ -750,17 +753,18 @@ pub fn origin(uri: &http::Uri) -> Option<String> {
 /// the API itself is, so that a redirect cannot strip the transport security
 /// from an artifact whose digest the API may not give.
 pub fn redirect_target(location: &str, api_is_https: bool) -> Result<http::Uri> {
+    let shown = clip(location);
     let uri: http::Uri = location
         .parse()
-        .with_context(|| format!("the redirect target {location:?} is not a URL"))?;
+        .with_context(|| format!("the redirect target {shown:?} is not a URL"))?;
     match uri.scheme_str() {
         Some("https") => {}
         Some("http") if !api_is_https => {}
-        Some("http") => bail!("the redirect target {location:?} downgrades https to http"),
-        _ => bail!("the redirect target {location:?} is not an http(s) URL"),
+        Some("http") => bail!("the redirect target {shown:?} downgrades https to http"),
+        _ => bail!("the redirect target {shown:?} is not an http(s) URL"),
     }
     if uri.authority().is_none() {
-        bail!("the redirect target {location:?} is not absolute");
+        bail!("the redirect target {shown:?} is not absolute");
     }
     Ok(uri)
 }

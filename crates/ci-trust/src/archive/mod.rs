@@ -390,10 +390,11 @@ fn obtain_with(
 ) -> Result<Source> {
     let specs = &request.policy.archive;
     let mut not_used = Vec::new();
+    // One deadline for everything before the build: a pull request's own
+    // cache scope can hold a restore of its choosing, and its verification
+    // and then the reuse must not take one deadline each.
+    let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
     if request.cache_hit {
-        // A pull request's own cache scope can hold a restore of its
-        // choosing: its verification stops at the same deadline as a reuse.
-        let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
         let verified = specs.iter().try_for_each(|spec| {
             verify::check_archive_within(&request.out.join(&spec.file), spec, Some(&deadline))
                 .map(|_| ())
@@ -413,7 +414,7 @@ fn obtain_with(
     if request.reuse {
         let reason = match github_env() {
             Err(missing) => format!("artifact reuse needs the Actions environment: {missing}"),
-            Ok(env) => match reuse_artifact(env, request) {
+            Ok(env) => match reuse_artifact_within(env, request, deadline) {
                 Ok(Reuse::Installed(reused)) => return Ok(Source::Artifact(reused)),
                 Ok(not_reused) => not_reused.to_string(),
                 Err(err) => format!("artifact reuse failed: {err:#}"),
@@ -437,6 +438,17 @@ fn obtain_with(
 /// ends is a fallback to the fresh build, never an abort.
 pub fn reuse_artifact(env: GithubEnv, request: &Request) -> Result<Reuse> {
     let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
+    reuse_artifact_within(env, request, deadline)
+}
+
+/// [`reuse_artifact`], by `deadline` (which a cache verification before it
+/// may have spent in part).
+fn reuse_artifact_within(
+    env: GithubEnv,
+    request: &Request,
+    deadline: github::Deadline,
+) -> Result<Reuse> {
+    deadline.check("before the artifact search began (the cache verification used it)")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -168,8 +168,12 @@ fn tar_members<'w>(source: impl BufRead, wanted: &[&'w str]) -> Result<(usize, V
             };
             // Reading the content is what proves the stream is intact: a
             // truncated or corrupted block fails here or in the checksum.
-            io::copy(&mut entry, &mut io::sink())
-                .with_context(|| format!("the content of tar member {path:?} is damaged"))?;
+            io::copy(&mut entry, &mut io::sink()).with_context(|| {
+                format!(
+                    "the content of tar member {:?} is damaged",
+                    super::github::clip(&path)
+                )
+            })?;
             count += 1;
             if let Some(name) = wanted.iter().find(|name| **name == path)
                 && !found.contains(name)

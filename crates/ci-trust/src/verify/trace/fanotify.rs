@@ -279,6 +279,7 @@ pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
     let mut killed = Vec::new();
     for _ in 0..200 {
         let mut parents: HashMap<u32, u32> = HashMap::new();
+        let mut dead: HashSet<u32> = HashSet::new();
         let entries = std::fs::read_dir("/proc").context("cannot list /proc")?;
         for entry in entries.flatten() {
             let Some(pid) = entry
@@ -291,7 +292,9 @@ pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            // `pid (comm) state ppid …`: a zombie (state Z) is dead already.
+            // `pid (comm) state ppid …`: a zombie (state Z) is dead already,
+            // unless only its main thread is: a process whose main thread
+            // exited alone shows `Z` while its other threads run on.
             let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
                 continue;
             };
@@ -300,14 +303,17 @@ pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
             let Some(ppid) = fields.next().and_then(|p| p.parse::<u32>().ok()) else {
                 continue;
             };
-            if state != "Z" && state != "X" {
-                parents.insert(pid, ppid);
+            // Every process is a link in the chain: the children of such a
+            // process name it as their parent.
+            parents.insert(pid, ppid);
+            if (state == "Z" || state == "X") && !has_live_thread(pid) {
+                dead.insert(pid);
             }
         }
         let live: Vec<u32> = parents
             .keys()
             .copied()
-            .filter(|&pid| pid != own && descends_in(&parents, pid, own))
+            .filter(|&pid| pid != own && !dead.contains(&pid) && descends_in(&parents, pid, own))
             .collect();
         // Reap the dead children (daemons reparented here included).
         loop {
@@ -340,6 +346,21 @@ pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// Whether any thread of process `pid` is alive (its main thread can be a
+/// zombie while the others run).
+fn has_live_thread(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    })
 }
 
 /// Whether `pid` descends from `ancestor` in the `parents` table.
