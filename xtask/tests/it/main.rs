@@ -25,6 +25,8 @@ mod key;
 mod key_attack;
 #[cfg(unix)]
 mod key_config;
+#[cfg(unix)]
+mod key_exact;
 mod key_scan;
 mod output;
 #[cfg(unix)]

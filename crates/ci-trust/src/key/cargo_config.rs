@@ -456,14 +456,19 @@ impl CargoConfig {
     }
 }
 
-/// What a cargo or rustup started in a directory reads there besides the
-/// root's files: cargo probes `.cargo/config` and `.cargo/config.toml` in
-/// its working directory and every ancestor, rustup `rust-toolchain` and
-/// `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is set, which a build
-/// script may remove). A build script that builds GPU kernels with a nested
-/// `cargo build` starts it in its package directory, so a file added there
-/// changes the build: present or absent, each is a key input.
+/// What a cargo or rustup started in a directory looks for there and in
+/// every ancestor: cargo probes `Cargo.toml` (the first one found is the
+/// package it builds; it then looks further up for the workspace root, whose
+/// `Cargo.lock` it reads), `.cargo/config` and `.cargo/config.toml`; rustup
+/// `rust-toolchain` and `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is
+/// set, which a build script may remove). A build script that builds GPU
+/// kernels with a nested `cargo build` starts it in its package directory,
+/// so a file added there changes the build: present or absent, each is a
+/// key input. `verify-key --trace` treats a failed lookup of any of these
+/// names as a use of its absence (the one list both read).
 pub const NESTED_PROBES: &[(&str, &str)] = &[
+    ("Cargo.toml", "manifest"),
+    ("Cargo.lock", "lockfile"),
     (".cargo/config", "cargo configuration"),
     (".cargo/config.toml", "cargo configuration"),
     ("rust-toolchain", "rustup toolchain file"),

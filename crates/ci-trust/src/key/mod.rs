@@ -38,6 +38,22 @@ pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Op
         .map(Path::to_path_buf)
 }
 
+/// Each directory whose existence the key implies, as `dir/`: every
+/// directory a present input lies in. `verify-key --trace` accepts an
+/// existence check (`stat`, `access`) of such a directory; a listing needs
+/// the directory's entry set itself (an input of kind `directory`).
+pub fn implied_dirs(manifest: &KeyManifest) -> Vec<String> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for input in manifest.inputs.iter().filter(|i| i.kind != "absent") {
+        let mut end = 0;
+        while let Some(slash) = input.path[end..].find('/') {
+            end += slash + 1;
+            dirs.insert(&input.path[..end]);
+        }
+    }
+    dirs.into_iter().map(str::to_owned).collect()
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {
@@ -111,6 +127,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let mut warnings = Vec::new();
 
     let lockfile = workspace.root.join("Cargo.lock");
+    inputs.set_workspace(&lockfile, workspace.packages.iter().map(|p| p.dir.clone()));
     if lockfile.exists() {
         inputs.add(&lockfile, "lockfile")?;
     } else {

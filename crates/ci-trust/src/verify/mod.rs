@@ -516,7 +516,11 @@ pub fn check(
             continue;
         }
         // Unix paths separate with `/` only: a `\` is part of a name.
-        let rel = rel.to_string_lossy().into_owned();
+        let rel = match rel.to_string_lossy().into_owned() {
+            // The root's entry set is the input `.`.
+            empty if empty.is_empty() => ".".to_owned(),
+            rel => rel,
+        };
         // As in ci-key: git metadata is a documented residual, not a miss.
         if crate::key::is_git_metadata(&rel) {
             report.git_files += 1;
@@ -546,13 +550,22 @@ pub fn check(
                 "a macro (a proc macro, or a macro_rules! include used from another file) made rustc read it; add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or teach ci-key's discovery this form"
             ),
             Source::BuildScript => format!(
-                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
+                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{}\"] to the policy",
+                if path.is_dir() {
+                    format!("{rel}/**")
+                } else {
+                    rel.clone()
+                }
             ),
             Source::BuildScriptLink => format!(
-                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/*\"]) to the policy",
-                Path::new(&rel)
-                    .parent()
-                    .map_or(String::new(), |d| d.display().to_string())
+                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/**\"]) to the policy",
+                if path.is_dir() {
+                    rel.clone()
+                } else {
+                    Path::new(&rel)
+                        .parent()
+                        .map_or(String::new(), |d| d.display().to_string())
+                }
             ),
         };
         report.misses.push(Miss {
@@ -791,7 +804,10 @@ fn rerun_paths(output: &str) -> Vec<String> {
         .collect()
 }
 
-/// A declared directory means every file below it, as cargo watches it.
+/// A declared directory means every file below it, as cargo watches it,
+/// and the entry set of every directory in it (the key hashes a directory
+/// it walks as its entries: a search directory is listed by the linker, a
+/// watched one by the script that watches it).
 fn expand_dir(path: &Path) -> Vec<PathBuf> {
     if !path.is_dir() {
         return vec![path.to_path_buf()];
@@ -800,7 +816,6 @@ fn expand_dir(path: &Path) -> Vec<PathBuf> {
         .follow_links(false)
         .into_iter()
         .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir())
         .map(|e| e.into_path())
         .collect()
 }

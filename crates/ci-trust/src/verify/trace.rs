@@ -708,7 +708,9 @@ impl TraceLog {
         start_dir: &Path,
     ) -> Result<TraceReport> {
         self.stop()?;
-        let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+        let implied = crate::key::implied_dirs(manifest);
+        let mut inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+        inputs.extend(implied.iter().map(String::as_str));
         // Output directories as the kernel names them, so that they compare
         // with the resolved paths of the trace.
         let output_dirs: Vec<PathBuf> = output_dirs
@@ -1038,7 +1040,9 @@ pub struct Scope<'a> {
     pub root: &'a Path,
     /// Build output directories (canonical where they exist).
     pub output_dirs: &'a [PathBuf],
-    /// The key inputs, repository-relative.
+    /// The key inputs, repository-relative (a directory whose entry set
+    /// the key hashes by its path, the root as `.`), and, ending in `/`,
+    /// each directory whose existence a present input implies.
     pub inputs: &'a BTreeSet<&'a str>,
     /// The working directory the traced command started in.
     pub start_dir: &'a Path,
@@ -1369,6 +1373,10 @@ struct Analysis<'a> {
     git: HashSet<OsString>,
     /// Directories listed by processes whose listings count.
     listed: Vec<(PathBuf, Rc<Process>)>,
+    /// The first process that listed the repository root.
+    listed_root: Option<Rc<Process>>,
+    /// (thread, directory) listed by an exempt tool (cargo's package scan).
+    scanned: HashSet<(u32, PathBuf)>,
     /// Canonical forms of parent directories, resolved once.
     canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
@@ -1385,18 +1393,14 @@ struct Analysis<'a> {
 }
 
 /// Whether `path` is a file cargo or rustup looks for in its working
-/// directory and every ancestor: `.cargo/config[.toml]`,
-/// `rust-toolchain[.toml]`. Its absence is what main's build used, and
+/// directory and every ancestor ([`crate::key::cargo_config::NESTED_PROBES`]:
+/// `Cargo.toml`, `Cargo.lock`, `.cargo/config[.toml]`,
+/// `rust-toolchain[.toml]`). Its absence is what main's build used, and
 /// a failed lookup is otherwise not checked.
 fn is_configuration_probe(path: &Path) -> bool {
-    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
-    let in_dot_cargo = path
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|d| d == ".cargo");
-    (in_dot_cargo && (name == "config" || name == "config.toml"))
-        || name == "rust-toolchain"
-        || name == "rust-toolchain.toml"
+    crate::key::cargo_config::NESTED_PROBES
+        .iter()
+        .any(|(probe, _)| path.ends_with(probe))
 }
 
 impl<'a> Analysis<'a> {
@@ -1412,6 +1416,8 @@ impl<'a> Analysis<'a> {
             created_used: HashSet::new(),
             git: HashSet::new(),
             listed: Vec::new(),
+            listed_root: None,
+            scanned: HashSet::new(),
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
@@ -1598,6 +1604,8 @@ impl<'a> Analysis<'a> {
                         // all the same (`getdents` on the descriptor).
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
+                        } else {
+                            self.scanned.insert((call.pid, file.clone()));
                         }
                     } else if reads && self.is_scan_rule(file, &process) {
                         continue;
@@ -1618,7 +1626,31 @@ impl<'a> Analysis<'a> {
                 }
             }
             Call::Stat { dirfd, path } => {
-                if !call.succeeded() || self.metadata_exempt(&process) {
+                if !call.succeeded() {
+                    // Cargo tests for its manifest and configuration with
+                    // `stat`: a failed one is a probe like a failed open.
+                    let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
+                    if !absent {
+                        return Ok(());
+                    }
+                    let probe = match self.path_arg(call, dirfd, path)? {
+                        Some(file) if is_configuration_probe(&file) => file,
+                        _ => return Ok(()),
+                    };
+                    let file = self.resolve(&probe, &process);
+                    // Cargo's scan of a package it lists tests each
+                    // subdirectory for a manifest (a package of its own);
+                    // that is no lookup from a working directory.
+                    let scan = file.ends_with("Cargo.toml")
+                        && file.parent().and_then(Path::parent).is_some_and(|listed| {
+                            self.scanned.contains(&(call.pid, listed.to_path_buf()))
+                        });
+                    if !scan {
+                        self.probed.push((file, process));
+                    }
+                    return Ok(());
+                }
+                if self.metadata_exempt(&process) {
                     return Ok(());
                 }
                 if let Some(file) = self.path_arg(call, dirfd, path)? {
@@ -1791,18 +1823,49 @@ impl<'a> Analysis<'a> {
             .or_insert_with(|| (access, process.clone()));
     }
 
+    /// Whether the key records that `file` (`rel` in the repository) is
+    /// absent: as an absent input, or through the deepest directory on its
+    /// way that exists, when that is an input: a directory's entry set
+    /// lacks the next name (cargo's scan of a package tests every
+    /// subdirectory for a `Cargo.toml`), a file has nothing below it.
+    fn absence_is_keyed(&self, file: &Path, rel: &str) -> bool {
+        if self.scope.inputs.contains(rel) {
+            return true;
+        }
+        let mut dir = file;
+        while let Some(parent) = dir.parent() {
+            dir = parent;
+            if std::fs::symlink_metadata(dir).is_err() {
+                continue;
+            }
+            let Ok(dir_rel) = dir.strip_prefix(self.scope.root) else {
+                return false;
+            };
+            let dir_rel = match dir_rel.to_string_lossy().replace('\\', "/") {
+                empty if empty.is_empty() => ".".to_owned(),
+                dir_rel => dir_rel,
+            };
+            return self.scope.inputs.contains(dir_rel.as_str());
+        }
+        false
+    }
+
     fn finish(mut self, calls: usize) -> Result<TraceReport> {
         if calls == 0 || self.processes.is_empty() {
             bail!("the trace recorded no system call: strace did not trace the build");
         }
         // A listing reads every name in the directory: each file in it (as
-        // it is now) counts as examined, unless the build created it.
+        // it is now) counts as examined, unless the build created it, and
+        // the directory's entry set must be an input itself (an empty
+        // directory or a subdirectory in it is a name the build saw).
+        let mut listed_dirs = Vec::new();
         for (dir, process) in std::mem::take(&mut self.listed) {
             if self.scope.output_dirs.iter().any(|d| dir.starts_with(d))
                 || !dir.starts_with(self.scope.root)
             {
                 continue;
             }
+            listed_dirs.push((dir.clone(), process.clone()));
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 // Gone by now (removed or moved by the build): its names
                 // cannot be checked, so the directory itself is the miss
@@ -1815,6 +1878,17 @@ impl<'a> Analysis<'a> {
                 if entry.file_type().is_ok_and(|t| !t.is_dir()) {
                     self.use_file(&entry.path(), "listed", &process);
                 }
+            }
+        }
+        for (dir, process) in listed_dirs {
+            if dir == self.scope.root {
+                self.listed_root.get_or_insert(process);
+                continue;
+            }
+            self.use_file(&dir, "listed", &process);
+            // A listing says more than an existence check of the same directory.
+            if let Some(used) = self.used.get_mut(&dir) {
+                *used = ("listed", process);
             }
         }
         if self.repository_opens == 0 {
@@ -1843,9 +1917,48 @@ impl<'a> Analysis<'a> {
             git_files: self.git.len(),
             ..TraceReport::default()
         };
+        if let Some(process) = &self.listed_root {
+            report.repository_files += 1;
+            if !self.scope.inputs.contains(".") {
+                report.misses.push(TraceMiss {
+                    path: ".".to_owned(),
+                    access: "listed",
+                    process: process.describe(self.scope),
+                    fix: fix_for_dir(
+                        ".",
+                        &relative_to(self.scope.root, &process.start_dir).to_string_lossy(),
+                        "listed",
+                        process,
+                    ),
+                });
+            }
+        }
         for (file, (access, process)) in &self.used {
             let is_dir = std::fs::metadata(file).is_ok_and(|m| m.is_dir()) && !file.is_symlink();
             if is_dir {
+                // A directory's existence is what a `stat` or `access` of
+                // it uses: implied by any present input below it, or by
+                // its entry set in the key; a listing uses the entry set.
+                report.repository_files += 1;
+                let rel = file
+                    .strip_prefix(self.scope.root)
+                    .expect("used files are inside the root")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let covered = self.scope.inputs.contains(rel.as_str())
+                    || (*access != "listed"
+                        && self.scope.inputs.contains(format!("{rel}/").as_str()));
+                if !covered {
+                    let shown = escape_controls(&rel);
+                    let from_package =
+                        escape_controls(&relative_to(file, &process.start_dir).to_string_lossy());
+                    report.misses.push(TraceMiss {
+                        fix: fix_for_dir(&shown, &from_package, access, process),
+                        path: shown,
+                        access,
+                        process: process.describe(self.scope),
+                    });
+                }
                 continue;
             }
             report.repository_files += 1;
@@ -1882,7 +1995,7 @@ impl<'a> Analysis<'a> {
             if outside
                 || output
                 || crate::key::is_git_metadata(&rel)
-                || self.scope.inputs.contains(rel.as_str())
+                || self.absence_is_keyed(file, &rel)
                 || !probed_misses.insert(rel.clone())
             {
                 continue;
@@ -1896,7 +2009,7 @@ impl<'a> Analysis<'a> {
             let shown = escape_controls(&rel);
             report.misses.push(TraceMiss {
                 fix: format!(
-                    "a cargo or rustup started in `{}` looks for this configuration, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
+                    "a cargo or rustup started in `{}` looks for this file, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
                     escape_controls(if dir.is_empty() { "." } else { &dir }),
                     escape_controls(if dir.is_empty() { "." } else { &dir })
                 ),
@@ -1960,11 +2073,35 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
         };
         match dir {
             Some(dir) => format!(
-                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/**\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
             ),
             None => format!("{who} {access} it; {include}"),
         }
     }
+}
+
+/// The fix for a directory whose existence or entry set the build used.
+fn fix_for_dir(rel: &str, from_package: &str, access: &str, process: &Process) -> String {
+    let glob = if rel == "." {
+        "**".to_owned()
+    } else {
+        format!("{rel}/**")
+    };
+    let what = if access == "listed" {
+        "the names in it"
+    } else {
+        "whether it exists"
+    };
+    let declare = if process.is_build_script() {
+        format!(
+            "print `cargo::rerun-if-changed={from_package}` as a literal line in the build script, or "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "the build {access} this directory, so {what} can change the build, and the key does not hash its entry set; {declare}add key.include = [\"{glob}\"] to the policy (the directory whole: its files and the names in it)"
+    )
 }
 
 /// Whether the path `bytes` is `dir` or lies below it.
@@ -2254,6 +2391,7 @@ mod tests {
             missed,
             vec![
                 ".gitignore read by build script of p (pid 2)",
+                "p/kernels listed by build script of p (pid 2)",
                 "p/kernels/a.cu listed by build script of p (pid 2)",
                 "p/notes.txt examined by build script of p (pid 2)",
             ],
