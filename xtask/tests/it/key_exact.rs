@@ -543,3 +543,72 @@ fn the_root_manifest_of_a_path_dependencys_workspace_is_an_input() {
     assert_ne!(run_at(f.path(), &out, "pr"), built);
     assert_ne!(key(&f), keyed);
 }
+
+/// An adopted host: `init-ci` makes the xtask a member of the host's
+/// workspace, and no archive builds it, so its sources are left out of the
+/// key. But cargo loads every member's manifest for any build, so the
+/// traced fresh build of a GPU package read `xtask/Cargo.toml`, which the
+/// key lacked: every traced build of every adopted host failed. The
+/// manifest is an input now; the sources stay out.
+#[test]
+fn a_traced_fresh_build_in_an_adopted_host_passes() {
+    let host = crate::adoption::gpu_host();
+    let adopted = crate::adoption::init_ci(&host, &[]);
+    assert!(adopted.status.success(), "{}", stderr(&adopted));
+    let out = Fixture::new();
+    let tracers = tracers();
+    for tracer in &tracers {
+        let output = traced(
+            &host,
+            tracer,
+            &out,
+            tracer,
+            &["-p", "gpu-core", "--features", "cuda", "--locked"],
+        );
+        let report = stderr(&output);
+        assert!(output.status.success(), "{tracer}: {report}");
+        assert!(!report.contains("xtask/"), "{tracer}: {report}");
+    }
+    // Without a tracer, the dep-info check of the same build.
+    let target = out.join("plain");
+    let build = cargo_at(
+        host.path(),
+        &[
+            "build",
+            "-p",
+            "gpu-core",
+            "--features",
+            "cuda",
+            "--locked",
+            "--quiet",
+            "--target-dir",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert!(build.status.success(), "{}", stderr(&build));
+    let verify = xtask(
+        &host,
+        &["verify-key", "--target-dir", target.to_str().unwrap()],
+    );
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let explain = stderr(&xtask(&host, &["ci-key", "--explain"]));
+    let xtask_inputs: Vec<&str> = explain
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("xtask/"))
+        .collect();
+    assert_eq!(xtask_inputs.len(), 1, "{explain}");
+    assert!(
+        xtask_inputs[0].starts_with("xtask/Cargo.toml "),
+        "{explain}"
+    );
+    // The manifest is an input: an edit to it moves the key, an edit to
+    // the xtask's sources does not.
+    let keyed = key(&host);
+    let main_rs = std::fs::read_to_string(host.join("xtask/src/main.rs")).unwrap();
+    host.file("xtask/src/main.rs", &format!("{main_rs}\n// edited\n"));
+    assert_eq!(key(&host), keyed, "the xtask's sources are tooling");
+    let manifest = std::fs::read_to_string(host.join("xtask/Cargo.toml")).unwrap();
+    host.file("xtask/Cargo.toml", &format!("{manifest}\n# edited\n"));
+    assert_ne!(key(&host), keyed, "cargo reads the xtask's manifest");
+}

@@ -143,16 +143,24 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
 
     let mut roots = Vec::new();
     // The xtask in a host workspace is tooling, not a GPU build input
-    // (tool_package.rs says exactly when it is left out).
+    // (tool_package.rs says exactly when its sources are left out). Its
+    // manifest is not: cargo loads every member's manifest for any build
+    // of the workspace, so every manifest is an input, always.
     let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
-        if Some(package.manifest.as_path()) == unbuilt_tool {
+        let sources_left_out = Some(package.manifest.as_path()) == unbuilt_tool;
+        let why = if sources_left_out {
+            format!(
+                "manifest of {} ({}): cargo loads it for every build of the workspace, though no archive compiles the package",
+                package.name, package.origin
+            )
+        } else {
+            format!("manifest of {} ({})", package.name, package.origin)
+        };
+        inputs.add(&package.manifest, &why)?;
+        if sources_left_out {
             continue;
         }
-        inputs.add(
-            &package.manifest,
-            &format!("manifest of {} ({})", package.name, package.origin),
-        )?;
         for dir in ["src", "tests", "examples", "benches"] {
             inputs.add_dir(
                 &package.dir.join(dir),
