@@ -612,3 +612,120 @@ fn a_traced_fresh_build_in_an_adopted_host_passes() {
     host.file("xtask/Cargo.toml", &format!("{manifest}\n# edited\n"));
     assert_ne!(key(&host), keyed, "cargo reads the xtask's manifest");
 }
+
+/// A package with every kind of target (a library that is also a cdylib,
+/// whose rustc dep-info has several outputs; a binary, an example, an
+/// integration test, a bench, a build script) and an example whose proc
+/// macro makes rustc read `data/x.txt`, which no static reading finds.
+fn every_target_workspace() -> Fixture {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\", \"mac\"]\nresolver = \"2\"\n",
+    );
+    package(
+        &f,
+        "app",
+        "app",
+        "[lib]\ncrate-type = [\"rlib\", \"cdylib\"]\n[[bench]]\nname = \"b\"\nharness = false\n[dev-dependencies]\nmac = { path = \"../mac\" }\n",
+    );
+    f.file("app/src/lib.rs", "pub fn f() -> u32 { 1 }\n")
+        .file(
+            "app/src/main.rs",
+            "fn main() { println!(\"{}\", app::f()); }\n",
+        )
+        .file(
+            "app/build.rs",
+            "fn main() { println!(\"cargo::rerun-if-changed=build.rs\"); }\n",
+        )
+        .file(
+            "app/examples/ex.rs",
+            "const X: &str = mac::embed!();\nfn main() { println!(\"{X}{}\", app::f()); }\n",
+        )
+        .file("app/data/x.txt", "read through a proc macro\n")
+        .file(
+            "app/tests/t.rs",
+            "#[test]\nfn t() { assert_eq!(app::f(), 1); }\n",
+        )
+        .file("app/benches/b.rs", "fn main() {}\n");
+    package(&f, "mac", "mac", "[lib]\nproc-macro = true\n");
+    f.file(
+        "mac/src/lib.rs",
+        "use proc_macro::TokenStream;\n#[proc_macro]\npub fn embed(_: TokenStream) -> TokenStream {\n    \"include_str!(\\\"../data/x.txt\\\")\".parse().unwrap()\n}\n",
+    );
+    lock(&f);
+    f
+}
+
+/// `verify-key` exited 2 on any target directory where cargo built an
+/// example: cargo's own dep-info beside the final artifacts is one line,
+/// not rustc's format. Every format is read now, on real builds: rustc's
+/// (one output, and several for a cdylib), and cargo's with absolute paths
+/// and, under `build.dep-info-basedir`, relative ones. Cargo's files are
+/// read, not skipped: with rustc's dep-info of the example gone, the miss
+/// is still found through them.
+#[test]
+fn verify_key_reads_every_dep_info_format_cargo_and_rustc_write() {
+    let f = every_target_workspace();
+    let out = Fixture::new();
+    for (name, basedir) in [("absolute", None), ("relative", Some("."))] {
+        if let Some(dir) = basedir {
+            f.file(
+                ".cargo/config.toml",
+                &format!("[build]\ndep-info-basedir = \"{dir}\"\n"),
+            );
+        }
+        let target = out.join(name);
+        let target = target.to_str().unwrap();
+        let build = cargo_at(
+            f.path(),
+            &["build", "--all-targets", "--quiet", "--target-dir", target],
+        );
+        assert!(build.status.success(), "{}", stderr(&build));
+        let example = out.join(&format!("{name}/debug/examples/ex.d"));
+        let cargo_written = std::fs::read_to_string(&example).unwrap();
+        match basedir {
+            None => {
+                assert!(cargo_written.contains(f.path().join("app/data/x.txt").to_str().unwrap()))
+            }
+            Some(_) => assert!(cargo_written.contains(" app/data/x.txt"), "{cargo_written}"),
+        }
+        let several =
+            std::fs::read_to_string(out.join(&format!("{name}/debug/deps/app.d"))).unwrap();
+        assert_eq!(
+            several.matches(": ").count(),
+            3,
+            "rustc's rules for .d, .rlib and .so: {several}"
+        );
+        let verify = xtask(&f, &["verify-key", "--target-dir", target]);
+        let report = stderr(&verify);
+        assert_eq!(verify.status.code(), Some(1), "{name}: {report}");
+        assert!(
+            report.contains("app/data/x.txt  (read by compilation of crate `ex`)"),
+            "{name}: {report}"
+        );
+        // Only cargo's file of the example is left: it names the file too.
+        for entry in std::fs::read_dir(out.join(&format!("{name}/debug/examples"))).unwrap() {
+            let path = entry.unwrap().path();
+            let file = path.file_name().unwrap().to_str().unwrap();
+            if file.starts_with("ex-") && file.ends_with(".d") {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+        let verify = xtask(&f, &["verify-key", "--target-dir", target]);
+        let report = stderr(&verify);
+        assert_eq!(verify.status.code(), Some(1), "{name}: {report}");
+        assert!(
+            report.contains("app/data/x.txt  (read by the artifact `ex` (cargo's dep-info))"),
+            "{name}: {report}"
+        );
+        // Keyed, it passes.
+        f.file(
+            ".github/ci-trust.toml",
+            "[key]\ninclude = [\"app/data/x.txt\"]\n",
+        );
+        let verify = xtask(&f, &["verify-key", "--target-dir", target]);
+        assert!(verify.status.success(), "{name}: {}", stderr(&verify));
+        f.file(".github/ci-trust.toml", "");
+    }
+}

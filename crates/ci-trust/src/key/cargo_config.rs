@@ -334,6 +334,13 @@ impl CargoConfig {
         self.output_dir(root, &["build", "build-dir"])
     }
 
+    /// `build.dep-info-basedir` (config-relative): cargo writes the paths
+    /// below it relative to it in the dep-info files it puts beside the
+    /// final artifacts.
+    pub fn dep_info_basedir(&self, root: &Path) -> Option<OutputDir> {
+        self.output_dir(root, &["build", "dep-info-basedir"])
+    }
+
     fn output_dir(&self, root: &Path, key: &[&str]) -> Option<OutputDir> {
         let (value, file) = self.first(key)?;
         let dir = value.as_str()?;
