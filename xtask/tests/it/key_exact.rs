@@ -729,3 +729,190 @@ fn verify_key_reads_every_dep_info_format_cargo_and_rustc_write() {
         f.file(".github/ci-trust.toml", "");
     }
 }
+
+/// Attack: the assembler reads files rustc's dep-info never lists:
+/// `.incbin` embeds a file's bytes, `.include` another assembler source,
+/// both resolved from rustc's working directory (the workspace root), in a
+/// template written inline or `include_str!`d. Edit any of them: the
+/// program changes, and the key must move. A file an operand chooses is
+/// refused.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn the_files_an_assembler_template_reads_are_inputs() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        r#"std::arch::global_asm!(
+    ".section .rodata",
+    ".global BLOB",
+    "BLOB:",
+    ".incbin \"assets/blob.bin\"",
+    ".byte 0",
+);
+std::arch::global_asm!(include_str!("../boot.s"));
+extern "C" {
+    static BLOB: u8;
+    static BOOT: u8;
+}
+fn text(p: *const u8) -> &'static str {
+    unsafe { std::ffi::CStr::from_ptr(p.cast()) }.to_str().unwrap()
+}
+fn main() {
+    println!("{} {}", text(unsafe { &BLOB }), text(unsafe { &BOOT }));
+}
+"#,
+    )
+    .file(
+        "crates/a/boot.s",
+        ".section .rodata\n.global BOOT\nBOOT:\n.include \"assets/more.s\"\n",
+    )
+    .file("assets/more.s", ".incbin \"assets/inner.bin\"\n.byte 0\n")
+    .file("assets/blob.bin", "blob")
+    .file("assets/inner.bin", "inner");
+    lock(&f);
+    let out = Fixture::new();
+    let built = run_at(f.path(), &out, "main");
+    assert_eq!(built.trim(), "blob inner");
+    for (file, text) in [
+        ("assets/blob.bin", "BLOB"),
+        (
+            "assets/more.s",
+            ".incbin \"assets/inner.bin\"\n.ascii \"!\"\n.byte 0\n",
+        ),
+        ("assets/inner.bin", "INNER"),
+    ] {
+        let (before, keyed) = (run_at(f.path(), &out, "before"), key(&f));
+        f.file(file, text);
+        assert_ne!(
+            run_at(f.path(), &out, "after"),
+            before,
+            "{file} changes the program"
+        );
+        assert_ne!(key(&f), keyed, "{file} must be an input");
+    }
+    // rustc's dep-info does not list them; the trace sees rustc open them.
+    for tracer in tracers() {
+        let output = traced(&f, tracer, &out, tracer, &[]);
+        assert!(output.status.success(), "{tracer}: {}", stderr(&output));
+    }
+    // A file name an operand chooses cannot be known: refused until declared.
+    f.file(
+        "crates/a/src/main.rs",
+        "std::arch::global_asm!(\".incbin \\\"assets/{}.bin\\\"\", const 1);\nfn main() {}\n",
+    );
+    let refused = xtask(&f, &["ci-key"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("crates/a/src/main.rs:1: global_asm! names a `.incbin \"assets/{}.bin\"` whose file an asm! operand chooses")
+            && stderr(&refused).contains("[[key.dynamic-include]]"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+/// SHA-256 of a built file, to tell two builds apart.
+fn digest(path: &Path) -> String {
+    let output = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Attack: a linker response file. A build script's literal
+/// `rustc-link-arg=@link/args.rsp` (or the configuration's
+/// `rustflags = ["-Clink-arg=@…"]`) makes the linker read the file and the
+/// version script it names; neither was an input. Edit the version script:
+/// the binary's exported symbols change under the same key.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_linker_response_file_and_the_files_it_names_are_inputs() {
+    let f = Fixture::new();
+    package(&f, ".", "app", "");
+    f.file(
+        "build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    println!(\"cargo::rustc-link-arg=@link/args.rsp\");\n}\n",
+    )
+    .file(
+        "src/main.rs",
+        "#[no_mangle]\npub extern \"C\" fn exported_one() -> u32 { 1 }\nfn main() { println!(\"{}\", exported_one()); }\n",
+    )
+    .file("link/args.rsp", "-Wl,--export-dynamic -Wl,--version-script=link/app.map\n")
+    .file("link/app.map", "{ global: exported_one; local: *; };\n");
+    lock(&f);
+    let out = Fixture::new();
+    let build = |name: &str| {
+        let target = out.join(name);
+        let output = cargo_at(
+            f.path(),
+            &["build", "--quiet", "--target-dir", target.to_str().unwrap()],
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+        digest(&target.join("debug/app"))
+    };
+    let (built, keyed) = (build("main"), key(&f));
+    f.file("link/app.map", "{ global: *; };\n");
+    assert_ne!(build("pr"), built, "the version script shapes the binary");
+    assert_ne!(key(&f), keyed, "a file a response file names is an input");
+    let keyed = key(&f);
+    f.file("link/args.rsp", "-Wl,--export-dynamic\n");
+    assert_ne!(key(&f), keyed, "the response file is an input");
+
+    // The configuration's rustflags: the same, through an argfile of rustc.
+    let g = Fixture::new();
+    package(&g, ".", "app", "");
+    g.file(
+        "src/main.rs",
+        "#[no_mangle]\npub extern \"C\" fn exported_one() -> u32 { 1 }\nfn main() { println!(\"{}\", exported_one()); }\n",
+    )
+    .file(".cargo/config.toml", "[build]\nrustflags = [\"@ci/rustc.args\"]\n")
+    .file("ci/rustc.args", "-Clink-arg=@ci/link.rsp\n")
+    .file("ci/link.rsp", "-Wl,--version-script=ci/app.map\n")
+    .file("ci/app.map", "{ global: *; };\n");
+    lock(&g);
+    for file in ["ci/link.rsp", "ci/app.map"] {
+        let keyed = key(&g);
+        let text = std::fs::read_to_string(g.join(file)).unwrap();
+        g.file(file, &format!("{text} "));
+        assert_ne!(
+            key(&g),
+            keyed,
+            "{file}, named through an argfile, is an input"
+        );
+    }
+
+    // Named at run time, the response file is verify-key's to check after
+    // the build, with the files it names.
+    let h = Fixture::new();
+    package(&h, ".", "app", "");
+    h.file(
+        "build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let dir = std::env::var(\"CARGO_MANIFEST_DIR\").unwrap();\n    println!(\"cargo::rustc-link-arg=@{dir}/link/args.rsp\");\n}\n",
+    )
+    .file("src/main.rs", "fn main() {}\n")
+    .file("link/args.rsp", "-Wl,--version-script=link/app.map\n")
+    .file("link/app.map", "{ global: *; };\n");
+    lock(&h);
+    let target = out.join("h");
+    let output = cargo_at(
+        h.path(),
+        &["build", "--quiet", "--target-dir", target.to_str().unwrap()],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let verify = xtask(
+        &h,
+        &["verify-key", "--target-dir", target.to_str().unwrap()],
+    );
+    let report = stderr(&verify);
+    assert_eq!(verify.status.code(), Some(1), "{report}");
+    for miss in ["link/args.rsp  (read by", "link/app.map  (read by"] {
+        assert!(report.contains(miss), "{miss}: {report}");
+    }
+}

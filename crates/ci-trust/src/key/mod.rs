@@ -179,6 +179,11 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 package_dir: package.dir.clone(),
                 label,
                 build_script: target.is_build_script(),
+                rustc_cwd: if package.dir.starts_with(&workspace.root) {
+                    workspace.root.clone()
+                } else {
+                    package.dir.clone()
+                },
             });
         }
     }
@@ -201,6 +206,19 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             .get(&index)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        // Files a literal `rustc-link-arg` line hands the linker.
+        for path in
+            build_script::link_arg_paths(literals, &root_info.package_dir, &root_info.rustc_cwd)
+        {
+            if path.starts_with(root) && path != root && std::fs::symlink_metadata(&path).is_ok() {
+                let reason = format!("handed to the linker by the {}", root_info.label);
+                if path.is_dir() {
+                    inputs.add_dir(&path, &reason, false)?;
+                } else {
+                    inputs.add(&path, &reason)?;
+                }
+            }
+        }
         match build_script::analyse(literals, &root_info.package_dir, root, &mut warnings) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {

@@ -60,6 +60,11 @@ pub enum EmbedTarget {
     Tree(PathBuf),
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
+    /// A file the assembler reads for an `asm!` template: `.incbin`
+    /// (bytes) or `.include` (`source`: assembler text, read for its own
+    /// directives), relative to rustc's working directory; or (absolute,
+    /// `source`) an `include_str!`d file the template is made of.
+    Assembler { path: PathBuf, source: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -128,7 +133,9 @@ impl MacroModule {
 pub struct FileScan {
     pub modules: Vec<ModuleDecl>,
     pub embeds: Vec<Embed>,
-    /// String literals that contain `rerun-if-changed`, with their lines.
+    /// String literals that contain `rerun-if-changed` or `rustc-link-arg`
+    /// (the build-script directives whose literal paths the key hashes),
+    /// with their lines.
     pub rerun_literals: Vec<(String, usize)>,
     /// Every `A as B` of a `use` declaration: a rename that may make `B!`
     /// an include macro, anywhere in the crate (`crate::B!`, `use super::*`).
@@ -184,6 +191,7 @@ impl FileContext<'_> {
 pub fn may_reference_files(text: &[u8]) -> bool {
     contains(text, b"include")
         || contains(text, b"rerun-if-changed")
+        || contains(text, LINK_ARG_DIRECTIVE.as_bytes())
         || contains(text, b"debugger_visualizer")
         || PATH_MACROS
             .iter()
@@ -869,6 +877,11 @@ fn splits_rerun_directive(value: &str) -> bool {
     }) || (10..word.len()).any(|n| value.starts_with(&word[word.len() - n..]))
 }
 
+/// What the build-script directives that hand the linker arguments hold
+/// (`rustc-link-arg`, `rustc-link-arg-bins`, …, `rustc-cdylib-link-arg`):
+/// the files their literal values name are inputs.
+pub const LINK_ARG_DIRECTIVE: &str = "link-arg";
+
 /// The macros that make rustc read a file named by their argument.
 pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
@@ -905,6 +918,9 @@ pub enum PathReads {
     /// settings): the key is refused until the policy declares the files
     /// with `[[key.dynamic-include]]`.
     Declared,
+    /// An assembler template (`global_asm!`, `asm!`, `naked_asm!`): the
+    /// files its `.incbin` and `.include` directives name ([`asm_directives`]).
+    AssemblerTemplate,
 }
 
 /// The registry macros known to read files named in the source. A call of
@@ -1000,7 +1016,74 @@ pub const PATH_MACROS: &[PathMacro] = &[
         form: PathMacroForm::Call,
         reads: PathReads::Declared,
     },
+    PathMacro {
+        name: "global_asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
+    PathMacro {
+        name: "asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
+    PathMacro {
+        name: "naked_asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
 ];
+
+/// The files an assembler text names: `.incbin "file"` (read as bytes,
+/// `false`) and `.include "file"` (read as assembler source, `true`), as
+/// LLVM's integrated assembler reads them: directive names in any case,
+/// the file a quoted string, resolved from the working directory (rustc
+/// passes no include directory). Over-approximates (a directive in a
+/// comment counts); a name it cannot read exactly (an escape, an `asm!`
+/// `{…}` placeholder, a `.macro` argument, no quotes) is an `Err` saying so.
+pub fn asm_directives(text: &str) -> Vec<Result<(String, bool), String>> {
+    let lower = text.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut found = Vec::new();
+    for (directive, source) in [(".incbin", false), (".include", true)] {
+        for at in memchr::memmem::find_iter(bytes, directive.as_bytes()) {
+            let before = at.checked_sub(1).map(|i| bytes[i]);
+            let after = bytes.get(at + directive.len()).copied();
+            let word = |b: Option<u8>| {
+                b.is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.'))
+            };
+            if word(before) || word(after) {
+                continue;
+            }
+            let rest = text[at + directive.len()..].trim_start_matches([' ', '\t']);
+            let Some(quoted) = rest.strip_prefix('"') else {
+                found.push(Err(format!(
+                    "a `{directive}` whose file is not a quoted string"
+                )));
+                continue;
+            };
+            let name = match quoted.find(['"', '\\', '\n']) {
+                Some(end) if quoted.as_bytes()[end] == b'"' => &quoted[..end],
+                _ => {
+                    found.push(Err(format!(
+                        "a `{directive}` whose file name holds an escape or no closing quote"
+                    )));
+                    continue;
+                }
+            };
+            if name.contains(['{', '}']) || name.is_empty() {
+                found.push(Err(format!(
+                    "a `{directive} \"{name}\"` whose file an asm! operand chooses"
+                )));
+                continue;
+            }
+            found.push(Ok((name.to_owned(), source)));
+        }
+    }
+    found
+}
 
 fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
     PATH_MACROS
@@ -1621,6 +1704,8 @@ impl TokenWalker<'_, '_, '_> {
             (PathReads::Declared, _) => {
                 unresolved(&format!("by {} rules ci-key does not model", known.krate))
             }
+            // Read from its template (`record_assembler_template`), not one argument.
+            (PathReads::AssemblerTemplate, _) => unresolved("of an assembler template"),
             (_, None) => unresolved("with an argument that is not a string literal"),
             (PathReads::FileRelative, Some(Some(path))) => {
                 EmbedTarget::File(self.ctx.file.parent().unwrap_or(Path::new("/")).join(path))
@@ -1660,6 +1745,102 @@ impl TokenWalker<'_, '_, '_> {
             },
             caller_relative: None,
         });
+    }
+
+    /// `global_asm!`, `asm!`, `naked_asm!`: the files the assembler reads
+    /// for the template, the leading string arguments (each one, or a
+    /// `concat!` of literals) or an `include_str!`d assembler source (read
+    /// for its directives where it is resolved). Operands end the template.
+    /// A template this reading cannot see (another macro's output, a
+    /// metavariable, a generated file) refuses the key until declared.
+    fn record_assembler_template(&mut self, known: &PathMacro, args: Range, line: usize) {
+        let src = self.src;
+        let ctx = self.ctx;
+        let mut targets = Vec::new();
+        let mut templates = true;
+        src.for_each_part(args, MAX_SHAPE_TOKENS, |part, tokens| {
+            if !templates {
+                return;
+            }
+            let Some(tokens) = tokens else {
+                templates = false;
+                return;
+            };
+            // `core::concat!`, `::std::arch::…`: the macro's own name.
+            let call = match tokens {
+                [.., name, bang, group]
+                    if src.is_punct(Some(*bang), b'!') && is_group(Some(*group), None) =>
+                {
+                    src.ident_name(Some(*name)).map(|n| (n, inner(*group)))
+                }
+                _ => None,
+            };
+            let text = match (tokens, call) {
+                ([lit], _) if lit.kind == Kind::Literal => lexer::string_value(src.text(*lit))
+                    .ok_or_else(|| format!("the template {}", src.text(*lit))),
+                (_, Some(("concat", group))) => {
+                    let mut pieces = Vec::new();
+                    src.for_each_part(group, 0, |piece, _| {
+                        evaluate_into(src, piece, &mut pieces);
+                    });
+                    pieces
+                        .iter()
+                        .map(|piece| match piece {
+                            Piece::Text(text) => Ok(text.as_str()),
+                            _ => Err(format!("the template `{}`", src.snippet(part))),
+                        })
+                        .collect::<Result<String, _>>()
+                }
+                (_, Some((name, group))) if ctx.include_macro(name).as_deref() == Some("include_str") => {
+                    match evaluate_path(src, group, ctx).0 {
+                        EmbedTarget::File(path) => {
+                            targets.push(EmbedTarget::Assembler { path, source: true });
+                            return;
+                        }
+                        EmbedTarget::OutDir => Err(
+                            "the directives of an assembler source the build script generates".to_owned(),
+                        ),
+                        _ => Err(format!("the template `{}`", src.snippet(part))),
+                    }
+                }
+                (_, Some(_)) => Err(format!("the template `{}`, which another macro makes", src.snippet(part))),
+                ([dollar, ..], None) if src.is_punct(Some(*dollar), b'$') => Err(format!(
+                    "the template `{}`, which a macro_rules! caller chooses",
+                    src.snippet(part)
+                )),
+                _ => {
+                    templates = false;
+                    return;
+                }
+            };
+            match text {
+                Ok(text) => {
+                    for directive in asm_directives(&text) {
+                        targets.push(match directive {
+                            Ok((path, source)) => EmbedTarget::Assembler {
+                                path: PathBuf::from(path),
+                                source,
+                            },
+                            Err(why) => EmbedTarget::Unresolved(why),
+                        });
+                    }
+                }
+                Err(what) => targets.push(EmbedTarget::Unresolved(format!(
+                    "{what} (the assembler reads the files its `.incbin`/`.include` directives name)"
+                ))),
+            }
+        });
+        for target in targets {
+            self.scan.embeds.push(Embed {
+                macro_name: format!("{}!", known.name),
+                target,
+                site: Site {
+                    file: self.ctx.file.to_path_buf(),
+                    line,
+                },
+                caller_relative: None,
+            });
+        }
     }
 
     /// The body of an attribute `#[…]`: records a [`PATH_MACROS`] attribute.
@@ -1801,7 +1982,11 @@ impl TokenWalker<'_, '_, '_> {
                         .macro_rules_calls
                         .push((definer.clone(), name.to_owned()));
                 }
-                if let Some(known) = path_macro(name, PathMacroForm::Call) {
+                if let Some(known) = path_macro(name, PathMacroForm::Call)
+                    && known.reads == PathReads::AssemblerTemplate
+                {
+                    self.record_assembler_template(known, args, line);
+                } else if let Some(known) = path_macro(name, PathMacroForm::Call) {
                     // Its arguments are still walked for embeds.
                     let arg = self.src.shape(args, 2).and_then(|tokens| match *tokens {
                         [] => Some(None),
@@ -1820,14 +2005,18 @@ impl TokenWalker<'_, '_, '_> {
     fn record_literal(&mut self, token: Token) {
         let text = self.src.text(token);
         // Only an escape can spell the words without holding them.
-        if !text.contains("rerun") && !text.contains("if-changed") && !text.contains('\\') {
+        if !text.contains("rerun")
+            && !text.contains("if-changed")
+            && !text.contains(LINK_ARG_DIRECTIVE)
+            && !text.contains('\\')
+        {
             return;
         }
         let Some(value) = lexer::string_value(text) else {
             return;
         };
         let line = self.src.line(token.start);
-        if value.contains(RERUN_DIRECTIVE) {
+        if value.contains(RERUN_DIRECTIVE) || value.contains(LINK_ARG_DIRECTIVE) {
             self.scan.rerun_literals.push((value, line));
         } else if splits_rerun_directive(&value) {
             // Half of the directive: the script assembles the line at run
@@ -2174,6 +2363,52 @@ const A: &str = include_str!("still_found.txt");
                 .any(|(v, _)| v == RERUN_DIRECTIVE);
             assert_eq!(got, marked, "{text}: {:?}", scan.rerun_literals);
         }
+    }
+
+    #[test]
+    fn assembler_templates_name_the_files_of_their_directives() {
+        let text = r#"core::arch::global_asm!(".INCBIN \"a.bin\"", concat!(".inc", "lude \"b.s\""), include_str!("boot.s"));
+fn f() { unsafe { std::arch::asm!("nop // .incbin \"c.bin\"", in(reg) 1, ".incbin \"not-a-template\"") } }
+macro_rules! m { ($t:literal) => { core::arch::asm!($t) } }
+core::arch::global_asm!(".incbin \"{}\"", const 1);
+core::arch::global_asm!(my_template!());
+"#;
+        let found: Vec<String> = scan(text, "/ws/pkg/src/lib.rs")
+            .embeds
+            .iter()
+            .filter(|e| e.macro_name.contains("asm"))
+            .map(|e| format!("{}:{:?}", e.site.line, e.target))
+            .collect();
+        assert_eq!(found.len(), 7, "{found:#?}");
+        for (line, needle) in [
+            (1, r#"Assembler { path: "a.bin", source: false }"#),
+            (1, r#"Assembler { path: "b.s", source: true }"#),
+            (
+                1,
+                r#"Assembler { path: "/ws/pkg/src/boot.s", source: true }"#,
+            ),
+            (2, r#"Assembler { path: "c.bin", source: false }"#),
+            (3, "a macro_rules! caller chooses"),
+            (4, "an asm! operand chooses"),
+            (5, "which another macro makes"),
+        ] {
+            assert!(
+                found
+                    .iter()
+                    .any(|f| f.starts_with(&format!("{line}:")) && f.contains(needle)),
+                "{line}: {needle}: {found:#?}"
+            );
+        }
+        assert_eq!(
+            asm_directives(
+                ".incbin\t\"x\"\n.include \"es\\cape\"\n.includes \"no\"\nfoo.incbin \"no\"\n.incbin x"
+            ),
+            vec![
+                Ok(("x".to_owned(), false)),
+                Err("a `.incbin` whose file is not a quoted string".to_owned()),
+                Err("a `.include` whose file name holds an escape or no closing quote".to_owned()),
+            ]
+        );
     }
 
     #[test]
