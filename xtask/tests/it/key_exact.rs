@@ -813,6 +813,21 @@ fn main() {
         "{}",
         stderr(&refused)
     );
+    // Under another name the template would go unread: refused.
+    f.file(
+        "crates/a/src/main.rs",
+        "use std::arch::global_asm as ga;
+ga!(\".incbin \\\"assets/blob.bin\\\"\");
+fn main() {}
+",
+    );
+    let refused = xtask(&f, &["ci-key"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("`use … global_asm as ga;` renames an assembler macro"),
+        "{}",
+        stderr(&refused)
+    );
 }
 
 /// SHA-256 of a built file, to tell two builds apart.

@@ -810,6 +810,18 @@ impl<'a> Walk<'a> {
     /// Warns about stale `[[key.dynamic-include]]` entries, drops repeated
     /// problems and hands back what was found.
     fn finish(mut self) -> (Discovery, Vec<(String, String)>) {
+        // An assembler template is read at a call by the macro's own name:
+        // under another name its `.incbin` files would go unseen.
+        for (from, to) in &self.renames {
+            let assembler = scan::PATH_MACROS
+                .iter()
+                .any(|m| m.reads == scan::PathReads::AssemblerTemplate && m.name == from);
+            if assembler {
+                self.discovery.errors.push(format!(
+                    "`use … {from} as {to};` renames an assembler macro, whose template ci-key reads (for the files its .incbin/.include directives name) only when it is called as {from}!; call {from}! by its name"
+                ));
+            }
+        }
         for dynamic in &self.policy.dynamic_include {
             if !self.used_dynamic.contains(&dynamic.site) {
                 self.discovery.warnings.push(format!(
