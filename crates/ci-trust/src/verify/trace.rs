@@ -1837,8 +1837,13 @@ impl<'a> Analysis<'a> {
         let mut dir = file;
         while let Some(parent) = dir.parent() {
             dir = parent;
-            if std::fs::symlink_metadata(dir).is_err() {
+            let Ok(meta) = std::fs::symlink_metadata(dir) else {
                 continue;
+            };
+            // A symlink on the way: what lies behind it is not its text's
+            // to say (a dangling link's target may be created).
+            if meta.file_type().is_symlink() {
+                return false;
             }
             let Ok(dir_rel) = dir.strip_prefix(self.scope.root) else {
                 return false;
