@@ -30,6 +30,8 @@ mod key_exact;
 mod key_scan;
 mod output;
 #[cfg(unix)]
+mod reuse_attack;
+#[cfg(unix)]
 mod scripts;
 mod support;
 #[cfg(unix)]
