@@ -140,13 +140,20 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
         "crates/rust-toolchain",
     ] {
         let before = key(&f);
+        let parent = f.join(probe).parent().unwrap().to_path_buf();
+        let parent_existed = parent.exists();
         f.file(probe, "[env]\nKERNEL_FLAVOUR = \"evil\"\n");
         assert_ne!(key(&f), before, "adding {probe} must move the key");
         f.remove(probe);
+        if !parent_existed {
+            // An empty `.cargo/` left behind is a directory of its own.
+            assert_ne!(key(&f), before, "an empty {} is an input", parent.display());
+            std::fs::remove_dir(&parent).unwrap();
+        }
         assert_eq!(key(&f), before, "removing {probe} restores the key");
     }
     // A file where a directory would be: nothing below it exists.
-    std::fs::remove_dir_all(f.join("crates/gpu/.cargo")).unwrap();
+    assert!(!f.join("crates/gpu/.cargo").exists());
     f.file("crates/gpu/.cargo", "not a directory\n");
     let with_file = key(&f);
     f.remove("crates/gpu/.cargo");
@@ -461,30 +468,38 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
     let report = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
-    for miss in ["app/libs/libshim.a", "app/link/app.map"] {
+    // The search directory's entry set too: the linker lists it.
+    for miss in [
+        "app/libs/libshim.a",
+        "app/link/app.map",
+        "app/libs  (read by",
+    ] {
         assert!(report.contains(miss), "{miss}: {report}");
     }
     assert!(
-        report.contains("key.include = [\"app/libs/*\"]"),
+        report.contains("key.include = [\"app/libs/**\"]"),
         "{report}"
     );
     // The trace sees the linker read the version script, and asks for the
     // directory whole too.
-    if crate::support::tool_available(
+    let strace = crate::support::tool_available(
         "strace",
         Command::new("strace").arg("-V"),
         "`apt-get install strace`",
-    ) {
+    );
+    let traced = |name: &str| {
         let root = f.path().to_str().unwrap();
-        let traced_target = out.join("traced");
+        let traced_target = out.join(name);
         let cargo = cargo();
-        let output = xtask_in(
+        xtask_in(
             &f,
             &[
                 "verify-key",
                 "--root",
                 root,
                 "--trace",
+                "--tracer",
+                "strace",
                 "--",
                 &cargo,
                 "build",
@@ -493,27 +508,48 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
                 "--target-dir",
                 traced_target.to_str().unwrap(),
             ],
-        );
+        )
+    };
+    if strace {
+        let output = traced("traced");
         let report = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{report}");
         assert!(
             report.contains("app/link/app.map")
-                && report.contains("key.include = [\"app/link/*\"]"),
+                && report.contains("key.include = [\"app/link/**\"]"),
             "{report}"
         );
         // rustc lists the search directory: the same advice.
         assert!(
             report.contains("rustc (searching a -L directory)")
-                && report.contains("key.include = [\"app/libs/*\"]"),
+                && report.contains("key.include = [\"app/libs/**\"]"),
             "{report}"
         );
     }
+    // `DIR/*` is not what the advice says: it leaves out the directory's
+    // entry set, which the linker read.
     f.file(
         ".github/ci-trust.toml",
         "[key]\ninclude = [\"app/libs/*\", \"app/link/*\"]\n",
     );
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("app/libs  (read by"),
+        "{}",
+        stderr(&output)
+    );
+    // The advice, followed, covers what it claims: both checks pass.
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"app/libs/**\", \"app/link/**\"]\n",
+    );
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
     assert!(output.status.success(), "{}", stderr(&output));
+    if strace {
+        let output = traced("traced-fixed");
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
 }
 
 /// Attack on the trace: a build script bind-mounts a repository file over

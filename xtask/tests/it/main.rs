@@ -26,6 +26,8 @@ mod key_attack;
 #[cfg(unix)]
 mod key_config;
 #[cfg(unix)]
+mod key_exact;
+#[cfg(unix)]
 mod key_real;
 mod key_scan;
 mod output;

@@ -112,7 +112,11 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
     for needle in [
         "user/data/x.txt  (read by compilation of crate `user`)",
         "kernels/shared.cu  (read by build script of gpu2)",
-        "2 files the build read are NOT covered",
+        // The directory it declares: its entry set (a file added there
+        // reruns the script).
+        "kernels  (read by build script of gpu2)",
+        "key.include = [\"kernels/**\"]",
+        "3 files the build read are NOT covered",
         "files outside the repository",
     ] {
         assert!(
@@ -136,7 +140,7 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
 
     f.file(
         ".github/ci-trust.toml",
-        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/*.cu\", \"kuser/cuda/*.ptx\"]\n",
+        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/**\", \"kuser/cuda/*.ptx\"]\n",
     );
     let after = verify(&f);
     assert!(

@@ -752,6 +752,13 @@ impl CallerRead<'_> {
                 }
                 Ok(None)
             }
+            // An assembler template a caller completes: its directives are
+            // assembled at the call, which this reading does not model.
+            (Some(scan::PathReads::AssemblerTemplate), Some(_)) => {
+                anyhow::bail!(
+                    "an assembler template a caller completes, which ci-key does not read"
+                )
+            }
             (Some(scan::PathReads::Declared), _) | (_, None) => {
                 anyhow::bail!("no path ci-key can read")
             }

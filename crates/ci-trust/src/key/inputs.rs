@@ -25,6 +25,8 @@ pub enum Kind {
     Executable,
     Symlink,
     Absent,
+    /// A directory whose entry set the key hashes (see [`Listing`]).
+    Directory,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Executable => "executable",
             Kind::Symlink => "symlink",
             Kind::Absent => "absent",
+            Kind::Directory => "directory",
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
             Kind::Executable => b'x',
             Kind::Symlink => b'l',
             Kind::Absent => b'a',
+            Kind::Directory => b'd',
         }
     }
 }
@@ -82,6 +86,57 @@ struct Entry {
     abs: PathBuf,
     reasons: BTreeSet<String>,
     may_be_absent: bool,
+    /// A directory's entry set, hashed by the walk that listed it.
+    listing: Option<Hashed>,
+}
+
+/// The entry set of one directory, hashed while a walk reads it: a build
+/// that lists the directory (a build script's `read_dir`, cargo's
+/// whole-package scan) or tests whether a name in it exists sees exactly
+/// these names, so an added empty directory, a checked-out gitlink or a
+/// renamed entry moves the key even when no file below changes.
+///
+/// The digest is SHA-256 over the entries in name order (the walk's own
+/// sort), each as a type byte (`d` directory, `l` symlink, `f` anything
+/// else) and the length-prefixed name. Git metadata and the build's output
+/// directories are left out: they are never inputs, and a build that
+/// creates `target/` must not move the key of the tree it built.
+struct Listing {
+    dir: PathBuf,
+    hasher: Sha256,
+    entries: u64,
+}
+
+impl Listing {
+    fn new(dir: &Path) -> Listing {
+        Listing {
+            dir: dir.to_path_buf(),
+            hasher: Sha256::new(),
+            entries: 0,
+        }
+    }
+
+    fn add(&mut self, name: &std::ffi::OsStr, file_type: std::fs::FileType) {
+        let tag = if file_type.is_dir() {
+            b'd'
+        } else if file_type.is_symlink() {
+            b'l'
+        } else {
+            b'f'
+        };
+        self.hasher.update([tag]);
+        update_with_len(&mut self.hasher, name.as_encoded_bytes());
+        self.entries += 1;
+    }
+
+    fn finish(self) -> (PathBuf, Hashed) {
+        let hashed = Hashed {
+            kind: Kind::Directory,
+            sha256: self.hasher.finalize().into(),
+            size: self.entries,
+        };
+        (self.dir, hashed)
+    }
 }
 
 /// The files of the key, collected from every discovery rule.
@@ -97,6 +152,13 @@ pub struct InputSet {
     real_dirs: HashSet<PathBuf>,
     /// Why each skipped directory is build output, for refusals.
     skipped_why: Vec<String>,
+    /// The directories of the packages the key hashes under their own
+    /// rules: a walk of a whole package stops at them, as cargo does.
+    packages: HashSet<PathBuf>,
+    /// The workspace's `Cargo.lock`, an input of its own (present or
+    /// absent): left out of its directory's entry set, so that a build
+    /// that generates it does not change another input.
+    lockfile: Option<PathBuf>,
 }
 
 /// The most symlinks one path may pass through, as Linux allows (`ELOOP`).
@@ -131,7 +193,16 @@ impl InputSet {
             entries: BTreeMap::new(),
             real_dirs: HashSet::new(),
             skipped_why,
+            packages: HashSet::new(),
+            lockfile: None,
         }
+    }
+
+    /// The workspace's lockfile and the directories of the packages whose
+    /// own rules hash them (see the fields).
+    pub fn set_workspace(&mut self, lockfile: &Path, packages: impl IntoIterator<Item = PathBuf>) {
+        self.lockfile = Some(super::workspace::normalize(lockfile));
+        self.packages = packages.into_iter().collect();
     }
 
     /// Like [`InputSet::new`], each skipped directory with the setting that
@@ -367,6 +438,7 @@ impl InputSet {
             abs: super::workspace::normalize(abs),
             reasons: BTreeSet::new(),
             may_be_absent,
+            listing: None,
         });
         entry.may_be_absent &= may_be_absent;
         entry.reasons.insert(reason.to_owned());
@@ -392,9 +464,13 @@ impl InputSet {
         Ok(())
     }
 
-    /// Adds every file below `dir` (nothing when it does not exist).
-    /// `stop_at_packages` skips subdirectories that are packages of their
-    /// own, as cargo does when it watches a package directory.
+    /// Adds every file below `dir` (nothing when it does not exist), and
+    /// every directory walked with its entry set ([`Listing`]), hashed from
+    /// the same walk. `stop_at_packages` skips the subdirectories that are
+    /// packages the key hashes under their own rules (cargo skips every
+    /// directory with a manifest when it watches a package, but a build
+    /// script reads what it likes: a crate that is no package of the build,
+    /// a test fixture, is walked like any directory).
     pub fn add_dir(&mut self, dir: &Path, reason: &str, stop_at_packages: bool) -> Result<()> {
         let mut visited = HashSet::new();
         self.add_dir_once(dir, reason, stop_at_packages, &mut visited)
@@ -418,30 +494,48 @@ impl InputSet {
         {
             return Ok(());
         }
-        let root = self.root.clone();
+        // The walk reads `dir` through whatever symlinks lead to it: those
+        // are inputs, and each listing is recorded where it really is.
+        let start = self.resolve(&super::workspace::normalize(dir))?;
+        for link in &start.links {
+            let why = format!("symlink on the way to {}, {reason}", self.display(dir));
+            self.insert_plain(link, &why, false)?;
+        }
         // Below a directory reached through no symlink, a regular file the
         // walk meets is reached through none either (the walk follows no
         // link): it is an input as it is, without resolving it again.
-        let normal_dir = super::workspace::normalize(dir);
-        let real_walk = self
-            .resolve(&normal_dir)
-            .is_ok_and(|r| r.links.is_empty() && r.real == normal_dir);
+        let real_walk = start.links.is_empty() && start.real == super::workspace::normalize(dir);
+        let real_start = start.real;
+        let root = self.root.clone();
         let walker = walkdir::WalkDir::new(dir)
             .follow_links(false)
             .sort_by_file_name()
             .into_iter();
         let skipped = &self.skipped_dirs;
+        let packages = &self.packages;
+        let lockfile = self.lockfile.as_deref();
         // A build output directory inside a package is skipped when cargo's
         // whole-package rule watches the package (cargo skips it too), but
         // one inside sources the build reads (`src/`, `.cargo/`, a watched
         // directory) would hide them: refused below.
         let mut output_met: Option<usize> = None;
+        // The listing of each directory the walk is inside, by depth: the
+        // walk is depth first in name order, so a directory's entries
+        // arrive in order, before the walk leaves it.
+        let mut open: Vec<Listing> = Vec::new();
+        let mut listings: Vec<(PathBuf, Hashed)> = Vec::new();
         let walker = walker.filter_entry(|entry| {
             let path = entry.path();
-            if entry.depth() == 0 {
+            let depth = entry.depth();
+            while open.len() > depth {
+                listings.extend(open.pop().map(Listing::finish));
+            }
+            if depth == 0 {
+                open.push(Listing::new(path));
                 return true;
             }
-            if entry.file_type().is_dir() {
+            let file_type = entry.file_type();
+            let (descend, listed) = if file_type.is_dir() {
                 let rel = path
                     .strip_prefix(&root)
                     .ok()
@@ -451,12 +545,25 @@ impl InputSet {
                 if output.is_some() && !stop_at_packages {
                     output_met = output_met.or(output);
                 }
-                let excluded = excluded_reason(&format!("{rel}/")).is_some()
-                    || output.is_some()
-                    || (stop_at_packages && path.join("Cargo.toml").is_file());
-                return !excluded;
+                let never_input = excluded_reason(&format!("{rel}/")).is_some() || output.is_some();
+                let other_package = stop_at_packages && packages.contains(path);
+                (!never_input && !other_package, !never_input)
+            } else {
+                // A gitlink's `.git` file (anything inside `.git/` is never
+                // reached), and the lockfile, an input of its own.
+                let name = entry.file_name();
+                let own_input = name == "Cargo.lock" && lockfile == Some(path);
+                (true, name != ".git" && !own_input)
+            };
+            if listed {
+                if let Some(parent) = open.last_mut() {
+                    parent.add(entry.file_name(), file_type);
+                }
             }
-            true
+            if file_type.is_dir() && descend {
+                open.push(Listing::new(path));
+            }
+            descend
         });
         let mut found = Vec::new();
         for entry in walker {
@@ -475,6 +582,7 @@ impl InputSet {
             let plain = real_walk && entry.file_type().is_file();
             found.push((entry.path_is_symlink(), plain, entry.into_path()));
         }
+        listings.extend(open.drain(..).rev().map(Listing::finish));
         if let Some(index) = output_met {
             let why = match self.skipped_why[index].as_str() {
                 "" => "a target directory".to_owned(),
@@ -486,6 +594,14 @@ impl InputSet {
                 self.display(&self.skipped_dirs[index]),
                 self.display(dir),
             );
+        }
+        for (walked, listing) in listings {
+            let real = match walked.strip_prefix(dir) {
+                Ok(below) if below.as_os_str().is_empty() => real_start.clone(),
+                Ok(below) => real_start.join(below),
+                Err(_) => walked,
+            };
+            self.insert_listing(&real, reason, listing)?;
         }
         for (is_link, plain, path) in found {
             if plain {
@@ -504,6 +620,30 @@ impl InputSet {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Adds the directory `real` (no symlink on the way) with the entry set
+    /// a walk hashed. The repository root is `.`.
+    fn insert_listing(&mut self, real: &Path, reason: &str, listing: Hashed) -> Result<()> {
+        let rel = match self.relative(real)? {
+            rel if rel.is_empty() => ".".to_owned(),
+            rel => rel,
+        };
+        // A directory the key never hashes (`.github/workflows/` itself,
+        // walked by a glob) has no listing either.
+        if excluded_reason(&format!("{rel}/")).is_some() {
+            return Ok(());
+        }
+        let entry = self.entries.entry(rel).or_insert_with(|| Entry {
+            abs: super::workspace::normalize(real),
+            reasons: BTreeSet::new(),
+            may_be_absent: false,
+            listing: None,
+        });
+        entry.may_be_absent = false;
+        entry.reasons.insert(reason.to_owned());
+        entry.listing.get_or_insert(listing);
         Ok(())
     }
 
@@ -546,13 +686,23 @@ impl InputSet {
         }
         let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
         scratch.bound = self.bound.clone();
+        // The same entry sets as every other walk of these directories.
+        scratch.lockfile.clone_from(&self.lockfile);
         scratch.add_dir(&start, reason, false)?;
+        // `dir/**` covers what is in `dir`: its entry set too.
+        let whole_dir = pattern
+            .strip_suffix("/**")
+            .filter(|dir| !dir.contains(['*', '?', '[', '{']));
         let mut count = 0;
         for (rel, entry) in scratch.entries {
-            if matcher.is_match(&rel) {
-                self.add(&entry.abs, reason)?;
-                count += 1;
+            if !matcher.is_match(&rel) && whole_dir != Some(rel.as_str()) {
+                continue;
             }
+            match entry.listing {
+                Some(listing) => self.insert_listing(&entry.abs, reason, listing)?,
+                None => self.add(&entry.abs, reason)?,
+            }
+            count += 1;
         }
         Ok(count)
     }
@@ -564,9 +714,10 @@ impl InputSet {
         entries
             .into_par_iter()
             .map(|(rel, entry)| {
-                let hashed = match known.get(&entry.abs) {
-                    Some(hashed) => hashed.clone(),
-                    None => hash_path(&entry.abs)?,
+                let hashed = match (entry.listing, known.get(&entry.abs)) {
+                    (Some(listing), _) => listing,
+                    (None, Some(hashed)) => hashed.clone(),
+                    (None, None) => hash_path(&entry.abs)?,
                 };
                 if hashed.kind == Kind::Absent && !entry.may_be_absent {
                     bail!(
@@ -739,8 +890,9 @@ pub fn hex(bytes: &[u8]) -> String {
 /// ```
 ///
 /// `len` is a big-endian u64, `kind` one byte (`f` file, `x` executable,
-/// `l` symlink, `a` absent), `sha256` the 32 raw bytes of the content's (or
-/// link text's) digest, zeros when absent. Length prefixes make the encoding
+/// `l` symlink, `a` absent, `d` directory), `sha256` the 32 raw bytes of
+/// the content's (link text's, directory entry set's) digest, zeros when
+/// absent. Length prefixes make the encoding
 /// unambiguous; sorting makes it independent of directory listing order.
 pub fn key_digest(components: &[Component], inputs: &[(Input, Hashed)]) -> String {
     let mut hasher = Sha256::new();

@@ -39,6 +39,22 @@ pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Op
         .map(Path::to_path_buf)
 }
 
+/// Each directory whose existence the key implies, as `dir/`: every
+/// directory a present input lies in. `verify-key --trace` accepts an
+/// existence check (`stat`, `access`) of such a directory; a listing needs
+/// the directory's entry set itself (an input of kind `directory`).
+pub fn implied_dirs(manifest: &KeyManifest) -> Vec<String> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for input in manifest.inputs.iter().filter(|i| i.kind != "absent") {
+        let mut end = 0;
+        while let Some(slash) = input.path[end..].find('/') {
+            end += slash + 1;
+            dirs.insert(&input.path[..end]);
+        }
+    }
+    dirs.into_iter().map(str::to_owned).collect()
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {
@@ -137,6 +153,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let mut warnings = Vec::new();
 
     let lockfile = workspace.root.join("Cargo.lock");
+    inputs.set_workspace(&lockfile, workspace.packages.iter().map(|p| p.dir.clone()));
     if lockfile.exists() {
         inputs.add(&lockfile, "lockfile")?;
     } else {
@@ -152,16 +169,24 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
 
     let mut roots = Vec::new();
     // The xtask in a host workspace is tooling, not a GPU build input
-    // (tool_package.rs says exactly when it is left out).
+    // (tool_package.rs says exactly when its sources are left out). Its
+    // manifest is not: cargo loads every member's manifest for any build
+    // of the workspace, so every manifest is an input, always.
     let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
-        if Some(package.manifest.as_path()) == unbuilt_tool {
+        let sources_left_out = Some(package.manifest.as_path()) == unbuilt_tool;
+        let why = if sources_left_out {
+            format!(
+                "manifest of {} ({}): cargo loads it for every build of the workspace, though no archive compiles the package",
+                package.name, package.origin
+            )
+        } else {
+            format!("manifest of {} ({})", package.name, package.origin)
+        };
+        inputs.add(&package.manifest, &why)?;
+        if sources_left_out {
             continue;
         }
-        inputs.add(
-            &package.manifest,
-            &format!("manifest of {} ({})", package.name, package.origin),
-        )?;
         for dir in ["src", "tests", "examples", "benches"] {
             inputs.add_dir(
                 &package.dir.join(dir),
@@ -182,6 +207,11 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 crate_name: target.name.replace('-', "_"),
                 build_script: target.is_build_script(),
                 token_output: sources::token_output_macros(package, &workspace),
+                rustc_cwd: if package.dir.starts_with(&workspace.root) {
+                    workspace.root.clone()
+                } else {
+                    package.dir.clone()
+                },
             });
         }
     }
@@ -204,6 +234,19 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             .get(&index)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        // Files a literal `rustc-link-arg` line hands the linker.
+        for path in
+            build_script::link_arg_paths(literals, &root_info.package_dir, &root_info.rustc_cwd)
+        {
+            if path.starts_with(root) && path != root && std::fs::symlink_metadata(&path).is_ok() {
+                let reason = format!("handed to the linker by the {}", root_info.label);
+                if path.is_dir() {
+                    inputs.add_dir(&path, &reason, false)?;
+                } else {
+                    inputs.add(&path, &reason)?;
+                }
+            }
+        }
         match build_script::analyse(literals, &root_info.package_dir, root, &mut warnings) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {

@@ -59,6 +59,10 @@ pub struct Root {
     /// The token-output macros (`quote!`) of the package: the arguments of
     /// their calls are text the package emits, never read as includes.
     pub token_output: Vec<&'static str>,
+    /// Where cargo runs rustc for this package (the workspace root, or the
+    /// package's directory outside it): the assembler resolves the files of
+    /// `.incbin` and `.include` from there.
+    pub rustc_cwd: PathBuf,
 }
 
 /// What the walk found besides the inputs it added.
@@ -587,6 +591,83 @@ impl<'a> Walk<'a> {
                 &mut self.used_dynamic,
                 discovery,
             ),
+            EmbedTarget::Assembler { path, source } => {
+                self.resolve_assembler_files(job, embed, path, *source, &site);
+            }
+        }
+    }
+
+    /// The files an assembler template reads, from rustc's working
+    /// directory: each is an input (present or absent), and an `.include`d
+    /// source is read for its own directives, transitively.
+    fn resolve_assembler_files(
+        &mut self,
+        job: &Job,
+        embed: &scan::Embed,
+        path: &Path,
+        source: bool,
+        site: &str,
+    ) {
+        /// More assembler files than this from one template is a loop or an attack.
+        const MAX_ASSEMBLER_FILES: usize = 1024;
+        let cwd = self.roots[job.root].rustc_cwd.clone();
+        let mut pending = vec![(cwd.join(path), source)];
+        let mut seen = HashSet::new();
+        while let Some((file, source)) = pending.pop() {
+            let file = super::workspace::normalize(&file);
+            if !seen.insert(file.clone()) {
+                continue;
+            }
+            if seen.len() > MAX_ASSEMBLER_FILES {
+                self.discovery.errors.push(format!(
+                    "{site}: {} reads more than {MAX_ASSEMBLER_FILES} assembler files through `.include`; ci-key refuses to follow that many",
+                    embed.macro_name
+                ));
+                return;
+            }
+            let rel = display(self.inputs.root(), &file);
+            let why = format!("read by the assembler for {} at {site}", embed.macro_name);
+            if let Err(err) = self
+                .inputs
+                .add_maybe_absent(&file, &why)
+                .and_then(|()| self.inputs.add_link_target(&file, &why))
+            {
+                self.discovery.errors.push(format!(
+                    "{site}: {} reads {rel}, which cannot be a key input: {err:#}",
+                    embed.macro_name
+                ));
+                continue;
+            }
+            if !source || !file.is_file() {
+                continue;
+            }
+            let text = match std::fs::read(&file).map(String::from_utf8) {
+                Ok(Ok(text)) => text,
+                _ => {
+                    self.discovery.errors.push(format!(
+                        "{site}: {} reads the assembler source {rel}, which is not readable UTF-8 text, so its `.incbin`/`.include` directives cannot be found",
+                        embed.macro_name
+                    ));
+                    continue;
+                }
+            };
+            for directive in scan::asm_directives(&text) {
+                match directive {
+                    Ok((name, source)) => pending.push((cwd.join(name), source)),
+                    Err(why) => {
+                        let what = format!("{why} in {rel}");
+                        declare_or_refuse(
+                            embed,
+                            &what,
+                            site,
+                            self.policy,
+                            self.inputs,
+                            &mut self.used_dynamic,
+                            &mut self.discovery,
+                        );
+                    }
+                }
+            }
         }
     }
 
@@ -909,6 +990,18 @@ impl<'a> Walk<'a> {
     /// Warns about stale `[[key.dynamic-include]]` entries, drops repeated
     /// problems and hands back what was found.
     fn finish(mut self) -> (Discovery, Vec<(String, String)>) {
+        // An assembler template is read at a call by the macro's own name:
+        // under another name its `.incbin` files would go unseen.
+        for (from, to) in &self.renames {
+            let assembler = scan::PATH_MACROS
+                .iter()
+                .any(|m| m.reads == scan::PathReads::AssemblerTemplate && m.name == from);
+            if assembler {
+                self.discovery.errors.push(format!(
+                    "`use … {from} as {to};` renames an assembler macro, whose template ci-key reads (for the files its .incbin/.include directives name) only when it is called as {from}!; call {from}! by its name"
+                ));
+            }
+        }
         for dynamic in &self.policy.dynamic_include {
             if !self.used_dynamic.contains(&dynamic.site) {
                 self.discovery.warnings.push(format!(

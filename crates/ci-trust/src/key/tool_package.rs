@@ -1,5 +1,6 @@
-//! The xtask's own package in a host workspace: never a key input unless an
-//! archive build compiles it.
+//! The xtask's own package in a host workspace: its sources are never key
+//! inputs unless an archive build compiles it (its manifest always is:
+//! cargo loads every member's manifest, whatever it builds).
 //!
 //! A host that adopts this xtask (`cargo xtask init-ci`) has it as a workspace
 //! member, so `cargo metadata` reports it like any crate; but the GPU archives

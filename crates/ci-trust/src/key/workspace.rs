@@ -219,14 +219,18 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     }
     for (manifest, origin) in patched_paths(&workspace_root, repo_root, &workspace.config)? {
         if seen.insert(manifest.clone()) {
-            pending.push_back(load_path_package(neutral_dir.path(), &manifest, origin)?);
+            let (package, root) = load_path_package(neutral_dir.path(), &manifest, origin)?;
+            workspace.manifests.extend(root);
+            pending.push_back(package);
         }
     }
     while let Some(package) = pending.pop_front() {
         for (dep_name, dep_manifest) in &package.path_dependencies {
             if seen.insert(dep_manifest.clone()) {
                 let origin = format!("path dependency `{dep_name}` of {}", package.name);
-                pending.push_back(load_path_package(neutral_dir.path(), dep_manifest, origin)?);
+                let (dep, root) = load_path_package(neutral_dir.path(), dep_manifest, origin)?;
+                workspace.manifests.extend(root);
+                pending.push_back(dep);
             }
         }
         workspace.packages.push(package);
@@ -257,7 +261,15 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     Ok(workspace)
 }
 
-fn load_path_package(neutral_dir: &Path, manifest: &Path, origin: String) -> Result<Package> {
+/// A package outside the workspace, and the root manifest of the workspace
+/// it belongs to, when that is another manifest: cargo reads it to build
+/// the package (inherited `workspace = true` fields, `[workspace.lints]`),
+/// so it is an input like the package's own.
+fn load_path_package(
+    neutral_dir: &Path,
+    manifest: &Path,
+    origin: String,
+) -> Result<(Package, Option<PathBuf>)> {
     if !manifest.is_file() {
         bail!(
             "{origin} points to {}, which does not exist",
@@ -275,7 +287,9 @@ fn load_path_package(neutral_dir: &Path, manifest: &Path, origin: String) -> Res
                 manifest.display()
             )
         })?;
-    Ok(convert(package, origin))
+    let root_manifest = metadata.workspace_root.as_std_path().join("Cargo.toml");
+    let root_manifest = (root_manifest != manifest).then_some(root_manifest);
+    Ok((convert(package, origin), root_manifest))
 }
 
 fn convert(package: &cargo_metadata::Package, origin: String) -> Package {

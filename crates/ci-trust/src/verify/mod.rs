@@ -405,12 +405,26 @@ pub fn check(
         }
     }
     let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+    // Cargo writes the paths below `build.dep-info-basedir` relative to it
+    // in its own dep-info files; rustc's are relative to its working
+    // directory, the workspace root.
+    let basedir = std::env::var_os("CARGO_BUILD_DEP_INFO_BASEDIR")
+        .filter(|v| !v.is_empty())
+        .map(|dir| key::workspace::normalize(&root.join(dir)))
+        .or_else(|| {
+            key::cargo_config::CargoConfig::load(root)
+                .ok()?
+                .dep_info_basedir(root)
+                .map(|dir| dir.path)
+        })
+        .unwrap_or_else(|| root.to_path_buf());
     let mut report = Report::default();
     // path -> who read it; a BTreeMap keeps the report sorted and deduplicated.
     let mut read: BTreeMap<PathBuf, (String, Source)> = BTreeMap::new();
 
     let mut dep_infos = Vec::new();
     let mut outputs = Vec::new();
+    let mut from_cargo: Vec<(Vec<PathBuf>, String)> = Vec::new();
     for dir in &profile_dirs {
         dep_infos.extend(dep_info_files(dir)?);
         outputs.extend(build_outputs(dir)?);
@@ -420,20 +434,23 @@ pub fn check(
         let dep_info = dep_info.as_path();
         let text = std::fs::read_to_string(dep_info)
             .with_context(|| format!("cannot read {}", dep_info.display()))?;
-        let reader = compilation_name(dep_info);
-        let listed = parse_dep_info(&text).with_context(|| {
+        let (listed, format) = parse_any_dep_info(&text).with_context(|| {
             format!(
                 "{}: cannot read this dep-info file faithfully, so the check cannot be trusted",
                 dep_info.display()
             )
         })?;
+        let (reader, base) = match format {
+            DepInfoFormat::Rustc => (compilation_name(dep_info), root),
+            DepInfoFormat::Cargo => (artifact_name(dep_info), basedir.as_path()),
+        };
         let listed: Vec<PathBuf> = listed
             .into_iter()
             .map(|path| {
                 key::workspace::normalize(&if path.is_absolute() {
                     path
                 } else {
-                    root.join(path)
+                    base.join(path)
                 })
             })
             .collect();
@@ -453,6 +470,12 @@ pub fn check(
                 report.tool_compilations += 1;
                 continue;
             }
+        }
+        if format == DepInfoFormat::Cargo {
+            // Cargo's lists repeat rustc's and the build scripts' declared
+            // paths: read after both, they name only what those did not.
+            from_cargo.push((listed, reader));
+            continue;
         }
         for path in listed {
             for file in expand_dir(&path) {
@@ -502,6 +525,14 @@ pub fn check(
         }
     }
 
+    for (listed, reader) in from_cargo {
+        for path in listed {
+            for file in expand_dir(&path) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::Cargo));
+            }
+        }
+    }
     for (path, (reader, source)) in read {
         if path.starts_with(target_dir) || path.starts_with(build_dir) {
             report.generated_files += 1;
@@ -516,7 +547,11 @@ pub fn check(
             continue;
         }
         // Unix paths separate with `/` only: a `\` is part of a name.
-        let rel = rel.to_string_lossy().into_owned();
+        let rel = match rel.to_string_lossy().into_owned() {
+            // The root's entry set is the input `.`.
+            empty if empty.is_empty() => ".".to_owned(),
+            rel => rel,
+        };
         // As in ci-key: git metadata is a documented residual, not a miss.
         if crate::key::is_git_metadata(&rel) {
             report.git_files += 1;
@@ -545,14 +580,26 @@ pub fn check(
             Source::Compiler => format!(
                 "a macro (a proc macro, or a macro_rules! include used from another file) made rustc read it; add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or teach ci-key's discovery this form"
             ),
+            Source::Cargo => format!(
+                "cargo lists it for this artifact (what rustc read, or a build script declared); add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or rebuild so that rustc's own dep-info says which compilation read it"
+            ),
             Source::BuildScript => format!(
-                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
+                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{}\"] to the policy",
+                if path.is_dir() {
+                    format!("{rel}/**")
+                } else {
+                    rel.clone()
+                }
             ),
             Source::BuildScriptLink => format!(
-                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/*\"]) to the policy",
-                Path::new(&rel)
-                    .parent()
-                    .map_or(String::new(), |d| d.display().to_string())
+                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/**\"]) to the policy",
+                if path.is_dir() {
+                    rel.clone()
+                } else {
+                    Path::new(&rel)
+                        .parent()
+                        .map_or(String::new(), |d| d.display().to_string())
+                }
             ),
         };
         report.misses.push(Miss {
@@ -575,6 +622,9 @@ pub fn check(
 #[derive(Debug, Clone, Copy)]
 enum Source {
     Compiler,
+    /// Cargo's dep-info only: rustc's files and the build scripts' outputs
+    /// do not name it (they were removed, or are another build's).
+    Cargo,
     BuildScript,
     /// Handed to rustc or the linker by a build script's output.
     BuildScriptLink,
@@ -632,12 +682,14 @@ fn link_paths(output: &str, package_dir: &Path, root: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// Every rustc dep-info file of a profile directory.
+/// Every dep-info file of a profile directory: rustc's, in `deps/`,
+/// `examples/` and `build/*/`, and cargo's own beside the final artifacts
+/// (`<profile>/*.d`, `examples/<name>.d`), which repeat rustc's lists for
+/// those artifacts with the build scripts' `rerun-if-changed` paths folded
+/// in. Both are read: a file either lists is checked.
 fn dep_info_files(profile_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    // Cargo's own `<profile>/*.d` files repeat these for final artifacts,
-    // with build-script directories folded in; rustc's files are the source.
-    for dir in ["deps", "examples", "build"] {
+    for dir in ["", "deps", "examples", "build"] {
         let dir = profile_dir.join(dir);
         let depth = if dir.ends_with("build") { 2 } else { 1 };
         if !dir.is_dir() {
@@ -699,6 +751,97 @@ fn compilation_name(dep_info: &Path) -> String {
     } else {
         format!("compilation of crate `{crate_name}`")
     }
+}
+
+/// Who wrote a dep-info file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DepInfoFormat {
+    /// rustc's `--emit=dep-info`: rules, a blank line, one `DEP:` line per file.
+    Rustc,
+    /// cargo's, beside a final artifact: one rule line.
+    Cargo,
+}
+
+/// The files a dep-info file of either format lists.
+fn parse_any_dep_info(text: &str) -> Result<(Vec<PathBuf>, DepInfoFormat)> {
+    // Cargo writes one line; rustc never does (a rule is followed by a
+    // blank line, then the `DEP:` lines).
+    let one_line = text
+        .strip_suffix('\n')
+        .is_some_and(|line| !line.contains('\n'));
+    if one_line {
+        Ok((parse_cargo_dep_info(text)?, DepInfoFormat::Cargo))
+    } else {
+        Ok((parse_dep_info(text)?, DepInfoFormat::Rustc))
+    }
+}
+
+/// The files of cargo's own dep-info file (`<artifact>: DEP DEP …` on one
+/// line, written by cargo's `output_depinfo`): each name with a space
+/// written `\ `, nothing else escaped. So `a\ b` is the file `a b`, or
+/// the files `a\` and `b`; every reading of such a run is returned (a
+/// file any of them names is checked), not a guess. A line break in a name
+/// would make a second line, which is refused by the caller's reading.
+fn parse_cargo_dep_info(text: &str) -> Result<Vec<PathBuf>> {
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let deps = match line.split_once(": ") {
+        Some((_, deps)) => deps,
+        // An artifact with no prerequisite: `ARTIFACT:`.
+        None if line.ends_with(':') => return Ok(Vec::new()),
+        None => bail!(
+            "line 1: no `ARTIFACT: DEP …` rule (cargo writes one line, rustc a rule, a blank line and one `DEP:` line per file)"
+        ),
+    };
+    // Runs of words joined by `\ `: a word ending in `\` was followed by
+    // an escaped space, or is a name ending in `\`.
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    let mut continues = false;
+    for word in deps.split(' ') {
+        match runs.last_mut() {
+            Some(run) if continues => run.push(word),
+            _ => runs.push(vec![word]),
+        }
+        continues = word.ends_with('\\');
+    }
+    let mut files = Vec::new();
+    for run in runs {
+        // Each piece without the `\` before a space (the escape, or the
+        // name's own last character).
+        let last = run.len() - 1;
+        let pieces: Vec<&str> = run
+            .iter()
+            .enumerate()
+            .map(|(i, piece)| match i < last {
+                true => piece.strip_suffix('\\').unwrap_or(piece),
+                false => piece,
+            })
+            .collect();
+        for start in 0..=last {
+            for end in start..=last {
+                let mut name = pieces[start..=end].join(" ");
+                if end < last {
+                    // A separator after it: the `\` was the name's.
+                    name.push('\\');
+                }
+                if name.is_empty() {
+                    bail!("line 1: an empty prerequisite name (two spaces in a row)");
+                }
+                files.push(PathBuf::from(name));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    Ok(files)
+}
+
+/// A readable name for the final artifact a cargo dep-info file describes.
+fn artifact_name(dep_info: &Path) -> String {
+    let stem = dep_info
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("the artifact `{stem}` (cargo's dep-info)")
 }
 
 /// The files a rustc dep-info file lists, read with rustc's exact format.
@@ -791,7 +934,10 @@ fn rerun_paths(output: &str) -> Vec<String> {
         .collect()
 }
 
-/// A declared directory means every file below it, as cargo watches it.
+/// A declared directory means every file below it, as cargo watches it,
+/// and the entry set of every directory in it (the key hashes a directory
+/// it walks as its entries: a search directory is listed by the linker, a
+/// watched one by the script that watches it).
 fn expand_dir(path: &Path) -> Vec<PathBuf> {
     if !path.is_dir() {
         return vec![path.to_path_buf()];
@@ -800,7 +946,6 @@ fn expand_dir(path: &Path) -> Vec<PathBuf> {
         .follow_links(false)
         .into_iter()
         .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir())
         .map(|e| e.into_path())
         .collect()
 }
@@ -1067,6 +1212,38 @@ mod tests {
             .map(PathBuf::from)
             .to_vec()
         );
+    }
+
+    /// Cargo's own format, as `output_depinfo` writes it: one line, a
+    /// space written `\ `, nothing else escaped. `trail\ z` is `trail z`,
+    /// or `trail\` and `z`: both readings are checked.
+    #[test]
+    fn cargo_dep_info_is_one_line_and_every_reading_of_an_escape_is_kept() {
+        let text = "/t/debug/examples/ex: /r/build.rs /r/my\\ dir/x.txt src/lib.rs\n";
+        let (files, format) = parse_any_dep_info(text).unwrap();
+        assert_eq!(format, DepInfoFormat::Cargo);
+        assert_eq!(
+            files,
+            [
+                "/r/build.rs",
+                "/r/my\\",
+                "/r/my dir/x.txt",
+                "dir/x.txt",
+                "src/lib.rs"
+            ]
+            .map(PathBuf::from)
+            .to_vec()
+        );
+        assert_eq!(
+            parse_any_dep_info("/t/debug/libm.so:\n").unwrap(),
+            (Vec::new(), DepInfoFormat::Cargo)
+        );
+        // rustc's format is told apart by its blank line and `DEP:` lines.
+        let (files, format) = parse_any_dep_info("/t/m.d: src/lib.rs\n\nsrc/lib.rs:\n").unwrap();
+        assert_eq!((files.len(), format), (1, DepInfoFormat::Rustc));
+        for bad in ["no rule here\n", "/t/a: x  y\n", "/t/a:x\n"] {
+            assert!(parse_any_dep_info(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

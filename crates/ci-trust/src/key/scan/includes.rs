@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::path_expr::evaluate_path;
-use super::path_macros::{PathMacroForm, path_macro};
+use super::path_macros::{PathMacroForm, PathReads, path_macro};
 use super::source::{Cursor, Range, inner, is_group};
 use super::walker::TokenWalker;
 use super::{CallerRelative, Embed, EmbedTarget, FileContext, Site};
@@ -288,7 +288,11 @@ impl TokenWalker<'_, '_, '_> {
                         .macro_rules_calls
                         .push((definer.clone(), name.to_owned()));
                 }
-                if let Some(known) = path_macro(name, PathMacroForm::Call) {
+                if let Some(known) = path_macro(name, PathMacroForm::Call)
+                    && known.reads == PathReads::AssemblerTemplate
+                {
+                    self.record_assembler_template(known, args, line);
+                } else if let Some(known) = path_macro(name, PathMacroForm::Call) {
                     // Its arguments are still walked for embeds.
                     let arg = self.src.shape(args, 2).and_then(|tokens| match *tokens {
                         [] => Some(None),

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 pub use expand::{MacroDefinition, expand_include_argument};
 pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, use_renames};
 pub use macro_rules::{CallSite, call_sites};
-pub use path_macros::PathReads;
+pub use path_macros::{PATH_MACROS, PathReads, asm_directives};
 pub use prefilter::may_reference_files;
 use source::{Source, line_at, shebang_end};
 use walker::TokenWalker;
@@ -100,6 +100,11 @@ pub enum EmbedTarget {
     },
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
+    /// A file the assembler reads for an `asm!` template: `.incbin`
+    /// (bytes) or `.include` (`source`: assembler text, read for its own
+    /// directives), relative to rustc's working directory; or (absolute,
+    /// `source`) an `include_str!`d file the template is made of.
+    Assembler { path: PathBuf, source: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -173,7 +178,9 @@ impl MacroModule {
 pub struct FileScan {
     pub modules: Vec<ModuleDecl>,
     pub embeds: Vec<Embed>,
-    /// String literals that contain `rerun-if-changed`, with their lines.
+    /// String literals that contain `rerun-if-changed` or `rustc-link-arg`
+    /// (the build-script directives whose literal paths the key hashes),
+    /// with their lines.
     pub rerun_literals: Vec<(String, usize)>,
     /// Every `A as B` of a `use` declaration: a rename that may make `B!`
     /// an include macro, anywhere in the crate (`crate::B!`, `use super::*`).

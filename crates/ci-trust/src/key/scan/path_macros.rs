@@ -1,14 +1,16 @@
 //! The registry of registry-crate macros that make the compiler read files
 //! (`PATH_MACROS`: `include_dir!`, `#[folder]`, `sqlx::migrate!`, …), one
 //! entry each with what it reads, and recording a call or attribute of one.
-//! A new macro is one entry here.
+//! A new macro is one entry here. The assembler macros (`global_asm!`,
+//! `asm!`, `naked_asm!`) are entries too, read by one resolver of their
+//! templates (`record_assembler_template`, [`asm_directives`]).
 
 use std::path::{Path, PathBuf};
 
-use super::path_expr::evaluate_path;
+use super::path_expr::{Piece, evaluate_into, evaluate_path};
 use super::source::{Range, inner, is_group};
 use super::walker::TokenWalker;
-use super::{CallerRelative, Embed, EmbedTarget, Site};
+use super::{CallerRelative, Embed, EmbedTarget, MAX_SHAPE_TOKENS, Site};
 use crate::key::lexer::{self, Delim, Kind};
 
 /// A macro of a registry crate that makes the compiler read files its
@@ -48,6 +50,9 @@ pub enum PathReads {
     /// settings): the key is refused until the policy declares the files
     /// with `[[key.dynamic-include]]`.
     Declared,
+    /// An assembler template (`global_asm!`, `asm!`, `naked_asm!`): the
+    /// files its `.incbin` and `.include` directives name ([`asm_directives`]).
+    AssemblerTemplate,
 }
 
 /// The registry macros known to read files named in the source. A call of
@@ -145,6 +150,24 @@ pub const PATH_MACROS: &[PathMacro] = &[
         form: PathMacroForm::Call,
         reads: PathReads::Declared,
     },
+    PathMacro {
+        name: "global_asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
+    PathMacro {
+        name: "asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
+    PathMacro {
+        name: "naked_asm",
+        krate: "core::arch",
+        form: PathMacroForm::Call,
+        reads: PathReads::AssemblerTemplate,
+    },
 ];
 
 /// How a call or attribute of `known` is named in messages.
@@ -153,6 +176,55 @@ fn path_macro_label(known: &PathMacro) -> String {
         PathMacroForm::Call => format!("{}! ({})", known.name, known.krate),
         _ => format!("#[{}] ({})", known.name, known.krate),
     }
+}
+
+/// The files an assembler text names: `.incbin "file"` (read as bytes,
+/// `false`) and `.include "file"` (read as assembler source, `true`), as
+/// LLVM's integrated assembler reads them: directive names in any case,
+/// the file a quoted string, resolved from the working directory (rustc
+/// passes no include directory). Over-approximates (a directive in a
+/// comment counts); a name it cannot read exactly (an escape, an `asm!`
+/// `{…}` placeholder, a `.macro` argument, no quotes) is an `Err` saying so.
+pub fn asm_directives(text: &str) -> Vec<Result<(String, bool), String>> {
+    let lower = text.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut found = Vec::new();
+    for (directive, source) in [(".incbin", false), (".include", true)] {
+        for at in memchr::memmem::find_iter(bytes, directive.as_bytes()) {
+            let before = at.checked_sub(1).map(|i| bytes[i]);
+            let after = bytes.get(at + directive.len()).copied();
+            let word = |b: Option<u8>| {
+                b.is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.'))
+            };
+            if word(before) || word(after) {
+                continue;
+            }
+            let rest = text[at + directive.len()..].trim_start_matches([' ', '\t']);
+            let Some(quoted) = rest.strip_prefix('"') else {
+                found.push(Err(format!(
+                    "a `{directive}` whose file is not a quoted string"
+                )));
+                continue;
+            };
+            let name = match quoted.find(['"', '\\', '\n']) {
+                Some(end) if quoted.as_bytes()[end] == b'"' => &quoted[..end],
+                _ => {
+                    found.push(Err(format!(
+                        "a `{directive}` whose file name holds an escape or no closing quote"
+                    )));
+                    continue;
+                }
+            };
+            if name.contains(['{', '}']) || name.is_empty() {
+                found.push(Err(format!(
+                    "a `{directive} \"{name}\"` whose file an asm! operand chooses"
+                )));
+                continue;
+            }
+            found.push(Ok((name.to_owned(), source)));
+        }
+    }
+    found
 }
 
 pub(super) fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
@@ -232,6 +304,8 @@ impl TokenWalker<'_, '_, '_> {
             (PathReads::Declared, _) => {
                 unresolved(&format!("by {} rules ci-key does not model", known.krate))
             }
+            // Read from its template (`record_assembler_template`), not one argument.
+            (PathReads::AssemblerTemplate, _) => unresolved("of an assembler template"),
             (_, None) => unresolved("with an argument that is not a string literal"),
             (PathReads::FileRelative, Some(Some(path))) => {
                 EmbedTarget::File(self.ctx.file.parent().unwrap_or(Path::new("/")).join(path))
@@ -283,6 +357,107 @@ impl TokenWalker<'_, '_, '_> {
             },
             caller_relative: None,
         });
+    }
+
+    /// `global_asm!`, `asm!`, `naked_asm!`: the files the assembler reads
+    /// for the template, the leading string arguments (each one, or a
+    /// `concat!` of literals) or an `include_str!`d assembler source (read
+    /// for its directives where it is resolved). Operands end the template.
+    /// A template this reading cannot see (another macro's output, a
+    /// metavariable, a generated file) refuses the key until declared.
+    pub(super) fn record_assembler_template(
+        &mut self,
+        known: &PathMacro,
+        args: Range,
+        line: usize,
+    ) {
+        let src = self.src;
+        let ctx = self.ctx;
+        let mut targets = Vec::new();
+        let mut templates = true;
+        src.for_each_part(args, MAX_SHAPE_TOKENS, |part, tokens| {
+            if !templates {
+                return;
+            }
+            let Some(tokens) = tokens else {
+                templates = false;
+                return;
+            };
+            // `core::concat!`, `::std::arch::…`: the macro's own name.
+            let call = match tokens {
+                [.., name, bang, group]
+                    if src.is_punct(Some(*bang), b'!') && is_group(Some(*group), None) =>
+                {
+                    src.ident_name(Some(*name)).map(|n| (n, inner(*group)))
+                }
+                _ => None,
+            };
+            let text = match (tokens, call) {
+                ([lit], _) if lit.kind == Kind::Literal => lexer::string_value(src.text(*lit))
+                    .ok_or_else(|| format!("the template {}", src.text(*lit))),
+                (_, Some(("concat", group))) => {
+                    let mut pieces = Vec::new();
+                    src.for_each_part(group, 0, |piece, _| {
+                        evaluate_into(src, piece, &mut pieces);
+                    });
+                    pieces
+                        .iter()
+                        .map(|piece| match piece {
+                            Piece::Text(text) => Ok(text.as_str()),
+                            _ => Err(format!("the template `{}`", src.snippet(part))),
+                        })
+                        .collect::<Result<String, _>>()
+                }
+                (_, Some((name, group))) if ctx.include_macro(name).as_deref() == Some("include_str") => {
+                    match evaluate_path(src, group, ctx).0 {
+                        EmbedTarget::File(path) => {
+                            targets.push(EmbedTarget::Assembler { path, source: true });
+                            return;
+                        }
+                        EmbedTarget::OutDir => Err(
+                            "the directives of an assembler source the build script generates".to_owned(),
+                        ),
+                        _ => Err(format!("the template `{}`", src.snippet(part))),
+                    }
+                }
+                (_, Some(_)) => Err(format!("the template `{}`, which another macro makes", src.snippet(part))),
+                ([dollar, ..], None) if src.is_punct(Some(*dollar), b'$') => Err(format!(
+                    "the template `{}`, which a macro_rules! caller chooses",
+                    src.snippet(part)
+                )),
+                _ => {
+                    templates = false;
+                    return;
+                }
+            };
+            match text {
+                Ok(text) => {
+                    for directive in asm_directives(&text) {
+                        targets.push(match directive {
+                            Ok((path, source)) => EmbedTarget::Assembler {
+                                path: PathBuf::from(path),
+                                source,
+                            },
+                            Err(why) => EmbedTarget::Unresolved(why),
+                        });
+                    }
+                }
+                Err(what) => targets.push(EmbedTarget::Unresolved(format!(
+                    "{what} (the assembler reads the files its `.incbin`/`.include` directives name)"
+                ))),
+            }
+        });
+        for target in targets {
+            self.scan.embeds.push(Embed {
+                macro_name: format!("{}!", known.name),
+                target,
+                site: Site {
+                    file: self.ctx.file.to_path_buf(),
+                    line,
+                },
+                caller_relative: None,
+            });
+        }
     }
 
     /// The body of an attribute `#[…]`: records a [`PATH_MACROS`] attribute.

@@ -13,7 +13,9 @@ use super::path_macros::PATH_MACROS;
 /// later, see `sources`), `debugger_visualizer` the files rustc reads for
 /// that attribute, the names of [`PATH_MACROS`] theirs; `quote`, since a
 /// `macro_rules! quote` or `use … as quote` of the workspace makes
-/// `quote!`'s arguments code to read (`sources::discover`); `macro_rules`,
+/// `quote!`'s arguments code to read (`sources::discover`); a build
+/// script's `rustc-link-arg` directive, whose literal files are inputs;
+/// `macro_rules`,
 /// so that every `macro_rules!` of the workspace is known by name (a macro
 /// handed an include macro is the workspace's or a registry's).
 static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
@@ -22,6 +24,7 @@ static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         "quote",
         "macro_rules",
         "rerun-if-changed",
+        super::rerun::LINK_ARG_DIRECTIVE,
         "debugger_visualizer",
     ];
     words.extend(PATH_MACROS.iter().map(|m| m.name));
@@ -37,6 +40,7 @@ static GROUP_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         "macro_rules",
         "rerun",
         "if-changed",
+        super::rerun::LINK_ARG_DIRECTIVE,
         "\\",
         "debugger_visualizer",
     ];

@@ -7,6 +7,11 @@ use crate::key::lexer::{self, Token};
 /// What a build script prints to declare the files it reads.
 pub(super) const RERUN_DIRECTIVE: &str = "rerun-if-changed";
 
+/// What the build-script directives that hand the linker arguments hold
+/// (`rustc-link-arg`, `rustc-link-arg-bins`, …, `rustc-cdylib-link-arg`):
+/// the files their literal values name are inputs.
+pub(super) const LINK_ARG_DIRECTIVE: &str = "link-arg";
+
 /// Whether a literal holds part of [`RERUN_DIRECTIVE`] cut where another
 /// piece may complete it: it ends with a start of the word at least 5
 /// characters long (`"cargo:rerun-if-"`), holds one just before a `{`
@@ -24,14 +29,18 @@ impl TokenWalker<'_, '_, '_> {
     pub(super) fn record_literal(&mut self, token: Token) {
         let text = self.src.text(token);
         // Only an escape can spell the words without holding them.
-        if !text.contains("rerun") && !text.contains("if-changed") && !text.contains('\\') {
+        if !text.contains("rerun")
+            && !text.contains("if-changed")
+            && !text.contains(LINK_ARG_DIRECTIVE)
+            && !text.contains('\\')
+        {
             return;
         }
         let Some(value) = lexer::string_value(text) else {
             return;
         };
         let line = self.src.line(token.start);
-        if value.contains(RERUN_DIRECTIVE) {
+        if value.contains(RERUN_DIRECTIVE) || value.contains(LINK_ARG_DIRECTIVE) {
             self.scan.rerun_literals.push((value, line));
         } else if splits_rerun_directive(&value) {
             // Half of the directive: the script assembles the line at run

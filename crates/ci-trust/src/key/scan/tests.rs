@@ -155,6 +155,52 @@ fn a_rerun_directive_split_across_literals_marks_an_assembled_line() {
 }
 
 #[test]
+fn assembler_templates_name_the_files_of_their_directives() {
+    let text = r#"core::arch::global_asm!(".INCBIN \"a.bin\"", concat!(".inc", "lude \"b.s\""), include_str!("boot.s"));
+fn f() { unsafe { std::arch::asm!("nop // .incbin \"c.bin\"", in(reg) 1, ".incbin \"not-a-template\"") } }
+macro_rules! m { ($t:literal) => { core::arch::asm!($t) } }
+core::arch::global_asm!(".incbin \"{}\"", const 1);
+core::arch::global_asm!(my_template!());
+"#;
+    let found: Vec<String> = scan(text, "/ws/pkg/src/lib.rs")
+        .embeds
+        .iter()
+        .filter(|e| e.macro_name.contains("asm"))
+        .map(|e| format!("{}:{:?}", e.site.line, e.target))
+        .collect();
+    assert_eq!(found.len(), 7, "{found:#?}");
+    for (line, needle) in [
+        (1, r#"Assembler { path: "a.bin", source: false }"#),
+        (1, r#"Assembler { path: "b.s", source: true }"#),
+        (
+            1,
+            r#"Assembler { path: "/ws/pkg/src/boot.s", source: true }"#,
+        ),
+        (2, r#"Assembler { path: "c.bin", source: false }"#),
+        (3, "a macro_rules! caller chooses"),
+        (4, "an asm! operand chooses"),
+        (5, "which another macro makes"),
+    ] {
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with(&format!("{line}:")) && f.contains(needle)),
+            "{line}: {needle}: {found:#?}"
+        );
+    }
+    assert_eq!(
+        asm_directives(
+            ".incbin\t\"x\"\n.include \"es\\cape\"\n.includes \"no\"\nfoo.incbin \"no\"\n.incbin x"
+        ),
+        vec![
+            Ok(("x".to_owned(), false)),
+            Err("a `.incbin` whose file is not a quoted string".to_owned()),
+            Err("a `.include` whose file name holds an escape or no closing quote".to_owned()),
+        ]
+    );
+}
+
+#[test]
 fn rerun_literals_are_collected() {
     let text = r#"fn main() {
 println!("cargo:rerun-if-changed=kernels");

@@ -28,7 +28,9 @@ pub struct Scope<'a> {
     pub root: &'a Path,
     /// Build output directories (canonical where they exist).
     pub output_dirs: &'a [PathBuf],
-    /// The key inputs, repository-relative.
+    /// The key inputs, repository-relative (a directory whose entry set
+    /// the key hashes by its path, the root as `.`), and, ending in `/`,
+    /// each directory whose existence a present input implies.
     pub inputs: &'a BTreeSet<&'a str>,
     /// The working directory the traced command started in.
     pub start_dir: &'a Path,
@@ -126,6 +128,10 @@ pub(super) struct Analysis<'a> {
     pub(super) git: HashSet<OsString>,
     /// Directories listed by processes whose listings count.
     pub(super) listed: Vec<(PathBuf, Rc<Process>)>,
+    /// The first process that listed the repository root.
+    listed_root: Option<Rc<Process>>,
+    /// (thread, directory) listed by an exempt tool (cargo's package scan).
+    pub(super) scanned: HashSet<(u32, PathBuf)>,
     /// Canonical forms of parent directories, resolved once.
     pub(super) canonical_dirs: HashMap<OsString, PathBuf>,
     /// Repository symlinks a directory path passes through, found once.
@@ -142,18 +148,14 @@ pub(super) struct Analysis<'a> {
 }
 
 /// Whether `path` is a file cargo or rustup looks for in its working
-/// directory and every ancestor: `.cargo/config[.toml]`,
-/// `rust-toolchain[.toml]`. Its absence is what main's build used, and
+/// directory and every ancestor ([`crate::key::cargo_config::NESTED_PROBES`]:
+/// `Cargo.toml`, `Cargo.lock`, `.cargo/config[.toml]`,
+/// `rust-toolchain[.toml]`). Its absence is what main's build used, and
 /// a failed lookup is otherwise not checked.
 pub(super) fn is_configuration_probe(path: &Path) -> bool {
-    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
-    let in_dot_cargo = path
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|d| d == ".cargo");
-    (in_dot_cargo && (name == "config" || name == "config.toml"))
-        || name == "rust-toolchain"
-        || name == "rust-toolchain.toml"
+    crate::key::cargo_config::NESTED_PROBES
+        .iter()
+        .any(|(probe, _)| path.ends_with(probe))
 }
 
 impl<'a> Analysis<'a> {
@@ -169,6 +171,8 @@ impl<'a> Analysis<'a> {
             created_used: HashSet::new(),
             git: HashSet::new(),
             listed: Vec::new(),
+            listed_root: None,
+            scanned: HashSet::new(),
             canonical_dirs: HashMap::new(),
             symlinks_on_the_way: HashMap::new(),
             unseen: Vec::new(),
@@ -329,18 +333,54 @@ impl<'a> Analysis<'a> {
             .or_insert_with(|| (access, process.clone()));
     }
 
+    /// Whether the key records that `file` (`rel` in the repository) is
+    /// absent: as an absent input, or through the deepest directory on its
+    /// way that exists, when that is an input: a directory's entry set
+    /// lacks the next name (cargo's scan of a package tests every
+    /// subdirectory for a `Cargo.toml`), a file has nothing below it.
+    fn absence_is_keyed(&self, file: &Path, rel: &str) -> bool {
+        if self.scope.inputs.contains(rel) {
+            return true;
+        }
+        let mut dir = file;
+        while let Some(parent) = dir.parent() {
+            dir = parent;
+            let Ok(meta) = std::fs::symlink_metadata(dir) else {
+                continue;
+            };
+            // A symlink on the way: what lies behind it is not its text's
+            // to say (a dangling link's target may be created).
+            if meta.file_type().is_symlink() {
+                return false;
+            }
+            let Ok(dir_rel) = dir.strip_prefix(self.scope.root) else {
+                return false;
+            };
+            let dir_rel = match dir_rel.to_string_lossy().replace('\\', "/") {
+                empty if empty.is_empty() => ".".to_owned(),
+                dir_rel => dir_rel,
+            };
+            return self.scope.inputs.contains(dir_rel.as_str());
+        }
+        false
+    }
+
     pub(super) fn finish(mut self, calls: usize) -> Result<TraceReport> {
         if calls == 0 || self.processes.is_empty() {
             bail!("the trace recorded no system call: strace did not trace the build");
         }
         // A listing reads every name in the directory: each file in it (as
-        // it is now) counts as examined, unless the build created it.
+        // it is now) counts as examined, unless the build created it, and
+        // the directory's entry set must be an input itself (an empty
+        // directory or a subdirectory in it is a name the build saw).
+        let mut listed_dirs = Vec::new();
         for (dir, process) in std::mem::take(&mut self.listed) {
             if self.scope.output_dirs.iter().any(|d| dir.starts_with(d))
                 || !dir.starts_with(self.scope.root)
             {
                 continue;
             }
+            listed_dirs.push((dir.clone(), process.clone()));
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 // Gone by now (removed or moved by the build): its names
                 // cannot be checked, so the directory itself is the miss
@@ -353,6 +393,17 @@ impl<'a> Analysis<'a> {
                 if entry.file_type().is_ok_and(|t| !t.is_dir()) {
                     self.use_file(&entry.path(), "listed", &process);
                 }
+            }
+        }
+        for (dir, process) in listed_dirs {
+            if dir == self.scope.root {
+                self.listed_root.get_or_insert(process);
+                continue;
+            }
+            self.use_file(&dir, "listed", &process);
+            // A listing says more than an existence check of the same directory.
+            if let Some(used) = self.used.get_mut(&dir) {
+                *used = ("listed", process);
             }
         }
         if self.repository_opens == 0 {
@@ -381,9 +432,48 @@ impl<'a> Analysis<'a> {
             git_files: self.git.len(),
             ..TraceReport::default()
         };
+        if let Some(process) = &self.listed_root {
+            report.repository_files += 1;
+            if !self.scope.inputs.contains(".") {
+                report.misses.push(TraceMiss {
+                    path: ".".to_owned(),
+                    access: "listed",
+                    process: process.describe(self.scope),
+                    fix: fix_for_dir(
+                        ".",
+                        &relative_to(self.scope.root, &process.start_dir).to_string_lossy(),
+                        "listed",
+                        process,
+                    ),
+                });
+            }
+        }
         for (file, (access, process)) in &self.used {
             let is_dir = std::fs::metadata(file).is_ok_and(|m| m.is_dir()) && !file.is_symlink();
             if is_dir {
+                // A directory's existence is what a `stat` or `access` of
+                // it uses: implied by any present input below it, or by
+                // its entry set in the key; a listing uses the entry set.
+                report.repository_files += 1;
+                let rel = file
+                    .strip_prefix(self.scope.root)
+                    .expect("used files are inside the root")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let covered = self.scope.inputs.contains(rel.as_str())
+                    || (*access != "listed"
+                        && self.scope.inputs.contains(format!("{rel}/").as_str()));
+                if !covered {
+                    let shown = escape_controls(&rel);
+                    let from_package =
+                        escape_controls(&relative_to(file, &process.start_dir).to_string_lossy());
+                    report.misses.push(TraceMiss {
+                        fix: fix_for_dir(&shown, &from_package, access, process),
+                        path: shown,
+                        access,
+                        process: process.describe(self.scope),
+                    });
+                }
                 continue;
             }
             report.repository_files += 1;
@@ -420,7 +510,7 @@ impl<'a> Analysis<'a> {
             if outside
                 || output
                 || crate::key::is_git_metadata(&rel)
-                || self.scope.inputs.contains(rel.as_str())
+                || self.absence_is_keyed(file, &rel)
                 || !probed_misses.insert(rel.clone())
             {
                 continue;
@@ -434,7 +524,7 @@ impl<'a> Analysis<'a> {
             let shown = escape_controls(&rel);
             report.misses.push(TraceMiss {
                 fix: format!(
-                    "a cargo or rustup started in `{}` looks for this configuration, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
+                    "a cargo or rustup started in `{}` looks for this file, so one added there changes the build, and the key does not record its absence; start the tool in a package directory, or make the build script watch `{}` with a literal `cargo::rerun-if-changed=` line (ci-key then keys it)",
                     escape_controls(if dir.is_empty() { "." } else { &dir }),
                     escape_controls(if dir.is_empty() { "." } else { &dir })
                 ),
@@ -483,11 +573,35 @@ fn fix_for(rel: &str, from_package: &str, access: &str, process: &Process) -> St
         };
         match dir {
             Some(dir) => format!(
-                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/*\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
+                "{who} {access} it; tools look files up along search paths, so key its directory whole: add key.include = [\"{dir}/**\"] to the policy (or declare `{dir}` with a literal rerun-if-changed)"
             ),
             None => format!("{who} {access} it; {include}"),
         }
     }
+}
+
+/// The fix for a directory whose existence or entry set the build used.
+fn fix_for_dir(rel: &str, from_package: &str, access: &str, process: &Process) -> String {
+    let glob = if rel == "." {
+        "**".to_owned()
+    } else {
+        format!("{rel}/**")
+    };
+    let what = if access == "listed" {
+        "the names in it"
+    } else {
+        "whether it exists"
+    };
+    let declare = if process.is_build_script() {
+        format!(
+            "print `cargo::rerun-if-changed={from_package}` as a literal line in the build script, or "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "the build {access} this directory, so {what} can change the build, and the key does not hash its entry set; {declare}add key.include = [\"{glob}\"] to the policy (the directory whole: its files and the names in it)"
+    )
 }
 
 /// Whether the path `bytes` is `dir` or lies below it.

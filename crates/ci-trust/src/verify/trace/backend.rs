@@ -150,7 +150,9 @@ impl TraceLog {
         start_dir: &Path,
     ) -> Result<TraceReport> {
         self.stop()?;
-        let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+        let implied = crate::key::implied_dirs(manifest);
+        let mut inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+        inputs.extend(implied.iter().map(String::as_str));
         // Output directories as the kernel names them, so that they compare
         // with the resolved paths of the trace.
         let output_dirs: Vec<PathBuf> = output_dirs

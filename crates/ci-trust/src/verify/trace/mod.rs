@@ -23,10 +23,12 @@
 //! - opening it for reading (`open`, `openat`, `openat2`), or executing it
 //!   (`execve`, `execveat`: a script executed is read);
 //! - its metadata: a successful `stat`/`statx`/`access`/`readlink` of a file
-//!   (not a directory), and a directory listing (`open` with `O_DIRECTORY`),
-//!   which reads the name of every file in it: code that tests whether a
-//!   file exists or lists a directory depends on it as much as code that
-//!   reads it. Cargo's and git's own metadata scans (cargo's freshness
+//!   (of a directory: its existence, which the key implies when an input
+//!   lies below it), and a directory listing (`open` with `O_DIRECTORY`),
+//!   which reads the name of every entry in it (the directory's entry set
+//!   must be an input): code that tests whether a file exists or lists a
+//!   directory depends on it as much as code that reads it. Cargo's and
+//!   git's own metadata scans (cargo's freshness
 //!   checks and target discovery, `git status`-style scans) are exempt:
 //!   they do not shape the compiled bytes, and git state is a documented
 //!   residual of the key;
@@ -38,7 +40,8 @@
 //! files outside the repository (registry sources, toolchain: covered by
 //! `Cargo.lock` and the rustc version), files the build itself created during
 //! the trace before reading them, and failed lookups (a path that does not
-//! exist).
+//! exist), but those of the files a cargo or rustup looks for from its
+//! working directory up (`NESTED_PROBES`), whose absence must be keyed.
 //!
 //! Paths are resolved the way the kernel did: strace's `-y` prints the
 //! directory behind every `dirfd` (`AT_FDCWD</cwd>`) and the file behind

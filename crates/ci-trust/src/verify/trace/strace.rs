@@ -771,6 +771,8 @@ impl Analysis<'_> {
                         // all the same (`getdents` on the descriptor).
                         if !self.metadata_exempt(&process) {
                             self.listed.push((file.clone(), process.clone()));
+                        } else {
+                            self.scanned.insert((call.pid, file.clone()));
                         }
                     } else if reads && self.is_scan_rule(file, &process) {
                         continue;
@@ -791,7 +793,31 @@ impl Analysis<'_> {
                 }
             }
             Call::Stat { dirfd, path } => {
-                if !call.succeeded() || self.metadata_exempt(&process) {
+                if !call.succeeded() {
+                    // Cargo tests for its manifest and configuration with
+                    // `stat`: a failed one is a probe like a failed open.
+                    let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
+                    if !absent {
+                        return Ok(());
+                    }
+                    let probe = match self.path_arg(call, dirfd, path)? {
+                        Some(file) if is_configuration_probe(&file) => file,
+                        _ => return Ok(()),
+                    };
+                    let file = self.resolve(&probe, &process);
+                    // Cargo's scan of a package it lists tests each
+                    // subdirectory for a manifest (a package of its own);
+                    // that is no lookup from a working directory.
+                    let scan = file.ends_with("Cargo.toml")
+                        && file.parent().and_then(Path::parent).is_some_and(|listed| {
+                            self.scanned.contains(&(call.pid, listed.to_path_buf()))
+                        });
+                    if !scan {
+                        self.probed.push((file, process));
+                    }
+                    return Ok(());
+                }
+                if self.metadata_exempt(&process) {
                     return Ok(());
                 }
                 if let Some(file) = self.path_arg(call, dirfd, path)? {
@@ -1101,6 +1127,7 @@ mod tests {
             missed,
             vec![
                 ".gitignore read by build script of p (pid 2)",
+                "p/kernels listed by build script of p (pid 2)",
                 "p/kernels/a.cu listed by build script of p (pid 2)",
                 "p/notes.txt examined by build script of p (pid 2)",
             ],
