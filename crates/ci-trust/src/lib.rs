@@ -8,6 +8,7 @@
 //! environment. docs/architecture.md is the map.
 
 pub mod archive;
+pub mod build_plan;
 pub mod contracts;
 pub mod flags;
 pub mod gha;

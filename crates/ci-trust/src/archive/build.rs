@@ -29,6 +29,7 @@ use anyhow::{Context, Result, bail};
 use xshell::{Cmd, Shell};
 
 use super::{Request, download, verify};
+use crate::build_plan::{BuildPlan, Tool};
 use crate::gha;
 use crate::policy::Policy;
 use crate::verify::trace::{self, Backend, TraceLog};
@@ -41,6 +42,17 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     let sh = Shell::new().context("cannot start a shell")?;
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    // What each `[[archive]]` command means (argv, where it writes), once.
+    let plans = crate::key::workspace::load(root)
+        .and_then(|workspace| BuildPlan::for_policy(root, &workspace, request.policy))
+        .with_context(|| {
+            let commands: Vec<String> = specs
+                .iter()
+                .filter_map(|spec| Tool::of(spec).map(|(tool, _)| (tool, &spec.file)))
+                .map(|(tool, file)| format!("`{}` for {file}", tool.name()))
+                .collect();
+            format!("cannot plan the fresh build ({})", commands.join(", "))
+        })?;
     // Whether the trace is required is a trust setting: the trusted policy's.
     let tracer = choose_tracer(request.trust, Backend::choose(request.trust.verify.tracer))?;
     // A missing lockfile is hashed as absent (ci-key warns); cargo writing
@@ -50,83 +62,65 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
     let _paused = gha::CommandsPaused::start();
-    for (index, spec) in specs.iter().enumerate() {
-        let dest = staging.path().join(&spec.file);
+    for (index, (spec, plan)) in specs.iter().zip(&plans).enumerate() {
+        let dest = staging.path().join(&plan.file);
         eprintln!(
             "building archive {}/{}: {}",
             index + 1,
-            specs.len(),
-            spec.file
+            plans.len(),
+            plan.file
         );
         let log = tracer.as_ref().map(TraceLog::new).transpose()?;
         let traced = log.as_ref();
-        let args = spec
-            .nextest
-            .as_ref()
-            .or(spec.build.as_ref())
-            .cloned()
-            .unwrap_or_default();
         // The archive is written to the staging directory beside `--out`.
-        let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+        let mut output_dirs = plan.output_dirs(root);
+        output_dirs.extend([staging.path().to_path_buf(), out.to_path_buf()]);
         if let Some(log) = traced {
             eprintln!("the build runs traced ({})", log.backend().name());
-            let tool = if spec.nextest.is_some() {
-                "cargo nextest archive"
-            } else {
-                "cargo build"
-            };
-            output_dirs(root, &args, &outputs)
-                .and_then(|dirs| {
-                    // The `[[archive]]` arguments are the tree's: no
-                    // directory they name is trusted.
-                    trace::refuse_occupied_output_dirs(root, &dirs, &[])?;
-                    log.start(root, &dirs)
-                })
+            // The `[[archive]]` arguments are the tree's: no directory they
+            // name is trusted.
+            trace::refuse_occupied_output_dirs(root, &output_dirs, &[])
+                .and_then(|()| log.start(root, &output_dirs))
                 .with_context(|| {
-                    format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
+                    format!(
+                        "cannot trace the fresh build (`{}`) of {}",
+                        plan.tool.name(),
+                        plan.file
+                    )
                 })?;
         }
-        match (&spec.nextest, &spec.build) {
-            (Some(args), _) => {
-                let mut argv: Vec<OsString> = vec![
-                    cargo.clone(),
-                    "nextest".into(),
-                    "archive".into(),
-                    "--archive-file".into(),
-                    dest.clone().into(),
-                ];
-                argv.extend(args.iter().map(OsString::from));
+        let argv = plan.argv(&cargo, &dest);
+        match plan.tool {
+            Tool::NextestArchive => {
                 scrubbed(command(&sh, traced, &argv))
                     .run()
-                    .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
-                refuse_repository_file(root, &dest, &args_and_outputs(root, args, &outputs))?;
+                    .with_context(|| format!("`cargo nextest archive` for {} failed", plan.file))?;
+                refuse_repository_file(root, &dest, &output_dirs)?;
             }
-            (None, Some(args)) => {
-                let executables = build_binaries(&sh, traced, &cargo, args, &spec.binaries)
-                    .with_context(|| format!("`cargo build` for {} failed", spec.file))?;
-                let build_outputs = args_and_outputs(root, args, &outputs);
+            Tool::Build => {
+                let executables = build_binaries(&sh, traced, &argv, &plan.binaries)
+                    .with_context(|| format!("`cargo build` for {} failed", plan.file))?;
                 for executable in &executables {
-                    refuse_repository_file(root, executable, &build_outputs)?;
+                    refuse_repository_file(root, executable, &output_dirs)?;
                 }
                 let members: Vec<(String, PathBuf)> =
-                    spec.binaries.iter().cloned().zip(executables).collect();
+                    plan.binaries.iter().cloned().zip(executables).collect();
                 pack_zstd_tar(&members, &dest, staging.path())
-                    .with_context(|| format!("cannot pack {}", spec.file))?;
+                    .with_context(|| format!("cannot pack {}", plan.file))?;
             }
-            (None, None) => bail!("archive {} has neither `nextest` nor `build`", spec.file),
         }
         if let Some(log) = traced {
-            check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
+            check_trace(request, log, &output_dirs, lock_was_absent).with_context(|| {
                 format!(
                     "the traced build of {} is not covered by the key",
-                    spec.file
+                    plan.file
                 )
             })?;
         }
         let summary = verify::check_archive(&dest, spec)?;
         eprintln!(
             "built {}: {} members, {}",
-            spec.file,
+            plan.file,
             summary.members,
             download::mib(summary.bytes)
         );
@@ -172,8 +166,7 @@ fn command<'a>(sh: &'a Shell, traced: Option<&TraceLog>, argv: &[OsString]) -> C
 fn check_trace(
     request: &Request,
     log: &TraceLog,
-    args: &[String],
-    archive_dirs: &[PathBuf],
+    output_dirs: &[PathBuf],
     lock_was_absent: bool,
 ) -> Result<()> {
     let root = request.root;
@@ -198,8 +191,7 @@ fn check_trace(
             request.artifact_name
         );
     }
-    let output_dirs = output_dirs(root, args, archive_dirs)?;
-    let report = log.check(root, &manifest, &output_dirs, root)?;
+    let report = log.check(root, &manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
     if report.misses.is_empty() {
         return Ok(());
@@ -214,22 +206,6 @@ fn check_trace(
         list.len(),
         list.join("\n  ")
     )
-}
-
-/// Where the build writes: the command's target directory (else the
-/// workspace's, see [`trace::build_output_dirs`]) and the archive directories.
-fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let workspace = crate::key::workspace::load(root)?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut dirs = trace::build_output_dirs(root, &workspace.target_dir, &args);
-    dirs.extend_from_slice(archive_dirs);
-    Ok(dirs)
-}
-
-/// [`output_dirs`], or only the archive directories when the workspace
-/// cannot be read (the refusal below then errs on the side of refusing).
-fn args_and_outputs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    output_dirs(root, args, archive_dirs).unwrap_or_else(|_| archive_dirs.to_vec())
 }
 
 /// Refuses to pack or publish `path` when it resolves to a file of the
@@ -265,23 +241,16 @@ pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
     cmd
 }
 
-/// Runs `cargo build ARGS` and returns the executables of `binaries`, in
+/// Runs `argv` (`cargo build --message-format=json… ARGS`) and returns the executables of `binaries`, in
 /// order, from cargo's own artifact messages (so profile and target
 /// directories need no guessing).
 fn build_binaries(
     sh: &Shell,
     traced: Option<&TraceLog>,
-    cargo: &OsString,
-    args: &[String],
+    argv: &[OsString],
     binaries: &[String],
 ) -> Result<Vec<PathBuf>> {
-    let mut argv: Vec<OsString> = vec![
-        cargo.clone(),
-        "build".into(),
-        "--message-format=json-render-diagnostics".into(),
-    ];
-    argv.extend(args.iter().map(OsString::from));
-    let messages = scrubbed(command(sh, traced, &argv)).read()?;
+    let messages = scrubbed(command(sh, traced, argv)).read()?;
     let mut found: Vec<Option<PathBuf>> = vec![None; binaries.len()];
     for message in cargo_metadata::Message::parse_stream(messages.as_bytes()) {
         let message = message.context("cannot read cargo's JSON messages")?;
