@@ -581,7 +581,10 @@ mod tests {
             plan.profile_dirs(&[]),
             [root.join("bd/x86_64-unknown-linux-gnu/debug")]
         );
-        assert_eq!(plan.output_dirs(root), [root.join("target"), root.join("bd")]);
+        assert_eq!(
+            plan.output_dirs(root),
+            [root.join("target"), root.join("bd")]
+        );
     }
 
     /// Where a command line writes, as cargo decides it (the environment

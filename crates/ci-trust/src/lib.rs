@@ -14,6 +14,7 @@ pub mod flags;
 pub mod gha;
 pub mod init_ci;
 pub mod key;
+pub mod key_tree;
 pub mod policy;
 pub mod verify;
 

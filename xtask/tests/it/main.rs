@@ -26,6 +26,8 @@ mod key_attack;
 #[cfg(unix)]
 mod key_config;
 mod key_scan;
+#[cfg(unix)]
+mod key_tree;
 mod output;
 #[cfg(unix)]
 mod scripts;

@@ -19,6 +19,16 @@
 //! build says so loudly and the
 //! dep-info check alone follows; with `[verify] require-trace` in the trust
 //! policy (`--trust-policy`) it fails.
+//!
+//! The build runs in the key tree where one can be made
+//! ([`crate::key_tree`]): a copy of exactly the key's inputs, mounted at
+//! the checkout's path in a private namespace, so that the archive is a
+//! function of the key. A build that needs a file the key lacks fails there;
+//! the trace's failed lookups (strace; after a fanotify trace, a second run
+//! under strace) name the file and the `[key]` entry that adds it. Where no
+//! key tree can be made the build runs in the checkout, as the log and the
+//! step summary say; `[verify] key-tree = "required"` in the trust policy
+//! makes that an error (and `"off"` builds in the checkout).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -31,7 +41,9 @@ use xshell::{Cmd, Shell};
 use super::{Request, download, verify};
 use crate::build_plan::{BuildPlan, Tool};
 use crate::gha;
-use crate::policy::Policy;
+use crate::key::KeyManifest;
+use crate::key_tree::KeyTree;
+use crate::policy::{KeyTreeChoice, Policy};
 use crate::verify::trace::{self, Backend, TraceLog};
 
 /// Builds every archive of the request's policy for the workspace at its
@@ -55,6 +67,17 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
         })?;
     // Whether the trace is required is a trust setting: the trusted policy's.
     let tracer = choose_tracer(request.trust, Backend::choose(request.trust.verify.tracer))?;
+    // The tree is made from the manifest of exactly the requested key.
+    let manifest = crate::key::compute(root, request.policy)
+        .context("cannot compute the key of the tree to build")?;
+    if manifest.artifact_name != request.artifact_name {
+        bail!(
+            "the checkout changed after its key was computed (its key is now {}, not {}); nothing is built",
+            manifest.artifact_name,
+            request.artifact_name
+        );
+    }
+    let key_tree = choose_key_tree(request, &manifest)?;
     // A missing lockfile is hashed as absent (ci-key warns); cargo writing
     // one during the build does not change what the key says.
     let lock_was_absent = !root.join("Cargo.lock").exists();
@@ -70,11 +93,17 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             plans.len(),
             plan.file
         );
-        let log = tracer.as_ref().map(TraceLog::new).transpose()?;
-        let traced = log.as_ref();
         // The archive is written to the staging directory beside `--out`.
         let mut output_dirs = plan.output_dirs(root);
         output_dirs.extend([staging.path().to_path_buf(), out.to_path_buf()]);
+        let run = Run {
+            sh: &sh,
+            root,
+            tree: key_tree.as_ref(),
+            output_dirs: &output_dirs,
+        };
+        let log = tracer.as_ref().map(|t| run.trace_log(t)).transpose()?;
+        let traced = log.as_ref();
         if let Some(log) = traced {
             eprintln!("the build runs traced ({})", log.backend().name());
             // The `[[archive]]` arguments are the tree's: no directory they
@@ -90,24 +119,39 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
                 })?;
         }
         let argv = plan.argv(&cargo, &dest);
-        match plan.tool {
-            Tool::NextestArchive => {
-                scrubbed(command(&sh, traced, &argv))
-                    .run()
-                    .with_context(|| format!("`cargo nextest archive` for {} failed", plan.file))?;
-                refuse_repository_file(root, &dest, &output_dirs)?;
-            }
-            Tool::Build => {
-                let executables = build_binaries(&sh, traced, &argv, &plan.binaries)
-                    .with_context(|| format!("`cargo build` for {} failed", plan.file))?;
-                for executable in &executables {
-                    refuse_repository_file(root, executable, &output_dirs)?;
+        let built = match plan.tool {
+            Tool::NextestArchive => run
+                .status(traced, &argv)
+                .with_context(|| format!("`cargo nextest archive` for {} failed", plan.file))
+                .and_then(|()| refuse_repository_file(root, &dest, &output_dirs)),
+            Tool::Build => build_binaries(&run, traced, &argv, &plan.binaries)
+                .with_context(|| format!("`cargo build` for {} failed", plan.file))
+                .and_then(|executables| {
+                    for executable in &executables {
+                        refuse_repository_file(root, executable, &output_dirs)?;
+                    }
+                    let members: Vec<(String, PathBuf)> =
+                        plan.binaries.iter().cloned().zip(executables).collect();
+                    pack_zstd_tar(&members, &dest, staging.path())
+                        .with_context(|| format!("cannot pack {}", plan.file))
+                }),
+        };
+        if let Err(err) = built {
+            if key_tree.is_some() {
+                // A watch of the failed build ends before anything else runs.
+                if let Some(log) = traced {
+                    let _ = log.stop();
                 }
-                let members: Vec<(String, PathBuf)> =
-                    plan.binaries.iter().cloned().zip(executables).collect();
-                pack_zstd_tar(&members, &dest, staging.path())
-                    .with_context(|| format!("cannot pack {}", plan.file))?;
+                let mut rerun = |backend: &Backend| {
+                    let log = run.trace_log(backend)?;
+                    let _ = run.status(Some(&log), &argv);
+                    Ok(log)
+                };
+                let diagnosis =
+                    trace::key_tree_failure(traced, &mut rerun, root, &manifest, &output_dirs);
+                bail!("{err:#}\n{diagnosis}");
             }
+            return Err(err);
         }
         if let Some(log) = traced {
             check_trace(request, log, &output_dirs, lock_was_absent).with_context(|| {
@@ -126,6 +170,121 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
         );
     }
     download::move_into_place(staging.path(), specs, out)
+}
+
+/// The key tree of the fresh build, or `None` (with a warning) where none
+/// can be made and the trust policy does not require one. The log and the
+/// step summary say which.
+fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<Option<KeyTree>> {
+    let choice = request.trust.verify.key_tree;
+    if choice == KeyTreeChoice::Off {
+        gha::log(
+            "the fresh build runs in the checkout: the trust policy turns the key tree off ([verify] key-tree = \"off\")",
+        );
+        gha::append_step_summary(
+            "**Key tree:** off in the trust policy; the fresh build ran in the checkout, checked by the trace only.\n\n",
+        )?;
+        return Ok(None);
+    }
+    match crate::key_tree::available() {
+        Ok(mechanism) => {
+            let tree = KeyTree::stage(request.root, manifest, mechanism)
+                .context("cannot make the key tree of the fresh build")?;
+            gha::log(&format!(
+                "the fresh build runs in the key tree, which holds exactly the key's inputs: {}",
+                tree.describe()
+            ));
+            let s = tree.staged();
+            gha::append_step_summary(&format!(
+                "**Key tree:** the fresh build ran in a tree of exactly the key's inputs ({} files, {} symlinks), mounted at the checkout's path; nothing else of the checkout was visible to it.\n\n",
+                s.files, s.symlinks
+            ))?;
+            Ok(Some(tree))
+        }
+        Err(why) if choice == KeyTreeChoice::Required => bail!(
+            "the trust policy ([verify] key-tree = \"required\") requires the fresh build to run in the key tree, but none can be made here: {why}"
+        ),
+        Err(why) => {
+            gha::warning(&format!(
+                "no key tree can be made here ({why}): the fresh build runs in the checkout, where a file the key lacks is seen only by the trace; set [verify] key-tree = \"required\" in the trust policy to make this an error"
+            ));
+            gha::append_step_summary(&format!(
+                "**Key tree:** not available ({}); the fresh build ran in the checkout, checked by the trace only.\n\n",
+                gha::escape_markdown(&why)
+            ))?;
+            Ok(None)
+        }
+    }
+}
+
+/// How the commands of one archive's build run: from the root, in the key
+/// tree when there is one, with the build's output directories.
+struct Run<'a> {
+    sh: &'a Shell,
+    root: &'a Path,
+    tree: Option<&'a KeyTree>,
+    output_dirs: &'a [PathBuf],
+}
+
+impl Run<'_> {
+    /// A trace of this build by `backend`, told about the key tree.
+    fn trace_log(&self, backend: &Backend) -> Result<TraceLog> {
+        let log = TraceLog::new(backend)?;
+        Ok(match self.tree {
+            Some(tree) => log.in_key_tree(tree.view(self.output_dirs)),
+            None => log,
+        })
+    }
+
+    /// `argv` as it runs: traced by `log` (or not), without the runner's
+    /// control variables, in the key tree (or the checkout).
+    fn command(
+        &self,
+        traced: Option<&TraceLog>,
+        argv: &[OsString],
+    ) -> Result<std::process::Command> {
+        let mut command: std::process::Command = scrubbed(command(self.sh, traced, argv)).into();
+        if let Some(tree) = self.tree {
+            tree.isolate(&mut command, self.root, self.output_dirs)?;
+        }
+        Ok(command)
+    }
+
+    /// Runs `argv`, its output passing through; an error unless it succeeds.
+    fn status(&self, traced: Option<&TraceLog>, argv: &[OsString]) -> Result<()> {
+        let mut command = self.command(traced, argv)?;
+        let status = command
+            .status()
+            .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+        if !status.success() {
+            bail!("{} failed ({status})", describe(argv));
+        }
+        Ok(())
+    }
+
+    /// Runs `argv` and returns its standard output; its errors pass through.
+    fn read(&self, traced: Option<&TraceLog>, argv: &[OsString]) -> Result<String> {
+        let mut command = self.command(traced, argv)?;
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        let output = command
+            .output()
+            .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+        if !output.status.success() {
+            bail!("{} failed ({})", describe(argv), output.status);
+        }
+        String::from_utf8(output.stdout).context("the build's messages are not UTF-8")
+    }
+}
+
+/// A command line for an error message.
+fn describe(argv: &[OsString]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    format!("`{}`", words.join(" "))
 }
 
 /// The tracer for the fresh build, when one can run; otherwise a
@@ -193,6 +352,12 @@ fn check_trace(
     }
     let report = log.check(root, &manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
+    if !report.absent_in_tree.is_empty() {
+        gha::warning(&format!(
+            "the build looked for {} path(s) the checkout has and the key lacks, and was built without them (listed above with the [key] entry that adds each)",
+            report.absent_in_tree.len()
+        ));
+    }
     if report.misses.is_empty() {
         return Ok(());
     }
@@ -245,12 +410,12 @@ pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
 /// order, from cargo's own artifact messages (so profile and target
 /// directories need no guessing).
 fn build_binaries(
-    sh: &Shell,
+    run: &Run,
     traced: Option<&TraceLog>,
     argv: &[OsString],
     binaries: &[String],
 ) -> Result<Vec<PathBuf>> {
-    let messages = scrubbed(command(sh, traced, argv)).read()?;
+    let messages = run.read(traced, argv)?;
     let mut found: Vec<Option<PathBuf>> = vec![None; binaries.len()];
     for message in cargo_metadata::Message::parse_stream(messages.as_bytes()) {
         let message = message.context("cannot read cargo's JSON messages")?;

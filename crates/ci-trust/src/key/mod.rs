@@ -38,6 +38,15 @@ pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Op
         .map(Path::to_path_buf)
 }
 
+/// Whether the file, symlink or absence at `path` is what `input` records:
+/// the same kind, and the same bytes (a symlink's text) by SHA-256. The
+/// key tree checks every path it holds with this.
+pub fn hashes_to(path: &Path, input: &Input) -> Result<bool> {
+    let hashed = inputs::hash_path(path)?;
+    Ok(hashed.kind.name() == input.kind
+        && (hashed.kind == inputs::Kind::Absent || inputs::hex(&hashed.sha256) == input.sha256))
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {

@@ -62,6 +62,7 @@ impl flags::VerifyKey {
                 &self.command,
                 &output_dirs,
                 choice,
+                self.key_tree,
             );
         }
         let mut args = Vec::new();

@@ -380,7 +380,13 @@ pub fn check(log: &[u8], scope: &Scope) -> Result<TraceReport> {
             .record(call)
             .with_context(|| format!("cannot interpret the traced call `{}`", call.display()))?;
     }
-    analysis.finish(calls.len())
+    let mut report = analysis.finish(calls.len())?;
+    if scope.view.is_some() {
+        report.key_tree = Some(
+            "the build ran in the key tree, mounted at the repository's path: the repository files here are the tree's".to_owned(),
+        );
+    }
+    Ok(report)
 }
 
 /// One system call, its entry and exit lines joined.
@@ -708,6 +714,10 @@ impl Analysis<'_> {
                     return Ok(());
                 };
                 if !call.succeeded() {
+                    if not_found(call) {
+                        let file = self.resolve(&file, &process);
+                        self.lookup_failed(file, process);
+                    }
                     return Ok(());
                 }
                 let file = self.resolve(&file, &process);
@@ -735,7 +745,11 @@ impl Analysis<'_> {
                     let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
                     if absent && is_configuration_probe(&requested) {
                         let requested = self.resolve(&requested, &process);
-                        self.probed.push((requested, process));
+                        self.probed.push((requested, process.clone()));
+                    }
+                    if not_found(call) {
+                        let requested = self.resolve(&requested, &process);
+                        self.lookup_failed(requested, process);
                     }
                     return Ok(());
                 }
@@ -765,7 +779,7 @@ impl Analysis<'_> {
                             || (is_under(
                                 file.as_os_str().as_bytes(),
                                 self.scope.root.as_os_str().as_bytes(),
-                            ) && file.is_dir()))
+                            ) && self.disk(file).is_dir()))
                     {
                         // A directory opened without `O_DIRECTORY` lists
                         // all the same (`getdents` on the descriptor).
@@ -791,7 +805,16 @@ impl Analysis<'_> {
                 }
             }
             Call::Stat { dirfd, path } => {
-                if !call.succeeded() || self.metadata_exempt(&process) {
+                if !call.succeeded() {
+                    if not_found(call)
+                        && let Some(file) = self.path_arg(call, dirfd, path)?
+                    {
+                        let file = self.resolve(&file, &process);
+                        self.lookup_failed(file, process);
+                    }
+                    return Ok(());
+                }
+                if self.metadata_exempt(&process) {
                     return Ok(());
                 }
                 if let Some(file) = self.path_arg(call, dirfd, path)? {
@@ -832,6 +855,14 @@ impl Analysis<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a call failed because its path does not exist (`ENOENT`, or
+/// `ENOTDIR`: a component is a file).
+fn not_found(call: &Traced) -> bool {
+    call.ret
+        .as_deref()
+        .is_some_and(|ret| ret.contains("ENOENT") || ret.contains("ENOTDIR"))
 }
 
 /// The strings of an `execve` argv array `["\x..", …]`.
@@ -979,6 +1010,7 @@ mod tests {
                 output_dirs: &[],
                 inputs: &inputs,
                 start_dir: &root,
+                view: None,
             },
         )
         .unwrap();
@@ -1028,6 +1060,7 @@ mod tests {
                     output_dirs: &[],
                     inputs: &inputs,
                     start_dir: &root,
+                    view: None,
                 },
             )
             .unwrap();
@@ -1089,6 +1122,7 @@ mod tests {
                 output_dirs: &[root.join("target")],
                 inputs: &inputs,
                 start_dir: &root,
+                view: None,
             },
         )
         .unwrap();
