@@ -28,6 +28,8 @@ mod key_config;
 mod key_scan;
 #[cfg(unix)]
 mod key_tree;
+#[cfg(unix)]
+mod key_tree_attacks;
 mod output;
 #[cfg(unix)]
 mod scripts;
