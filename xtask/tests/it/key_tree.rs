@@ -584,3 +584,78 @@ fn a_daemon_cannot_swap_a_checkout_file_into_the_archive_from_the_key_tree() {
         }
     }
 }
+
+/// The build writes only where builds write: its output directories, the
+/// temporary directory and `$CARGO_HOME`; anything else outside the tree
+/// (here a directory outside the temporary one) is read-only to it.
+#[test]
+fn a_build_in_the_key_tree_cannot_write_outside_its_output_and_temporary_directories() {
+    let test = "a_build_in_the_key_tree_cannot_write_outside_its_output_and_temporary_directories";
+    if !have_key_tree(test) {
+        return;
+    }
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let writer = "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let outside = std::env::var(\"SPY_OUTSIDE\").unwrap();\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    let w = |p: String| std::fs::write(p, \"x\").is_ok();\n    println!(\"cargo::rustc-env=FOUND=outside={} out_dir={} tmp={}\", w(format!(\"{outside}/pwned\")), w(format!(\"{out}/ok\")), w(std::env::temp_dir().join(\"ci-trust-key-tree-write-test\").display().to_string()));\n}\n";
+    for tracer in tracers() {
+        let ws = app_workspace(
+            writer,
+            &format!("tracer = \"{tracer}\"\nkey-tree = \"required\"\n"),
+        );
+        let scratch = Fixture::new();
+        let output = gpu_archive(
+            &ws,
+            &scratch,
+            &[("SPY_OUTSIDE", outside.path().to_str().unwrap())],
+        );
+        let text = stderr(&output);
+        assert!(output.status.success(), "{tracer}: {text}");
+        assert_eq!(
+            run_packed(&scratch.join("out/app.tar.zst"), "app"),
+            "outside=false out_dir=true tmp=true",
+            "{tracer}: {text}"
+        );
+        assert!(!outside.path().join("pwned").exists());
+    }
+    let _ = std::fs::remove_file(std::env::temp_dir().join("ci-trust-key-tree-write-test"));
+}
+
+/// A pull request that commits files under `target/` (a fingerprint and a
+/// library cargo would take for fresh output) gets no key-tree build:
+/// the directory is bound into the tree with what is in it.
+#[test]
+fn a_target_dir_the_checkout_commits_files_in_is_refused() {
+    let test = "a_target_dir_the_checkout_commits_files_in_is_refused";
+    if !have_key_tree(test) {
+        return;
+    }
+    let ws = app_workspace(
+        "fn main() { println!(\"cargo::rustc-env=FOUND=built\"); }\n",
+        "key-tree = \"required\"\n",
+    );
+    ws.file("target/debug/.fingerprint/app-0/lib-app", "planted");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(ws.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !git(&["init", "-q"]) {
+        eprintln!("skipped {test}: git is not installed");
+        return;
+    }
+    assert!(git(&["add", "-f", "."]));
+    let mut cmd = xtask(&["gpu-archive", "--out"]);
+    let scratch = Fixture::new();
+    cmd.arg(scratch.join("out")).arg("--root").arg(ws.path());
+    let output = cmd.output().unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("the checkout commits target/debug/.fingerprint/app-0/lib-app under the build's output directory target"),
+        "{text}"
+    );
+    assert!(!scratch.join("out/app.tar.zst").exists());
+}

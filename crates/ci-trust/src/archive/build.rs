@@ -77,11 +77,19 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             request.artifact_name
         );
     }
-    let key_tree = choose_key_tree(request, &manifest)?;
     // A missing lockfile is hashed as absent (ci-key warns); cargo writing
     // one during the build does not change what the key says.
     let lock_was_absent = !root.join("Cargo.lock").exists();
     let staging = download::staging_dir(out)?;
+    let key_tree = choose_key_tree(request, &manifest)?;
+    if let Some(tree) = &key_tree {
+        let mut every_output: Vec<PathBuf> =
+            plans.iter().flat_map(|p| p.output_dirs(root)).collect();
+        every_output.extend([staging.path().to_path_buf(), out.to_path_buf()]);
+        if let Some(warning) = tree.refuse_committed_output(&every_output)? {
+            gha::warning(&warning);
+        }
+    }
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
     let _paused = gha::CommandsPaused::start();

@@ -16,13 +16,14 @@
 //! Must not: decide what the key holds (`key`), or read the checkout
 //! beyond the paths the manifest names.
 
+mod git_index;
 #[cfg(target_os = "linux")]
 mod namespace;
 pub mod stage;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::key::KeyManifest;
 
@@ -125,8 +126,45 @@ impl KeyTree {
         dirs
     }
 
+    /// Refuses output directories of the checkout that the build writes to
+    /// (bound through into the tree, with what is in them) when the
+    /// checkout commits files there (its git index tracks them): cargo
+    /// would take a committed fingerprint and library for fresh build
+    /// output. Returns a warning when the checkout has no git index to ask.
+    pub fn refuse_committed_output(&self, output_dirs: &[PathBuf]) -> Result<Option<String>> {
+        let mut unknown = Vec::new();
+        for dir in self.write_through(output_dirs) {
+            let rel = dir
+                .strip_prefix(&self.root)
+                .unwrap_or(&dir)
+                .to_string_lossy()
+                .replace('\\', "/");
+            match git_index::tracked_below(&self.root, &rel, 3)? {
+                git_index::Tracked::Paths(paths) if !paths.is_empty() => anyhow::bail!(
+                    "the checkout commits {} under the build's output directory {}: bound into the key tree, cargo would take it for build output it made; remove it from the repository, or build into a target directory outside the checkout (--target-dir, CARGO_TARGET_DIR)",
+                    paths
+                        .iter()
+                        .map(|p| p.escape_debug().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    rel.escape_debug()
+                ),
+                git_index::Tracked::Paths(_) => {}
+                git_index::Tracked::NoIndex => unknown.push(rel),
+            }
+        }
+        Ok((!unknown.is_empty()).then(|| {
+            format!(
+                "the checkout has no git index, so nothing shows that it commits no file under the build's output directories inside it ({}), which the key tree binds through: a committed file there would pass for build output; build into a target directory outside the checkout",
+                unknown.join(", ")
+            )
+        }))
+    }
+
     /// Makes `command` (which starts in `cwd`, the checkout's root or below
-    /// it) run in the tree, with `output_dirs` of the checkout bound through.
+    /// it) run in the tree, with `output_dirs` of the checkout bound through
+    /// and those outside it writable (everything else but the temporary
+    /// directories and `$CARGO_HOME` is read-only to the build).
     pub fn isolate(
         &self,
         command: &mut std::process::Command,
@@ -135,12 +173,24 @@ impl KeyTree {
     ) -> Result<()> {
         #[cfg(target_os = "linux")]
         {
+            let outside: Vec<PathBuf> = output_dirs
+                .iter()
+                .map(|dir| crate::key::workspace::normalize(dir))
+                .filter(|dir| !dir.starts_with(&self.root))
+                .collect();
+            // They exist before the build, so that they can be kept writable.
+            for dir in &outside {
+                std::fs::create_dir_all(dir).with_context(|| {
+                    format!("cannot create the output directory {}", dir.display())
+                })?;
+            }
             let isolation = namespace::Isolation::new(
                 self.mechanism.privilege,
                 self.dir(),
                 &self.root,
                 cwd,
                 &self.write_through(output_dirs),
+                &outside,
             )?;
             isolation.apply(command);
             Ok(())

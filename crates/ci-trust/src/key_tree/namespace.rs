@@ -16,6 +16,13 @@
 //!    (entered again after the mount, and checked to be the tree's root);
 //! 4. the runner's file-command files and the Docker socket covered (a
 //!    daemon outside the namespace could read the checkout for the build);
+//!    then every mount read-only but the tree, the directories bound
+//!    through and the few places a build writes to outside them (the
+//!    temporary directories, `$CARGO_HOME`, `/dev/shm`, the output
+//!    directories outside the checkout): the build cannot write to the
+//!    trusted checkout, the home directory or anything else the job uses
+//!    later (`mount_setattr`, Linux 5.12; on an older kernel this step is
+//!    skipped);
 //! 5. a second fork: the build's program runs as process 1 of the new PID
 //!    namespace, with a `/proc` of its own (no `/proc/<pid>/root` of a
 //!    process outside leads back to the checkout), no capabilities and
@@ -73,6 +80,8 @@ pub struct Isolation {
     cwd: CString,
     /// (directory of the checkout, the same path in the tree).
     binds: Vec<(CString, CString)>,
+    /// Directories outside the checkout that stay writable.
+    writable: Vec<CString>,
     masks: Vec<Mask>,
     /// `/proc/self/uid_map` and `gid_map` lines for a user namespace.
     uid_map: CString,
@@ -105,13 +114,16 @@ fn has_cap_sys_admin() -> bool {
 impl Isolation {
     /// The mounts that put `tree` at `root` for a build started in `cwd`
     /// (`root` or below it), with `write_through` (directories of the
-    /// checkout the build writes to) bound from the checkout.
+    /// checkout the build writes to) bound from the checkout, and
+    /// `writable` (directories outside it the build writes to) left
+    /// writable besides the usual ones.
     pub fn new(
         privilege: Privilege,
         tree: &Path,
         root: &Path,
         cwd: &Path,
         write_through: &[PathBuf],
+        writable: &[PathBuf],
     ) -> Result<Isolation> {
         let tree_meta = std::fs::metadata(tree)
             .with_context(|| format!("cannot read the key tree {}", tree.display()))?;
@@ -183,6 +195,36 @@ impl Isolation {
                 });
             }
         }
+        let mut open: Vec<PathBuf> = writable.to_vec();
+        open.extend([
+            std::env::temp_dir(),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/var/tmp"),
+        ]);
+        open.push(PathBuf::from("/dev/shm"));
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")));
+        open.extend(cargo_home);
+        let mut kept = Vec::new();
+        for dir in open {
+            // Their real paths (a mount onto a symlink would land where the
+            // link points), outside the checkout (the checkout's are the
+            // tree's, writable anyway), and never the whole file system.
+            let Ok(real) = std::fs::canonicalize(&dir) else {
+                continue;
+            };
+            if !real.is_dir()
+                || real.starts_with(root)
+                || real == Path::new("/")
+                || kept.contains(&real)
+            {
+                continue;
+            }
+            kept.push(real);
+        }
+        kept.sort();
+        let writable = kept.iter().map(|d| c_path(d)).collect::<Result<Vec<_>>>()?;
         // SAFETY: getuid and getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(Isolation {
@@ -191,6 +233,7 @@ impl Isolation {
             root: c_path(root)?,
             cwd: c_path(cwd)?,
             binds,
+            writable,
             masks,
             uid_map: CString::new(format!("{uid} {uid} 1\n")).context("uid map")?,
             gid_map: CString::new(format!("{gid} {gid} 1\n")).context("gid map")?,
@@ -245,6 +288,21 @@ impl Isolation {
             } else {
                 mount(Some(c"/dev/null"), &mask.path, None, libc::MS_BIND, None)?;
             }
+        }
+        // Nothing but the tree and the places a build writes to is writable.
+        for dir in &self.writable {
+            mount(Some(dir), dir, None, libc::MS_BIND | libc::MS_REC, None)?;
+        }
+        match set_read_only(c"/", true) {
+            Ok(()) => {
+                set_read_only(&self.root, false)?;
+                for dir in &self.writable {
+                    set_read_only(dir, false)?;
+                }
+            }
+            // Linux before 5.12: no recursive attribute change.
+            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {}
+            Err(err) => return Err(err),
         }
         // The working directory was entered before the mount: it is still
         // the checkout's. Enter it again, through the tree.
@@ -339,6 +397,42 @@ fn mount(
             ptr(data).cast(),
         )
     })
+}
+
+/// Makes the mount at `path` and every mount below it read-only, or
+/// writable again (`mount_setattr` with `AT_RECURSIVE`).
+fn set_read_only(path: &std::ffi::CStr, read_only: bool) -> std::io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const AT_RECURSIVE: libc::c_int = 0x8000;
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr {
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the path is NUL-terminated and the struct ours, both alive
+    // for the call; the kernel reads them only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE,
+            &attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
@@ -445,7 +539,7 @@ pub fn probe() -> std::result::Result<Privilege, String> {
         let (tree, root) = (scratch.path().join("tree"), scratch.path().join("root"));
         std::fs::create_dir(&tree)?;
         std::fs::create_dir(&root)?;
-        let isolation = Isolation::new(privilege, &tree, &root, &root, &[])?;
+        let isolation = Isolation::new(privilege, &tree, &root, &root, &[], &[])?;
         let mut command = std::process::Command::new("/bin/sh");
         command
             .args(["-c", "exit 0"])

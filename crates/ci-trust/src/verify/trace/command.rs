@@ -39,6 +39,9 @@ pub fn verify_command(
         let mechanism = crate::key_tree::available()
             .map_err(|why| anyhow::anyhow!("--key-tree cannot run: {why}"))?;
         let tree = KeyTree::stage(root, manifest, mechanism)?;
+        if let Some(warning) = tree.refuse_committed_output(output_dirs)? {
+            crate::gha::warning(&warning);
+        }
         crate::gha::log(&format!(
             "verify-key --trace: the build runs in the key tree, which holds exactly the key's inputs: {}",
             tree.describe()
