@@ -183,7 +183,7 @@ fn a_nextest_archive_built_in_the_key_tree_runs_its_tests() {
     );
     let summary = std::fs::read_to_string(&summary).unwrap();
     assert!(
-        summary.contains("**Key tree:** the fresh build ran in a tree of exactly the key's inputs"),
+        summary.contains("| built in | `the key tree: exactly the key's inputs ("),
         "{summary}"
     );
 
@@ -243,15 +243,20 @@ fn main() {
         format!("{root}/app/secret.txt"),
         format!("{root}/../{}/app/secret.txt", std::path::Path::new(&root).file_name().unwrap().to_str().unwrap()),
     ];
+    let mut leaked = false;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let pid = entry.file_name().to_string_lossy().into_owned();
         if pid.chars().all(|c| c.is_ascii_digit()) {
             tries.push(format!("/proc/{pid}/root{root}/app/secret.txt"));
             tries.push(format!("/proc/{pid}/cwd/app/secret.txt"));
             tries.push(format!("/proc/{pid}/cwd/secret.txt"));
+            if std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.windows(14).any(|w| w == b"GITHUB_OUTPUT=")) {
+                leaked = true;
+            }
         }
     }
     let mut found: Vec<String> = tries.iter().filter(|t| std::fs::read(t).is_ok()).cloned().collect();
+    if leaked { found.push("an ancestor's GITHUB_OUTPUT".into()); }
     let sudo = std::process::Command::new("sudo").args(["-n", "cat"]).arg(format!("{root}/app/secret.txt")).output();
     if sudo.is_ok_and(|o| o.status.success()) { found.push("sudo".into()); }
     let umount = std::process::Command::new("umount").arg(&root).output();
@@ -273,7 +278,7 @@ fn main() {
         ws.file("app/secret.txt", "SECRET\n");
         let scratch = Fixture::new();
         let output_file = scratch.join("github_output");
-        std::fs::write(&output_file, "before\n").unwrap();
+        std::fs::write(&output_file, "prior=before\n").unwrap();
         let output = gpu_archive(
             &ws,
             &scratch,
@@ -416,7 +421,7 @@ fn without_a_key_tree_gpu_archive_falls_back_or_fails_as_the_trust_policy_says()
     assert!(output.status.success(), "{text}");
     assert!(text.contains("warning: no key tree can be made here (CI_TRUST_NO_KEY_TREE is set (simulated)): the fresh build runs in the checkout"), "{text}");
     let summary = std::fs::read_to_string(&summary).unwrap();
-    assert!(summary.contains("**Key tree:** not available (CI\\_TRUST\\_NO\\_KEY\\_TREE is set \\(simulated\\)); the fresh build ran in the checkout"), "{summary}");
+    assert!(summary.contains("| built in | `the checkout: no key tree can be made here (CI_TRUST_NO_KEY_TREE is set (simulated)); checked by the trace` |"), "{summary}");
 
     ws.file(".github/ci-trust.toml", &with("key-tree = \"required\""));
     let scratch = Fixture::new();

@@ -32,6 +32,8 @@ mod key_tree;
 mod key_tree_attacks;
 mod output;
 #[cfg(unix)]
+mod reuse_attack;
+#[cfg(unix)]
 mod scripts;
 mod support;
 #[cfg(unix)]

@@ -46,9 +46,17 @@ use crate::key_tree::KeyTree;
 use crate::policy::{KeyTreeChoice, Policy};
 use crate::verify::trace::{self, Backend, TraceLog};
 
+/// What a fresh build made.
+#[derive(Debug)]
+pub struct Built {
+    /// Where the build ran, for the step summary: in the key tree (what it
+    /// held), or in the checkout and why.
+    pub key_tree: String,
+}
+
 /// Builds every archive of the request's policy for the workspace at its
 /// root into its `out`.
-pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
+pub fn build_all(request: &Request) -> Result<Built> {
     let (root, specs, out) = (request.root, &request.policy.archive, request.out);
     // Every command run through this shell goes through [`scrubbed`].
     let sh = Shell::new().context("cannot start a shell")?;
@@ -81,7 +89,7 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
     // one during the build does not change what the key says.
     let lock_was_absent = !root.join("Cargo.lock").exists();
     let staging = download::staging_dir(out)?;
-    let key_tree = choose_key_tree(request, &manifest)?;
+    let (key_tree, built_in) = choose_key_tree(request, &manifest)?;
     if let Some(tree) = &key_tree {
         let mut every_output: Vec<PathBuf> =
             plans.iter().flat_map(|p| p.output_dirs(root)).collect();
@@ -177,22 +185,24 @@ pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
             download::mib(summary.bytes)
         );
     }
-    download::move_into_place(staging.path(), specs, out)
+    download::move_into_place(staging.path(), specs, out)?;
+    Ok(Built { key_tree: built_in })
 }
 
 /// The key tree of the fresh build, or `None` (with a warning) where none
-/// can be made and the trust policy does not require one. The log and the
-/// step summary say which.
-fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<Option<KeyTree>> {
+/// can be made and the trust policy does not require one; and where the
+/// build runs, for the step summary.
+fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<(Option<KeyTree>, String)> {
     let choice = request.trust.verify.key_tree;
     if choice == KeyTreeChoice::Off {
         gha::log(
             "the fresh build runs in the checkout: the trust policy turns the key tree off ([verify] key-tree = \"off\")",
         );
-        gha::append_step_summary(
-            "**Key tree:** off in the trust policy; the fresh build ran in the checkout, checked by the trace only.\n\n",
-        )?;
-        return Ok(None);
+        return Ok((
+            None,
+            "the checkout (the trust policy turns the key tree off); checked by the trace"
+                .to_owned(),
+        ));
     }
     match crate::key_tree::available() {
         Ok(mechanism) => {
@@ -203,11 +213,11 @@ fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<Option<K
                 tree.describe()
             ));
             let s = tree.staged();
-            gha::append_step_summary(&format!(
-                "**Key tree:** the fresh build ran in a tree of exactly the key's inputs ({} files, {} symlinks), mounted at the checkout's path; nothing else of the checkout was visible to it.\n\n",
+            let built_in = format!(
+                "the key tree: exactly the key's inputs ({} files, {} symlinks), mounted at the checkout's path; nothing else of the checkout was visible",
                 s.files, s.symlinks
-            ))?;
-            Ok(Some(tree))
+            );
+            Ok((Some(tree), built_in))
         }
         Err(why) if choice == KeyTreeChoice::Required => bail!(
             "the trust policy ([verify] key-tree = \"required\") requires the fresh build to run in the key tree, but none can be made here: {why}"
@@ -216,11 +226,10 @@ fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<Option<K
             gha::warning(&format!(
                 "no key tree can be made here ({why}): the fresh build runs in the checkout, where a file the key lacks is seen only by the trace; set [verify] key-tree = \"required\" in the trust policy to make this an error"
             ));
-            gha::append_step_summary(&format!(
-                "**Key tree:** not available ({}); the fresh build ran in the checkout, checked by the trace only.\n\n",
-                gha::escape_markdown(&why)
-            ))?;
-            Ok(None)
+            Ok((
+                None,
+                format!("the checkout: no key tree can be made here ({why}); checked by the trace"),
+            ))
         }
     }
 }

@@ -23,7 +23,7 @@ pub mod stage;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::key::KeyManifest;
 
@@ -173,6 +173,7 @@ impl KeyTree {
     ) -> Result<()> {
         #[cfg(target_os = "linux")]
         {
+            use anyhow::Context as _;
             let outside: Vec<PathBuf> = output_dirs
                 .iter()
                 .map(|dir| crate::key::workspace::normalize(dir))

@@ -116,13 +116,10 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
 
     // 1. Directories, before any symlink exists: nothing here can be
     // written through a link.
-    #[cfg(unix)]
     let mut dirs = std::fs::DirBuilder::new();
-    #[cfg(not(unix))]
-    let dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o755);
-    let dirs = dirs.recursive(true);
     for (input, rel, placement) in &direct {
         let wanted = match placement {
             Placement::Directory => Some(tree.join(rel)),
