@@ -92,7 +92,12 @@ impl flags::BenchKeyTree {
         let mut staged = None;
         // Round 0 warms the page cache and is not counted.
         for round in 0..=self.runs.max(1) {
-            for (index, name) in names.iter().enumerate() {
+            // The order alternates, so that whatever the first build of a
+            // round leaves (a warmer cache, a cooler machine) favours each
+            // contender in turn.
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for index in order {
+                let name = names[index];
                 if target.exists() {
                     std::fs::remove_dir_all(&target)
                         .with_context(|| format!("cannot clear {}", target.display()))?;

@@ -315,9 +315,9 @@ impl Isolation {
             #[allow(clippy::unnecessary_cast)]
             let seen = (st.st_dev as u64, st.st_ino as u64);
             if seen != self.tree_identity {
-                return Err(std::io::Error::other(
-                    "the build's working directory is not the key tree's root",
-                ));
+                // Not the tree's root: the mount did not take. An errno
+                // (no allocation between `fork` and `exec`): EXDEV.
+                return Err(std::io::Error::from_raw_os_error(libc::EXDEV));
             }
         }
         // SAFETY: fork in a single-threaded child.
