@@ -78,6 +78,10 @@ pub struct BenchKey {
     /// Approximate size of the generated workspace in MB.
     #[arg(long, default_value_t = 100)]
     pub megabytes: u64,
+    /// Measure this xtask binary (default: this repository's, built with
+    /// `--release` as the publisher builds the one CI restores).
+    #[arg(long, value_name = "BINARY")]
+    pub xtask: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -13,10 +13,24 @@ pub const BUILT_FROM: &str = match option_env!("CI_TRUST_XTASK_COMMIT") {
     None => "a local build",
 };
 
-/// `--version`: the package version and the commit it was built from; a
-/// restored prebuilt binary is checked by running it with `--version`.
-pub static VERSION: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("{} (built from {BUILT_FROM})", env!("CARGO_PKG_VERSION")));
+/// How the binary was compiled: `optimised` without debug assertions (the
+/// release profile the prebuilt xtask is built with), else `unoptimised`
+/// (the dev profile of a cold `cargo xtask`).
+pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
+    "unoptimised"
+} else {
+    "optimised"
+};
+
+/// `--version`: the package version, the commit it was built from and how
+/// it was compiled; a restored prebuilt binary is checked by running it
+/// with `--version`.
+pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (built from {BUILT_FROM}, {BUILD_PROFILE})",
+        env!("CARGO_PKG_VERSION")
+    )
+});
 
 /// The subcommands ci-trust provides: a host's xtask embeds them with
 /// `#[command(flatten)]` beside its own, and the `ci-trust` binary runs them

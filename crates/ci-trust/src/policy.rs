@@ -69,6 +69,11 @@ pub struct KeyPolicy {
     /// covered by the files it may read.
     #[serde(default)]
     pub dynamic_include: Vec<DynamicInclude>,
+    /// The repository's top directory relative to the workspace root (`..`),
+    /// inside which symlinks may point; by default the nearest directory
+    /// holding `.git`. Below a `.git` it may only narrow that directory.
+    #[serde(default)]
+    pub repository_root: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -420,6 +425,16 @@ impl Policy {
                 problem(
                     vec![Seg::Key("key"), Seg::Key("toolkit-env"), Seg::Index(index)],
                     format!("key.toolkit-env entry {var:?} is not an environment variable name"),
+                );
+            }
+        }
+        if let Some(up) = &key.repository_root {
+            if up.is_empty() || !up.split('/').all(|part| matches!(part, ".." | "." | "")) {
+                problem(
+                    vec![Seg::Key("key"), Seg::Key("repository-root")],
+                    format!(
+                        "key.repository-root = {up:?} must name an ancestor of the workspace root, such as \"..\" or \"../..\""
+                    ),
                 );
             }
         }

@@ -536,9 +536,17 @@ fn a_restored_prebuilt_xtask_is_checked_then_runs_as_cargo_xtask() {
     assert!(!refused.status.success());
     assert!(read(&f.join("env")).is_empty() && read(&f.join("path")).is_empty());
 
-    let used = use_it("cargo xtask 0.1.0 (built from 0123abc)");
+    // An unoptimised build (the dev profile) is not the binary CI restores.
+    let refused = use_it("cargo xtask 0.1.0 (built from 0123abc, unoptimised)");
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("not an optimised build"));
+    assert!(read(&f.join("env")).is_empty() && read(&f.join("path")).is_empty());
+
+    let used = use_it("cargo xtask 0.1.0 (built from 0123abc, optimised)");
     assert!(used.status.success(), "{}", stderr(&used));
-    assert!(stdout(&used).contains("prebuilt xtask: cargo xtask 0.1.0 (built from 0123abc)"));
+    assert!(
+        stdout(&used).contains("prebuilt xtask: cargo xtask 0.1.0 (built from 0123abc, optimised)")
+    );
     // What later steps see: the alias from GITHUB_ENV, the wrapper on PATH,
     // and `cargo xtask` running the prebuilt binary without compiling,
     // even where a .cargo/config.toml defines the alias to compile it.

@@ -25,6 +25,8 @@ mod key;
 mod key_attack;
 #[cfg(unix)]
 mod key_config;
+#[cfg(unix)]
+mod key_real;
 mod key_scan;
 #[cfg(unix)]
 mod key_tree;

@@ -1079,6 +1079,30 @@ fn check_prebuilt_xtask(v: &mut Validator, publisher: &Workflow, consumer: &Work
                 "`gpu-archive` must save the prebuilt xtask once, under the key it restores with",
             );
         }
+        // What it saves is the optimised build (the cold fallback, the dev
+        // build the key step compiles on a miss, stays what it is).
+        let builds: Vec<&MarkedMappingNode> = job(publisher, "gpu-archive")
+            .map(steps)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| {
+                scalar(s, "run")
+                    .is_some_and(|r| r.contains("install") && r.contains("xtask-bin/xtask"))
+            })
+            .collect();
+        let optimised = builds.len() == 1
+            && scalar(builds[0], "run").is_some_and(|r| {
+                r.contains("cargo build --release --locked --package xtask")
+                    && r.contains("target/release/xtask")
+                    && !r.contains("target/debug/")
+            });
+        if !optimised {
+            v.fail(
+                publisher,
+                builds.first().map_or(1, |s| map_line(s)),
+                "`gpu-archive` must build the prebuilt xtask with `cargo build --release --locked --package xtask` and save target/release/xtask, the binary CI restores",
+            );
+        }
     }
 }
 
@@ -1254,16 +1278,23 @@ fn prebuilt_xtask_breaches_are_caught() {
     );
     assert_caught(
         CONSUMER,
-        "key: xtask-bin-v2-${{ runner.os }}-${{ env.RUST_TOOLCHAIN }}-${{ hashFiles('trusted/xtask/**'",
-        "key: xtask-bin-v2-${{ runner.os }}-${{ hashFiles('trusted/xtask/**'",
+        "key: xtask-bin-v3-${{ runner.os }}-${{ env.RUST_TOOLCHAIN }}-${{ hashFiles('trusted/xtask/**'",
+        "key: xtask-bin-v3-${{ runner.os }}-${{ hashFiles('trusted/xtask/**'",
         "byte-identical",
     );
     // The publisher saves under another key than it restores with.
     assert_caught(
         PUBLISH,
-        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v2-",
         "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v3-",
+        "      - name: Publish the prebuilt xtask\n        if: steps.xtask_bin.outputs.cache-hit != 'true'\n        uses: actions/cache/save@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3\n        with:\n          key: xtask-bin-v4-",
         "save the prebuilt xtask once",
+    );
+    // The dev build the key step compiled is saved instead of an optimised one.
+    assert_caught(
+        PUBLISH,
+        "          cargo build --release --locked --package xtask\n          install -D -m 755 target/release/xtask \"$GITHUB_WORKSPACE/xtask-bin/xtask\"",
+        "          install -D -m 755 target/debug/xtask \"$GITHUB_WORKSPACE/xtask-bin/xtask\"",
+        "--release",
     );
     // Used after the key step: the key step compiled it anyway.
     assert_caught(

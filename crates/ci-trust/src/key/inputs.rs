@@ -87,6 +87,9 @@ struct Entry {
 /// The files of the key, collected from every discovery rule.
 pub struct InputSet {
     root: PathBuf,
+    /// The repository's top directory (`root` or an ancestor): symlinks may
+    /// lead anywhere inside it. Inputs above `root` are named `../…`.
+    bound: PathBuf,
     skipped_dirs: Vec<PathBuf>,
     entries: BTreeMap<String, Entry>,
     /// Directories already known to be real (no symlink on the way from the
@@ -123,6 +126,7 @@ impl InputSet {
         let skipped_why = vec![String::new(); skipped_dirs.len()];
         InputSet {
             root: root.to_path_buf(),
+            bound: root.to_path_buf(),
             skipped_dirs,
             entries: BTreeMap::new(),
             real_dirs: HashSet::new(),
@@ -143,22 +147,44 @@ impl InputSet {
         &self.root
     }
 
+    /// Lets symlinks lead anywhere inside `repository` (an ancestor of the
+    /// root, where `.git` is), not only inside the workspace.
+    pub fn set_repository_root(&mut self, repository: &Path) {
+        if self.root.starts_with(repository) {
+            self.bound = repository.to_path_buf();
+        }
+    }
+
     /// The repository-relative, `/`-separated form of `abs`, refusing paths
     /// that leave the repository or fall in an excluded area.
     pub fn relative(&self, abs: &Path) -> Result<String> {
         let normal = super::workspace::normalize(abs);
-        let Ok(rel) = normal.strip_prefix(&self.root) else {
+        let Ok(in_repository) = normal.strip_prefix(&self.bound) else {
             bail!(
                 "{} is outside the repository root {}",
                 shown(&normal),
-                self.root.display()
+                self.bound.display()
             );
         };
-        let Some(rel) = rel.to_str() else {
+        let rel: PathBuf = match normal.strip_prefix(&self.root) {
+            Ok(rel) => rel.to_path_buf(),
+            // Above the workspace, inside the repository: `../README.md`.
+            Err(_) => {
+                let depth = self
+                    .root
+                    .strip_prefix(&self.bound)
+                    .map_or(0, |d| d.components().count());
+                std::iter::repeat_n(Path::new(".."), depth)
+                    .collect::<PathBuf>()
+                    .join(in_repository)
+            }
+        };
+        let (Some(rel), Some(in_repository)) = (rel.to_str(), in_repository.to_str()) else {
             bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
-        if let Some(why) = excluded_reason(rel) {
-            bail!("{} cannot be a key input: {why}", shown(Path::new(rel)));
+        let rel = rel.to_owned();
+        if let Some(why) = excluded_reason(&rel).or_else(|| excluded_reason(in_repository)) {
+            bail!("{} cannot be a key input: {why}", shown(Path::new(&rel)));
         }
         if let Some(index) = self
             .skipped_dirs
@@ -171,11 +197,19 @@ impl InputSet {
             }
             bail!(
                 "{} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
-                shown(Path::new(rel)),
+                shown(Path::new(&rel)),
                 self.display(&self.skipped_dirs[index])
             );
         }
-        Ok(rel.to_owned())
+        Ok(rel)
+    }
+
+    /// Whether `abs` is an input that must exist (a file a walk met, a
+    /// module read): known to be there without asking the file system
+    /// again. (Were it gone by the time it is hashed, the key is refused.)
+    pub fn is_known_present(&self, abs: &Path) -> bool {
+        self.relative(abs)
+            .is_ok_and(|rel| self.entries.get(&rel).is_some_and(|e| !e.may_be_absent))
     }
 
     /// Adds a file that must exist when hashed.
@@ -199,6 +233,13 @@ impl InputSet {
 
     fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
         let rel = self.relative(abs)?;
+        // Resolved already (a module file was in its `src/` walk first):
+        // the same path resolves the same way, its links are inputs.
+        if let Some(entry) = self.entries.get_mut(&rel) {
+            entry.may_be_absent &= may_be_absent;
+            entry.reasons.insert(reason.to_owned());
+            return Ok(());
+        }
         // Whoever opens the path reads what its symlinks resolve to: the
         // links (hashed as their text) and the file behind them are inputs.
         let resolved = self.resolve(&super::workspace::normalize(abs))?;
@@ -222,19 +263,26 @@ impl InputSet {
     /// A link to an absolute path (`/proc/self/cwd/…` included, whose target
     /// depends on who opens it) or one that leaves the root is refused.
     fn resolve(&mut self, normal: &Path) -> Result<Resolved> {
+        // From the workspace root for its own paths, from the repository's
+        // for those above it; `..` may climb to the repository's top.
+        let base = if normal.starts_with(&self.root) {
+            self.root.clone()
+        } else {
+            self.bound.clone()
+        };
         let rel = normal
-            .strip_prefix(&self.root)
+            .strip_prefix(&base)
             .with_context(|| format!("{} is outside the repository", normal.display()))?
             .to_path_buf();
         let mut pending: std::collections::VecDeque<std::ffi::OsString> =
             rel.components().map(|c| c.as_os_str().to_owned()).collect();
-        let mut cur = self.root.clone();
+        let mut cur = base;
         let mut links = Vec::new();
         let mut hops = 0;
         let mut exists = true;
         while let Some(part) = pending.pop_front() {
             if part == ".." {
-                if cur == self.root {
+                if cur == self.bound {
                     bail!(
                         "{} resolves outside the checkout through the symlink {}; a link the build follows must stay inside the repository: make it a regular file or a link to a path inside it",
                         self.display(normal),
@@ -276,7 +324,7 @@ impl InputSet {
                             shown(&target)
                         );
                     }
-                    if next.starts_with(&self.root) {
+                    if next.starts_with(&self.bound) {
                         links.push(next);
                     }
                     for part in target.components().rev() {
@@ -294,7 +342,7 @@ impl InputSet {
                     cur = next;
                 }
             }
-            if !cur.starts_with(&self.root) {
+            if !cur.starts_with(&self.bound) {
                 bail!(
                     "{} resolves to {}, outside the checkout, through the symlink {}; a link the build follows must stay inside the repository",
                     self.display(normal),
@@ -330,7 +378,14 @@ impl InputSet {
     /// embed, a build script for a declared file) reads the target.
     pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
         // [`InputSet::add`] resolves every symlink on the way already; kept
-        // for the callers that name the link explicitly.
+        // for the callers that name the link explicitly. A path already an
+        // input was resolved when it was added.
+        if self
+            .relative(abs)
+            .is_ok_and(|rel| self.entries.contains_key(&rel))
+        {
+            return Ok(());
+        }
         if abs.is_symlink() {
             self.add(abs, reason)?;
         }
@@ -364,6 +419,13 @@ impl InputSet {
             return Ok(());
         }
         let root = self.root.clone();
+        // Below a directory reached through no symlink, a regular file the
+        // walk meets is reached through none either (the walk follows no
+        // link): it is an input as it is, without resolving it again.
+        let normal_dir = super::workspace::normalize(dir);
+        let real_walk = self
+            .resolve(&normal_dir)
+            .is_ok_and(|r| r.links.is_empty() && r.real == normal_dir);
         let walker = walkdir::WalkDir::new(dir)
             .follow_links(false)
             .sort_by_file_name()
@@ -410,7 +472,8 @@ impl InputSet {
             if rel.is_some_and(|rel| excluded_reason(rel).is_some()) {
                 continue;
             }
-            found.push((entry.path_is_symlink(), entry.into_path()));
+            let plain = real_walk && entry.file_type().is_file();
+            found.push((entry.path_is_symlink(), plain, entry.into_path()));
         }
         if let Some(index) = output_met {
             let why = match self.skipped_why[index].as_str() {
@@ -424,7 +487,11 @@ impl InputSet {
                 self.display(dir),
             );
         }
-        for (is_link, path) in found {
+        for (is_link, plain, path) in found {
+            if plain {
+                self.insert_plain(&path, reason, false)?;
+                continue;
+            }
             self.add(&path, reason)?;
             if is_link {
                 let real = self.resolve(&super::workspace::normalize(&path))?.real;
@@ -478,6 +545,7 @@ impl InputSet {
             return Ok(usize::from(hit));
         }
         let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
+        scratch.bound = self.bound.clone();
         scratch.add_dir(&start, reason, false)?;
         let mut count = 0;
         for (rel, entry) in scratch.entries {
@@ -532,8 +600,37 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
 }
 
-/// Hashes one path without following a symlink.
+/// Hashes one path without following a symlink: opened first (without
+/// following a final symlink, and without blocking on a FIFO), so that a
+/// regular file costs no `stat` of its path; a symlink or anything else
+/// is looked at by [`hash_path_by_stat`].
+#[cfg(unix)]
 pub fn hash_path(path: &Path) -> Result<Hashed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let Ok(file) = opened else {
+        return hash_path_by_stat(path);
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot stat {}", path.display()))?;
+    if !meta.is_file() {
+        return hash_path_by_stat(path);
+    }
+    hash_open_file(file, &meta, path)
+}
+
+#[cfg(not(unix))]
+pub fn hash_path(path: &Path) -> Result<Hashed> {
+    hash_path_by_stat(path)
+}
+
+/// [`hash_path`] by `lstat` first: absent paths, symlinks (their text), and
+/// the refusal of what is not a regular file.
+fn hash_path_by_stat(path: &Path) -> Result<Hashed> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         // Below a regular file (`app/.cargo` a file, `app/.cargo/config`
@@ -568,8 +665,18 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
             path.display()
         );
     }
-    let mut file =
+    let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    hash_open_file(file, &meta, path)
+}
+
+/// Hashes the content of an open regular file, read in one buffer per
+/// hashing thread.
+fn hash_open_file(
+    mut file: std::fs::File,
+    meta: &std::fs::Metadata,
+    path: &Path,
+) -> Result<Hashed> {
     let mut hasher = Sha256::new();
     let mut size = 0;
     // One buffer per hashing thread: allocating and zeroing a fresh one per
@@ -587,7 +694,7 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
         }
     })?;
     Ok(Hashed {
-        kind: kind_of(&meta),
+        kind: kind_of(meta),
         sha256: hasher.finalize().into(),
         size,
     })

@@ -6,6 +6,7 @@
 //! [`compute`]; none derives a key on its own.
 
 mod build_script;
+mod callers;
 pub mod cargo_config;
 mod components;
 mod inputs;
@@ -108,6 +109,27 @@ const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 /// is a rebuild when the lint configuration changes.
 const LINT_CONFIG_FILES: &[&str] = &["clippy.toml", ".clippy.toml"];
 
+/// The repository's top directory, which bounds where symlinks may point:
+/// the nearest of `root` and its ancestors that holds `.git` (a directory,
+/// or the gitfile of a worktree or submodule), else `root`. The policy's
+/// `key.repository-root` (`..` components) names it instead; below a
+/// `.git` it may only narrow it, so a pull request's policy cannot widen
+/// the key beyond the checkout.
+fn repository_root(root: &Path, configured: Option<&str>) -> PathBuf {
+    let found = root
+        .ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+        .map(Path::to_path_buf);
+    let Some(up) = configured else {
+        return found.unwrap_or_else(|| root.to_path_buf());
+    };
+    let named = workspace::normalize(&root.join(up));
+    match found {
+        Some(git) if !named.starts_with(&git) => git,
+        _ => named,
+    }
+}
+
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let workspace = workspace::load(root)?;
@@ -117,6 +139,10 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         std::thread::spawn(move || components::compute(&root, &policy, &workspace))
     };
     let mut inputs = InputSet::with_output_dirs(root, output_dirs(root, &workspace));
+    inputs.set_repository_root(&repository_root(
+        root,
+        policy.key.repository_root.as_deref(),
+    ));
     let mut warnings = Vec::new();
 
     let lockfile = workspace.root.join("Cargo.lock");
@@ -162,7 +188,9 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 file: target.src_path.clone(),
                 package_dir: package.dir.clone(),
                 label,
+                crate_name: target.name.replace('-', "_"),
                 build_script: target.is_build_script(),
+                token_output: sources::token_output_macros(package, &workspace),
             });
         }
     }

@@ -12,17 +12,53 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::callers::{
+    Expansions, Invokers, MacroCalls, MacroEmbed, MacroKnowledge, resolve_from_callers,
+};
 use super::inputs::{self, Hashed, InputSet};
-use super::scan::{self, CallerRelative, EmbedTarget, FileContext, FileScan};
+use super::scan::{self, EmbedTarget, FileContext, FileScan};
 use crate::policy::KeyPolicy;
 
+/// The token-output macros (`quote!`, `parse_quote!`) whose crate the
+/// package depends on from a registry, under the crate's own name, and no
+/// other dependency is linked under: `quote!` there is the quote crate's
+/// (unless a `macro_rules!` or alias of the workspace takes the name, which
+/// [`discover`] checks). A `quote` of the checkout (a path or git
+/// dependency, a `[patch]`, a workspace package of that name) is code the
+/// pull request writes, so its arguments are read.
+pub fn token_output_macros(
+    package: &super::workspace::Package,
+    workspace: &super::workspace::Workspace,
+) -> Vec<&'static str> {
+    scan::TOKEN_OUTPUT_MACROS
+        .iter()
+        .filter(|(_, krate)| {
+            let deps = &package.dependency_renames;
+            deps.iter()
+                .any(|(name, rename, registry)| name == krate && rename.is_none() && *registry)
+                && !deps
+                    .iter()
+                    .any(|(name, rename, _)| name != krate && rename.as_deref() == Some(krate))
+                && !workspace.packages.iter().any(|p| p.name == *krate)
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
 /// A crate root to start from.
+#[derive(Clone)]
 pub struct Root {
     pub file: PathBuf,
     pub package_dir: PathBuf,
     /// Says which target of which package this is, for `--explain`.
     pub label: String,
+    /// The crate name of the target (`-` as `_`): a macro path through it
+    /// (`my_crate::gen!`) names the workspace's macro.
+    pub crate_name: String,
     pub build_script: bool,
+    /// The token-output macros (`quote!`) of the package: the arguments of
+    /// their calls are text the package emits, never read as includes.
+    pub token_output: Vec<&'static str>,
 }
 
 /// What the walk found besides the inputs it added.
@@ -38,6 +74,11 @@ pub struct Discovery {
     /// How many `OUT_DIR` embeds were left to their build script's inputs.
     pub out_dir_embeds: usize,
     pub parsed_files: usize,
+    /// The sites whose `[[key.dynamic-include]]` entry a refusal printed.
+    pub suggested_sites: HashSet<String>,
+    /// Token-output macro names (`quote`) that a `macro_rules!` or an alias
+    /// of the workspace takes: their arguments must be read after all.
+    pub shadowed_token_output: HashSet<String>,
 }
 
 /// A file read in one context: (file, module directory, package directory,
@@ -70,8 +111,20 @@ enum Outcome {
 /// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut aliases: HashMap<String, String> = HashMap::new();
+    // `quote!`'s arguments are skipped as token output; a `macro_rules!
+    // quote` or `use … as quote` of the workspace makes the name its own,
+    // and the walk is done again reading them.
+    let mut roots = roots.to_vec();
+    let mut shadowed: HashSet<String> = HashSet::new();
     for walks in 1.. {
-        let (mut discovery, renames) = walk(roots, inputs, policy, &aliases);
+        let (mut discovery, renames) = walk(&roots, inputs, policy, &aliases);
+        let newly_shadowed = !discovery.shadowed_token_output.is_subset(&shadowed);
+        if newly_shadowed {
+            shadowed.extend(discovery.shadowed_token_output.iter().cloned());
+            for root in &mut roots {
+                root.token_output.retain(|name| !shadowed.contains(*name));
+            }
+        }
         let known = aliases.len();
         // A fixpoint: `use crate::embed as e2;` renames an alias.
         loop {
@@ -92,7 +145,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 break;
             }
         }
-        if aliases.len() == known {
+        if aliases.len() == known && !newly_shadowed {
             return discovery;
         }
         // Each walk reveals at least one more alias; a chain this long is
@@ -131,6 +184,7 @@ fn walk(
         while !frontier.is_empty() {
             frontier = walk.read_level(frontier);
         }
+        frontier.extend(walk.follow_expansions());
         frontier.extend(walk.follow_macro_modules());
         frontier.extend(walk.follow_macro_embeds());
         if frontier.is_empty() {
@@ -150,10 +204,16 @@ struct Walk<'a> {
     discovery: Discovery,
     renames: Vec<(String, String)>,
     macro_calls: Vec<(String, String)>,
-    /// `include` handed to a macro as a token is a call only where some
-    /// `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
-    any_metavariable_call: bool,
-    passed_include: Vec<scan::Embed>,
+    /// An include macro handed to a macro as a token is a call only where
+    /// that macro may invoke it (`$m!(…)`): decided after the walk, once
+    /// every `macro_rules!` is known (`Invokers`).
+    metavariable_callers: HashSet<String>,
+    bare_bang_to: HashSet<String>,
+    macros_defined: HashSet<String>,
+    passed_include: Vec<scan::PassedInclude>,
+    /// Includes whose path a macro call gives, and every `macro_rules!`
+    /// definition seen: expanded once the definitions are known.
+    expansions: Expansions,
     /// A file is read once per context that changes what it means: its
     /// module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
     /// build scripts, the script itself, whose `rerun-if-changed` literals
@@ -167,10 +227,10 @@ struct Walk<'a> {
     walked: Vec<(PathBuf, PathBuf, usize)>,
     macro_modules: Vec<scan::MacroModule>,
     walked_texts: HashMap<PathBuf, String>,
-    /// (site, name, macro_rules) where a macro declaring modules is handed
-    /// over as a token: refused once it is known that some macro_rules!
-    /// calls a metavariable.
-    handed_modules: Vec<(String, String, String)>,
+    /// (site, name, macro_rules, the macro it is handed to) where a macro
+    /// declaring modules is handed over as a token: refused where that
+    /// macro may invoke it.
+    handed_modules: Vec<(String, String, String, String)>,
     macro_embeds: Vec<MacroEmbed>,
 }
 
@@ -189,8 +249,11 @@ impl<'a> Walk<'a> {
             discovery: Discovery::default(),
             renames: Vec::new(),
             macro_calls: Vec::new(),
-            any_metavariable_call: false,
+            metavariable_callers: HashSet::new(),
+            bare_bang_to: HashSet::new(),
+            macros_defined: HashSet::new(),
             passed_include: Vec::new(),
+            expansions: Expansions::default(),
             visited: HashSet::new(),
             used_dynamic: HashSet::new(),
             walked: Vec::new(),
@@ -305,7 +368,14 @@ impl<'a> Walk<'a> {
         self.renames.extend(scan.use_renames.iter().cloned());
         self.macro_calls
             .extend(scan.macro_rules_calls.iter().cloned());
-        self.any_metavariable_call |= scan.metavariable_macro_call;
+        self.metavariable_callers
+            .extend(scan.metavariable_callers.iter().cloned());
+        self.bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
+        self.macros_defined
+            .extend(scan.macro_rules_defined.iter().cloned());
+        for definition in &scan.macro_definitions {
+            self.expansions.define(definition);
+        }
         self.passed_include
             .extend(scan.passed_include.iter().cloned());
         self.macro_modules
@@ -339,11 +409,9 @@ impl<'a> Walk<'a> {
             display(inputs.root(), &module.site.file),
             module.site.line
         );
-        match module
-            .candidates
-            .iter()
-            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-        {
+        match module.candidates.iter().find(|(file, _)| {
+            inputs.is_known_present(file) || std::fs::symlink_metadata(file).is_ok()
+        }) {
             Some((file, dir)) => {
                 if inputs.relative(file).is_err() {
                     discovery.errors.push(format!(
@@ -409,7 +477,15 @@ impl<'a> Walk<'a> {
         match &embed.target {
             EmbedTarget::File(path) => {
                 let path = super::workspace::normalize(path);
-                if path.is_dir() {
+                // One `lstat` says whether it exists and is a directory
+                // (through a symlink, the target says).
+                let meta = std::fs::symlink_metadata(&path).ok();
+                let is_dir = match &meta {
+                    Some(meta) if meta.file_type().is_symlink() => path.is_dir(),
+                    Some(meta) => meta.is_dir(),
+                    None => false,
+                };
+                if is_dir {
                     discovery.errors.push(format!(
                         "{site}: {} names a directory, {}",
                         embed.macro_name,
@@ -423,7 +499,7 @@ impl<'a> Walk<'a> {
                         "{site}: {} cannot be a key input: {err:#}",
                         embed.macro_name
                     ));
-                } else if std::fs::symlink_metadata(&path).is_err() {
+                } else if meta.is_none() {
                     discovery.warnings.push(format!(
                         "{site}: {} names {}, which does not exist; its absence is hashed",
                         embed.macro_name,
@@ -454,8 +530,34 @@ impl<'a> Walk<'a> {
                         .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
                 }
             }
+            EmbedTarget::Candidates(paths) => {
+                let mut found = false;
+                for path in paths {
+                    let path = super::workspace::normalize(path);
+                    found |= std::fs::symlink_metadata(&path).is_ok();
+                    if let Err(err) = inputs
+                        .add_maybe_absent(&path, &why)
+                        .and_then(|()| inputs.add_link_target(&path, &why))
+                    {
+                        discovery.errors.push(format!(
+                            "{site}: {} cannot be a key input: {err:#}",
+                            embed.macro_name
+                        ));
+                    }
+                }
+                if !found {
+                    discovery.warnings.push(format!(
+                        "{site}: {} reads none of its candidates, which do not exist; their absence is hashed",
+                        embed.macro_name
+                    ));
+                }
+            }
             // Resolved at each caller, once every module file is known.
             EmbedTarget::FromCallers => {}
+            // Expanded once the definitions of the workspace are known.
+            EmbedTarget::Expand { .. } => {
+                self.expansions.pending.push((embed.clone(), job.root));
+            }
             EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
             EmbedTarget::Tree(dir) => {
                 let dir = super::workspace::normalize(dir);
@@ -486,6 +588,69 @@ impl<'a> Walk<'a> {
                 discovery,
             ),
         }
+    }
+
+    /// Which macros may invoke an identifier they are handed, as far as
+    /// the walk knows.
+    fn invokers(&self) -> Invokers {
+        Invokers::new(
+            &self.metavariable_callers,
+            &self.bare_bang_to,
+            &self.macros_defined,
+            &self.renames,
+            &self.macro_calls,
+        )
+    }
+
+    /// The scan skips groups that hold no include form, and so the `use …
+    /// as` renames inside them: a macro handed an include under a name the
+    /// walk does not know may be an alias of one that invokes it. Every
+    /// walked file that mentions such a name is read for its renames.
+    fn learn_renames_of(&mut self, invokers: &Invokers) {
+        let mut names: Vec<&str> = self
+            .passed_include
+            .iter()
+            .map(|p| p.handed_to.as_str())
+            .chain(self.handed_modules.iter().map(|h| h.3.as_str()))
+            .filter(|name| invokers.is_unknown(name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return;
+        }
+        let mut renames = Vec::new();
+        let mut seen = HashSet::new();
+        for (file, _, _) in &self.walked {
+            if !seen.insert(file) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(file) else {
+                continue;
+            };
+            if names.iter().any(|n| text.contains(n)) {
+                renames.extend(scan::use_renames(&text));
+            }
+        }
+        self.renames.extend(renames);
+    }
+
+    /// Includes whose path a workspace macro's call gives, expanded where
+    /// the definition is known; returns the `include!`d files to read next.
+    fn follow_expansions(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        let files = self.expansions.resolve(
+            self.roots,
+            self.policy,
+            self.inputs,
+            &mut self.used_dynamic,
+            &mut self.discovery,
+        );
+        for (file, root) in files {
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            self.enqueue(file, dir, root, &mut frontier);
+        }
+        frontier
     }
 
     /// rustc loads a `macro_rules!` body's `mod x;` from the module where
@@ -540,10 +705,11 @@ impl<'a> Walk<'a> {
     /// The calls of the macros that declare modules, in every file walked
     /// (`None` when there are none, or too many names to follow).
     fn macro_module_calls(&mut self) -> Option<MacroCalls> {
+        let invokers = self.invokers();
         let known = MacroKnowledge {
             renames: &self.renames,
             macro_calls: &self.macro_calls,
-            any_metavariable_call: self.any_metavariable_call,
+            invokers: &invokers,
         };
         let texts: Vec<&str> = self.walked_texts.values().map(String::as_str).collect();
         let roots_of_modules: Vec<&str> = self
@@ -578,6 +744,7 @@ impl<'a> Walk<'a> {
                 format!("{}:{}", display(self.inputs.root(), caller), site.line),
                 site.name.clone(),
                 module.macro_rules.clone(),
+                site.handed_to.clone().unwrap_or_default(),
             ));
         }
         // Each inline module the macro is called in loads from its
@@ -664,15 +831,16 @@ impl<'a> Walk<'a> {
     /// like a module, from its own directory, as the walk does.
     fn follow_macro_embeds(&mut self) -> Vec<Job> {
         let mut frontier = Vec::new();
-        let callers: Vec<PathBuf> = self
+        let callers: Vec<(PathBuf, PathBuf)> = self
             .walked
             .iter()
-            .map(|(file, _, _)| file.clone())
+            .map(|(file, _, root)| (file.clone(), self.roots[*root].package_dir.clone()))
             .collect();
+        let invokers = self.invokers();
         let known = MacroKnowledge {
             renames: &self.renames,
             macro_calls: &self.macro_calls,
-            any_metavariable_call: self.any_metavariable_call,
+            invokers: &invokers,
         };
         let included = resolve_from_callers(
             &self.macro_embeds,
@@ -693,20 +861,32 @@ impl<'a> Walk<'a> {
         frontier
     }
 
-    /// Macros handed to another macro as a token, refused once the walk
-    /// knows that some `macro_rules!` calls a metavariable (`$m!(…)`).
+    /// Includes no definition could expand, and identifiers handed to a
+    /// macro that may invoke them (`$m!(…)`), refused once the walk knows
+    /// every `macro_rules!`.
     fn refuse_handed_over(&mut self) {
-        if !self.any_metavariable_call {
-            return;
-        }
+        self.expansions.refuse_unexpanded(
+            self.policy,
+            self.inputs,
+            &mut self.used_dynamic,
+            &mut self.discovery,
+        );
+        self.learn_renames_of(&self.invokers());
+        let invokers = self.invokers();
         self.handed_modules.sort();
         self.handed_modules.dedup();
-        for (site, name, macro_rules) in &self.handed_modules {
-            self.discovery.errors.push(format!(
-                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
-            ));
+        for (site, name, macro_rules, handed_to) in &self.handed_modules {
+            if invokers.may_invoke(handed_to) {
+                self.discovery.errors.push(format!(
+                    "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to {handed_to}!, which may call it as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
+                ));
+            }
         }
-        for embed in &self.passed_include {
+        for passed in &self.passed_include {
+            if !invokers.may_invoke_include(&passed.handed_to, &passed.include) {
+                continue;
+            }
+            let embed = &passed.embed;
             if let EmbedTarget::Unresolved(what) = &embed.target {
                 let site = format!(
                     "{}:{}",
@@ -737,6 +917,13 @@ impl<'a> Walk<'a> {
                 ));
             }
         }
+        let (defined, renames) = (&self.macros_defined, &self.renames);
+        self.discovery.shadowed_token_output = scan::TOKEN_OUTPUT_MACROS
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| defined.contains(*name) || renames.iter().any(|(_, to)| to == name))
+            .map(str::to_owned)
+            .collect();
         // A body read once per `cfg_attr` directory repeats its problems.
         let mut seen = HashSet::new();
         self.discovery.errors.retain(|e| seen.insert(e.clone()));
@@ -791,9 +978,38 @@ fn macro_module_decls(
         .collect()
 }
 
+/// One sentence on why ci-key cannot know the files of an unresolved
+/// include, from what it could not read.
+fn why_unknowable(what: &str) -> &'static str {
+    if what.contains("env!(") {
+        "the variable is set only when the build runs (by a build script's `cargo:rustc-env` or the environment), and ci-key runs nothing"
+    } else if what.contains("rules ci-key does not model") {
+        "the macro's own code decides at compile time which files it reads, and ci-key runs no code of a crate"
+    } else if what.contains("handed to") {
+        "the macro it is handed to may invoke it with a path that no reading of the macro's definition shows"
+    } else if what.contains("expand") || what.contains("a macro call") {
+        "the path comes from a macro call ci-key does not expand"
+    } else if what.contains("metavariable") || what.contains("callers") {
+        "each caller of the macro chooses the path, and no call ci-key can find gives it as literals"
+    } else {
+        "ci-key evaluates only string literals, `concat!`, `env!(\"CARGO_MANIFEST_DIR\")` and the workspace's own `macro_rules!`"
+    }
+}
+
+/// `text` as the inside of a TOML basic string.
+fn toml_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if c.is_control() => c.escape_unicode().collect(),
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// An include whose files ci-key cannot compute: covered by the policy's
 /// `[[key.dynamic-include]]` entries for its file, or refused.
-fn declare_or_refuse(
+pub(super) fn declare_or_refuse(
     embed: &scan::Embed,
     what: &str,
     site: &str,
@@ -809,9 +1025,20 @@ fn declare_or_refuse(
         .filter(|d| d.site == file_rel)
         .collect();
     if declared.is_empty() {
+        let why = why_unknowable(what);
+        let entry = if discovery.suggested_sites.insert(file_rel.clone()) {
+            format!(
+                "; declare the files it can read in .github/ci-trust.toml:\n      [[key.dynamic-include]]\n      site = \"{}\"\n      files = [\"<glob of the files it reads>\"]\n      reason = \"<why these files>\"",
+                toml_escape(&file_rel)
+            )
+        } else {
+            format!(
+                "; the [[key.dynamic-include]] entry for site = \"{}\" covers it",
+                toml_escape(&file_rel)
+            )
+        };
         discovery.errors.push(format!(
-            "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-             [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+            "{site}: {} names {what}, which ci-key cannot resolve statically: {why}{entry}",
             embed.macro_name
         ));
     }
@@ -832,310 +1059,7 @@ fn declare_or_refuse(
     }
 }
 
-/// The names a `macro_rules!` can be invoked by: its own, every `use … as`
-/// alias of it (chains included), and, since a macro that calls it makes
-/// rustc resolve the include from *that* macro's caller, the names of every
-/// `macro_rules!` whose body calls one of these, with their aliases.
-fn invocation_names(
-    name: &str,
-    renames: &[(String, String)],
-    macro_calls: &[(String, String)],
-) -> HashSet<String> {
-    let mut names = HashSet::from([name.to_owned()]);
-    loop {
-        let before = names.len();
-        for (from, to) in renames {
-            if names.contains(from) {
-                names.insert(to.clone());
-            }
-        }
-        for (definer, called) in macro_calls {
-            if names.contains(called) {
-                names.insert(definer.clone());
-            }
-        }
-        if names.len() == before {
-            return names;
-        }
-    }
-}
-
-/// An embed in a `macro_rules!` body, with a path relative to the file.
-struct MacroEmbed {
-    /// The path is wholly the caller's argument (`include_str!($p)`).
-    whole: bool,
-    definition: PathBuf,
-    site: String,
-    macro_name: String,
-    relative: CallerRelative,
-}
-
-/// What the walk learned about macros, crate-wide.
-struct MacroKnowledge<'a> {
-    renames: &'a [(String, String)],
-    macro_calls: &'a [(String, String)],
-    any_metavariable_call: bool,
-}
-
-/// How many macro names (macros that include or declare modules, their
-/// aliases and the macros that call them) ci-key follows before refusing.
-const MAX_MACRO_NAMES: usize = 1024;
-
-/// The calls of some macros in every module file, each file read once: its
-/// call sites of any of their names, and the aliases and calling macros
-/// that give them other names. A file the prefilter skipped may still alias
-/// a macro (`use crate::m as k;`) or call it from another `macro_rules!`.
-struct MacroCalls {
-    /// Per text, in the order given.
-    sites: Vec<Vec<scan::CallSite>>,
-    renames: Vec<(String, String)>,
-    calls: Vec<(String, String)>,
-}
-
-impl MacroCalls {
-    /// `Err` when the names grow past [`MAX_MACRO_NAMES`].
-    fn read(roots: &[&str], known: &MacroKnowledge<'_>, texts: &[&str]) -> Result<Self, String> {
-        let mut names: HashSet<String> = roots
-            .iter()
-            .flat_map(|root| invocation_names(root, known.renames, known.macro_calls))
-            .collect();
-        let text_renames: Vec<Vec<(String, String)>> = texts
-            .iter()
-            .map(|text| {
-                if memchr::memmem::find(text.as_bytes(), b"as").is_some() {
-                    scan::use_renames(text)
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
-        loop {
-            if names.len() > MAX_MACRO_NAMES {
-                return Err(format!(
-                    "more than {MAX_MACRO_NAMES} macro names lead to include macros or module declarations in macro_rules! bodies (aliases and macros calling them); ci-key refuses to follow that many"
-                ));
-            }
-            let before = names.len();
-            for (from, to) in text_renames.iter().flatten() {
-                if names.contains(from) {
-                    names.insert(to.clone());
-                }
-            }
-            let sites: Vec<Vec<scan::CallSite>> = texts
-                .iter()
-                .map(|text| {
-                    if names.iter().any(|n| text.contains(n.as_str())) {
-                        // A file that does not tokenise was refused when read.
-                        scan::call_sites(text, &names).unwrap_or_default()
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect();
-            // A macro whose body *calls* one of them; a mere mention
-            // (`::core::prelude::v1`) is no call.
-            for site in sites.iter().flatten() {
-                if let Some(definer) = site.definer.as_ref().filter(|_| !site.handed_over) {
-                    names.insert(definer.clone());
-                }
-            }
-            if names.len() == before {
-                let renames = known
-                    .renames
-                    .iter()
-                    .cloned()
-                    .chain(text_renames.into_iter().flatten())
-                    .collect();
-                let calls = known
-                    .macro_calls
-                    .iter()
-                    .cloned()
-                    .chain(
-                        sites
-                            .iter()
-                            .flatten()
-                            .filter(|s| !s.handed_over)
-                            .filter_map(|s| Some((s.definer.clone()?, s.name.clone()))),
-                    )
-                    .collect();
-                return Ok(MacroCalls {
-                    sites,
-                    renames,
-                    calls,
-                });
-            }
-        }
-    }
-
-    /// The names `root` is invoked by.
-    fn names_of(&self, root: &str) -> HashSet<String> {
-        invocation_names(root, &self.renames, &self.calls)
-    }
-}
-
-/// rustc resolves a relative include path from the file where the outermost
-/// macro call stands, not where `macro_rules!` defines it. The definition's
-/// own directory was used while walking (right for a macro used in its own
-/// file); here the path is resolved again from every other module file of
-/// the workspace that calls the macro, by its name, an alias, or through
-/// another `macro_rules!` that calls it (a `#[macro_export]` macro is
-/// called from other crates). A path wholly the caller's (`include_str!($p)`)
-/// is each outermost call's string literal, from the caller's file; a call
-/// whose argument is not plain literals, or a macro handed over as a token
-/// where some `macro_rules!` calls a metavariable, is refused unless
-/// declared. Callers in registry crates are left to `verify-key`.
-fn resolve_from_callers(
-    macro_embeds: &[MacroEmbed],
-    callers: &[PathBuf],
-    known: &MacroKnowledge<'_>,
-    policy: &KeyPolicy,
-    used_dynamic: &mut HashSet<String>,
-    inputs: &mut InputSet,
-    discovery: &mut Discovery,
-) -> Vec<(PathBuf, PathBuf)> {
-    // (file an `include!` reads, the calling file): walked like modules.
-    let mut included: Vec<(PathBuf, PathBuf)> = Vec::new();
-    if macro_embeds.is_empty() {
-        return included;
-    }
-    let mut seen: HashSet<&Path> = HashSet::new();
-    let texts: Vec<(PathBuf, String)> = callers
-        .iter()
-        .filter(|caller| seen.insert(caller.as_path()))
-        .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
-        .collect();
-    let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
-    let roots: Vec<&str> = macro_embeds
-        .iter()
-        .map(|e| e.relative.macro_rules.as_str())
-        .collect();
-    let calls = match MacroCalls::read(&roots, known, &text_refs) {
-        Ok(calls) => calls,
-        Err(why) => {
-            discovery.errors.push(why);
-            return included;
-        }
-    };
-    let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
-    for embed in macro_embeds {
-        let name = &embed.relative.macro_rules;
-        let names = names_of
-            .entry(name.as_str())
-            .or_insert_with(|| calls.names_of(name))
-            .clone();
-        for ((caller, _), all_sites) in texts.iter().zip(&calls.sites) {
-            let sites: Vec<&scan::CallSite> = all_sites
-                .iter()
-                .filter(|s| names.contains(&s.name))
-                .collect();
-            if sites.is_empty() {
-                continue;
-            }
-            let caller_rel = display(inputs.root(), caller);
-            let base = caller.parent().unwrap_or(Path::new("/"));
-            let why = format!(
-                "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
-                embed.macro_name, embed.site
-            );
-            for site in &sites {
-                let at = format!("{caller_rel}:{}", site.line);
-                let refusal = if site.handed_over {
-                    known.any_metavariable_call.then(|| {
-                        format!(
-                            "a path chosen where `{}` (macro_rules! {name}, which includes a path at {}) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`",
-                            site.name, embed.site
-                        )
-                    })
-                } else if !embed.whole {
-                    None
-                } else if site.definer.is_some() {
-                    // Passing its own arguments on (`m!($p)`) is resolved at
-                    // its callers; a literal or a macro call here is not.
-                    (site.has_macro_call || !site.literals.is_empty()).then(|| {
-                            format!(
-                                "the path of {}! inside a macro_rules! body (macro_rules! {name} includes its argument at {}), which its callers' arguments do not give",
-                                site.name, embed.site
-                            )
-                        })
-                } else {
-                    site.opaque.as_ref().map(|opaque| {
-                        format!(
-                            "the argument of {}! ({opaque}), which macro_rules! {name} includes as a path at {}",
-                            site.name, embed.site
-                        )
-                    })
-                };
-                if let Some(what) = refusal {
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
-                        &what,
-                        &at,
-                        policy,
-                        inputs,
-                        used_dynamic,
-                        discovery,
-                    );
-                    continue;
-                }
-                if embed.whole && !site.handed_over && site.definer.is_none() {
-                    for literal in &site.literals {
-                        let path = super::workspace::normalize(&base.join(literal));
-                        let why = format!("{why}:{}", site.line);
-                        if let Err(err) = inputs
-                            .add_maybe_absent(&path, &why)
-                            .and_then(|()| inputs.add_link_target(&path, &why))
-                        {
-                            discovery.errors.push(format!(
-                                "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
-                                site.name
-                            ));
-                        } else if embed.macro_name == "include!" && path.is_file() {
-                            included.push((path, caller.clone()));
-                        }
-                    }
-                }
-            }
-            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
-                continue;
-            }
-            let path = super::workspace::normalize(&base.join(&embed.relative.text));
-            let result = if embed.relative.is_pattern {
-                path.strip_prefix(inputs.root())
-                    .ok()
-                    .and_then(|p| p.to_str())
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", path.display()))
-                    .and_then(|rel| inputs.add_pattern(&rel, &why))
-                    .map(drop)
-            } else {
-                inputs
-                    .add_maybe_absent(&path, &why)
-                    .and_then(|()| inputs.add_link_target(&path, &why))
-            };
-            if let Err(err) = result {
-                discovery.errors.push(format!(
-                    "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
-                    embed.site, embed.macro_name
-                ));
-            } else if embed.macro_name == "include!" && !embed.relative.is_pattern && path.is_file()
-            {
-                included.push((path, caller.clone()));
-            }
-        }
-    }
-    included
-}
-
-fn display(root: &Path, path: &Path) -> String {
+pub(super) fn display(root: &Path, path: &Path) -> String {
     let normal = super::workspace::normalize(path);
     normal
         .strip_prefix(root)
@@ -1147,54 +1071,137 @@ fn display(root: &Path, path: &Path) -> String {
 /// Reads one module file (once) and scans it when it may reference files.
 fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> Outcome {
     let path = &job.file;
+    // Nearly every module is a regular file: opened without following a
+    // final symlink, it is read and hashed with no `stat` of its path.
+    let (hashed, symlink_target, bytes) = match read_regular_file(path) {
+        Some((bytes, meta)) => (inputs::hash_bytes(&bytes, &meta), None, bytes),
+        None => match read_by_stat(path) {
+            Ok(read) => read,
+            Err(outcome) => return *outcome,
+        },
+    };
+    scan_read(job, root, aliases, hashed, symlink_target, &bytes)
+}
+
+/// The bytes and metadata of `path` when it is a regular file (not a
+/// symlink), opened with `O_NOFOLLOW`; `None` for anything else.
+#[cfg(unix)]
+fn read_regular_file(path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    // Read to the end into a buffer of the size `fstat` gave (one byte
+    // more, to see the end): no second `fstat` and no `lseek`, as
+    // `read_to_end` would make.
+    let mut bytes = vec![0; usize::try_from(meta.len()).ok()? + 1];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            bytes.resize(bytes.len() * 2, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    bytes.truncate(filled);
+    Some((bytes, meta))
+}
+
+#[cfg(not(unix))]
+fn read_regular_file(_path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    None
+}
+
+type Read = (Hashed, Option<(PathBuf, Hashed)>, Vec<u8>);
+
+/// Reads a module by `lstat` first: a symlink (hashed as its text, and the
+/// file behind it), or the reason it cannot be read.
+fn read_by_stat(path: &Path) -> Result<Read, Box<Outcome>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Outcome::Missing,
-        Err(err) => return Outcome::Failed(format!("{}: cannot stat: {err}", path.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Box::new(Outcome::Missing));
+        }
+        Err(err) => {
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                path.display()
+            ))));
+        }
     };
     let (link_hash, content_path) = if meta.file_type().is_symlink() {
         let link = match inputs::hash_path(path) {
             Ok(link) => link,
-            Err(err) => return Outcome::Failed(format!("{err:#}")),
+            Err(err) => return Err(Box::new(Outcome::Failed(format!("{err:#}")))),
         };
         match std::fs::canonicalize(path) {
             Ok(target) => (Some(link), target),
             Err(err) => {
-                return Outcome::Failed(format!(
+                return Err(Box::new(Outcome::Failed(format!(
                     "{}: a module symlink that does not resolve: {err}",
                     path.display()
-                ));
+                ))));
             }
         }
     } else if meta.is_file() {
-        (None, path.clone())
+        (None, path.to_path_buf())
     } else {
-        return Outcome::Failed(format!(
+        return Err(Box::new(Outcome::Failed(format!(
             "{}: a module that is not a regular file",
             path.display()
-        ));
+        ))));
     };
     let bytes = match std::fs::read(&content_path) {
         Ok(bytes) => bytes,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot read: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot read: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_meta = match std::fs::metadata(&content_path) {
         Ok(meta) => meta,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot stat: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_hash = inputs::hash_bytes(&bytes, &content_meta);
-    let (hashed, symlink_target) = match link_hash {
-        Some(link) => (link, Some((content_path, content_hash))),
-        None => (content_hash, None),
-    };
-    if !scan::may_reference_files(&bytes)
+    Ok(match link_hash {
+        Some(link) => (link, Some((content_path, content_hash)), bytes),
+        None => (content_hash, None, bytes),
+    })
+}
+
+/// Scans a module read whole, when the prefilter says it may reference files.
+fn scan_read(
+    job: &Job,
+    root: &Root,
+    aliases: &HashMap<String, String>,
+    hashed: Hashed,
+    symlink_target: Option<(PathBuf, Hashed)>,
+    bytes: &[u8],
+) -> Outcome {
+    let path = &job.file;
+    // A build script's files are always read: a directive it assembles at
+    // run time (`concat!("cargo:rerun-if-", "changed=x")`) makes it watch
+    // the whole package, and its pieces hold none of the prefilter's words.
+    if !root.build_script
+        && !scan::may_reference_files(bytes)
         && !aliases
             .keys()
-            .any(|alias| memchr::memmem::find(&bytes, alias.as_bytes()).is_some())
+            .any(|alias| memchr::memmem::find(bytes, alias.as_bytes()).is_some())
     {
         return Outcome::Read {
             hashed,
@@ -1202,7 +1209,7 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
             scan: None,
         };
     }
-    let Ok(text) = std::str::from_utf8(&bytes) else {
+    let Ok(text) = std::str::from_utf8(bytes) else {
         return Outcome::Failed(format!(
             "{}: not UTF-8, so rustc would refuse it too",
             path.display()
@@ -1213,52 +1220,11 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
         module_dir: &job.module_dir,
         package_dir: &root.package_dir,
         aliases,
+        token_output: &root.token_output,
     };
     Outcome::Read {
         hashed,
         symlink_target,
         scan: Some(Box::new(scan::scan_file(text, &ctx))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let texts = [
-            "macro_rules! prelude { () => { mod types; } }",
-            // A mention of the name as a path segment, as libc's `s!` has.
-            "macro_rules! s { () => { #[::core::prelude::v1::derive(Clone)] struct S; } }",
-            "macro_rules! outer { () => { prelude!(); } }",
-            "use crate::outer as o;",
-        ];
-        let names = MacroCalls::read(&["prelude"], &known, &texts)
-            .unwrap()
-            .names_of("prelude");
-        let mut names: Vec<_> = names.into_iter().collect();
-        names.sort();
-        assert_eq!(names, ["o", "outer", "prelude"]);
-    }
-
-    #[test]
-    fn too_many_macro_names_are_refused_not_followed() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let roots: Vec<String> = (0..=MAX_MACRO_NAMES).map(|i| format!("m{i}")).collect();
-        let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
-        let err = MacroCalls::read(&roots, &known, &["m0!(\"x\");"])
-            .err()
-            .expect("refused");
-        assert!(err.contains("refuses to follow that many"), "{err}");
     }
 }

@@ -31,6 +31,10 @@ pub struct Package {
     pub path_dependencies: Vec<(String, PathBuf)>,
     /// Dependency declarations: (dependency name, features it enables).
     pub dependency_features: Vec<(String, Vec<String>)>,
+    /// Dependency declarations: (package name, the name it is linked
+    /// under when renamed with `package = …`, whether it comes from a
+    /// registry rather than a path or git).
+    pub dependency_renames: Vec<(String, Option<String>, bool)>,
     /// The values of the package's `[features]` table, flattened.
     pub feature_values: Vec<String>,
     /// The README cargo hands to rustc as `CARGO_PKG_README`: the manifest's
@@ -249,6 +253,16 @@ fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
             .dependencies
             .iter()
             .map(|dep| (dep.name.clone(), dep.features.clone()))
+            .collect(),
+        dependency_renames: package
+            .dependencies
+            .iter()
+            .map(|dep| {
+                let from_registry = dep.source.as_ref().is_some_and(|s| {
+                    s.repr.starts_with("registry+") || s.repr.starts_with("sparse+")
+                });
+                (dep.name.clone(), dep.rename.clone(), from_registry)
+            })
             .collect(),
         feature_values: package.features.values().flatten().cloned().collect(),
         readme: package.readme.as_ref().map(|r| r.to_string()),

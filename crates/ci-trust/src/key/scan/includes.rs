@@ -16,6 +16,57 @@ use crate::key::lexer::{self, Delim, Kind, Lexer, Token};
 /// The macros that make rustc read a file named by their argument.
 pub const INCLUDE_MACROS: &[&str] = &["include_str", "include_bytes", "include"];
 
+/// The standard library's macros that take tokens and never invoke one
+/// they are handed as a macro (formatting, assertions, `vec!`,
+/// `matches!`): `write!(f, "{include}", include = x)` hands over nothing.
+/// A `macro_rules!` of the workspace with one of these names is the
+/// workspace's, and judged as such.
+pub const STD_MACROS: &[&str] = &[
+    "print",
+    "println",
+    "eprint",
+    "eprintln",
+    "format",
+    "format_args",
+    "write",
+    "writeln",
+    "panic",
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "unreachable",
+    "unimplemented",
+    "todo",
+    "vec",
+    "matches",
+    "dbg",
+    "stringify",
+    "concat",
+    "cfg",
+    "compile_error",
+    "env",
+    "option_env",
+    "line",
+    "column",
+    "file",
+    "module_path",
+];
+
+/// Macros whose arguments are the tokens they emit: the quote crate's
+/// `quote!`/`quote_spanned!` and syn's `parse_quote!`/`parse_quote_spanned!`,
+/// with the crate that defines each. A proc macro writes
+/// `quote! { include_str!(#path) }` to make *its caller* include a file;
+/// compiling the proc macro reads nothing.
+pub const TOKEN_OUTPUT_MACROS: &[(&str, &str)] = &[
+    ("quote", "quote"),
+    ("quote_spanned", "quote"),
+    ("parse_quote", "syn"),
+    ("parse_quote_spanned", "syn"),
+];
+
 impl FileContext<'_> {
     /// The include macro a call of `name!` is, if any.
     pub(super) fn include_macro(&self, name: &str) -> Option<String> {
@@ -182,8 +233,14 @@ impl TokenWalker<'_, '_, '_> {
 
     /// An include macro's name handed to a macro as a token
     /// (`call!(include_str, "x")`): a `macro_rules!` may call it as
-    /// `$m!(…)`, with a path no reading of the definition shows.
-    pub(super) fn record_passed_include(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) {
+    /// `$m!(…)`, with a path no reading of the definition shows. Whether
+    /// `handed_to` may is decided once the workspace's macros are known.
+    pub(super) fn record_passed_include(
+        &mut self,
+        cursor: &mut Cursor<'_, '_>,
+        token: Token,
+        handed_to: String,
+    ) {
         let src = self.src;
         let Some(name) = src.ident_name(Some(token)) else {
             return;
@@ -200,7 +257,7 @@ impl TokenWalker<'_, '_, '_> {
         let embed = Embed {
             macro_name: format!("{include}!"),
             target: EmbedTarget::Unresolved(format!(
-                "a path chosen where `{name}` is handed to a macro as a token (a macro_rules! may call it as `$m!(…)`; call {include}! directly)"
+                "a path chosen where `{name}` is handed to {handed_to}! as a token, which may call it as `$m!(…)` with a path no reading shows (call {include}! directly)"
             )),
             site: Site {
                 file: self.ctx.file.to_path_buf(),
@@ -208,11 +265,11 @@ impl TokenWalker<'_, '_, '_> {
             },
             caller_relative: None,
         };
-        if matches!(name, "include_str" | "include_bytes") {
-            self.scan.embeds.push(embed);
-        } else {
-            self.scan.passed_include.push(embed);
-        }
+        self.scan.passed_include.push(super::PassedInclude {
+            embed,
+            include,
+            handed_to,
+        });
     }
 
     /// Records `include_*!(…)` at the cursor; says whether there was one.
@@ -240,7 +297,7 @@ impl TokenWalker<'_, '_, '_> {
                         }
                         _ => None,
                     });
-                    self.record_path_macro(known, arg, line);
+                    self.record_path_macro_call(known, args, arg, line);
                 }
                 false
             }
@@ -265,6 +322,7 @@ impl TokenWalker<'_, '_, '_> {
                 macro_rules: name.clone(),
                 text,
                 is_pattern: matches!(target, EmbedTarget::Pattern(_)),
+                reads: None,
             }),
             _ => None,
         };

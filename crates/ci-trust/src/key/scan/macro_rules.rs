@@ -28,6 +28,9 @@ pub struct CallSite {
     pub has_macro_call: bool,
     /// The name is handed to a macro as a token, not called.
     pub handed_over: bool,
+    /// The macro whose arguments hold the name (the last segment of its
+    /// path), when it is handed over.
+    pub handed_to: Option<String>,
     /// The inline modules (`mod a { … }`) the call stands in, outermost
     /// first: a `mod x;` it expands to loads from their directory.
     pub inline: Vec<String>,
@@ -36,7 +39,8 @@ pub struct CallSite {
 }
 
 /// Every call of one of `names` (`name!(…)`) in `text`, and every place one
-/// of them is handed over as a token outside a `use` (`call!(m, "x")`).
+/// of them is handed to a macro as a token (`call!(m, "x")`). A name
+/// anywhere else (a field, a `use`, a path) is never a call.
 /// `Err` when the text does not tokenise.
 pub fn call_sites(text: &str, names: &HashSet<String>) -> Result<Vec<CallSite>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -48,6 +52,7 @@ pub fn call_sites(text: &str, names: &HashSet<String>) -> Result<Vec<CallSite>, 
         definer: None,
         inline: &mut inline,
         inline_moved: false,
+        macro_args: None,
     };
     collect_call_sites(&source, (start, text.len()), names, &mut place, &mut sites);
     Ok(sites)
@@ -59,6 +64,8 @@ struct CallPlace<'a, 'n> {
     definer: Option<&'n str>,
     inline: &'a mut Vec<String>,
     inline_moved: bool,
+    /// The macro whose arguments the walk is in, innermost.
+    macro_args: Option<&'n str>,
 }
 
 fn collect_call_sites<'n>(
@@ -95,7 +102,9 @@ fn collect_call_sites<'n>(
         {
             if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(2)), cursor.peek(3)) {
                 let outer = place.definer.replace(name);
+                let outer_args = place.macro_args.take();
                 collect_call_sites(src, inner(body), names, place, sites);
+                place.macro_args = outer_args;
                 place.definer = outer;
                 cursor.advance(4);
                 continue;
@@ -116,30 +125,43 @@ fn collect_call_sites<'n>(
         }
         if let Some(name) = src.ident_name(Some(token)).filter(|n| names.contains(*n)) {
             let line = src.line(token.start);
-            let site = |handed_over: bool| CallSite {
+            let site = |handed_to: Option<&str>| CallSite {
                 name: name.to_owned(),
                 line,
                 definer: place.definer.map(str::to_owned),
                 literals: Vec::new(),
                 opaque: None,
                 has_macro_call: false,
-                handed_over,
+                handed_over: handed_to.is_some(),
+                handed_to: handed_to.map(str::to_owned),
                 inline: place.inline.clone(),
                 inline_moved: place.inline_moved,
             };
             if src.is_punct(cursor.peek(1), b'!') {
                 if let Some(args) = cursor.peek(2).filter(|g| is_group(Some(*g), None)) {
-                    let mut call = site(false);
+                    let mut call = site(None);
                     read_arguments(src, inner(args), &mut call);
                     sites.push(call);
                 }
-            } else if !in_use && !src.is_punct(cursor.behind[0], b'!') {
-                // `macro_rules! name` defines it; anything else hands it over.
-                sites.push(site(true));
+            } else if let Some(definer) =
+                place.definer.filter(|_| src.is_punct(cursor.peek(1), b'$'))
+            {
+                // `my_include $b (…)` in a body: its caller may pass the
+                // `!` (`m!(!)`), and the body then calls it.
+                sites.push(site(Some(definer)));
+            } else if let Some(handed_to) = place.macro_args.filter(|_| !in_use) {
+                // A name among a macro's arguments is handed to it; one
+                // anywhere else (a field, a path, a `use`) is never a call.
+                sites.push(site(Some(handed_to)));
             }
         }
         if is_group(Some(token), None) {
+            let outer = place.macro_args;
+            if let Some(called) = cursor.macro_behind() {
+                place.macro_args = Some(called);
+            }
             collect_call_sites(src, inner(token), names, place, sites);
+            place.macro_args = outer;
             if is_group(Some(token), Some(Delim::Brace)) {
                 moving_attribute = false;
             }
@@ -221,6 +243,10 @@ impl TokenWalker<'_, '_, '_> {
             return None;
         }
         let generated = step == 5;
+        self.scan.macro_rules_defined.push(name.clone());
+        if !generated {
+            self.record_macro_definition(&name, inner(body));
+        }
         let outer = self.in_macro_rules.replace(name.clone());
         let outer_generated = self.in_generated_macro;
         self.in_generated_macro |= generated;

@@ -24,9 +24,11 @@
 //! rustc's path rules), [`includes`] (`include_*!`, their aliases and
 //! `#[debugger_visualizer]`), [`macro_rules`] (macro bodies and their call
 //! sites), [`path_macros`] (the registry of registry-crate macros that read
-//! files), [`path_expr`] (what an include's argument evaluates to) and
+//! files), [`path_expr`] (what an include's argument evaluates to),
+//! [`expand`] (a workspace `macro_rules!` that gives an include's path) and
 //! [`rerun`] (build-script directive literals).
 
+mod expand;
 mod includes;
 mod macro_rules;
 mod modules;
@@ -42,8 +44,10 @@ mod walker;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use includes::{INCLUDE_MACROS, use_renames};
+pub use expand::{MacroDefinition, expand_include_argument};
+pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, use_renames};
 pub use macro_rules::{CallSite, call_sites};
+pub use path_macros::PathReads;
 pub use prefilter::may_reference_files;
 use source::{Source, line_at, shebang_end};
 use walker::TokenWalker;
@@ -79,9 +83,21 @@ pub enum EmbedTarget {
     /// A path wholly a `macro_rules!` metavariable (`include_str!($p)`):
     /// each caller's argument is the path, read from the caller's file.
     FromCallers,
+    /// The first existing file of several (absolute paths, in order), read
+    /// by a macro of [`PATH_MACROS`]: each is hashed, present or absent.
+    Candidates(Vec<PathBuf>),
     /// A directory read whole (an absolute path), by a macro of
     /// [`PATH_MACROS`]; its absence is hashed when it does not exist.
     Tree(PathBuf),
+    /// A path that a macro call gives (`crate::autogen_output!("x.rs")`):
+    /// resolved by expanding the workspace's `macro_rules!` of that name,
+    /// once every definition is known. `path` is what stands before the
+    /// name (`crate::`), `args` the text inside the call's delimiters.
+    Expand {
+        name: String,
+        path: String,
+        args: String,
+    },
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
 }
@@ -103,6 +119,10 @@ pub struct CallerRelative {
     pub macro_rules: String,
     pub text: String,
     pub is_pattern: bool,
+    /// For a macro of [`PATH_MACROS`]: what it reads, relative to the
+    /// calling crate's manifest directory (`CARGO_MANIFEST_DIR` is the
+    /// crate being compiled, where the outermost call stands).
+    pub reads: Option<PathReads>,
 }
 
 /// A `[#[path = "…"]] mod name;` in a `macro_rules!` body: rustc loads it
@@ -135,6 +155,7 @@ impl MacroModule {
             module_dir,
             package_dir,
             aliases: &aliases,
+            token_output: &[],
         };
         Some(modules::module_decl(
             &ctx,
@@ -159,14 +180,23 @@ pub struct FileScan {
     pub use_renames: Vec<(String, String)>,
     /// `mod x;` declarations in `macro_rules!` bodies, loaded where called.
     pub macro_modules: Vec<MacroModule>,
-    /// Whether a `macro_rules!` body calls a metavariable as a macro
-    /// (`$m!(…)`): then any macro it is handed to may call it.
-    pub metavariable_macro_call: bool,
-    /// `include` handed to a macro as a token (`call!(include, "x.rs")`):
-    /// refused only where some `macro_rules!` calls a metavariable, since
-    /// `include` is a common word. (`include_str`, `include_bytes` and
-    /// aliases handed over are in `embeds`, refused unless declared.)
-    pub passed_include: Vec<Embed>,
+    /// The `macro_rules!` whose bodies call a metavariable as a macro
+    /// (`$m!(…)`, `$($m)*!(…)`): an identifier handed to one of them (or to
+    /// a macro whose body calls one of them) may be invoked as a macro.
+    pub metavariable_callers: Vec<String>,
+    /// The macros handed a `!` on its own (`m!(!)`): a `macro_rules!` of the
+    /// workspace may assemble a call from it (`$m $b (…)`).
+    pub bare_bang_to: Vec<String>,
+    /// Every `macro_rules!` this file defines, by name.
+    pub macro_rules_defined: Vec<String>,
+    /// The rules of the `macro_rules!` this file defines, for expanding a
+    /// call that gives an include's path.
+    pub macro_definitions: Vec<MacroDefinition>,
+    /// An include macro's name handed to a macro as a token
+    /// (`call!(include_str, "x")`), each with the macro it is handed to:
+    /// an include only where that macro may invoke it (`sources.rs`
+    /// decides, once every `macro_rules!` of the workspace is known).
+    pub passed_include: Vec<PassedInclude>,
     /// (macro_rules!, macro it calls) for every macro call in a
     /// `macro_rules!` body: a macro that calls an including macro includes
     /// from *its* callers' files.
@@ -174,6 +204,17 @@ pub struct FileScan {
     /// Set when the file cannot be read faithfully: the line and why. The
     /// key is refused.
     pub refused: Option<(usize, String)>,
+}
+
+/// An include macro's name handed to another macro as a token.
+#[derive(Debug, Clone)]
+pub struct PassedInclude {
+    /// The unresolved embed it would be, were it invoked.
+    pub embed: Embed,
+    /// The include macro it names (`include_str`, also through an alias).
+    pub include: String,
+    /// The macro whose arguments hold it (the last segment of its path).
+    pub handed_to: String,
 }
 
 /// The context a file is read in.
@@ -186,6 +227,12 @@ pub struct FileContext<'a> {
     /// Names that `use … as …` gave the include macros (`embed` for
     /// `use std::include_str as embed;`), each with the macro it names.
     pub aliases: &'a HashMap<String, String>,
+    /// The macros whose arguments are token output of this package's code
+    /// (`quote!` when the package depends on the quote crate by that name,
+    /// and no `macro_rules!` or alias of the workspace takes the name): an
+    /// include written there is text the macro emits, not one rustc
+    /// expands while compiling this crate, so their arguments are not read.
+    pub token_output: &'a [&'a str],
 }
 
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The
@@ -211,6 +258,12 @@ const MAX_PATH_PIECES: usize = 4096;
 /// level, recursion is bounded by the group depth checked first, and syntax
 /// newer than any parser is no obstacle.
 pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
+    scan_file_with(text, ctx, true)
+}
+
+/// [`scan_file`], skipping groups the byte prefilter says hold nothing
+/// (`skip_quiet`) or reading every one (the tests' reference).
+fn scan_file_with(text: &str, ctx: &FileContext<'_>, skip_quiet: bool) -> FileScan {
     let mut scan = FileScan::default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if u32::try_from(text.len()).is_err() {
@@ -229,8 +282,9 @@ pub fn scan_file(text: &str, ctx: &FileContext<'_>) -> FileScan {
                 scan: &mut scan,
                 in_macro_rules: None,
                 in_alternative: false,
-                in_macro_args: 0,
+                macro_args: Vec::new(),
                 in_generated_macro: false,
+                skip_quiet,
             };
             walker.walk_items((start, text.len()), ctx.module_dir, 0);
         }

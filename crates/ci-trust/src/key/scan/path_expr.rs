@@ -6,7 +6,46 @@ use std::path::Path;
 
 use super::source::{Range, Source, inner, is_group};
 use super::{EmbedTarget, FileContext, MAX_PATH_PIECES, MAX_SHAPE_TOKENS};
-use crate::key::lexer::{self, Kind, Token};
+use crate::key::lexer::{self, Delim, Kind, Token};
+
+/// Whether `rest` closes a repetition: its operator (`*`, `+`, `?`),
+/// perhaps after one separator token.
+fn is_repetition_end(src: &Source<'_>, rest: &[Token]) -> bool {
+    let is_op = |t: Token| [b'*', b'+', b'?'].iter().any(|&c| src.is_punct(Some(t), c));
+    match *rest {
+        [op] => is_op(op),
+        [sep, op] => !is_op(sep) && is_op(op),
+        _ => false,
+    }
+}
+
+/// Whether a repetition's body is metavariables only (`$t`, `$a $b`).
+fn holds_only_metavariables(src: &Source<'_>, range: Range) -> bool {
+    let Some(tokens) = src.shape(range, MAX_SHAPE_TOKENS) else {
+        return false;
+    };
+    !tokens.is_empty()
+        && tokens.len() % 2 == 0
+        && tokens.chunks(2).all(|pair| {
+            src.is_punct(Some(pair[0]), b'$') && src.ident_name(Some(pair[1])).is_some()
+        })
+}
+
+/// Whether `tokens` are a macro path's segments before its name: `crate::`,
+/// `$crate::`, `self::`, `super::`, `a::b::` (each segment an identifier
+/// followed by `::`).
+fn is_macro_path(src: &Source<'_>, tokens: &[Token]) -> bool {
+    let tokens = match tokens.first() {
+        Some(&t) if src.is_punct(Some(t), b'$') => &tokens[1..],
+        _ => tokens,
+    };
+    tokens.len() % 3 == 0
+        && tokens.chunks(3).all(|seg| {
+            src.ident_name(Some(seg[0])).is_some()
+                && src.is_punct(Some(seg[1]), b':')
+                && src.is_punct(Some(seg[2]), b':')
+        })
+}
 
 /// One piece of a path expression.
 pub(super) enum Piece {
@@ -14,6 +53,8 @@ pub(super) enum Piece {
     ManifestDir,
     OutDir,
     MetaVariable,
+    /// A call of another macro: `(path before the name, name, arguments)`.
+    Call(String, String, String),
     Unknown(String),
 }
 
@@ -34,6 +75,22 @@ pub(super) fn evaluate_path(
     for (index, piece) in pieces.iter().enumerate() {
         match piece {
             Piece::OutDir => return (EmbedTarget::OutDir, None),
+            Piece::Call(path, name, args) if pieces.len() == 1 => {
+                return (
+                    EmbedTarget::Expand {
+                        name: name.clone(),
+                        path: path.clone(),
+                        args: args.clone(),
+                    },
+                    None,
+                );
+            }
+            Piece::Call(path, name, args) => {
+                return (
+                    EmbedTarget::Unresolved(format!("`{path}{name}!({args})` among other pieces")),
+                    None,
+                );
+            }
             Piece::Unknown(what) => return (EmbedTarget::Unresolved(what.clone()), None),
             Piece::ManifestDir if index == 0 => starts_at_manifest_dir = true,
             Piece::ManifestDir => {
@@ -129,6 +186,16 @@ pub(super) fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piec
         {
             pieces.push(Piece::MetaVariable);
         }
+        // `$($t)*`, the whole of what the caller passed (`$($t:tt)*`): a
+        // repetition of metavariables is the caller's, like `$t`.
+        [dollar, group, ref rest @ ..]
+            if src.is_punct(Some(dollar), b'$')
+                && is_group(Some(group), Some(Delim::Paren))
+                && is_repetition_end(src, rest)
+                && holds_only_metavariables(src, inner(group)) =>
+        {
+            pieces.push(Piece::MetaVariable);
+        }
         [name, bang, group]
             if src.is_name(Some(name), "concat")
                 && src.is_punct(Some(bang), b'!')
@@ -156,6 +223,25 @@ pub(super) fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piec
                     src.snippet(inner(group))
                 ))),
             }
+        }
+        // Another macro's call, perhaps by a path (`crate::gen!(…)`).
+        [.., name, bang, group]
+            if src.ident_name(Some(name)).is_some()
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None)
+                && is_macro_path(src, &tokens[..tokens.len() - 3]) =>
+        {
+            let path = &tokens[..tokens.len() - 3];
+            let path = match (path.first(), path.last()) {
+                (Some(first), Some(last)) => src.text[first.start..last.end].to_owned(),
+                _ => String::new(),
+            };
+            let args = inner(group);
+            pieces.push(Piece::Call(
+                path.split_whitespace().collect(),
+                src.ident_name(Some(name)).unwrap_or_default().to_owned(),
+                src.text[args.0..args.1].to_owned(),
+            ));
         }
         _ => pieces.push(Piece::Unknown(format!("`{}`", text_of(tokens)))),
     }

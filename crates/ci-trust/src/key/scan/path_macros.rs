@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::path_expr::evaluate_path;
 use super::source::{Range, inner, is_group};
 use super::walker::TokenWalker;
-use super::{Embed, EmbedTarget, Site};
+use super::{CallerRelative, Embed, EmbedTarget, Site};
 use crate::key::lexer::{self, Delim, Kind};
 
 /// A macro of a registry crate that makes the compiler read files its
@@ -39,6 +40,10 @@ pub enum PathReads {
     /// A directory below `CARGO_MANIFEST_DIR`, read whole; `$CARGO_MANIFEST_DIR`
     /// may start the text. `default` is read when there is no argument.
     ManifestDirTree { default: Option<&'static str> },
+    /// A file, the first that exists of the argument below each of `dirs`
+    /// of `CARGO_MANIFEST_DIR`, in order: every candidate is an input,
+    /// present or absent, so that adding an earlier one moves the key.
+    ManifestDirFirst { dirs: &'static [&'static str] },
     /// Rules too varied to model (search paths, configuration files,
     /// settings): the key is refused until the policy declares the files
     /// with `[[key.dynamic-include]]`.
@@ -118,7 +123,9 @@ pub const PATH_MACROS: &[PathMacro] = &[
         name: "grammar",
         krate: "pest_derive",
         form: PathMacroForm::Attribute,
-        reads: PathReads::Declared,
+        // pest_generator: `CARGO_MANIFEST_DIR/<path>` when it exists, else
+        // `CARGO_MANIFEST_DIR/src/<path>` (pest 2 grammars import nothing).
+        reads: PathReads::ManifestDirFirst { dirs: &["", "src"] },
     },
     PathMacro {
         name: "dotenv",
@@ -140,6 +147,14 @@ pub const PATH_MACROS: &[PathMacro] = &[
     },
 ];
 
+/// How a call or attribute of `known` is named in messages.
+fn path_macro_label(known: &PathMacro) -> String {
+    match known.form {
+        PathMacroForm::Call => format!("{}! ({})", known.name, known.krate),
+        _ => format!("#[{}] ({})", known.name, known.krate),
+    }
+}
+
 pub(super) fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
     PATH_MACROS
         .iter()
@@ -149,16 +164,69 @@ pub(super) fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static Pat
 impl TokenWalker<'_, '_, '_> {
     /// Records what a macro of [`PATH_MACROS`] reads: `arg` is its string
     /// argument, `Some(None)` when it has none, `None` when it has another.
+    /// A call `name!(…)` of a macro of [`PATH_MACROS`]. In a `macro_rules!`
+    /// body it reads what the outermost call passes (`migrate!($dir)`, a
+    /// wrapper), from the calling crate; a path relative to
+    /// `CARGO_MANIFEST_DIR` there is the calling crate's too.
+    pub(super) fn record_path_macro_call(
+        &mut self,
+        known: &PathMacro,
+        args: Range,
+        arg: Option<Option<String>>,
+        line: usize,
+    ) {
+        let in_body = self
+            .in_macro_rules
+            .clone()
+            .filter(|_| !self.in_generated_macro);
+        let Some(macro_rules) = in_body.filter(|_| known.reads != PathReads::Declared) else {
+            self.record_path_macro(known, arg, line);
+            return;
+        };
+        let caller_relative = |text: String| CallerRelative {
+            macro_rules: macro_rules.clone(),
+            text,
+            is_pattern: false,
+            reads: Some(known.reads),
+        };
+        if arg.is_none() && evaluate_path(self.src, args, self.ctx).0 == EmbedTarget::FromCallers {
+            self.scan.embeds.push(Embed {
+                macro_name: path_macro_label(known),
+                target: EmbedTarget::FromCallers,
+                site: Site {
+                    file: self.ctx.file.to_path_buf(),
+                    line,
+                },
+                caller_relative: Some(caller_relative(String::new())),
+            });
+            return;
+        }
+        self.record_path_macro(known, arg.clone(), line);
+        let text = match (known.reads, arg) {
+            (PathReads::ManifestDirTree { default }, Some(path)) => {
+                path.or(default.map(str::to_owned))
+            }
+            (PathReads::ManifestDirFirst { .. }, Some(path)) => path,
+            _ => None,
+        };
+        let text = text.map(|t| match t.strip_prefix("$CARGO_MANIFEST_DIR") {
+            Some(rest) => rest.trim_start_matches('/').to_owned(),
+            None => t,
+        });
+        if let Some(text) = text.filter(|t| !t.contains('$') && !Path::new(t).is_absolute()) {
+            if let Some(embed) = self.scan.embeds.last_mut() {
+                embed.caller_relative = Some(caller_relative(text));
+            }
+        }
+    }
+
     pub(super) fn record_path_macro(
         &mut self,
         known: &PathMacro,
         arg: Option<Option<String>>,
         line: usize,
     ) {
-        let label = match known.form {
-            PathMacroForm::Call => format!("{}! ({})", known.name, known.krate),
-            _ => format!("#[{}] ({})", known.name, known.krate),
-        };
+        let label = path_macro_label(known);
         let unresolved = |why: &str| EmbedTarget::Unresolved(format!("files {why}"));
         let target = match (known.reads, arg) {
             (PathReads::Declared, _) => {
@@ -193,6 +261,18 @@ impl TokenWalker<'_, '_, '_> {
                     }
                 }
             }
+            (PathReads::ManifestDirFirst { .. }, Some(None)) => unresolved("with no path argument"),
+            (PathReads::ManifestDirFirst { dirs }, Some(Some(path))) => {
+                if Path::new(&path).is_absolute() {
+                    EmbedTarget::File(PathBuf::from(path))
+                } else {
+                    EmbedTarget::Candidates(
+                        dirs.iter()
+                            .map(|dir| self.ctx.package_dir.join(dir).join(&path))
+                            .collect(),
+                    )
+                }
+            }
         };
         self.scan.embeds.push(Embed {
             macro_name: label,
@@ -215,6 +295,20 @@ impl TokenWalker<'_, '_, '_> {
             return;
         };
         let line = src.line(first.start);
+        // `#[cfg_attr(pred, folder = "…", …)]`: each attribute after the
+        // predicate is one, whichever `cfg` holds.
+        if name == "cfg_attr" {
+            if let Some(&[_, args]) = src.shape(body, 2).as_deref() {
+                if is_group(Some(args), Some(Delim::Paren)) {
+                    let mut parts = Vec::new();
+                    src.for_each_part(inner(args), 0, |part, _| parts.push(part));
+                    for part in parts.into_iter().skip(1) {
+                        self.record_attribute_forms(part);
+                    }
+                }
+            }
+            return;
+        }
         if let Some(known) = path_macro(name, PathMacroForm::Attribute) {
             let arg = match src.shape(body, 3).as_deref() {
                 Some(&[_, eq, lit])

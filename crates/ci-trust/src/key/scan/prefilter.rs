@@ -2,24 +2,71 @@
 //! file can hold anything the scan looks for. Must not: say no to a file
 //! the walk would find something in (it over-approximates).
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
 use super::path_macros::PATH_MACROS;
+
+/// The words whose presence makes a file worth reading, searched for all
+/// at once: `include` covers every include macro (aliases are found by name
+/// later, see `sources`), `debugger_visualizer` the files rustc reads for
+/// that attribute, the names of [`PATH_MACROS`] theirs; `quote`, since a
+/// `macro_rules! quote` or `use … as quote` of the workspace makes
+/// `quote!`'s arguments code to read (`sources::discover`); `macro_rules`,
+/// so that every `macro_rules!` of the workspace is known by name (a macro
+/// handed an include macro is the workspace's or a registry's).
+static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    let mut words = vec![
+        "include",
+        "quote",
+        "macro_rules",
+        "rerun-if-changed",
+        "debugger_visualizer",
+    ];
+    words.extend(PATH_MACROS.iter().map(|m| m.name));
+    automaton(&words)
+});
+
+/// [`WORDS`] and what a build script's directive literals may hold (its
+/// pieces, an escape spelling them): the walk's test of a group.
+static GROUP_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    let mut words = vec![
+        "include",
+        "quote",
+        "macro_rules",
+        "rerun",
+        "if-changed",
+        "\\",
+        "debugger_visualizer",
+    ];
+    words.extend(PATH_MACROS.iter().map(|m| m.name));
+    automaton(&words)
+});
+
+/// An automaton that finds any of `words`; leftmost-first, so that the
+/// SIMD prefilter (Teddy) searches, not the automaton byte by byte.
+fn automaton(words: &[&str]) -> AhoCorasick {
+    AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(words)
+        .expect("the prefilter's words build an automaton")
+}
 
 /// A cheap test, before any parsing, of whether a file can hold anything
 /// this module looks for. Most files of a large workspace hold none.
 ///
 /// It must never say no to a file the parser would find something in: it
-/// over-approximates. `include` covers every include macro (aliases are
-/// found by name later, see `sources`), `debugger_visualizer` the files
-/// rustc reads for that attribute, the names of [`PATH_MACROS`] theirs.
+/// over-approximates: one of [`WORDS`], a file module declaration or a
+/// metavariable called as a macro.
 pub fn may_reference_files(text: &[u8]) -> bool {
-    contains(text, b"include")
-        || contains(text, b"rerun-if-changed")
-        || contains(text, b"debugger_visualizer")
-        || PATH_MACROS
-            .iter()
-            .any(|m| contains(text, m.name.as_bytes()))
-        || has_file_module_decl(text)
-        || has_metavariable_call(text)
+    WORDS.is_match(text) || has_file_module_decl(text) || has_metavariable_call(text)
+}
+
+/// [`may_reference_files`] for one group of a file the walk reads, also
+/// true for what a build script's directive literals may hold.
+pub(super) fn group_may_reference_files(bytes: &[u8]) -> bool {
+    GROUP_WORDS.is_match(bytes) || has_file_module_decl(bytes) || has_metavariable_call(bytes)
 }
 
 /// Looks for `$name !` (a `macro_rules!` body calling a macro it was
@@ -103,10 +150,6 @@ fn has_repetition_call(text: &[u8]) -> bool {
     })
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
-}
-
 /// Looks for `mod <ident> ;`, the only form that loads a file, loosely:
 /// after `mod` and a separator, any run of identifier bytes, white space,
 /// `#` (`r#match`), `$` (`mod $name;` in a macro) and non-ASCII bytes
@@ -116,8 +159,10 @@ fn has_file_module_decl(text: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     // Vertical tab (0x0B) is Pattern_White_Space but not `is_ascii_whitespace`.
     let is_space = |b: u8| b.is_ascii_whitespace() || b == 0x0B || b >= 0x80;
+    static MOD: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"mod"));
     let mut start = 0;
-    while let Some(pos) = memchr::memmem::find(&text[start..], b"mod") {
+    while let Some(pos) = MOD.find(&text[start..]) {
         let at = start + pos;
         start = at + 3;
         // An ASCII byte of a longer identifier before `mod` (`model`); a

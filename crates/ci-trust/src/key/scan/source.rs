@@ -177,6 +177,18 @@ impl<'s> Source<'s> {
         }
     }
 
+    /// Where the first `=>` of a range's top level starts.
+    pub(super) fn fat_arrow(&self, range: Range) -> Option<usize> {
+        let mut cursor = self.cursor(range);
+        while let Some(token) = cursor.peek(0) {
+            if self.is_punct(Some(token), b'=') && self.is_punct(cursor.peek(1), b'>') {
+                return Some(token.start);
+            }
+            cursor.advance(1);
+        }
+        None
+    }
+
     /// The tokens of `range`, or `None` when it holds more than `max`.
     pub(super) fn shape(&self, range: Range, max: usize) -> Option<Vec<Token>> {
         let mut cursor = self.cursor(range);
@@ -239,6 +251,13 @@ pub(super) fn is_group(token: Option<Token>, delim: Option<Delim>) -> bool {
     }
 }
 
+/// Whether the bracket group at the cursor is an attribute's body: it
+/// follows `#` or `#!`.
+pub(super) fn is_attribute(src: &Source<'_>, cursor: &Cursor<'_, '_>) -> bool {
+    src.is_punct(cursor.behind[0], b'#')
+        || (src.is_punct(cursor.behind[0], b'!') && src.is_punct(cursor.behind[1], b'#'))
+}
+
 /// Tokens of one level of a range, a group being one token (kind `Open`,
 /// spanning its brackets), lexed on demand with a few tokens of lookahead.
 pub(super) struct Cursor<'a, 's> {
@@ -249,7 +268,7 @@ pub(super) struct Cursor<'a, 's> {
     pub(super) behind: [Option<Token>; 2],
 }
 
-impl Cursor<'_, '_> {
+impl<'s> Cursor<'_, 's> {
     pub(super) fn peek(&mut self, n: usize) -> Option<Token> {
         while self.ahead.len() <= n {
             // The range was lexed whole by `Source::index`: the same text
@@ -280,10 +299,13 @@ impl Cursor<'_, '_> {
         }
     }
 
-    /// Whether the group at the cursor holds a macro call's arguments
-    /// (`name ! (…)`).
-    pub(super) fn at_macro_args(&self) -> bool {
-        self.src.is_punct(self.behind[0], b'!') && self.src.ident_name(self.behind[1]).is_some()
+    /// The name of the macro whose arguments the group at the cursor holds
+    /// (`name ! (…)`, the last segment of a path: `quote` for `quote::quote!`).
+    pub(super) fn macro_behind(&self) -> Option<&'s str> {
+        if !self.src.is_punct(self.behind[0], b'!') {
+            return None;
+        }
+        self.src.ident_name(self.behind[1])
     }
 }
 

@@ -7,9 +7,13 @@ use std::path::Path;
 
 use super::macro_rules::calls_metavariable;
 use super::modules::{inline_scope, module_decls};
-use super::source::{Cursor, Range, Source, inner, is_group};
+use super::prefilter::group_may_reference_files;
+use super::source::{Cursor, Range, Source, inner, is_attribute, is_group};
 use super::{FileContext, FileScan};
 use crate::key::lexer::{Delim, Kind, Token};
+
+/// The smallest group [`TokenWalker::is_quiet`] searches before walking.
+const QUIET_MIN_BYTES: usize = 256;
 
 pub(super) struct TokenWalker<'a, 'b, 's> {
     pub(super) ctx: &'a FileContext<'a>,
@@ -20,11 +24,13 @@ pub(super) struct TokenWalker<'a, 'b, 's> {
     /// Inside an inline module with `cfg_attr(…, path = …)` directories,
     /// where a module file's absence in one of them is expected.
     pub(super) in_alternative: bool,
-    /// How many macro calls' arguments the walk is inside.
-    pub(super) in_macro_args: usize,
+    /// The macros whose arguments the walk is inside, innermost last.
+    pub(super) macro_args: Vec<String>,
     /// Inside a `macro_rules! $name` that a macro body defines: its callers
     /// cannot be found by name.
     pub(super) in_generated_macro: bool,
+    /// Whether groups the byte prefilter finds nothing in are skipped.
+    pub(super) skip_quiet: bool,
 }
 
 impl TokenWalker<'_, '_, '_> {
@@ -47,13 +53,14 @@ impl TokenWalker<'_, '_, '_> {
                 // Doc attributes in macro bodies are text, never printed.
                 Kind::Open(Delim::Bracket) if src.is_doc_text(inner(token)) => {}
                 Kind::Open(delim) => {
-                    if delim == Delim::Bracket {
+                    // An attribute is an attribute: `#[folder = "…"]`, never
+                    // an array or index holding `folder(…)`.
+                    if delim == Delim::Bracket && is_attribute(src, &cursor) {
                         self.record_attribute_forms(inner(token));
                     }
-                    let args = usize::from(cursor.at_macro_args());
-                    self.in_macro_args += args;
-                    self.walk_for_embeds(inner(token));
-                    self.in_macro_args -= args;
+                    self.walk_group(&cursor, inner(token), |walker, range| {
+                        walker.walk_for_embeds(range);
+                    });
                 }
                 Kind::Literal => self.record_literal(token),
                 Kind::Punct
@@ -61,7 +68,10 @@ impl TokenWalker<'_, '_, '_> {
                         && src.is_punct(Some(token), b'$')
                         && calls_metavariable(src, &mut cursor) =>
                 {
-                    self.scan.metavariable_macro_call = true;
+                    let definer = self.in_macro_rules.clone().unwrap_or_default();
+                    if !self.scan.metavariable_callers.contains(&definer) {
+                        self.scan.metavariable_callers.push(definer);
+                    }
                 }
                 _ => {}
             }
@@ -127,6 +137,8 @@ impl TokenWalker<'_, '_, '_> {
                     if let (Some(name), Some(body)) =
                         (src.ident_name(cursor.peek(2)), cursor.peek(3))
                     {
+                        self.scan.macro_rules_defined.push(name.to_owned());
+                        self.record_macro_definition(name, inner(body));
                         let outer = self.in_macro_rules.replace(name.to_owned());
                         self.walk_for_embeds(inner(body));
                         self.in_macro_rules = outer;
@@ -224,21 +236,76 @@ impl TokenWalker<'_, '_, '_> {
         scope: &Path,
         inline_depth: usize,
     ) {
-        let args = usize::from(cursor.at_macro_args());
-        self.in_macro_args += args;
-        self.walk_items(range, scope, inline_depth);
-        self.in_macro_args -= args;
+        self.walk_group(cursor, range, |walker, range| {
+            walker.walk_items(range, scope, inline_depth);
+        });
+    }
+
+    /// Whether a group outside any `macro_rules!` body holds nothing the
+    /// walk records: the byte prefilter that decides whether a file is
+    /// read at all (`prefilter.rs`), applied to the group's bytes,
+    /// with the include aliases and what a build script's directive
+    /// literals may hold. (A `macro_rules!` body is always read: every call
+    /// in it tells which macros call which.)
+    fn is_quiet(&self, range: Range) -> bool {
+        // A small group costs less to walk than to search.
+        if !self.skip_quiet || self.in_macro_rules.is_some() || range.1 - range.0 < QUIET_MIN_BYTES
+        {
+            return false;
+        }
+        // With its delimiters: `m!(x, !)` is a `!` handed over because
+        // of the `)` after it.
+        let text = self.src.text.as_bytes();
+        let bytes = &text[range.0.saturating_sub(1)..(range.1 + 1).min(text.len())];
+        !(group_may_reference_files(bytes)
+            || self
+                .ctx
+                .aliases
+                .keys()
+                .any(|alias| memchr::memmem::find(bytes, alias.as_bytes()).is_some()))
+    }
+
+    /// Walks a group with `walk`, knowing which macro's arguments it holds.
+    /// The arguments of a token-output macro (`quote!`) are text the macro
+    /// emits, never expanded in this crate: not read, except what
+    /// `quote_spanned!` evaluates before its `=>` (the span expression).
+    fn walk_group(
+        &mut self,
+        cursor: &Cursor<'_, '_>,
+        range: Range,
+        mut walk: impl FnMut(&mut Self, Range),
+    ) {
+        if self.is_quiet(range) {
+            return;
+        }
+        let Some(name) = cursor.macro_behind() else {
+            walk(self, range);
+            return;
+        };
+        if self.ctx.token_output.contains(&name) {
+            if name.ends_with("_spanned") {
+                if let Some(arrow) = self.src.fat_arrow(range) {
+                    walk(self, (range.0, arrow));
+                }
+            }
+            return;
+        }
+        self.macro_args.push(name.to_owned());
+        walk(self, range);
+        self.macro_args.pop();
     }
 
     /// At an identifier: records a `debugger_visualizer(…)` and an
     /// `include_*!(…)` there; says whether it was an include (three tokens).
     pub(super) fn record_ident_forms(&mut self, cursor: &mut Cursor<'_, '_>, token: Token) -> bool {
-        if self.in_macro_args > 0 && self.src.is_punct(Some(token), b'!') {
+        if !self.macro_args.is_empty() && self.src.is_punct(Some(token), b'!') {
             // A `!` handed to a macro on its own (`m!(!)`, `m!(x, !)`): the
             // macro may assemble a call from it.
             let next = cursor.peek(1);
             if next.is_none() || self.src.is_punct(next, b',') || self.src.is_punct(next, b';') {
-                self.scan.metavariable_macro_call = true;
+                if let Some(to) = self.macro_args.last() {
+                    self.scan.bare_bang_to.push(to.clone());
+                }
             }
         }
         if !matches!(token.kind, Kind::Ident | Kind::RawIdent) {
@@ -248,8 +315,8 @@ impl TokenWalker<'_, '_, '_> {
         if self.record_embed_at(cursor) {
             return true;
         }
-        if self.in_macro_args > 0 {
-            self.record_passed_include(cursor, token);
+        if let Some(handed_to) = self.macro_args.last().cloned() {
+            self.record_passed_include(cursor, token, handed_to);
         } else if self.in_macro_rules.is_some() && self.src.is_punct(cursor.peek(1), b'$') {
             self.record_bang_from_caller(token);
         }
