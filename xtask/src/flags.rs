@@ -31,6 +31,8 @@ pub enum Command {
     BenchTrace(BenchTrace),
     /// Benchmark the key step of a cold CI job: compiling the xtask vs restoring it prebuilt.
     BenchKeystep(BenchKeystep),
+    /// Benchmark a fresh build in the checkout against the same build in the key tree.
+    BenchKeyTree(BenchKeyTree),
 }
 
 /// `--root` and `--policy` for the commands that work without a repository.
@@ -111,6 +113,20 @@ pub struct BenchTrace {
     pub fanotify_only: bool,
     /// `--root DIR`: build that repository (`cargo build --workspace
     /// --all-targets`) instead of a generated workspace.
+    #[command(flatten)]
+    pub common: OptionalRoot,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchKeyTree {
+    /// Where to generate and build the benchmark workspace (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Runs of each contender; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// `--root DIR`: build that workspace (`cargo build --workspace`,
+    /// offline) instead of a generated one; `--policy` keys it.
     #[command(flatten)]
     pub common: OptionalRoot,
 }

@@ -184,6 +184,11 @@ pub struct VerifyKey {
     /// auto: fanotify where permitted, else strace).
     #[arg(long, value_enum, requires = "trace")]
     pub tracer: Option<crate::policy::TracerChoice>,
+    /// Run the traced build in the key tree, as `gpu-archive` does: a copy
+    /// of exactly the key's inputs mounted at the repository's path in a
+    /// private namespace (Linux: root, `CAP_SYS_ADMIN` or user namespaces).
+    #[arg(long, requires = "trace")]
+    pub key_tree: bool,
     /// The build command that `--trace` runs, from the repository root.
     #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
     pub command: Vec<std::ffi::OsString>,

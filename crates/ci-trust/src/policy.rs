@@ -164,6 +164,25 @@ pub struct VerifyPolicy {
     /// or `fanotify`.
     #[serde(default)]
     pub tracer: TracerChoice,
+    /// Whether the fresh build runs in the key tree, a tree of exactly the
+    /// key's inputs (Linux with `CAP_SYS_ADMIN` or user namespaces): `auto`
+    /// where it can be made, else in the checkout with a warning;
+    /// `required` fails instead; `off` builds in the checkout.
+    #[serde(default)]
+    pub key_tree: KeyTreeChoice,
+}
+
+/// Whether the fresh build runs in the key tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyTreeChoice {
+    /// In the key tree where one can be made, else in the checkout (warned).
+    #[default]
+    Auto,
+    /// In the key tree, or not at all.
+    Required,
+    /// In the checkout, traced (what every build did before the key tree).
+    Off,
 }
 
 /// A tracer for the fresh build, as the policy or `--tracer` names it.
@@ -792,6 +811,13 @@ binaries = ["cuda_tutorial"]
         let policy = Policy::parse("[verify]\ntracer = \"strace\"\n").unwrap();
         assert_eq!(policy.verify.tracer, TracerChoice::Strace);
         assert!(Policy::parse("[verify]\ntracer = \"ptrace\"\n").is_err());
+        assert_eq!(
+            Policy::parse("").unwrap().verify.key_tree,
+            KeyTreeChoice::Auto
+        );
+        let policy = Policy::parse("[verify]\nkey-tree = \"required\"\n").unwrap();
+        assert_eq!(policy.verify.key_tree, KeyTreeChoice::Required);
+        assert!(Policy::parse("[verify]\nkey-tree = true\n").is_err());
         assert!(Policy::parse("[verify]\nrequire-trac = true\n").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Benchmarks that print figures side by side with the tools we are judged against.
 
 mod key;
+mod key_tree;
 mod keystep;
 mod reuse;
 mod trace;

@@ -314,7 +314,7 @@ fn gpu_archive_checks_the_build_where_the_recipes_config_sent_it() {
     .file(
         ".github/ci-trust.toml",
         &format!(
-            "[[archive]]\nfile = \"user.tar.zst\"\nbuild = [\"-p\", \"user\", \"--bin\", \"user\", \"--offline\", \"--config\", \"build.target-dir='{}'\"]\nbinaries = [\"user\"]\n",
+            "[[archive]]\nfile = \"user.tar.zst\"\nbuild = [\"-p\", \"user\", \"--bin\", \"user\", \"--offline\", \"--config\", \"build.target-dir='{}'\"]\nbinaries = [\"user\"]\n[verify]\nkey-tree = \"off\"\n",
             elsewhere.display()
         ),
     )

@@ -30,6 +30,10 @@ mod key_exact;
 #[cfg(unix)]
 mod key_real;
 mod key_scan;
+#[cfg(unix)]
+mod key_tree;
+#[cfg(unix)]
+mod key_tree_attacks;
 mod output;
 #[cfg(unix)]
 mod reuse_attack;

@@ -527,7 +527,9 @@ fn main() {{
     )
     .file(
         ".github/ci-trust.toml",
-        "[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
+        // In the checkout: in the key tree the build sees no ancestor's
+        // environment (key_tree::a_build_in_the_key_tree_cannot_reach_the_checkout).
+        "[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n[verify]\nkey-tree = \"off\"\n",
     );
     f
 }
@@ -643,7 +645,7 @@ fn a_daemon_the_build_leaves_cannot_append_to_the_outputs() {
     );
     ws.file(
         ".github/ci-trust.toml",
-        "[verify]\ntracer = \"strace\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
+        "[verify]\ntracer = \"strace\"\nkey-tree = \"off\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
     );
     let outputs = scratch.join("github_output");
     std::fs::write(&outputs, "").unwrap();
@@ -1130,7 +1132,7 @@ fn main() {{
     )
     .file(
         ".github/ci-trust.toml",
-        "[verify]\ntracer = \"strace\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
+        "[verify]\ntracer = \"strace\"\n# The checkout build: the key tree would hide the runner files it attacks.\nkey-tree = \"off\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
     );
     f
 }
@@ -1573,7 +1575,7 @@ fn main() {{
     )
     .file(
         ".github/ci-trust.toml",
-        "[verify]\ntracer = \"strace\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
+        "[verify]\ntracer = \"strace\"\nkey-tree = \"off\"\n[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\"]\nbinaries = [\"app\"]\n",
     );
     f
 }

@@ -185,7 +185,8 @@ fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
     f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n")
         .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n#[test]\nfn embedded() { assert!(X.contains(\"proc macro\")); }\n")
         .file("user/data/x.txt", "data read through a proc macro\n")
-        .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n");
+        // In the checkout: the key tree would not hold the file at all.
+        .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n[verify]\nkey-tree = \"off\"\n");
     let out = f.join("out");
     let run = || {
         xtask_cmd(&["gpu-archive", "--out"])
@@ -214,7 +215,7 @@ fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
 
     f.file(
         ".github/ci-trust.toml",
-        "[key]\ninclude = [\"user/data/*.txt\"]\n[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n",
+        "[key]\ninclude = [\"user/data/*.txt\"]\n[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n[verify]\nkey-tree = \"off\"\n",
     );
     let accepted = run();
     assert!(accepted.status.success(), "{}", stderr(&accepted));

@@ -43,6 +43,9 @@ pub enum Source {
     /// A fresh build, and why the cheaper sources were not used.
     Build {
         reason: String,
+        /// Where it ran: in the key tree (what it held), or in the
+        /// checkout and why (`build::choose_key_tree`).
+        key_tree: String,
     },
 }
 
@@ -126,7 +129,7 @@ impl Source {
         match self {
             Source::Cache => "cache hit".to_owned(),
             Source::Artifact(r) => Reuse::Installed(r.clone()).to_string(),
-            Source::Build { reason } => format!("fresh build ({reason})"),
+            Source::Build { reason, .. } => format!("fresh build ({reason})"),
         }
     }
 }
@@ -254,9 +257,9 @@ impl flags::GpuArchive {
 /// starts until every process it left has been killed (a daemon printing
 /// `::set-output` after the build's own pause ends would otherwise be
 /// obeyed), and the kill happens before anything is reported or written.
-fn contained_build(request: &Request) -> Result<()> {
+fn contained_build(request: &Request) -> Result<String> {
     let paused = gha::CommandsPaused::start();
-    let built = build::build_all(request).map(|_| ());
+    let built = build::build_all(request).map(|built| built.key_tree);
     let killed = process::kill_leftovers();
     drop(paused);
     match killed {
@@ -378,7 +381,7 @@ pub fn obtain(
     github_env: impl FnOnce() -> Result<GithubEnv, String>,
 ) -> Result<Source> {
     obtain_with(request, github_env, |request| {
-        build::build_all(request).map(|_| ())
+        build::build_all(request).map(|built| built.key_tree)
     })
 }
 
@@ -386,7 +389,7 @@ pub fn obtain(
 fn obtain_with(
     request: &Request,
     github_env: impl FnOnce() -> Result<GithubEnv, String>,
-    build: impl FnOnce(&Request) -> Result<()>,
+    build: impl FnOnce(&Request) -> Result<String>,
 ) -> Result<Source> {
     let specs = &request.policy.archive;
     let mut not_used = Vec::new();
@@ -425,9 +428,10 @@ fn obtain_with(
     } else {
         not_used.push("artifact reuse not requested".to_owned());
     }
-    build(request)?;
+    let key_tree = build(request)?;
     Ok(Source::Build {
         reason: not_used.join("; "),
+        key_tree,
     })
 }
 
@@ -647,8 +651,14 @@ fn summary_markdown(
     free: &str,
 ) -> String {
     let reason = source.describe();
+    let built_in = match source {
+        Source::Build { key_tree, .. } => {
+            format!("| built in | {} |\n", gha::markdown_code(key_tree))
+        }
+        _ => String::new(),
+    };
     format!(
-        "### GPU archives\n\n| | |\n|---|---|\n| source | {} |\n| key | {} |\n| trust settings | {} |\n| free disk space | {} |\n\n| archive | size |\n|---|---|\n{rows}\n",
+        "### GPU archives\n\n| | |\n|---|---|\n| source | {} |\n{built_in}| key | {} |\n| trust settings | {} |\n| free disk space | {} |\n\n| archive | size |\n|---|---|\n{rows}\n",
         gha::markdown_code(&github::clip_to(&reason, SUMMARY_REASON_CHARS)),
         gha::markdown_code(key),
         gha::markdown_code(trust_source),

@@ -3064,6 +3064,7 @@ fn the_step_summary_renders_attacker_text_inert() {
         .map(|hostile| {
             let source = super::Source::Build {
                 reason: (*hostile).to_owned(),
+                key_tree: (*hostile).to_owned(),
             };
             super::summary_markdown(
                 &source,

@@ -55,6 +55,15 @@ pub fn implied_dirs(manifest: &KeyManifest) -> Vec<String> {
     dirs.into_iter().map(str::to_owned).collect()
 }
 
+/// Whether the file, symlink or absence at `path` is what `input` records:
+/// the same kind, and the same bytes (a symlink's text) by SHA-256. The
+/// key tree checks every path it holds with this.
+pub fn hashes_to(path: &Path, input: &Input) -> Result<bool> {
+    let hashed = inputs::hash_path(path)?;
+    Ok(hashed.kind.name() == input.kind
+        && (hashed.kind == inputs::Kind::Absent || inputs::hex(&hashed.sha256) == input.sha256))
+}
+
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyManifest {
@@ -382,19 +391,6 @@ fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, S
 /// the name with `.toml` appended, and loads that file instead.
 const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml", ".config/nextest.toml.toml"];
 
-/// Gets the path out of a flag's value.
-type PathOfValue = fn(&str) -> &str;
-
-/// Arguments of an `[[archive]]` command whose value is a file the build
-/// reads: (flag, how to get the path out of its value).
-const RECIPE_FILE_FLAGS: &[(&str, PathOfValue)] = &[
-    ("--config-file", |value| value),
-    // `--tool-config-file TOOL:PATH`
-    ("--tool-config-file", |value| {
-        value.split_once(':').map_or(value, |(_, path)| path)
-    }),
-];
-
 /// Everything the build reads because configuration says so: the cargo
 /// configuration files cargo merges (and what they `include`), each checkout
 /// file or directory a configuration key, a build environment variable or
@@ -458,33 +454,13 @@ fn add_build_configuration(
     }
     for spec in &policy.archive {
         let args = spec.nextest.iter().chain(&spec.build).flatten();
+        let cargo = crate::build_plan::CargoArgs::new(&args.collect::<Vec<_>>());
         let why = format!("named by the [[archive]] arguments of {}", spec.file);
-        let mut previous: Option<&str> = None;
-        for arg in args.clone() {
-            for (flag, path_of) in RECIPE_FILE_FLAGS {
-                let value = match (previous, arg.strip_prefix(&format!("{flag}="))) {
-                    (_, Some(value)) => Some(value),
-                    (Some(prev), None) if prev == *flag => Some(arg.as_str()),
-                    _ => None,
-                };
-                if let Some(value) = value {
-                    inputs.add(
-                        &root.join(path_of(value)),
-                        &format!("nextest configuration {why}"),
-                    )?;
-                }
-            }
-            previous = Some(arg);
+        for path in cargo.nextest_config_files() {
+            inputs.add(&root.join(path), &format!("nextest configuration {why}"))?;
         }
         // `--config FILE|KEY=VALUE` adds configuration for this command only.
-        let cli_configs: Vec<&str> = args
-            .clone()
-            .zip(args.clone().skip(1))
-            .filter(|(flag, _)| *flag == "--config")
-            .map(|(_, value)| value.as_str())
-            .chain(args.clone().filter_map(|a| a.strip_prefix("--config=")))
-            .collect();
-        let cli = cargo_config::CargoConfig::from_command_line(root, &cli_configs)?;
+        let cli = cargo_config::CargoConfig::from_command_line(root, &cargo.configs())?;
         for file in cli.checkout_files(root) {
             inputs.add(
                 &file.path,
@@ -493,7 +469,8 @@ fn add_build_configuration(
         }
         references.extend(cli.references(root));
         let names = cargo_config::RECIPE_NAME_FLAGS;
-        for path in cargo_config::flag_paths(args.map(String::as_str), root, names) {
+        let words = cargo.words().iter().map(String::as_str);
+        for path in cargo_config::flag_paths(words, root, names) {
             references.push(cargo_config::Reference {
                 path,
                 why: why.clone(),

@@ -52,33 +52,10 @@ pub fn unbuilt_tool_manifest<'w>(workspace: &'w Workspace, policy: &Policy) -> O
 }
 
 /// The package names an archive's cargo arguments select, or `None` when
-/// they may select more than named packages.
-fn selected_packages<'a>(mut args: impl Iterator<Item = &'a String>) -> Option<Vec<String>> {
-    let mut names = Vec::new();
-    while let Some(arg) = args.next() {
-        let name = match arg.as_str() {
-            "--workspace" | "--all" => return None,
-            // Another manifest, or configuration (`--config patch…`) or
-            // unstable flags that can change what is built: not provable.
-            a if a.starts_with("--manifest-path")
-                || a.starts_with("--config")
-                || a.starts_with("-Z") =>
-            {
-                return None;
-            }
-            "-p" | "--package" => args.next()?.clone(),
-            a if a.starts_with("--package=") => a["--package=".len()..].to_owned(),
-            a if a.starts_with("-p") => a[2..].to_owned(),
-            _ => continue,
-        };
-        // `-p 'gpu-*'` is a pattern cargo expands over the workspace.
-        if name.contains(['*', '?', '[']) {
-            return None;
-        }
-        // `-p name@version` names the package too.
-        names.push(name.split('@').next().unwrap_or_default().to_owned());
-    }
-    Some(names)
+/// they may select more than named packages (`build_plan` reads them).
+fn selected_packages<'a>(args: impl Iterator<Item = &'a String>) -> Option<Vec<String>> {
+    let args: Vec<&String> = args.collect();
+    crate::build_plan::CargoArgs::new(&args).selected_packages()
 }
 
 #[cfg(test)]

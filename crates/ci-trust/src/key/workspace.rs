@@ -81,81 +81,17 @@ pub struct Workspace {
     pub config: CargoConfig,
 }
 
-/// Where one cargo command writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandOutput {
-    /// The target directory: final artifacts.
-    pub target_dir: PathBuf,
-    /// The build directory (`build.build-dir`, by default the target
-    /// directory): `<profile>/deps/*.d` dep-info and build script outputs.
-    pub build_dir: PathBuf,
-}
+pub use crate::build_plan::CommandOutput;
 
 impl Workspace {
-    /// Where the cargo (or `cargo nextest`) command line `args`, run from
-    /// `repo_root`, writes, as cargo decides it: the target directory is
-    /// the last `--target-dir`, else `CARGO_TARGET_DIR`, else
-    /// `build.target-dir` from the command's `--config` values (the last
-    /// wins), else `CARGO_BUILD_TARGET_DIR` or the configuration files (what
-    /// [`Workspace::target_dir`] already holds); the build directory is
-    /// `build.build-dir` from the same sources (`CARGO_BUILD_BUILD_DIR`), else
-    /// the target directory. Arguments after `--` are not cargo's.
+    /// Where the cargo command line `args`, run from `repo_root`, writes
+    /// ([`crate::build_plan::command_output`] decides it).
     pub fn command_output<S: AsRef<str>>(
         &self,
         repo_root: &Path,
         args: &[S],
     ) -> Result<CommandOutput> {
-        let args: Vec<&str> = args
-            .iter()
-            .map(AsRef::as_ref)
-            .take_while(|a| *a != "--")
-            .collect();
-        let values = |flag: &str| -> Vec<&str> {
-            let mut found = Vec::new();
-            for (i, arg) in args.iter().enumerate() {
-                if *arg == flag {
-                    found.extend(args.get(i + 1).copied());
-                } else if let Some(value) = arg.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
-                {
-                    found.push(value);
-                }
-            }
-            found
-        };
-        let cli = CargoConfig::from_command_line(repo_root, &values("--config"))?;
-        let env_dir = |var: &str| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map(|dir| normalize(&repo_root.join(dir)))
-        };
-        let target_dir = match values("--target-dir").last() {
-            Some(dir) => normalize(&repo_root.join(dir)),
-            None if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|v| !v.is_empty()) => {
-                self.target_dir.clone()
-            }
-            None => cli
-                .target_dir(repo_root)
-                .map_or_else(|| self.target_dir.clone(), |dir| dir.path),
-        };
-        let configured_build_dir = cli
-            .build_dir(repo_root)
-            .map(|dir| cargo_config::expand_build_dir(&dir, &self.root))
-            .or_else(|| {
-                env_dir("CARGO_BUILD_BUILD_DIR").map(|path| {
-                    let set_by = "the environment variable CARGO_BUILD_BUILD_DIR".to_owned();
-                    cargo_config::expand_build_dir(&OutputDir { path, set_by }, &self.root)
-                })
-            })
-            .or_else(|| {
-                self.build_dir
-                    .as_ref()
-                    .map(|dir| cargo_config::expand_build_dir(dir, &self.root))
-            })
-            .transpose()?;
-        Ok(CommandOutput {
-            build_dir: configured_build_dir.unwrap_or_else(|| target_dir.clone()),
-            target_dir,
-        })
+        crate::build_plan::command_output(self, repo_root, &crate::build_plan::CargoArgs::new(args))
     }
 
     /// Package name to package directory, for every package built from the repository.
@@ -468,88 +404,4 @@ pub fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn workspace(root: &Path, config: CargoConfig) -> Workspace {
-        Workspace {
-            root: root.to_path_buf(),
-            target_dir: root.join("target"),
-            configured_target_dir: None,
-            build_dir: None,
-            build_targets: Vec::new(),
-            packages: Vec::new(),
-            manifests: BTreeSet::new(),
-            config,
-        }
-    }
-
-    /// Where a command line writes, as cargo decides it (the environment
-    /// is left alone: tests run in parallel).
-    #[test]
-    fn command_output_follows_target_dir_and_config_as_cargo_does() {
-        if ["CARGO_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some())
-        {
-            return;
-        }
-        let root = Path::new("/r");
-        let ws = workspace(root, CargoConfig::default());
-        let out = |args: &[&str]| ws.command_output(root, args).unwrap();
-        assert_eq!(
-            out(&["build"]),
-            CommandOutput {
-                target_dir: root.join("target"),
-                build_dir: root.join("target"),
-            }
-        );
-        let cli = out(&[
-            "build",
-            "--config",
-            "build.target-dir='a'",
-            "--config=build.target-dir='b'",
-        ]);
-        assert_eq!(cli.target_dir, root.join("b"), "the last --config wins");
-        assert_eq!(
-            cli.build_dir,
-            root.join("b"),
-            "the build dir follows the target dir"
-        );
-        let flag = out(&[
-            "build",
-            "--config",
-            "build.target-dir='a'",
-            "--target-dir",
-            "t",
-        ]);
-        assert_eq!(flag.target_dir, root.join("t"), "--target-dir wins");
-        let split = out(&[
-            "nextest",
-            "archive",
-            "--config",
-            "build.build-dir='{workspace-root}/bd'",
-        ]);
-        assert_eq!(
-            (split.target_dir, split.build_dir),
-            (root.join("target"), root.join("bd"))
-        );
-        let after = out(&["run", "--", "--target-dir", "x"]);
-        assert_eq!(
-            after.target_dir,
-            root.join("target"),
-            "after `--` is not cargo's"
-        );
-        // The checkout's build.build-dir applies when the command sets none.
-        let mut configured = workspace(root, CargoConfig::default());
-        configured.build_dir = Some(OutputDir {
-            path: root.join("cfg-bd"),
-            set_by: "build.build-dir in .cargo/config.toml".into(),
-        });
-        let got = configured.command_output(root, &["build"]).unwrap();
-        assert_eq!(got.build_dir, root.join("cfg-bd"));
-    }
 }

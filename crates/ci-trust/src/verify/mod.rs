@@ -18,9 +18,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
-use crate::key::workspace::CommandOutput;
+use crate::build_plan::BuildPlan;
 use crate::key::{self, KeyManifest};
-use crate::policy::{ArchiveSpec, Policy};
+use crate::policy::Policy;
 use crate::{flags, gha};
 
 impl flags::VerifyKey {
@@ -62,6 +62,7 @@ impl flags::VerifyKey {
                 &self.command,
                 &output_dirs,
                 choice,
+                self.key_tree,
             );
         }
         let mut args = Vec::new();
@@ -93,7 +94,7 @@ impl flags::VerifyKey {
                 build.push(triple);
             }
             let dirs = BuildDirs {
-                profile_dir: build.join(profile_dir(&self.profile)),
+                profile_dir: build.join(crate::build_plan::profile_dir(&self.profile)),
                 build_dir: outputs.build_dir.clone(),
                 target_dir: outputs.target_dir.clone(),
                 tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
@@ -122,16 +123,17 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     let workspace = key::workspace::load(root)?;
     let package_dirs = workspace.package_dirs();
     let triples = configured_triples(&workspace, manifest);
-    let mut dirs = Vec::new();
-    for spec in &policy.archive {
-        let args = spec.nextest.iter().chain(&spec.build).flatten();
-        let args: Vec<&str> = args.map(String::as_str).collect();
-        let outputs = workspace.command_output(root, &args)?;
-        dirs.extend(archive_build_dirs(&outputs, &triples, spec));
-    }
     let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
-    for dir in &mut dirs {
-        dir.tool_dir.clone_from(&tool_dir);
+    let mut dirs = Vec::new();
+    for plan in BuildPlan::for_policy(root, &workspace, policy)? {
+        for profile_dir in plan.profile_dirs(&triples) {
+            dirs.push(BuildDirs {
+                target_dir: plan.output.target_dir.clone(),
+                build_dir: plan.output.build_dir.clone(),
+                profile_dir,
+                tool_dir: tool_dir.clone(),
+            });
+        }
     }
     dirs.sort();
     dirs.dedup();
@@ -171,49 +173,6 @@ pub struct BuildDirs {
     pub tool_dir: Option<PathBuf>,
 }
 
-/// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
-/// the command's output directories (`outputs`, which follow its
-/// `--target-dir` and `--config`) and its `--target`, `--cargo-profile` /
-/// `--profile` and `--release` arguments (nextest's `--profile` is a
-/// nextest profile, not a cargo one).
-pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> BuildDirs {
-    let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
-        (Some(args), _) => (args.as_slice(), "--cargo-profile"),
-        (None, Some(args)) => (args.as_slice(), "--profile"),
-        (None, None) => (&[][..], "--profile"),
-    };
-    let value = |flag: &str| -> Option<String> {
-        let mut found = None;
-        for (i, arg) in args.iter().enumerate() {
-            if arg == flag {
-                found = args.get(i + 1).cloned();
-            } else if let Some(v) = arg
-                .strip_prefix(flag)
-                .and_then(|rest| rest.strip_prefix('='))
-            {
-                found = Some(v.to_owned());
-            }
-        }
-        found
-    };
-    let profile = match value(cargo_profile_flag) {
-        Some(profile) => profile,
-        None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
-        None => "dev".to_owned(),
-    };
-    let mut dir = outputs.build_dir.clone();
-    if let Some(triple) = value("--target") {
-        // A `.json` specification builds into a directory named by its stem.
-        dir.push(key::cargo_config::target_dir_name(&triple));
-    }
-    BuildDirs {
-        profile_dir: dir.join(profile_dir(&profile)),
-        build_dir: outputs.build_dir.clone(),
-        target_dir: outputs.target_dir.clone(),
-        tool_dir: None,
-    }
-}
-
 /// The configuration's `build.target` triples, `host-tuple` replaced by the
 /// host triple the key recorded (cargo builds it into `<target-dir>/<host>`).
 fn configured_triples(
@@ -233,47 +192,6 @@ fn configured_triples(
             _ => t.clone(),
         })
         .collect()
-}
-
-/// [`archive_profile_dir`], with the configuration's `build.target` triples
-/// (`configured_targets`) when the command names no `--target`: cargo then
-/// builds into `<build-dir>/<triple>/<profile>` for each of them.
-pub fn archive_build_dirs(
-    outputs: &CommandOutput,
-    configured_targets: &[String],
-    spec: &ArchiveSpec,
-) -> Vec<BuildDirs> {
-    let dirs = archive_profile_dir(outputs, spec);
-    let args = spec.nextest.iter().chain(&spec.build).flatten();
-    let names_target = args
-        .into_iter()
-        .any(|a| a == "--target" || a.starts_with("--target="));
-    if names_target || configured_targets.is_empty() {
-        return vec![dirs];
-    }
-    let profile = dirs
-        .profile_dir
-        .file_name()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    configured_targets
-        .iter()
-        .map(|triple| BuildDirs {
-            profile_dir: dirs.build_dir.join(triple).join(&profile),
-            build_dir: dirs.build_dir.clone(),
-            target_dir: dirs.target_dir.clone(),
-            tool_dir: None,
-        })
-        .collect()
-}
-
-/// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
-pub fn profile_dir(profile: &str) -> &str {
-    match profile {
-        "dev" | "test" => "debug",
-        "bench" => "release",
-        other => other,
-    }
 }
 
 /// A file the build read that the key does not cover.
@@ -973,89 +891,6 @@ mod tests {
             warnings: vec![],
             stats: Default::default(),
         }
-    }
-
-    fn outputs(target: &str) -> CommandOutput {
-        CommandOutput {
-            target_dir: PathBuf::from(target),
-            build_dir: PathBuf::from(target),
-        }
-    }
-
-    #[test]
-    fn archive_profile_dirs_follow_the_build_arguments() {
-        let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
-            file: "a.tar.zst".into(),
-            nextest: nextest.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            build: build.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            binaries: vec![],
-        };
-        let t = outputs("/r/target");
-        assert_eq!(
-            archive_profile_dir(&t, &spec(Some(&["-p", "x"]), None)).profile_dir,
-            Path::new("/r/target/debug")
-        );
-        assert_eq!(
-            archive_profile_dir(
-                &t,
-                &spec(
-                    Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
-                    None
-                )
-            )
-            .profile_dir,
-            Path::new("/r/target/ci")
-        );
-        assert_eq!(
-            archive_profile_dir(&t, &spec(None, Some(&["--profile=ci"]))).profile_dir,
-            Path::new("/r/target/ci")
-        );
-        assert_eq!(
-            archive_profile_dir(&t, &spec(None, Some(&["--release"]))).profile_dir,
-            Path::new("/r/target/release")
-        );
-        // Dep-info is in the build directory, with the triple below it.
-        let split = CommandOutput {
-            target_dir: PathBuf::from("/r/out"),
-            build_dir: PathBuf::from("/r/build"),
-        };
-        assert_eq!(
-            archive_profile_dir(
-                &split,
-                &spec(None, Some(&["--target", "x86_64-unknown-linux-gnu"]))
-            ),
-            BuildDirs {
-                target_dir: PathBuf::from("/r/out"),
-                build_dir: PathBuf::from("/r/build"),
-                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug"),
-                tool_dir: None,
-            }
-        );
-    }
-
-    #[test]
-    fn configured_build_targets_choose_the_archive_build_directories() {
-        let spec = |args: &[&str]| ArchiveSpec {
-            file: "a.tar.zst".into(),
-            nextest: Some(args.iter().map(|s| s.to_string()).collect()),
-            build: None,
-            binaries: vec![],
-        };
-        let t = outputs("/r/target");
-        let triples = ["aarch64-unknown-linux-gnu".to_owned()];
-        let dirs = archive_build_dirs(&t, &triples, &spec(&["--cargo-profile", "ci"]));
-        assert_eq!(
-            dirs,
-            [BuildDirs {
-                target_dir: PathBuf::from("/r/target"),
-                build_dir: PathBuf::from("/r/target"),
-                profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
-                tool_dir: None,
-            }]
-        );
-        // The command's own --target wins over the configuration.
-        let dirs = archive_build_dirs(&t, &triples, &spec(&["--target", "specs/gpu.json"]));
-        assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
     #[test]

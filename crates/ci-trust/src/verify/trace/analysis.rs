@@ -19,8 +19,9 @@ use std::rc::Rc;
 use anyhow::{Result, bail};
 
 use super::escape_controls;
-use super::report::{TraceMiss, TraceReport};
+use super::report::{AbsentInTree, TraceMiss, TraceReport};
 use super::strace::unseen_miss;
+use crate::key_tree::TreeView;
 
 /// What the check needs besides the trace.
 pub struct Scope<'a> {
@@ -34,6 +35,9 @@ pub struct Scope<'a> {
     pub inputs: &'a BTreeSet<&'a str>,
     /// The working directory the traced command started in.
     pub start_dir: &'a Path,
+    /// The key tree the build ran in, mounted at `root` (strace names its
+    /// files by the build's paths): where they are on this process's disk.
+    pub view: Option<&'a TreeView>,
 }
 
 /// Tools whose metadata scans of the repository are not reads (their file
@@ -145,6 +149,12 @@ pub(super) struct Analysis<'a> {
     /// they are): never exempt tools, whatever their name.
     pub(super) new_programs: HashSet<OsString>,
     pub(super) repository_opens: usize,
+    /// Repository paths a lookup did not find (`ENOENT`, `ENOTDIR`): in a
+    /// key tree, the checkout may have them.
+    pub(super) failed: Vec<(PathBuf, Rc<Process>)>,
+    /// The build ran in a key tree and the watch is of the checkout
+    /// (fanotify): no access to it at all is what a good build does.
+    pub(super) checkout_unused_is_fine: bool,
 }
 
 /// Whether `path` is a file cargo or rustup looks for in its working
@@ -179,6 +189,8 @@ impl<'a> Analysis<'a> {
             probed: Vec::new(),
             new_programs: HashSet::new(),
             repository_opens: 0,
+            failed: Vec::new(),
+            checkout_unused_is_fine: false,
         }
     }
 
@@ -230,6 +242,29 @@ impl<'a> Analysis<'a> {
             && self.metadata_exempt(process)
     }
 
+    /// Where the build's `path` lies on this process's disk: the key tree,
+    /// for a build that ran in one.
+    pub(super) fn disk(&self, path: &Path) -> PathBuf {
+        self.scope
+            .view
+            .map_or_else(|| path.to_path_buf(), |view| view.to_disk(path))
+    }
+
+    /// The build's name of `path` on this process's disk.
+    fn undisk(&self, path: PathBuf) -> PathBuf {
+        match self.scope.view {
+            Some(view) => view.from_disk(&path),
+            None => path,
+        }
+    }
+
+    /// A repository path a lookup did not find (see [`Self::failed`]).
+    pub(super) fn lookup_failed(&mut self, path: PathBuf, process: Rc<Process>) {
+        if self.scope.view.is_some() && path.starts_with(self.scope.root) {
+            self.failed.push((path, process));
+        }
+    }
+
     /// `path` with its directories resolved as the kernel resolved them
     /// (symlinks, `..`); the last component is kept, so a symlink stays
     /// the link. A symlinked directory of the repository on the way is
@@ -242,14 +277,16 @@ impl<'a> Analysis<'a> {
             self.use_file(&link, "followed", process);
         }
         if path.ends_with("..") || path.ends_with(".") {
-            return std::fs::canonicalize(path)
+            return std::fs::canonicalize(self.disk(path))
+                .map(|real| self.undisk(real))
                 .unwrap_or_else(|_| crate::key::workspace::normalize(path));
         }
         // Keyed by the bytes: hashing a path component by component is slow.
         let parent = match self.canonical_dirs.get(parent.as_os_str()) {
             Some(dir) => dir.clone(),
             None => {
-                let dir = std::fs::canonicalize(parent)
+                let dir = std::fs::canonicalize(self.disk(parent))
+                    .map(|real| self.undisk(real))
                     .unwrap_or_else(|_| crate::key::workspace::normalize(parent));
                 self.canonical_dirs
                     .insert(parent.as_os_str().to_owned(), dir.clone());
@@ -273,7 +310,7 @@ impl<'a> Analysis<'a> {
                     break;
                 };
                 prefix.push(part);
-                if prefix.is_symlink() {
+                if self.disk(&prefix).is_symlink() {
                     links.push(prefix.clone());
                 }
             }
@@ -345,7 +382,7 @@ impl<'a> Analysis<'a> {
         let mut dir = file;
         while let Some(parent) = dir.parent() {
             dir = parent;
-            let Ok(meta) = std::fs::symlink_metadata(dir) else {
+            let Ok(meta) = std::fs::symlink_metadata(self.disk(dir)) else {
                 continue;
             };
             // A symlink on the way: what lies behind it is not its text's
@@ -366,7 +403,7 @@ impl<'a> Analysis<'a> {
     }
 
     pub(super) fn finish(mut self, calls: usize) -> Result<TraceReport> {
-        if calls == 0 || self.processes.is_empty() {
+        if calls == 0 || (self.processes.is_empty() && !self.checkout_unused_is_fine) {
             bail!("the trace recorded no system call: strace did not trace the build");
         }
         // A listing reads every name in the directory: each file in it (as
@@ -381,7 +418,7 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             listed_dirs.push((dir.clone(), process.clone()));
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = std::fs::read_dir(self.disk(&dir)) else {
                 // Gone by now (removed or moved by the build): its names
                 // cannot be checked, so the directory itself is the miss
                 // (unless the build made it).
@@ -391,7 +428,8 @@ impl<'a> Analysis<'a> {
             self.repository_opens += 1;
             for entry in entries.flatten() {
                 if entry.file_type().is_ok_and(|t| !t.is_dir()) {
-                    self.use_file(&entry.path(), "listed", &process);
+                    let file = self.undisk(entry.path());
+                    self.use_file(&file, "listed", &process);
                 }
             }
         }
@@ -406,7 +444,7 @@ impl<'a> Analysis<'a> {
                 *used = ("listed", process);
             }
         }
-        if self.repository_opens == 0 {
+        if self.repository_opens == 0 && !self.checkout_unused_is_fine {
             bail!(
                 "the trace recorded no access to a file inside {}: a build that reads nothing of the repository proves nothing (is the command a build of this repository?)",
                 self.scope.root.display()
@@ -449,7 +487,9 @@ impl<'a> Analysis<'a> {
             }
         }
         for (file, (access, process)) in &self.used {
-            let is_dir = std::fs::metadata(file).is_ok_and(|m| m.is_dir()) && !file.is_symlink();
+            let on_disk = self.disk(file);
+            let is_dir =
+                std::fs::metadata(&on_disk).is_ok_and(|m| m.is_dir()) && !on_disk.is_symlink();
             if is_dir {
                 // A directory's existence is what a `stat` or `access` of
                 // it uses: implied by any present input below it, or by
@@ -542,7 +582,57 @@ impl<'a> Analysis<'a> {
                 fix: fix.to_owned(),
             });
         }
+        report.absent_in_tree = self.absent_in_tree();
         Ok(report)
+    }
+
+    /// The paths a build in a key tree looked for and did not find, which
+    /// the checkout has: what it would have used, had the key held them.
+    fn absent_in_tree(&self) -> Vec<AbsentInTree> {
+        let Some(view) = self.scope.view else {
+            return Vec::new();
+        };
+        let mut seen = BTreeSet::new();
+        let mut found = Vec::new();
+        for (path, process) in &self.failed {
+            let bytes = path.as_os_str().as_bytes();
+            if view.is_through(path)
+                || self
+                    .scope
+                    .output_dirs
+                    .iter()
+                    .any(|d| is_under(bytes, d.as_os_str().as_bytes()))
+            {
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(self.scope.root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            if rel.is_empty()
+                || crate::key::is_git_metadata(&rel)
+                || rel.starts_with(".github/workflows/")
+                || self.scope.inputs.contains(rel.as_str())
+                || std::fs::symlink_metadata(view.to_disk(path)).is_ok()
+            {
+                continue;
+            }
+            // This process sees the checkout itself at the build's path.
+            let Ok(meta) = std::fs::symlink_metadata(path) else {
+                continue;
+            };
+            if !seen.insert(rel.clone()) {
+                continue;
+            }
+            let directory = meta.is_dir();
+            found.push(AbsentInTree {
+                fix: crate::key_tree::include_entry(&escape_controls(&rel), directory),
+                path: escape_controls(&rel),
+                directory,
+                process: process.describe(self.scope),
+            });
+        }
+        found
     }
 }
 

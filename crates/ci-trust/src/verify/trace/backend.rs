@@ -17,6 +17,7 @@ use super::analysis::Scope;
 use super::fanotify;
 use super::report::TraceReport;
 use super::strace::{TRACER_MISSING, Tracer, check};
+use crate::key_tree::TreeView;
 use crate::policy::TracerChoice;
 
 /// How a build is traced.
@@ -77,6 +78,8 @@ fn fanotify_available() -> bool {
 pub struct TraceLog {
     dir: tempfile::TempDir,
     backend: Backend,
+    /// The key tree the build runs in, when it does.
+    key_tree: Option<TreeView>,
     #[cfg(target_os = "linux")]
     watch: RefCell<Option<fanotify::OpenWatch>>,
     #[cfg(target_os = "linux")]
@@ -94,11 +97,25 @@ impl TraceLog {
         Ok(TraceLog {
             dir,
             backend: backend.clone(),
+            key_tree: None,
             #[cfg(target_os = "linux")]
             watch: RefCell::new(None),
             #[cfg(target_os = "linux")]
             collected: RefCell::new(None),
         })
+    }
+
+    /// The build runs in the key tree `view` describes, mounted at the
+    /// root: strace names the tree's files by the root's paths, and the
+    /// fanotify watch of the checkout sees only what escapes the tree
+    /// (proved to work by the tree's own manifest, which cargo opens).
+    pub fn in_key_tree(mut self, view: TreeView) -> TraceLog {
+        self.key_tree = Some(view);
+        self
+    }
+
+    pub fn key_tree(&self) -> Option<&TreeView> {
+        self.key_tree.as_ref()
     }
 
     /// Starts watching `root` but its output directories (fanotify);
@@ -108,7 +125,14 @@ impl TraceLog {
     pub fn start(&self, root: &Path, output_dirs: &[PathBuf]) -> Result<()> {
         #[cfg(target_os = "linux")]
         if matches!(self.backend, Backend::Fanotify) {
-            *self.watch.borrow_mut() = Some(fanotify::OpenWatch::start(root, output_dirs)?);
+            let control: Vec<PathBuf> = self
+                .key_tree
+                .iter()
+                .flat_map(|view| ["Cargo.toml", "Cargo.lock"].map(|f| view.tree.join(f)))
+                .filter(|file| file.is_file())
+                .collect();
+            *self.watch.borrow_mut() =
+                Some(fanotify::OpenWatch::start(root, output_dirs, &control)?);
         }
         let _ = (root, output_dirs);
         Ok(())
@@ -173,6 +197,10 @@ impl TraceLog {
             output_dirs: &output_dirs,
             inputs: &inputs,
             start_dir,
+            view: match self.backend {
+                Backend::Strace(_) => self.key_tree.as_ref(),
+                Backend::Fanotify => None,
+            },
         };
         match &self.backend {
             Backend::Strace(_) => {
@@ -190,7 +218,7 @@ impl TraceLog {
                 let collected = collected
                     .as_ref()
                     .context("the fanotify watch was never started")?;
-                fanotify::check(collected, &scope)
+                fanotify::check(collected, &scope, self.key_tree.is_some())
             }
             #[cfg(not(target_os = "linux"))]
             Backend::Fanotify => bail!("fanotify exists only on Linux"),

@@ -11,12 +11,14 @@ use anyhow::{Context, Result, bail};
 
 use super::backend::{Backend, TraceLog};
 use super::escape_controls;
+use crate::key_tree::KeyTree;
 use crate::policy::TracerChoice;
 
-/// `verify-key --trace -- COMMAND…`: runs the command from `root` under
-/// strace, its output passing through, and checks the trace. Exit 1 on
-/// misses; an error (exit 2) when the tracer is missing, the command fails
-/// or the trace is empty.
+/// `verify-key --trace -- COMMAND…`: runs the command from `root` traced,
+/// its output passing through, and checks the trace. With `key_tree` the
+/// command runs in the key tree of `manifest`, as `gpu-archive`'s fresh
+/// build does. Exit 1 on misses; an error (exit 2) when the tracer or the
+/// key tree is missing, the command fails or the trace is empty.
 pub fn verify_command(
     root: &Path,
     policy: &crate::policy::Policy,
@@ -24,6 +26,7 @@ pub fn verify_command(
     command: &[OsString],
     output_dirs: &[PathBuf],
     choice: TracerChoice,
+    key_tree: bool,
 ) -> Result<std::process::ExitCode> {
     if command.is_empty() {
         bail!(
@@ -32,8 +35,29 @@ pub fn verify_command(
     }
     let backend =
         Backend::choose(choice).map_err(|why| anyhow::anyhow!("--trace cannot run: {why}"))?;
-    let log = TraceLog::new(&backend)?;
-    let (program, args) = log.wrap(command);
+    let tree = if key_tree {
+        let mechanism = crate::key_tree::available()
+            .map_err(|why| anyhow::anyhow!("--key-tree cannot run: {why}"))?;
+        let tree = KeyTree::stage(root, manifest, mechanism)?;
+        if let Some(warning) = tree.refuse_committed_output(output_dirs)? {
+            crate::gha::warning(&warning);
+        }
+        crate::gha::log(&format!(
+            "verify-key --trace: the build runs in the key tree, which holds exactly the key's inputs: {}",
+            tree.describe()
+        ));
+        Some(tree)
+    } else {
+        None
+    };
+    let new_log = |backend: &Backend| -> Result<TraceLog> {
+        let log = TraceLog::new(backend)?;
+        Ok(match &tree {
+            Some(tree) => log.in_key_tree(tree.view(output_dirs)),
+            None => log,
+        })
+    };
+    let log = new_log(&backend)?;
     crate::gha::log(&format!(
         "verify-key --trace: running {} under {}",
         command
@@ -45,13 +69,22 @@ pub fn verify_command(
     ));
     // The build is the checkout's code: it gets no runner control channel
     // or credential, and its output cannot issue workflow commands.
-    let mut build = std::process::Command::new(&program);
-    build.args(&args).current_dir(root);
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(crate::gha::is_runner_control_var) {
-            build.env_remove(name);
+    let build_for = |log: &TraceLog| -> Result<std::process::Command> {
+        let (program, args) = log.wrap(command);
+        let mut build = std::process::Command::new(program);
+        build.args(args).current_dir(root);
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(crate::gha::is_runner_control_var) {
+                build.env_remove(name);
+            }
         }
-    }
+        if let Some(tree) = &tree {
+            tree.isolate(&mut build, root, output_dirs)?;
+        }
+        Ok(build)
+    };
+    let mut build = build_for(&log)?;
+    let program = log.wrap(command).0;
     log.start(root, output_dirs)?;
     let status = {
         let _paused = crate::gha::CommandsPaused::start();
@@ -68,10 +101,26 @@ pub fn verify_command(
                 "strace did not trace the build ({status}); nothing was checked: see strace's message above"
             );
         }
+        if tree.is_some() {
+            let mut rerun = |backend: &Backend| -> Result<TraceLog> {
+                let log = new_log(backend)?;
+                let _paused = crate::gha::CommandsPaused::start();
+                let _ = build_for(&log)?.status();
+                Ok(log)
+            };
+            let why = super::key_tree_failure(Some(&log), &mut rerun, root, manifest, output_dirs);
+            bail!("the traced build failed in the key tree ({status}); nothing was checked\n{why}");
+        }
         bail!("the traced build failed ({status}); nothing was checked, fix the build first");
     }
     let report = log.check(root, manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
+    if !report.absent_in_tree.is_empty() {
+        crate::gha::warning(&format!(
+            "the build looked for {} path(s) the checkout has and the key lacks, and ran without them (listed above with the [key] entry that adds each)",
+            report.absent_in_tree.len()
+        ));
+    }
     // The key was computed before the build; a build that rewrote an input
     // (cargo updating Cargo.lock, a build script writing into src/) built
     // bytes that key does not describe.

@@ -8,7 +8,8 @@
 //! `fanotify` is the other tracer; [`analysis`] replays either tracer's
 //! record and checks every repository file used against the key's inputs;
 //! [`report`] renders the result; [`output_dirs`] says which directories a
-//! traced command writes to; [`command`] is `verify-key --trace -- BUILD`.
+//! traced command writes to; [`command`] is `verify-key --trace -- BUILD`;
+//! [`diagnose`] explains a build that failed in the key tree.
 //! None of them computes keys, runs builds of its own or reads dep-info
 //! files (that is [`super::check`]'s job).
 //!
@@ -87,6 +88,7 @@ mod not_unix {
 mod analysis;
 mod backend;
 mod command;
+mod diagnose;
 #[cfg(target_os = "linux")]
 mod fanotify;
 mod output_dirs;
@@ -101,9 +103,10 @@ pub use analysis::Scope;
 use analysis::{Analysis, Process};
 pub use backend::{Backend, TraceLog};
 pub use command::{changed_inputs, verify_command};
+pub use diagnose::key_tree_failure;
 pub use output_dirs::{
     build_output_dirs, command_line_target_dirs, command_target_dirs, refuse_occupied_output_dirs,
 };
 use report::escape_controls;
-pub use report::{TraceMiss, TraceReport};
+pub use report::{AbsentInTree, TraceMiss, TraceReport};
 pub use strace::{TRACER_MISSING, Tracer, check};

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::escape_controls;
+use crate::build_plan::TracedCommand;
 
 /// Refuses output directories inside the repository, other than the
 /// default `target/`, that hold a file before the build: the trace counts
@@ -86,93 +87,15 @@ pub fn build_output_dirs(
     }
 }
 
-/// The target directories the command line itself names: `--target-dir
-/// DIR` and `VAR=DIR` arguments (`env CARGO_TARGET_DIR=… cargo …`), not
-/// the checkout's configuration.
+/// The target directories the command line itself names (see
+/// [`TracedCommand::named_target_dirs`]).
 pub fn command_line_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for (i, arg) in command.iter().enumerate() {
-        let text = arg.to_string_lossy();
-        if text == "--target-dir" {
-            dirs.extend(command.get(i + 1).map(|dir| root.join(dir)));
-        } else if let Some(dir) = text.strip_prefix("--target-dir=") {
-            dirs.push(root.join(dir));
-        } else if let Some((var, dir)) = text.split_once('=')
-            && [
-                "CARGO_TARGET_DIR",
-                "CARGO_BUILD_TARGET_DIR",
-                "CARGO_BUILD_BUILD_DIR",
-            ]
-            .contains(&var)
-            && !dir.is_empty()
-        {
-            dirs.push(root.join(dir));
-        }
-    }
-    dirs
+    TracedCommand::new(command).named_target_dirs(root)
 }
 
-/// The target directory a cargo command line names with `--target-dir`, or
-/// `CARGO_TARGET_DIR`: build output like the workspace's own.
+/// Every directory the command may write its build to (see
+/// [`TracedCommand::output_candidates`]): build output like the
+/// workspace's own.
 pub fn command_target_dirs(root: &Path, command: &[OsString]) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for (i, arg) in command.iter().enumerate() {
-        let arg = arg.to_string_lossy();
-        if arg == "--target-dir" {
-            if let Some(dir) = command.get(i + 1) {
-                dirs.push(root.join(dir));
-            }
-        } else if let Some(dir) = arg.strip_prefix("--target-dir=") {
-            dirs.push(root.join(dir));
-        }
-    }
-    const OUTPUT_VARS: [&str; 3] = [
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET_DIR",
-        "CARGO_BUILD_BUILD_DIR",
-    ];
-    for var in OUTPUT_VARS {
-        if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
-            dirs.push(root.join(dir));
-        }
-    }
-    // `env CARGO_TARGET_DIR=out cargo build`: set by the command itself.
-    for arg in command {
-        let arg = arg.to_string_lossy();
-        if let Some((var, dir)) = arg.split_once('=')
-            && OUTPUT_VARS.contains(&var)
-            && !dir.is_empty()
-        {
-            dirs.push(root.join(dir));
-        }
-    }
-    // `--config build.target-dir=…` / `build.build-dir`, and the build
-    // directory of the configuration: output too (the precise choice is
-    // `Workspace::command_output`; here every candidate is build output).
-    use crate::key::cargo_config::{CargoConfig, expand_build_dir};
-    let args: Vec<String> = command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .take_while(|a| a != "--")
-        .collect();
-    let values: Vec<&str> = args
-        .iter()
-        .zip(args.iter().skip(1))
-        .filter(|(flag, _)| *flag == "--config")
-        .map(|(_, value)| value.as_str())
-        .chain(args.iter().filter_map(|a| a.strip_prefix("--config=")))
-        .collect();
-    let configs = [
-        CargoConfig::from_command_line(root, &values),
-        CargoConfig::load(root),
-    ];
-    for config in configs.iter().flatten() {
-        dirs.extend(config.target_dir(root).map(|dir| dir.path));
-        dirs.extend(
-            config
-                .build_dir(root)
-                .and_then(|dir| expand_build_dir(&dir, root).ok()),
-        );
-    }
-    dirs
+    TracedCommand::new(command).output_candidates(root)
 }

@@ -28,6 +28,23 @@ pub struct TraceReport {
     pub created_examples: Vec<String>,
     pub git_files: usize,
     pub misses: Vec<TraceMiss>,
+    /// Paths a build in the key tree looked for that the tree lacks and the
+    /// checkout has (strace only): not misses, since the build cannot see
+    /// them, but what to add if the build needs them.
+    pub absent_in_tree: Vec<AbsentInTree>,
+    /// How the build ran in the key tree, for the log (`None`: in the checkout).
+    pub key_tree: Option<String>,
+}
+
+/// A path the build looked up in the key tree that only the checkout has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbsentInTree {
+    /// Repository-relative, escaped.
+    pub path: String,
+    pub directory: bool,
+    pub process: String,
+    /// The `[key]` entry that adds it: `include = ["PATH"]`, `["DIR/**"]`.
+    pub fix: String,
 }
 
 /// A repository file the build used that the key does not cover.
@@ -56,6 +73,9 @@ impl TraceReport {
             },
             self.processes
         );
+        if let Some(line) = &self.key_tree {
+            let _ = writeln!(out, "  {line}");
+        }
         let _ = writeln!(
             out,
             "  {} repository files used by the build, {} of them key inputs",
@@ -103,6 +123,23 @@ impl TraceReport {
                 "  {} git metadata files: never key inputs",
                 self.git_files
             );
+        }
+        if !self.absent_in_tree.is_empty() {
+            let _ = writeln!(
+                out,
+                "{} paths the build looked for are not in the key tree, though the checkout has them (the build ran without them):",
+                self.absent_in_tree.len()
+            );
+            for absent in &self.absent_in_tree {
+                let _ = writeln!(
+                    out,
+                    "  {}{}  (looked for by {})\n    if the build needs it, add to [key] in the policy: {}",
+                    absent.path,
+                    if absent.directory { "/" } else { "" },
+                    absent.process,
+                    absent.fix
+                );
+            }
         }
         if self.misses.is_empty() {
             let _ = writeln!(

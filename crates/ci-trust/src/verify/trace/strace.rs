@@ -380,7 +380,13 @@ pub fn check(log: &[u8], scope: &Scope) -> Result<TraceReport> {
             .record(call)
             .with_context(|| format!("cannot interpret the traced call `{}`", call.display()))?;
     }
-    analysis.finish(calls.len())
+    let mut report = analysis.finish(calls.len())?;
+    if scope.view.is_some() {
+        report.key_tree = Some(
+            "the build ran in the key tree, mounted at the repository's path: the repository files here are the tree's".to_owned(),
+        );
+    }
+    Ok(report)
 }
 
 /// One system call, its entry and exit lines joined.
@@ -708,6 +714,10 @@ impl Analysis<'_> {
                     return Ok(());
                 };
                 if !call.succeeded() {
+                    if not_found(call) {
+                        let file = self.resolve(&file, &process);
+                        self.lookup_failed(file, process);
+                    }
                     return Ok(());
                 }
                 let file = self.resolve(&file, &process);
@@ -735,7 +745,11 @@ impl Analysis<'_> {
                     let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
                     if absent && is_configuration_probe(&requested) {
                         let requested = self.resolve(&requested, &process);
-                        self.probed.push((requested, process));
+                        self.probed.push((requested, process.clone()));
+                    }
+                    if not_found(call) {
+                        let requested = self.resolve(&requested, &process);
+                        self.lookup_failed(requested, process);
                     }
                     return Ok(());
                 }
@@ -765,7 +779,7 @@ impl Analysis<'_> {
                             || (is_under(
                                 file.as_os_str().as_bytes(),
                                 self.scope.root.as_os_str().as_bytes(),
-                            ) && file.is_dir()))
+                            ) && self.disk(file).is_dir()))
                     {
                         // A directory opened without `O_DIRECTORY` lists
                         // all the same (`getdents` on the descriptor).
@@ -794,17 +808,16 @@ impl Analysis<'_> {
             }
             Call::Stat { dirfd, path } => {
                 if !call.succeeded() {
+                    if !not_found(call) {
+                        return Ok(());
+                    }
+                    let Some(requested) = self.path_arg(call, dirfd, path)? else {
+                        return Ok(());
+                    };
+                    let file = self.resolve(&requested, &process);
                     // Cargo tests for its manifest and configuration with
                     // `stat`: a failed one is a probe like a failed open.
                     let absent = call.ret.as_deref().is_some_and(|r| r.contains("ENOENT"));
-                    if !absent {
-                        return Ok(());
-                    }
-                    let probe = match self.path_arg(call, dirfd, path)? {
-                        Some(file) if is_configuration_probe(&file) => file,
-                        _ => return Ok(()),
-                    };
-                    let file = self.resolve(&probe, &process);
                     // Cargo's scan of a package it lists tests each
                     // subdirectory for a manifest (a package of its own);
                     // that is no lookup from a working directory.
@@ -812,9 +825,12 @@ impl Analysis<'_> {
                         && file.parent().and_then(Path::parent).is_some_and(|listed| {
                             self.scanned.contains(&(call.pid, listed.to_path_buf()))
                         });
-                    if !scan {
-                        self.probed.push((file, process));
+                    if absent && is_configuration_probe(&requested) && !scan {
+                        self.probed.push((file.clone(), process.clone()));
                     }
+                    // In the key tree, any failed lookup may name a file the
+                    // checkout has and the key lacks.
+                    self.lookup_failed(file, process);
                     return Ok(());
                 }
                 if self.metadata_exempt(&process) {
@@ -858,6 +874,14 @@ impl Analysis<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a call failed because its path does not exist (`ENOENT`, or
+/// `ENOTDIR`: a component is a file).
+fn not_found(call: &Traced) -> bool {
+    call.ret
+        .as_deref()
+        .is_some_and(|ret| ret.contains("ENOENT") || ret.contains("ENOTDIR"))
 }
 
 /// The strings of an `execve` argv array `["\x..", …]`.
@@ -1005,6 +1029,7 @@ mod tests {
                 output_dirs: &[],
                 inputs: &inputs,
                 start_dir: &root,
+                view: None,
             },
         )
         .unwrap();
@@ -1054,6 +1079,7 @@ mod tests {
                     output_dirs: &[],
                     inputs: &inputs,
                     start_dir: &root,
+                    view: None,
                 },
             )
             .unwrap();
@@ -1115,6 +1141,7 @@ mod tests {
                 output_dirs: &[root.join("target")],
                 inputs: &inputs,
                 start_dir: &root,
+                view: None,
             },
         )
         .unwrap();
