@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod contracts;
+pub mod embed;
 pub mod flags;
 pub mod gha;
 pub mod init_ci;

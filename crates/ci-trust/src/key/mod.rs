@@ -13,7 +13,6 @@ mod lexer;
 mod report;
 mod scan;
 mod sources;
-mod tool_package;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -28,15 +27,6 @@ use build_script::BuildScriptInputs;
 pub use components::is_version_feature;
 use inputs::InputSet;
 pub use inputs::is_git_metadata;
-pub use tool_package::TOOL_PACKAGE;
-
-/// The directory of the xtask's own package when no archive build compiles
-/// it (see `tool_package.rs`): its compilations are tooling, not archives.
-pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Option<PathBuf> {
-    tool_package::unbuilt_tool_manifest(workspace, policy)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-}
 
 /// A computed key with everything that went into it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,13 +115,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
 
     let mut roots = Vec::new();
-    // The xtask in a host workspace is tooling, not a GPU build input
-    // (tool_package.rs says exactly when it is left out).
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
-        if Some(package.manifest.as_path()) == unbuilt_tool {
-            continue;
-        }
         inputs.add(
             &package.manifest,
             &format!("manifest of {} ({})", package.name, package.origin),
@@ -236,13 +220,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             inputs.add(&path, "toolchain file: selects the compiler")?;
         }
     }
-    let lint_dirs = std::iter::once(root).chain(
-        workspace
-            .packages
-            .iter()
-            .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
-            .map(|p| p.dir.as_path()),
-    );
+    let lint_dirs = std::iter::once(root).chain(workspace.packages.iter().map(|p| p.dir.as_path()));
     for dir in lint_dirs {
         for file in LINT_CONFIG_FILES {
             let path = dir.join(file);
@@ -345,11 +323,9 @@ fn add_build_configuration(
     let mut references = config.references(root);
     // What a nested cargo or rustup started by a build script reads
     // (cargo_config::NESTED_PROBES): present or absent, an input.
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(workspace, policy);
     let package_dirs = workspace
         .packages
         .iter()
-        .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
         .map(|p| p.dir.as_path())
         .chain(watched_dirs.iter().map(PathBuf::as_path));
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);

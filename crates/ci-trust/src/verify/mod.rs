@@ -96,7 +96,6 @@ impl flags::VerifyKey {
                 profile_dir: build.join(profile_dir(&self.profile)),
                 build_dir: outputs.build_dir.clone(),
                 target_dir: outputs.target_dir.clone(),
-                tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -128,10 +127,6 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
         let args: Vec<&str> = args.map(String::as_str).collect();
         let outputs = workspace.command_output(root, &args)?;
         dirs.extend(archive_build_dirs(&outputs, &triples, spec));
-    }
-    let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
-    for dir in &mut dirs {
-        dir.tool_dir.clone_from(&tool_dir);
     }
     dirs.sort();
     dirs.dedup();
@@ -165,10 +160,6 @@ pub struct BuildDirs {
     pub build_dir: PathBuf,
     /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
-    /// The xtask's package directory when no archive compiles it: `cargo
-    /// xtask` builds it into the same directory, and a compilation that
-    /// reads only its files is tooling, counted, not checked.
-    pub tool_dir: Option<PathBuf>,
 }
 
 /// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
@@ -210,7 +201,6 @@ pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> Build
         profile_dir: dir.join(profile_dir(&profile)),
         build_dir: outputs.build_dir.clone(),
         target_dir: outputs.target_dir.clone(),
-        tool_dir: None,
     }
 }
 
@@ -262,7 +252,6 @@ pub fn archive_build_dirs(
             profile_dir: dirs.build_dir.join(triple).join(&profile),
             build_dir: dirs.build_dir.clone(),
             target_dir: dirs.target_dir.clone(),
-            tool_dir: None,
         })
         .collect()
 }
@@ -300,8 +289,6 @@ pub struct Report {
     pub vanished_files: usize,
     /// Git metadata a build script watches (`.git/HEAD`), never a key input.
     pub git_files: usize,
-    /// Compilations of the xtask itself (no archive compiles it).
-    pub tool_compilations: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -334,13 +321,6 @@ impl Report {
                 out,
                 "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
                 self.git_files
-            );
-        }
-        if self.tool_compilations > 0 {
-            let _ = writeln!(
-                out,
-                "  {} compilations of the xtask itself (no archive builds it): tooling, not checked",
-                self.tool_compilations
             );
         }
         if self.vanished_files > 0 {
@@ -387,7 +367,6 @@ pub fn check(
         target_dir,
         build_dir,
         profile_dir,
-        tool_dir,
     } = dirs;
     if !profile_dir.is_dir() {
         bail!(
@@ -437,23 +416,6 @@ pub fn check(
                 })
             })
             .collect();
-        if let Some(tool) = tool_dir {
-            // Only the tool's files, and none of a package nested in its
-            // directory (that one is built, and checked).
-            let nested: Vec<&PathBuf> = package_dirs
-                .values()
-                .filter(|d| *d != tool && d.starts_with(tool))
-                .collect();
-            let in_repo: Vec<&PathBuf> = listed.iter().filter(|p| p.starts_with(root)).collect();
-            let tooling = !in_repo.is_empty()
-                && in_repo
-                    .iter()
-                    .all(|p| p.starts_with(tool) && !nested.iter().any(|d| p.starts_with(d)));
-            if tooling {
-                report.tool_compilations += 1;
-                continue;
-            }
-        }
         for path in listed {
             for file in expand_dir(&path) {
                 read.entry(file)
@@ -883,7 +845,6 @@ mod tests {
                 target_dir: PathBuf::from("/r/out"),
                 build_dir: PathBuf::from("/r/build"),
                 profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug"),
-                tool_dir: None,
             }
         );
     }
@@ -905,7 +866,6 @@ mod tests {
                 target_dir: PathBuf::from("/r/target"),
                 build_dir: PathBuf::from("/r/target"),
                 profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
-                tool_dir: None,
             }]
         );
         // The command's own --target wins over the configuration.
@@ -951,7 +911,6 @@ mod tests {
                 target_dir: target.clone(),
                 build_dir: target.clone(),
                 profile_dir: triple_debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -990,7 +949,6 @@ mod tests {
                 target_dir: root.join("target"),
                 build_dir: root.join("target"),
                 profile_dir: debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -1019,7 +977,6 @@ mod tests {
             target_dir: root.join("target"),
             build_dir: root.join("target"),
             profile_dir: debug,
-            tool_dir: None,
         };
         let packages = BTreeMap::new();
         let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
