@@ -13,6 +13,8 @@
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
 mod adoption;
+#[cfg(unix)]
+mod adoption_hosts;
 mod architecture;
 #[cfg(unix)]
 mod archive;
