@@ -12,6 +12,8 @@
 // These drive `sh` shims, bash scripts, symbolic links and executable bits
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
+mod action;
+#[cfg(unix)]
 mod adoption;
 #[cfg(unix)]
 mod adoption_hosts;
