@@ -33,6 +33,8 @@ mod key_scan;
 mod output;
 #[cfg(unix)]
 mod scripts;
+#[cfg(unix)]
+mod snapshots;
 mod support;
 #[cfg(unix)]
 mod trace;
