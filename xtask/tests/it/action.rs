@@ -86,7 +86,7 @@ fn githubs_own_parser_accepts_the_action_and_a_workflow_that_uses_it() {
 
 #[test]
 fn inputs_are_data_and_no_token_reaches_the_install() {
-    let doc = marked_yaml::parse_yaml(0, &action()).unwrap();
+    let doc = marked_yaml::parse_yaml(0, action()).unwrap();
     let steps = doc
         .as_mapping()
         .and_then(|m| m.get_mapping("runs"))
