@@ -26,8 +26,17 @@ use anyhow::{Context, Result, bail};
 use crate::flags;
 use crate::key::is_version_feature;
 use crate::policy::{DEFAULT_POLICY_PATH, Policy};
-use host_xtask::{Shape, Source};
+use host_xtask::Shape;
+pub use host_xtask::Source;
 use plan::{Kind, Plan, marker_line};
+
+/// Writes init-ci's thin xtask (manifest, `main.rs`, seeded lockfile) into
+/// `host/xtask`, and nothing else: what `bench-keystep` builds cold.
+pub fn write_thin_xtask(host: &Path, source: &Source, template: &Path) -> Result<()> {
+    let mut plan = Plan::new(host);
+    host_xtask::plan_thin(&mut plan, host, source, template, false)?;
+    plan.apply(false, false).map(|_| ())
+}
 
 /// The template workflows, from the template repository's `.github/workflows`
 /// (its `ci.yml` is this repository's own CI: only its `contracts` job is
@@ -229,7 +238,7 @@ impl flags::InitCi {
                     Kind::Edit,
                 );
             }
-            Shape::Own { dir, main } => {
+            Shape::Own { dir, main, .. } => {
                 let wired = host_xtask::plan_own(&mut plan, host, dir, main, source)?;
                 if wired {
                     eprintln!(

@@ -165,12 +165,12 @@ pub fn diff(old: &str, new: &str, name: &str) -> String {
             ops.push((' ', a[i]));
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push(('+', b[j]));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
             ops.push(('-', a[i]));
             i += 1;
+        } else {
+            ops.push(('+', b[j]));
+            j += 1;
         }
     }
     let near_change = |k: usize| {
@@ -180,12 +180,14 @@ pub fn diff(old: &str, new: &str, name: &str) -> String {
     };
     let mut out = format!("--- {name} (yours)\n+++ {name} (init-ci's)\n");
     let mut skipped = false;
+    let mut printed = false;
     for (k, (op, line)) in ops.iter().enumerate() {
         if near_change(k) {
-            if skipped {
+            if skipped && printed {
                 out.push_str("@@\n");
-                skipped = false;
             }
+            skipped = false;
+            printed = true;
             out.push_str(&format!("{op}{line}\n"));
         } else {
             skipped = true;
