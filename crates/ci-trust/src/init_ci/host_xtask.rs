@@ -43,15 +43,16 @@ pub enum Source {
 impl Source {
     /// The dependency's inline table.
     fn dependency(&self) -> String {
+        // Values as TOML strings: a path or URL cannot break the line.
+        let quoted = |text: &str| toml::Value::String(text.to_owned()).to_string();
         match self {
-            Source::Git { url, rev } => format!("{{ git = \"{url}\", rev = \"{rev}\" }}"),
-            Source::Path(dir) => format!(
-                "{{ path = \"{}\" }}",
-                dir.join("crates/ci-trust")
-                    .display()
-                    .to_string()
-                    .replace('\\', "/")
-            ),
+            Source::Git { url, rev } => {
+                format!("{{ git = {}, rev = {} }}", quoted(url), quoted(rev))
+            }
+            Source::Path(dir) => {
+                let dir = dir.join("crates/ci-trust").display().to_string();
+                format!("{{ path = {} }}", quoted(&dir.replace('\\', "/")))
+            }
         }
     }
 
