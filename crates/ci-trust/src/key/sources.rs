@@ -115,335 +115,410 @@ const MAX_ALIAS_WALKS: usize = 8;
 
 /// One walk of every module tree, knowing `aliases`; returns what it found
 /// and every `use … as …` rename it saw.
+///
+/// Module files are read level by level; once no file is left, the
+/// `mod x;` of `macro_rules!` bodies and their embeds are resolved from
+/// their callers, which may add files to read, until nothing is added.
 fn walk(
     roots: &[Root],
     inputs: &mut InputSet,
     policy: &KeyPolicy,
     aliases: &HashMap<String, String>,
 ) -> (Discovery, Vec<(String, String)>) {
-    let mut renames: Vec<(String, String)> = Vec::new();
-    let mut macro_calls: Vec<(String, String)> = Vec::new();
-    // `include` handed to a macro as a token is a call only where some
-    // `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
-    let mut any_metavariable_call = false;
-    let mut passed_include: Vec<scan::Embed> = Vec::new();
-    let mut discovery = Discovery::default();
-    // A file is read once per context that changes what it means: its
-    // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
-    // build scripts, the script itself, whose `rerun-if-changed` literals
-    // are counted per script (two scripts may share a helper by `#[path]`).
-    let mut visited: HashSet<VisitKey> = HashSet::new();
-    let visit_key = |file: &Path, module_dir: &Path, root: usize| -> VisitKey {
-        let info = &roots[root];
-        (
-            file.to_path_buf(),
-            module_dir.to_path_buf(),
+    let mut walk = Walk::new(roots, inputs, policy, aliases);
+    let mut frontier = walk.root_jobs();
+    loop {
+        while !frontier.is_empty() {
+            frontier = walk.read_level(frontier);
+        }
+        frontier.extend(walk.follow_macro_modules());
+        frontier.extend(walk.follow_macro_embeds());
+        if frontier.is_empty() {
+            break;
+        }
+    }
+    walk.refuse_handed_over();
+    walk.finish()
+}
+
+/// The state of one walk: what it was given, and what it has gathered.
+struct Walk<'a> {
+    roots: &'a [Root],
+    inputs: &'a mut InputSet,
+    policy: &'a KeyPolicy,
+    aliases: &'a HashMap<String, String>,
+    discovery: Discovery,
+    renames: Vec<(String, String)>,
+    macro_calls: Vec<(String, String)>,
+    /// `include` handed to a macro as a token is a call only where some
+    /// `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
+    any_metavariable_call: bool,
+    passed_include: Vec<scan::Embed>,
+    /// A file is read once per context that changes what it means: its
+    /// module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
+    /// build scripts, the script itself, whose `rerun-if-changed` literals
+    /// are counted per script (two scripts may share a helper by `#[path]`).
+    visited: HashSet<VisitKey>,
+    used_dynamic: HashSet<String>,
+    /// Every file read, with its context, and the `mod x;` of `macro_rules!`
+    /// bodies: loaded from each file that calls the macro. Embeds in
+    /// `macro_rules!` bodies are resolved again from each calling file once
+    /// every module file of the workspace is known.
+    walked: Vec<(PathBuf, PathBuf, usize)>,
+    macro_modules: Vec<scan::MacroModule>,
+    walked_texts: HashMap<PathBuf, String>,
+    /// (site, name, macro_rules) where a macro declaring modules is handed
+    /// over as a token: refused once it is known that some macro_rules!
+    /// calls a metavariable.
+    handed_modules: Vec<(String, String, String)>,
+    macro_embeds: Vec<MacroEmbed>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(
+        roots: &'a [Root],
+        inputs: &'a mut InputSet,
+        policy: &'a KeyPolicy,
+        aliases: &'a HashMap<String, String>,
+    ) -> Self {
+        Walk {
+            roots,
+            inputs,
+            policy,
+            aliases,
+            discovery: Discovery::default(),
+            renames: Vec::new(),
+            macro_calls: Vec::new(),
+            any_metavariable_call: false,
+            passed_include: Vec::new(),
+            visited: HashSet::new(),
+            used_dynamic: HashSet::new(),
+            walked: Vec::new(),
+            macro_modules: Vec::new(),
+            walked_texts: HashMap::new(),
+            handed_modules: Vec::new(),
+            macro_embeds: Vec::new(),
+        }
+    }
+
+    /// Queues `file` to be read as a module of root `root` from `module_dir`,
+    /// unless it was read in that context already.
+    fn enqueue(&mut self, file: PathBuf, module_dir: PathBuf, root: usize, queue: &mut Vec<Job>) {
+        let info = &self.roots[root];
+        let key = (
+            file.clone(),
+            module_dir.clone(),
             info.package_dir.clone(),
             info.build_script.then_some(root),
-        )
-    };
-    let mut used_dynamic: HashSet<String> = HashSet::new();
-    // Every file read, with its context, and the `mod x;` of `macro_rules!`
-    // bodies: loaded from each file that calls the macro. Embeds in
-    // `macro_rules!` bodies are resolved again from each calling file once
-    // every module file of the workspace is known.
-    let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
-    let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
-    let mut walked_texts: HashMap<PathBuf, String> = HashMap::new();
-    // (site, name, macro_rules) where a macro declaring modules is handed
-    // over as a token: refused once it is known that some macro_rules!
-    // calls a metavariable.
-    let mut handed_modules: Vec<(String, String, String)> = Vec::new();
-    let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
-    let mut frontier: Vec<Job> = Vec::new();
-    for (index, root) in roots.iter().enumerate() {
-        let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
-        if visited.insert(visit_key(&root.file, &module_dir, index)) {
-            frontier.push(Job {
-                file: root.file.clone(),
+        );
+        if self.visited.insert(key) {
+            queue.push(Job {
+                file,
                 module_dir,
-                root: index,
+                root,
             });
         }
     }
-    loop {
-        while !frontier.is_empty() {
-            let outcomes: Vec<(Job, Outcome)> = frontier
-                .into_par_iter()
-                .map(|job| {
-                    let outcome = read_and_scan(&job, &roots[job.root], aliases);
-                    (job, outcome)
-                })
-                .collect();
-            let mut next = Vec::new();
-            for (job, outcome) in outcomes {
-                let root = &roots[job.root];
-                let rel = display(inputs.root(), &job.file);
-                let reason = format!("module of {}", root.label);
-                let scan = match outcome {
-                    Outcome::Missing => {
-                        discovery.errors.push(format!(
-                            "{rel}: the crate root of {} does not exist",
-                            root.label
-                        ));
-                        continue;
-                    }
-                    Outcome::Failed(message) => {
-                        discovery.errors.push(message);
-                        continue;
-                    }
-                    Outcome::Read {
-                        hashed,
-                        symlink_target,
-                        scan,
-                    } => {
-                        if let Err(err) = inputs.add(&job.file, &reason) {
-                            discovery.errors.push(format!("{rel}: {err:#}"));
-                            continue;
-                        }
-                        discovery
-                            .known
-                            .insert(super::workspace::normalize(&job.file), hashed);
-                        walked.push((job.file.clone(), job.module_dir.clone(), job.root));
-                        if let Some((target, target_hash)) = symlink_target {
-                            let why =
-                                format!("target of symlink {rel}, a module of {}", root.label);
-                            if let Err(err) = inputs.add(&target, &why) {
-                                discovery.errors.push(format!(
-                                    "{rel} is a symlink whose target cannot be hashed: {err:#}"
-                                ));
-                            }
-                            discovery.known.insert(target, target_hash);
-                        }
-                        match scan {
-                            Some(scan) => *scan,
-                            None => continue,
-                        }
-                    }
-                };
-                discovery.parsed_files += 1;
-                renames.extend(scan.use_renames.iter().cloned());
-                macro_calls.extend(scan.macro_rules_calls.iter().cloned());
-                any_metavariable_call |= scan.metavariable_macro_call;
-                passed_include.extend(scan.passed_include.iter().cloned());
-                macro_modules.extend(scan.macro_modules.iter().cloned());
-                if let Some((line, why)) = &scan.refused {
-                    discovery.errors.push(format!("{rel}:{line}: {why}"));
-                    continue;
+
+    /// Every crate root, each from its own directory.
+    fn root_jobs(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        for (index, root) in self.roots.iter().enumerate() {
+            let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            self.enqueue(root.file.clone(), module_dir, index, &mut frontier);
+        }
+        frontier
+    }
+
+    /// Reads and scans one level of module files in parallel, and returns
+    /// the files they lead to.
+    fn read_level(&mut self, frontier: Vec<Job>) -> Vec<Job> {
+        let roots = self.roots;
+        let aliases = self.aliases;
+        let outcomes: Vec<(Job, Outcome)> = frontier
+            .into_par_iter()
+            .map(|job| {
+                let outcome = read_and_scan(&job, &roots[job.root], aliases);
+                (job, outcome)
+            })
+            .collect();
+        let mut next = Vec::new();
+        for (job, outcome) in outcomes {
+            if let Some(scan) = self.record_read(&job, outcome) {
+                self.follow_scan(&job, scan, &mut next);
+            }
+        }
+        next
+    }
+
+    /// Adds a file read to the inputs (and the file behind it, for a
+    /// symlink); returns its scan when it was parsed.
+    fn record_read(&mut self, job: &Job, outcome: Outcome) -> Option<FileScan> {
+        let root = &self.roots[job.root];
+        let rel = display(self.inputs.root(), &job.file);
+        let reason = format!("module of {}", root.label);
+        let discovery = &mut self.discovery;
+        match outcome {
+            Outcome::Missing => {
+                discovery.errors.push(format!(
+                    "{rel}: the crate root of {} does not exist",
+                    root.label
+                ));
+                None
+            }
+            Outcome::Failed(message) => {
+                discovery.errors.push(message);
+                None
+            }
+            Outcome::Read {
+                hashed,
+                symlink_target,
+                scan,
+            } => {
+                if let Err(err) = self.inputs.add(&job.file, &reason) {
+                    discovery.errors.push(format!("{rel}: {err:#}"));
+                    return None;
                 }
-                for module in &scan.modules {
-                    let site = format!(
-                        "{}:{}",
-                        display(inputs.root(), &module.site.file),
-                        module.site.line
-                    );
-                    match module
+                discovery
+                    .known
+                    .insert(super::workspace::normalize(&job.file), hashed);
+                self.walked
+                    .push((job.file.clone(), job.module_dir.clone(), job.root));
+                if let Some((target, target_hash)) = symlink_target {
+                    let why = format!("target of symlink {rel}, a module of {}", root.label);
+                    if let Err(err) = self.inputs.add(&target, &why) {
+                        discovery.errors.push(format!(
+                            "{rel} is a symlink whose target cannot be hashed: {err:#}"
+                        ));
+                    }
+                    discovery.known.insert(target, target_hash);
+                }
+                scan.map(|scan| *scan)
+            }
+        }
+    }
+
+    /// What one parsed file declares: its macro knowledge, its modules,
+    /// its embeds and, in a build script, its `rerun-if-changed` literals.
+    fn follow_scan(&mut self, job: &Job, scan: FileScan, next: &mut Vec<Job>) {
+        self.discovery.parsed_files += 1;
+        self.renames.extend(scan.use_renames.iter().cloned());
+        self.macro_calls
+            .extend(scan.macro_rules_calls.iter().cloned());
+        self.any_metavariable_call |= scan.metavariable_macro_call;
+        self.passed_include
+            .extend(scan.passed_include.iter().cloned());
+        self.macro_modules
+            .extend(scan.macro_modules.iter().cloned());
+        if let Some((line, why)) = &scan.refused {
+            let rel = display(self.inputs.root(), &job.file);
+            self.discovery.errors.push(format!("{rel}:{line}: {why}"));
+            return;
+        }
+        for module in &scan.modules {
+            self.follow_module(job, module, next);
+        }
+        for embed in &scan.embeds {
+            self.resolve_embed(job, embed, next);
+        }
+        if self.roots[job.root].build_script {
+            let literals = self.discovery.rerun_literals.entry(job.root).or_default();
+            for (value, line) in scan.rerun_literals {
+                literals.push((value, job.file.clone(), line));
+            }
+        }
+    }
+
+    /// `mod x;`: the first candidate file that exists is read next; when
+    /// none does, every candidate's absence is hashed.
+    fn follow_module(&mut self, job: &Job, module: &scan::ModuleDecl, next: &mut Vec<Job>) {
+        let inputs = &mut *self.inputs;
+        let discovery = &mut self.discovery;
+        let site = format!(
+            "{}:{}",
+            display(inputs.root(), &module.site.file),
+            module.site.line
+        );
+        match module
+            .candidates
+            .iter()
+            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+        {
+            Some((file, dir)) => {
+                if inputs.relative(file).is_err() {
+                    discovery.errors.push(format!(
+                    "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    module.name,
+                    file.display()
+                ));
+                } else {
+                    self.enqueue(file.clone(), dir.clone(), job.root, next);
+                }
+            }
+            None => {
+                // A `cfg`-gated module whose file is absent compiles;
+                // hashing the absence makes its arrival change the key.
+                // With `cfg_attr(…, path = …)` alternatives, the
+                // default file is often absent by design.
+                if !module.has_alternatives {
+                    let tried: Vec<String> = module
                         .candidates
                         .iter()
-                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-                    {
-                        Some((file, dir)) => {
-                            if inputs.relative(file).is_err() {
-                                discovery.errors.push(format!(
-                                "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
-                                module.name,
-                                file.display()
-                            ));
-                            } else if visited.insert(visit_key(file, dir, job.root)) {
-                                next.push(Job {
-                                    file: file.clone(),
-                                    module_dir: dir.clone(),
-                                    root: job.root,
-                                });
-                            }
-                        }
-                        None => {
-                            // A `cfg`-gated module whose file is absent compiles;
-                            // hashing the absence makes its arrival change the key.
-                            // With `cfg_attr(…, path = …)` alternatives, the
-                            // default file is often absent by design.
-                            if !module.has_alternatives {
-                                let tried: Vec<String> = module
-                                    .candidates
-                                    .iter()
-                                    .map(|(f, _)| display(inputs.root(), f))
-                                    .collect();
-                                discovery.warnings.push(format!(
-                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
-                                module.name,
-                                tried.join(", ")
-                            ));
-                            }
-                            for (file, _) in &module.candidates {
-                                if let Err(err) = inputs.add_maybe_absent(
-                                    file,
-                                    &format!("missing module `{}` declared at {site}", module.name),
-                                ) {
-                                    discovery.errors.push(format!("{site}: {err:#}"));
-                                }
-                            }
-                        }
-                    }
+                        .map(|(f, _)| display(inputs.root(), f))
+                        .collect();
+                    discovery.warnings.push(format!(
+                        "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                        module.name,
+                        tried.join(", ")
+                    ));
                 }
-                for embed in &scan.embeds {
-                    let site = format!(
-                        "{}:{}",
-                        display(inputs.root(), &embed.site.file),
-                        embed.site.line
-                    );
-                    let why = format!("embedded by {} at {site}", embed.macro_name);
-                    if let Some(relative) = &embed.caller_relative {
-                        macro_embeds.push(MacroEmbed {
-                            whole: embed.target == EmbedTarget::FromCallers,
-                            definition: embed.site.file.clone(),
-                            site: site.clone(),
-                            macro_name: embed.macro_name.clone(),
-                            relative: relative.clone(),
-                        });
-                    }
-                    match &embed.target {
-                        EmbedTarget::File(path) => {
-                            let path = super::workspace::normalize(path);
-                            if path.is_dir() {
-                                discovery.errors.push(format!(
-                                    "{site}: {} names a directory, {}",
-                                    embed.macro_name,
-                                    path.display()
-                                ));
-                            } else if let Err(err) = inputs
-                                .add_maybe_absent(&path, &why)
-                                .and_then(|()| inputs.add_link_target(&path, &why))
-                            {
-                                discovery.errors.push(format!(
-                                    "{site}: {} cannot be a key input: {err:#}",
-                                    embed.macro_name
-                                ));
-                            } else if std::fs::symlink_metadata(&path).is_err() {
-                                discovery.warnings.push(format!(
-                                "{site}: {} names {}, which does not exist; its absence is hashed",
-                                embed.macro_name,
-                                display(inputs.root(), &path)
-                            ));
-                            } else if embed.macro_name == "include!" {
-                                // rustc parses an `include!`d file as code of the
-                                // including module, with its own directory as the
-                                // module directory: its `mod x;`, `#[path]` and
-                                // embeds resolve from there, so it is walked like
-                                // a module file.
-                                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                                if visited.insert(visit_key(&path, &dir, job.root)) {
-                                    next.push(Job {
-                                        file: path,
-                                        module_dir: dir,
-                                        root: job.root,
-                                    });
-                                }
-                            }
-                        }
-                        EmbedTarget::Pattern(pattern) => {
-                            let pattern = super::workspace::normalize(pattern);
-                            let result = pattern
-                                .strip_prefix(inputs.root())
-                                .ok()
-                                .and_then(|p| p.to_str())
-                                .map(str::to_owned)
-                                .ok_or_else(|| {
-                                    anyhow::anyhow!("{} leaves the repository", pattern.display())
-                                })
-                                .and_then(|rel| inputs.add_pattern(&rel, &why));
-                            if let Err(err) = result {
-                                discovery
-                                    .errors
-                                    .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
-                            }
-                        }
-                        // Resolved at each caller, once every module file is known.
-                        EmbedTarget::FromCallers => {}
-                        EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
-                        EmbedTarget::Tree(dir) => {
-                            let dir = super::workspace::normalize(dir);
-                            let result = if inputs.relative(&dir).is_err() {
-                                Err(anyhow::anyhow!(
-                                    "it is outside the repository or in an excluded area; move it into the repository"
-                                ))
-                            } else if dir.is_dir() {
-                                inputs.add_dir(&dir, &why, false)
-                            } else {
-                                inputs.add_maybe_absent(&dir, &why)
-                            };
-                            if let Err(err) = result {
-                                discovery.errors.push(format!(
-                                    "{site}: {} reads {}, which cannot be a key input: {err:#}",
-                                    embed.macro_name,
-                                    display(inputs.root(), &dir)
-                                ));
-                            }
-                        }
-                        EmbedTarget::Unresolved(what) => declare_or_refuse(
-                            embed,
-                            what,
-                            &site,
-                            policy,
-                            inputs,
-                            &mut used_dynamic,
-                            &mut discovery,
-                        ),
-                    }
-                }
-                if root.build_script {
-                    let literals = discovery.rerun_literals.entry(job.root).or_default();
-                    for (value, line) in scan.rerun_literals {
-                        literals.push((value, job.file.clone(), line));
+                for (file, _) in &module.candidates {
+                    if let Err(err) = inputs.add_maybe_absent(
+                        file,
+                        &format!("missing module `{}` declared at {site}", module.name),
+                    ) {
+                        discovery.errors.push(format!("{site}: {err:#}"));
                     }
                 }
             }
-            frontier = next;
         }
-        // rustc loads a `macro_rules!` body's `mod x;` from the module where
-        // the macro is called: the calling file's module directory, or the
-        // directory of the inline modules the call stands in.
-        // A `#[macro_export]` macro loads from callers in other crates too.
-        // Aliases are read from every file walked so far (the prefilter may
-        // have skipped a file that only renames and calls the macro).
-        if !macro_modules.is_empty() {
-            for (file, _, _) in &walked {
-                if !walked_texts.contains_key(file) {
+    }
+
+    /// One include: the file, pattern or directory it reads becomes an
+    /// input (an `include!`d file is read next, like a module), or it is
+    /// declared in the policy or refused. One in a `macro_rules!` body is
+    /// also kept to be resolved from its callers.
+    fn resolve_embed(&mut self, job: &Job, embed: &scan::Embed, next: &mut Vec<Job>) {
+        let site = format!(
+            "{}:{}",
+            display(self.inputs.root(), &embed.site.file),
+            embed.site.line
+        );
+        let why = format!("embedded by {} at {site}", embed.macro_name);
+        if let Some(relative) = &embed.caller_relative {
+            self.macro_embeds.push(MacroEmbed {
+                whole: embed.target == EmbedTarget::FromCallers,
+                definition: embed.site.file.clone(),
+                site: site.clone(),
+                macro_name: embed.macro_name.clone(),
+                relative: relative.clone(),
+            });
+        }
+        let inputs = &mut *self.inputs;
+        let discovery = &mut self.discovery;
+        match &embed.target {
+            EmbedTarget::File(path) => {
+                let path = super::workspace::normalize(path);
+                if path.is_dir() {
+                    discovery.errors.push(format!(
+                        "{site}: {} names a directory, {}",
+                        embed.macro_name,
+                        path.display()
+                    ));
+                } else if let Err(err) = inputs
+                    .add_maybe_absent(&path, &why)
+                    .and_then(|()| inputs.add_link_target(&path, &why))
+                {
+                    discovery.errors.push(format!(
+                        "{site}: {} cannot be a key input: {err:#}",
+                        embed.macro_name
+                    ));
+                } else if std::fs::symlink_metadata(&path).is_err() {
+                    discovery.warnings.push(format!(
+                        "{site}: {} names {}, which does not exist; its absence is hashed",
+                        embed.macro_name,
+                        display(inputs.root(), &path)
+                    ));
+                } else if embed.macro_name == "include!" {
+                    // rustc parses an `include!`d file as code of the
+                    // including module, with its own directory as the
+                    // module directory: its `mod x;`, `#[path]` and
+                    // embeds resolve from there, so it is walked like
+                    // a module file.
+                    let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                    self.enqueue(path, dir, job.root, next);
+                }
+            }
+            EmbedTarget::Pattern(pattern) => {
+                let pattern = super::workspace::normalize(pattern);
+                let result = pattern
+                    .strip_prefix(inputs.root())
+                    .ok()
+                    .and_then(|p| p.to_str())
+                    .map(str::to_owned)
+                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", pattern.display()))
+                    .and_then(|rel| inputs.add_pattern(&rel, &why));
+                if let Err(err) = result {
+                    discovery
+                        .errors
+                        .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                }
+            }
+            // Resolved at each caller, once every module file is known.
+            EmbedTarget::FromCallers => {}
+            EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+            EmbedTarget::Tree(dir) => {
+                let dir = super::workspace::normalize(dir);
+                let result = if inputs.relative(&dir).is_err() {
+                    Err(anyhow::anyhow!(
+                        "it is outside the repository or in an excluded area; move it into the repository"
+                    ))
+                } else if dir.is_dir() {
+                    inputs.add_dir(&dir, &why, false)
+                } else {
+                    inputs.add_maybe_absent(&dir, &why)
+                };
+                if let Err(err) = result {
+                    discovery.errors.push(format!(
+                        "{site}: {} reads {}, which cannot be a key input: {err:#}",
+                        embed.macro_name,
+                        display(inputs.root(), &dir)
+                    ));
+                }
+            }
+            EmbedTarget::Unresolved(what) => declare_or_refuse(
+                embed,
+                what,
+                &site,
+                self.policy,
+                inputs,
+                &mut self.used_dynamic,
+                discovery,
+            ),
+        }
+    }
+
+    /// rustc loads a `macro_rules!` body's `mod x;` from the module where
+    /// the macro is called: the calling file's module directory, or the
+    /// directory of the inline modules the call stands in.
+    /// A `#[macro_export]` macro loads from callers in other crates too.
+    /// Aliases are read from every file walked so far (the prefilter may
+    /// have skipped a file that only renames and calls the macro).
+    /// Returns the module files to read next.
+    fn follow_macro_modules(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        if !self.macro_modules.is_empty() {
+            for (file, _, _) in &self.walked {
+                if !self.walked_texts.contains_key(file) {
                     if let Ok(text) = std::fs::read_to_string(file) {
-                        walked_texts.insert(file.clone(), text);
+                        self.walked_texts.insert(file.clone(), text);
                     }
                 }
             }
         }
-        let known = MacroKnowledge {
-            renames: &renames,
-            macro_calls: &macro_calls,
-            any_metavariable_call,
+        let calls = self.macro_module_calls();
+        let Some(calls) = calls else {
+            return frontier;
         };
-        let files: Vec<&PathBuf> = walked_texts.keys().collect();
-        let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
-        let roots_of_modules: Vec<&str> = macro_modules
-            .iter()
-            .map(|m| m.macro_rules.as_str())
+        let index: HashMap<PathBuf, usize> = self
+            .walked_texts
+            .keys()
+            .enumerate()
+            .map(|(i, f)| (f.clone(), i))
             .collect();
-        let calls = if macro_modules.is_empty() {
-            None
-        } else {
-            match MacroCalls::read(&roots_of_modules, &known, &texts) {
-                Ok(calls) => Some(calls),
-                Err(why) => {
-                    discovery.errors.push(why);
-                    None
-                }
-            }
-        };
-        let index: HashMap<&PathBuf, usize> =
-            files.iter().enumerate().map(|(i, f)| (*f, i)).collect();
-        for module in macro_modules.clone() {
-            let Some(calls) = &calls else {
-                break;
-            };
+        for module in self.macro_modules.clone() {
             let names = calls.names_of(&module.macro_rules);
-            for (caller, module_dir, root) in walked.clone() {
+            for (caller, module_dir, root) in self.walked.clone() {
                 let sites: Vec<scan::CallSite> = index
                     .get(&caller)
                     .map(|&i| calls.sites[i].clone())
@@ -451,175 +526,224 @@ fn walk(
                     .into_iter()
                     .filter(|s| names.contains(&s.name))
                     .collect();
-                for site in sites.iter().filter(|s| s.handed_over) {
-                    handed_modules.push((
-                        format!("{}:{}", display(inputs.root(), &caller), site.line),
-                        site.name.clone(),
-                        module.macro_rules.clone(),
-                    ));
+                self.follow_macro_module_calls(
+                    &module,
+                    &sites,
+                    (&caller, &module_dir, root),
+                    &mut frontier,
+                );
+            }
+        }
+        frontier
+    }
+
+    /// The calls of the macros that declare modules, in every file walked
+    /// (`None` when there are none, or too many names to follow).
+    fn macro_module_calls(&mut self) -> Option<MacroCalls> {
+        let known = MacroKnowledge {
+            renames: &self.renames,
+            macro_calls: &self.macro_calls,
+            any_metavariable_call: self.any_metavariable_call,
+        };
+        let texts: Vec<&str> = self.walked_texts.values().map(String::as_str).collect();
+        let roots_of_modules: Vec<&str> = self
+            .macro_modules
+            .iter()
+            .map(|m| m.macro_rules.as_str())
+            .collect();
+        if self.macro_modules.is_empty() {
+            None
+        } else {
+            match MacroCalls::read(&roots_of_modules, &known, &texts) {
+                Ok(calls) => Some(calls),
+                Err(why) => {
+                    self.discovery.errors.push(why);
+                    None
                 }
-                // Each inline module the macro is called in loads from its
-                // own directory; one moved by `#[path]`/`cfg_attr` is refused.
-                let mut places: Vec<(Vec<String>, bool, usize)> = sites
+            }
+        }
+    }
+
+    /// The modules `module` (a `mod` of a `macro_rules!` body) loads where
+    /// `caller` calls it at `sites`.
+    fn follow_macro_module_calls(
+        &mut self,
+        module: &scan::MacroModule,
+        sites: &[scan::CallSite],
+        (caller, module_dir, root): (&Path, &Path, usize),
+        frontier: &mut Vec<Job>,
+    ) {
+        for site in sites.iter().filter(|s| s.handed_over) {
+            self.handed_modules.push((
+                format!("{}:{}", display(self.inputs.root(), caller), site.line),
+                site.name.clone(),
+                module.macro_rules.clone(),
+            ));
+        }
+        // Each inline module the macro is called in loads from its
+        // own directory; one moved by `#[path]`/`cfg_attr` is refused.
+        let mut places: Vec<(Vec<String>, bool, usize)> = sites
+            .iter()
+            .filter(|s| !s.handed_over)
+            .map(|s| (s.inline.clone(), s.inline_moved, s.line))
+            .collect();
+        places.sort();
+        places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let package_dir = &self.roots[root].package_dir;
+        for (inline, moved, line) in places {
+            if moved {
+                self.discovery.errors.push(format!(
+                "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
+                display(self.inputs.root(), caller),
+                module.macro_rules
+            ));
+                continue;
+            }
+            let module_dir = inline
+                .iter()
+                .fold(module_dir.to_path_buf(), |dir, name| dir.join(name));
+            for decl in macro_module_decls(module, caller, &module_dir, inline.len(), package_dir) {
+                let site = format!(
+                    "`mod {};` of macro_rules! {} called in {}",
+                    decl.name,
+                    module.macro_rules,
+                    display(self.inputs.root(), caller)
+                );
+                match decl
+                    .candidates
                     .iter()
-                    .filter(|s| !s.handed_over)
-                    .map(|s| (s.inline.clone(), s.inline_moved, s.line))
-                    .collect();
-                places.sort();
-                places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
-                let package_dir = &roots[root].package_dir;
-                for (inline, moved, line) in places {
-                    if moved {
-                        discovery.errors.push(format!(
-                        "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
-                        display(inputs.root(), &caller),
-                        module.macro_rules
-                    ));
-                        continue;
-                    }
-                    let module_dir = inline
-                        .iter()
-                        .fold(module_dir.clone(), |dir, name| dir.join(name));
-                    for decl in
-                        macro_module_decls(&module, &caller, &module_dir, inline.len(), package_dir)
-                    {
-                        let site = format!(
-                            "`mod {};` of macro_rules! {} called in {}",
-                            decl.name,
-                            module.macro_rules,
-                            display(inputs.root(), &caller)
-                        );
-                        match decl
-                            .candidates
-                            .iter()
-                            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-                        {
-                            Some((file, dir)) => {
-                                if inputs.relative(file).is_err() {
-                                    discovery.errors.push(format!(
-                            "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
-                            file.display()
-                        ));
-                                } else if visited.insert(visit_key(file, dir, root)) {
-                                    frontier.push(Job {
-                                        file: file.clone(),
-                                        module_dir: dir.clone(),
-                                        root,
-                                    });
-                                }
-                            }
-                            None => {
-                                for (file, _) in &decl.candidates {
-                                    if let Err(err) =
-                                        inputs.add_maybe_absent(file, &format!("missing {site}"))
-                                    {
-                                        discovery.errors.push(format!("{site}: {err:#}"));
-                                    }
-                                }
-                            }
+                    .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                {
+                    Some((file, dir)) => {
+                        if self.inputs.relative(file).is_err() {
+                            self.discovery.errors.push(format!(
+                    "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    file.display()
+                ));
+                        } else {
+                            self.enqueue(file.clone(), dir.clone(), root, frontier);
                         }
                     }
-                    if module.name.is_none() {
-                        // A file added later that such a `mod` could load changes the key.
-                        let why = format!(
-                            "a `mod $…;` of macro_rules! {} called in {} may load it",
-                            module.macro_rules,
-                            display(inputs.root(), &caller)
-                        );
-                        let result = module_dir
-                            .strip_prefix(inputs.root())
-                            .ok()
-                            .and_then(|d| d.to_str())
-                            .ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "{} is outside the repository",
-                                    module_dir.display()
-                                )
-                            })
-                            .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
-                        if let Err(err) = result {
-                            discovery.errors.push(format!("{why}: {err:#}"));
+                    None => {
+                        for (file, _) in &decl.candidates {
+                            if let Err(err) = self
+                                .inputs
+                                .add_maybe_absent(file, &format!("missing {site}"))
+                            {
+                                self.discovery.errors.push(format!("{site}: {err:#}"));
+                            }
                         }
                     }
                 }
             }
+            if module.name.is_none() {
+                // A file added later that such a `mod` could load changes the key.
+                let why = format!(
+                    "a `mod $…;` of macro_rules! {} called in {} may load it",
+                    module.macro_rules,
+                    display(self.inputs.root(), caller)
+                );
+                let inputs = &mut *self.inputs;
+                let result = module_dir
+                    .strip_prefix(inputs.root())
+                    .ok()
+                    .and_then(|d| d.to_str())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("{} is outside the repository", module_dir.display())
+                    })
+                    .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                if let Err(err) = result {
+                    self.discovery.errors.push(format!("{why}: {err:#}"));
+                }
+            }
         }
-        // Embeds in `macro_rules!` bodies, resolved again from every calling
-        // file known so far; a file an `include!` there reads is walked
-        // like a module, from its own directory, as the walk does.
-        let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+    }
+
+    /// Embeds in `macro_rules!` bodies, resolved again from every calling
+    /// file known so far; a file an `include!` there reads is walked
+    /// like a module, from its own directory, as the walk does.
+    fn follow_macro_embeds(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        let callers: Vec<PathBuf> = self
+            .walked
+            .iter()
+            .map(|(file, _, _)| file.clone())
+            .collect();
         let known = MacroKnowledge {
-            renames: &renames,
-            macro_calls: &macro_calls,
-            any_metavariable_call,
+            renames: &self.renames,
+            macro_calls: &self.macro_calls,
+            any_metavariable_call: self.any_metavariable_call,
         };
         let included = resolve_from_callers(
-            &macro_embeds,
+            &self.macro_embeds,
             &callers,
             &known,
-            policy,
-            &mut used_dynamic,
-            inputs,
-            &mut discovery,
+            self.policy,
+            &mut self.used_dynamic,
+            self.inputs,
+            &mut self.discovery,
         );
         for (file, caller) in included {
-            let Some(&(_, _, root)) = walked.iter().find(|(f, _, _)| *f == caller) else {
+            let Some(&(_, _, root)) = self.walked.iter().find(|(f, _, _)| *f == caller) else {
                 continue;
             };
             let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-            if visited.insert(visit_key(&file, &dir, root)) {
-                frontier.push(Job {
-                    file,
-                    module_dir: dir,
-                    root,
-                });
-            }
+            self.enqueue(file, dir, root, &mut frontier);
         }
-        if frontier.is_empty() {
-            break;
-        }
+        frontier
     }
-    if any_metavariable_call {
-        handed_modules.sort();
-        handed_modules.dedup();
-        for (site, name, macro_rules) in &handed_modules {
-            discovery.errors.push(format!(
+
+    /// Macros handed to another macro as a token, refused once the walk
+    /// knows that some `macro_rules!` calls a metavariable (`$m!(…)`).
+    fn refuse_handed_over(&mut self) {
+        if !self.any_metavariable_call {
+            return;
+        }
+        self.handed_modules.sort();
+        self.handed_modules.dedup();
+        for (site, name, macro_rules) in &self.handed_modules {
+            self.discovery.errors.push(format!(
                 "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
             ));
         }
-        for embed in &passed_include {
+        for embed in &self.passed_include {
             if let EmbedTarget::Unresolved(what) = &embed.target {
                 let site = format!(
                     "{}:{}",
-                    display(inputs.root(), &embed.site.file),
+                    display(self.inputs.root(), &embed.site.file),
                     embed.site.line
                 );
                 declare_or_refuse(
                     embed,
                     what,
                     &site,
-                    policy,
-                    inputs,
-                    &mut used_dynamic,
-                    &mut discovery,
+                    self.policy,
+                    self.inputs,
+                    &mut self.used_dynamic,
+                    &mut self.discovery,
                 );
             }
         }
     }
-    for dynamic in &policy.dynamic_include {
-        if !used_dynamic.contains(&dynamic.site) {
-            discovery.warnings.push(format!(
-                "key.dynamic-include for {} matches no unresolvable include there; remove the stale entry",
-                dynamic.site
-            ));
+
+    /// Warns about stale `[[key.dynamic-include]]` entries, drops repeated
+    /// problems and hands back what was found.
+    fn finish(mut self) -> (Discovery, Vec<(String, String)>) {
+        for dynamic in &self.policy.dynamic_include {
+            if !self.used_dynamic.contains(&dynamic.site) {
+                self.discovery.warnings.push(format!(
+                    "key.dynamic-include for {} matches no unresolvable include there; remove the stale entry",
+                    dynamic.site
+                ));
+            }
         }
+        // A body read once per `cfg_attr` directory repeats its problems.
+        let mut seen = HashSet::new();
+        self.discovery.errors.retain(|e| seen.insert(e.clone()));
+        let mut seen = HashSet::new();
+        self.discovery.warnings.retain(|w| seen.insert(w.clone()));
+        (self.discovery, self.renames)
     }
-    // A body read once per `cfg_attr` directory repeats its problems.
-    let mut seen = HashSet::new();
-    discovery.errors.retain(|e| seen.insert(e.clone()));
-    let mut seen = HashSet::new();
-    discovery.warnings.retain(|w| seen.insert(w.clone()));
-    (discovery, renames)
 }
 
 /// What a `macro_rules!` body's `mod` loads when called in `caller`; for
