@@ -90,7 +90,8 @@ impl Shape {
 }
 
 /// Where the host's `xtask` alias builds the binary: its `--target-dir`,
-/// else `target`.
+/// else the `target` beside a `--manifest-path` (an xtask that is its own
+/// workspace), else `target`.
 fn own_binary(host: &Path) -> String {
     let config = std::fs::read_to_string(host.join(".cargo/config.toml")).unwrap_or_default();
     let alias = toml::from_str::<toml::Table>(&config)
@@ -112,6 +113,18 @@ fn own_binary(host: &Path) -> String {
             words
                 .iter()
                 .find_map(|w| w.strip_prefix("--target-dir=").map(str::to_owned))
+        })
+        .or_else(|| {
+            let manifest = words
+                .iter()
+                .position(|w| w == "--manifest-path")
+                .and_then(|i| words.get(i + 1))?;
+            let dir = Path::new(manifest).parent()?.to_str()?;
+            Some(if dir.is_empty() {
+                "target".to_owned()
+            } else {
+                format!("{dir}/target")
+            })
         })
         .unwrap_or_else(|| "target".to_owned());
     format!("{}/debug/xtask", target.trim_end_matches('/'))
@@ -387,6 +400,14 @@ fn relative_root(host: &Path, dir: &Path) -> Result<String> {
     })?;
     let depth = rel.components().count();
     Ok(vec![".."; depth.max(1)].join("/"))
+}
+
+/// Whether the host's `main.rs` holds both lines (added by init-ci or by hand).
+pub fn has_two_lines(main: &Path) -> bool {
+    let text = std::fs::read_to_string(main).unwrap_or_default();
+    text.lines()
+        .any(|l| l.trim_start().starts_with("mod ci_trust_xtask;"))
+        && text.contains(CALL_LINE)
 }
 
 /// The two lines a host's own xtask needs, as the user adds them.
@@ -666,6 +687,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(own_binary(dir.path()), "target/xtask/debug/xtask");
+        std::fs::write(
+            dir.path().join(".cargo/config.toml"),
+            "[alias]\nxtask = \"run --manifest-path xtask/Cargo.toml --\"\n",
+        )
+        .unwrap();
+        assert_eq!(own_binary(dir.path()), "xtask/target/debug/xtask");
     }
 
     #[test]
