@@ -677,6 +677,21 @@ mod tests {
     }
 
     #[test]
+    fn an_upgrade_keeps_a_revision_bumped_by_hand() {
+        let source = Source::Git {
+            url: "https://example.invalid/ci-trust".into(),
+            rev: "0123abc".into(),
+        };
+        let manifest = thin_manifest(&source, "");
+        assert_eq!(Source::recorded_rev(&manifest).as_deref(), Some("0123abc"));
+        let bumped = manifest.replace("0123abc", "4567def");
+        assert_eq!(Source::recorded_rev(&bumped).as_deref(), Some("4567def"));
+        let path = thin_manifest(&Source::Path("/src/ci-trust".into()), "");
+        assert_eq!(Source::recorded_rev(&path), None);
+        assert!(path.contains("path = \"/src/ci-trust/crates/ci-trust\""), "{path}");
+    }
+
+    #[test]
     fn the_own_binary_follows_the_alias_target_dir() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(own_binary(dir.path()), "target/debug/xtask");
