@@ -130,6 +130,17 @@ pub struct BenchReuse {
     /// Internal: the benchmark server the child talks to.
     #[arg(long, hide = true, value_name = "URL")]
     pub child_api: Option<String>,
+    /// `artifacts.reuse-deadline-secs` for the worst case against hostile
+    /// servers (each scenario runs until the reuse path gives up).
+    #[arg(long, default_value_t = 10)]
+    pub deadline_secs: u64,
+    /// `artifacts.timeout-secs` (the per-request timeout and the window of
+    /// the minimum transfer rate) for the worst case.
+    #[arg(long, default_value_t = 5)]
+    pub timeout_secs: u64,
+    /// Internal: the child runs this hostile scenario and expects to fall back.
+    #[arg(long, hide = true, value_name = "NAME", requires = "child_api")]
+    pub child_scenario: Option<String>,
 }
 
 #[derive(Debug, Args)]

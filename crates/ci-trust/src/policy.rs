@@ -118,6 +118,10 @@ pub struct ArtifactPolicy {
     /// Seconds one API request or a stalled download may take before falling back.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// Seconds the whole reuse path (lookups, download, extraction,
+    /// verification) may take before it falls back to a fresh build.
+    #[serde(default = "default_reuse_deadline_secs")]
+    pub reuse_deadline_secs: u64,
     /// The whole name (`run-name:`) of a consumer run built for a head
     /// commit, with `{head_sha}` where the commit goes.
     #[serde(default = "default_consumer_run_name")]
@@ -242,6 +246,11 @@ fn default_max_download_bytes() -> u64 {
 fn default_timeout_secs() -> u64 {
     60
 }
+fn default_reuse_deadline_secs() -> u64 {
+    300
+}
+/// The longest `artifacts.reuse-deadline-secs` and `timeout-secs` accepted.
+pub const MAX_REUSE_SECS: u64 = 24 * 60 * 60;
 fn default_consumer_run_name() -> String {
     "GPU tests for {head_sha}".to_owned()
 }
@@ -270,6 +279,7 @@ impl Default for ArtifactPolicy {
             trusted_events: default_trusted_events(),
             max_download_bytes: default_max_download_bytes(),
             timeout_secs: default_timeout_secs(),
+            reuse_deadline_secs: default_reuse_deadline_secs(),
             consumer_run_name: default_consumer_run_name(),
         }
     }
@@ -449,18 +459,11 @@ impl Policy {
         for (index, archive) in self.archive.iter().enumerate() {
             let at = |field| vec![Seg::Key("archive"), Seg::Index(index), Seg::Key(field)];
             let name = &archive.file;
-            if name.is_empty()
-                || name.contains(['/', '\\'])
-                || name == "."
-                || name == ".."
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-            {
+            if !is_archive_file_name(name) {
                 problem(
                     at("file"),
                     format!(
-                        "archive file {name:?} must be a plain file name (letters, digits, `.`, `_`, `-`)"
+                        "archive file {name:?} must be a plain `*.tar.zst` file name (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`)"
                     ),
                 );
             }
@@ -485,6 +488,19 @@ impl Policy {
                     format!(
                         "[[allow]] for rule {} in {} needs a non-empty reason",
                         allow.rule, allow.workflow
+                    ),
+                );
+            }
+        }
+        for (key, value) in [
+            ("timeout-secs", self.artifacts.timeout_secs),
+            ("reuse-deadline-secs", self.artifacts.reuse_deadline_secs),
+        ] {
+            if !(1..=MAX_REUSE_SECS).contains(&value) {
+                problem(
+                    vec![Seg::Key("artifacts"), Seg::Key(key)],
+                    format!(
+                        "artifacts.{key} = {value} must be between 1 and {MAX_REUSE_SECS} seconds"
                     ),
                 );
             }
@@ -526,6 +542,18 @@ impl Policy {
             None => format!("defaults (no {DEFAULT_POLICY_PATH})"),
         }
     }
+}
+
+/// An `[[archive]]` file name: a plain `*.tar.zst` name, which is all the
+/// archive builder writes and all the reuse path extracts, installed into
+/// `--out` under it. Nothing hidden (`.`) or flag-like (`-`), no path.
+pub fn is_archive_file_name(name: &str) -> bool {
+    name.strip_suffix(".tar.zst")
+        .is_some_and(|stem| !stem.is_empty())
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// A key component must survive being a cache key and an artifact name.
@@ -623,7 +651,15 @@ mod tests {
             ("[[archive]]\nfile = \"a.tar.zst\"", "exactly one of"),
             (
                 "[[archive]]\nfile = \"../a\"\nnextest = []",
-                "plain file name",
+                "plain `*.tar.zst` file name",
+            ),
+            (
+                "[artifacts]\nreuse-deadline-secs = 0",
+                "artifacts.reuse-deadline-secs = 0 must be between 1 and",
+            ),
+            (
+                "[artifacts]\ntimeout-secs = 18446744073709551615",
+                "artifacts.timeout-secs = 18446744073709551615 must be between",
             ),
             ("[[archive]]\nfile = \"a\"\nbuild = []", "needs `binaries`"),
             (
@@ -650,7 +686,51 @@ mod tests {
         let err = format!("{:#}", Policy::parse(text).unwrap_err());
         assert_eq!(
             err,
-            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain file name (letters, digits, `.`, `_`, `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain `*.tar.zst` file name (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+        );
+    }
+
+    /// The archive names a policy may give are exactly plain `*.tar.zst`
+    /// names: each other one is refused at its line in the file.
+    #[test]
+    fn archive_file_names_are_plain_tar_zst_names() {
+        for good in ["cuda-tests.tar.zst", "a.tar.zst", "A_1.b-2.tar.zst"] {
+            assert!(is_archive_file_name(good), "{good}");
+        }
+        for bad in [
+            "cuda-tests.zip",
+            ".tar.zst",
+            "..tar.zst",
+            ".hidden.tar.zst",
+            "-rf.tar.zst",
+            "a.tar.zst.exe",
+            "a.tar.zst/",
+            "dir/a.tar.zst",
+            "a b.tar.zst",
+            "a\u{0}.tar.zst",
+            "\u{441}uda.tar.zst",
+            "",
+        ] {
+            assert!(!is_archive_file_name(bad), "{bad:?}");
+            let text = format!(
+                "[artifacts]\ntimeout-secs = 5\n\n[[archive]]\nfile = {}\nnextest = []\n",
+                toml::Value::String(bad.to_owned())
+            );
+            let err = format!("{:#}", Policy::parse(&text).unwrap_err());
+            assert!(
+                err.contains("line 5, column 8: archive file")
+                    && err.contains("must be a plain `*.tar.zst` file name"),
+                "{bad:?}: {err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ci-trust.toml");
+        std::fs::write(&file, "[[archive]]\nfile = \"x.tgz\"\nnextest = []\n").unwrap();
+        let err = format!("{:#}", Policy::load(dir.path(), Some(&file)).unwrap_err());
+        assert!(
+            err.contains(&format!("invalid policy file {}", file.display()))
+                && err.contains("line 2, column 8"),
+            "{err}"
         );
     }
 

@@ -32,6 +32,8 @@ mod key_config;
 mod key_scan;
 mod output;
 #[cfg(unix)]
+mod reuse_attack;
+#[cfg(unix)]
 mod scripts;
 #[cfg(unix)]
 mod snapshots;

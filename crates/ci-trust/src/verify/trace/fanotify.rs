@@ -261,7 +261,7 @@ fn drain(group: &File) -> Result<()> {
 /// build starts (double fork, `setsid`) stays under this process, so that
 /// [`kill_descendants`] finds it.
 #[allow(unsafe_code)]
-fn become_subreaper() -> Result<()> {
+pub(crate) fn become_subreaper() -> Result<()> {
     // SAFETY: prctl with integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     if rc != 0 {
@@ -274,7 +274,7 @@ fn become_subreaper() -> Result<()> {
 /// Kills every live descendant of this process and reaps those that are
 /// its children, until none is left; returns the pids killed.
 #[allow(unsafe_code)]
-fn kill_descendants() -> Result<Vec<u32>> {
+pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
     let own = std::process::id();
     let mut killed = Vec::new();
     for _ in 0..200 {

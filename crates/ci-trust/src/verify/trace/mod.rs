@@ -87,6 +87,10 @@ mod command;
 #[cfg(target_os = "linux")]
 mod fanotify;
 mod output_dirs;
+/// gpu-archive keeps and kills what its fresh build leaves running as the
+/// fanotify watch does (`archive/mod.rs`).
+#[cfg(target_os = "linux")]
+pub(crate) use fanotify::{become_subreaper, kill_descendants};
 mod report;
 mod strace;
 
