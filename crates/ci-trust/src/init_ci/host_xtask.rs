@@ -688,7 +688,10 @@ mod tests {
         assert_eq!(Source::recorded_rev(&bumped).as_deref(), Some("4567def"));
         let path = thin_manifest(&Source::Path("/src/ci-trust".into()), "");
         assert_eq!(Source::recorded_rev(&path), None);
-        assert!(path.contains("path = \"/src/ci-trust/crates/ci-trust\""), "{path}");
+        assert!(
+            path.contains("path = \"/src/ci-trust/crates/ci-trust\""),
+            "{path}"
+        );
     }
 
     #[test]
