@@ -198,22 +198,40 @@ pub struct VerifyKey {
 pub struct InitCi {
     #[command(flatten)]
     pub common: Common,
-    /// The ci-trust checkout whose workflows, scripts and xtask are copied
-    /// (default: the repository this xtask was built from).
+    /// The ci-trust checkout whose workflows, scripts and lockfile are the
+    /// templates (default: the one this ci-trust was built from).
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
     /// The runner label of every GitHub-hosted job.
     #[arg(long, value_name = "LABEL", default_value = "ubuntu-24.04")]
     pub runner: String,
-    /// The `name:` of the CI workflow whose runs start the GPU tests.
-    #[arg(long, value_name = "NAME", default_value = "CI")]
-    pub ci_name: String,
+    /// The `name:` of the CI workflow whose runs start the GPU tests
+    /// (default: `ci-trust`, the checks workflow init-ci writes).
+    #[arg(long, value_name = "NAME")]
+    pub ci_name: Option<String>,
     /// The GPU crates to archive (default: detected; repeat for several).
     #[arg(long, value_name = "PACKAGE")]
     pub gpu_package: Vec<String>,
-    /// Replace files whose content differs (never done without it).
+    /// Replace files of the host's that differ (never its workflows).
     #[arg(long)]
     pub force: bool,
+    /// Rewrite the files init-ci owns (marked) and show a diff of the rest.
+    #[arg(long)]
+    pub upgrade: bool,
+    /// The git repository the host's xtask takes ci-trust from.
+    #[arg(long, value_name = "URL", conflicts_with = "ci_trust_path")]
+    pub ci_trust_git: Option<String>,
+    /// The ci-trust revision it pins (default: the one the thin xtask
+    /// already pins, else the commit this ci-trust was built from).
+    #[arg(long, value_name = "REV", conflicts_with = "ci_trust_path")]
+    pub ci_trust_rev: Option<String>,
+    /// Take ci-trust from this checkout by path instead (local development, tests).
+    #[arg(long, value_name = "DIR")]
+    pub ci_trust_path: Option<PathBuf>,
+    /// Skip the proof's fresh build of a GPU archive (one that needs a
+    /// toolkit this machine lacks); the adoption is then not proven.
+    #[arg(long)]
+    pub no_build_proof: bool,
 }
 
 /// A full 40-hex commit id, lowercased.

@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod build_plan;
 pub mod contracts;
+pub mod embed;
 pub mod flags;
 pub mod gha;
 pub mod init_ci;

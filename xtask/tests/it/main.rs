@@ -12,7 +12,11 @@
 // These drive `sh` shims, bash scripts, symbolic links and executable bits
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
+mod action;
+#[cfg(unix)]
 mod adoption;
+#[cfg(unix)]
+mod adoption_hosts;
 mod architecture;
 #[cfg(unix)]
 mod archive;
@@ -39,6 +43,8 @@ mod output;
 mod reuse_attack;
 #[cfg(unix)]
 mod scripts;
+#[cfg(unix)]
+mod snapshots;
 mod support;
 #[cfg(unix)]
 mod trace;

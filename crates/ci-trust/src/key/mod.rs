@@ -14,7 +14,6 @@ mod lexer;
 mod report;
 mod scan;
 mod sources;
-mod tool_package;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -29,15 +28,6 @@ use build_script::BuildScriptInputs;
 pub use components::is_version_feature;
 use inputs::InputSet;
 pub use inputs::is_git_metadata;
-pub use tool_package::TOOL_PACKAGE;
-
-/// The directory of the xtask's own package when no archive build compiles
-/// it (see `tool_package.rs`): its compilations are tooling, not archives.
-pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Option<PathBuf> {
-    tool_package::unbuilt_tool_manifest(workspace, policy)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-}
 
 /// Each directory whose existence the key implies, as `dir/`: every
 /// directory a present input lies in. `verify-key --trace` accepts an
@@ -177,25 +167,11 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
 
     let mut roots = Vec::new();
-    // The xtask in a host workspace is tooling, not a GPU build input
-    // (tool_package.rs says exactly when its sources are left out). Its
-    // manifest is not: cargo loads every member's manifest for any build
-    // of the workspace, so every manifest is an input, always.
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
-        let sources_left_out = Some(package.manifest.as_path()) == unbuilt_tool;
-        let why = if sources_left_out {
-            format!(
-                "manifest of {} ({}): cargo loads it for every build of the workspace, though no archive compiles the package",
-                package.name, package.origin
-            )
-        } else {
-            format!("manifest of {} ({})", package.name, package.origin)
-        };
-        inputs.add(&package.manifest, &why)?;
-        if sources_left_out {
-            continue;
-        }
+        inputs.add(
+            &package.manifest,
+            &format!("manifest of {} ({})", package.name, package.origin),
+        )?;
         for dir in ["src", "tests", "examples", "benches"] {
             inputs.add_dir(
                 &package.dir.join(dir),
@@ -316,13 +292,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             inputs.add(&path, "toolchain file: selects the compiler")?;
         }
     }
-    let lint_dirs = std::iter::once(root).chain(
-        workspace
-            .packages
-            .iter()
-            .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
-            .map(|p| p.dir.as_path()),
-    );
+    let lint_dirs = std::iter::once(root).chain(workspace.packages.iter().map(|p| p.dir.as_path()));
     for dir in lint_dirs {
         for file in LINT_CONFIG_FILES {
             let path = dir.join(file);
@@ -412,11 +382,9 @@ fn add_build_configuration(
     let mut references = config.references(root);
     // What a nested cargo or rustup started by a build script reads
     // (cargo_config::NESTED_PROBES): present or absent, an input.
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(workspace, policy);
     let package_dirs = workspace
         .packages
         .iter()
-        .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
         .map(|p| p.dir.as_path())
         .chain(watched_dirs.iter().map(PathBuf::as_path));
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);

@@ -97,7 +97,6 @@ impl flags::VerifyKey {
                 profile_dir: build.join(crate::build_plan::profile_dir(&self.profile)),
                 build_dir: outputs.build_dir.clone(),
                 target_dir: outputs.target_dir.clone(),
-                tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -123,7 +122,6 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     let workspace = key::workspace::load(root)?;
     let package_dirs = workspace.package_dirs();
     let triples = configured_triples(&workspace, manifest);
-    let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
     let mut dirs = Vec::new();
     for plan in BuildPlan::for_policy(root, &workspace, policy)? {
         for profile_dir in plan.profile_dirs(&triples) {
@@ -131,7 +129,6 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
                 target_dir: plan.output.target_dir.clone(),
                 build_dir: plan.output.build_dir.clone(),
                 profile_dir,
-                tool_dir: tool_dir.clone(),
             });
         }
     }
@@ -167,10 +164,6 @@ pub struct BuildDirs {
     pub build_dir: PathBuf,
     /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
-    /// The xtask's package directory when no archive compiles it: `cargo
-    /// xtask` builds it into the same directory, and a compilation that
-    /// reads only its files is tooling, counted, not checked.
-    pub tool_dir: Option<PathBuf>,
 }
 
 /// The configuration's `build.target` triples, `host-tuple` replaced by the
@@ -218,8 +211,6 @@ pub struct Report {
     pub vanished_files: usize,
     /// Git metadata a build script watches (`.git/HEAD`), never a key input.
     pub git_files: usize,
-    /// Compilations of the xtask itself (no archive compiles it).
-    pub tool_compilations: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -252,13 +243,6 @@ impl Report {
                 out,
                 "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
                 self.git_files
-            );
-        }
-        if self.tool_compilations > 0 {
-            let _ = writeln!(
-                out,
-                "  {} compilations of the xtask itself (no archive builds it): tooling, not checked",
-                self.tool_compilations
             );
         }
         if self.vanished_files > 0 {
@@ -305,7 +289,6 @@ pub fn check(
         target_dir,
         build_dir,
         profile_dir,
-        tool_dir,
     } = dirs;
     if !profile_dir.is_dir() {
         bail!(
@@ -372,23 +355,6 @@ pub fn check(
                 })
             })
             .collect();
-        if let Some(tool) = tool_dir {
-            // Only the tool's files, and none of a package nested in its
-            // directory (that one is built, and checked).
-            let nested: Vec<&PathBuf> = package_dirs
-                .values()
-                .filter(|d| *d != tool && d.starts_with(tool))
-                .collect();
-            let in_repo: Vec<&PathBuf> = listed.iter().filter(|p| p.starts_with(root)).collect();
-            let tooling = !in_repo.is_empty()
-                && in_repo
-                    .iter()
-                    .all(|p| p.starts_with(tool) && !nested.iter().any(|d| p.starts_with(d)));
-            if tooling {
-                report.tool_compilations += 1;
-                continue;
-            }
-        }
         if format == DepInfoFormat::Cargo {
             // Cargo's lists repeat rustc's and the build scripts' declared
             // paths: read after both, they name only what those did not.
@@ -931,7 +897,6 @@ mod tests {
                 target_dir: target.clone(),
                 build_dir: target.clone(),
                 profile_dir: triple_debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -970,7 +935,6 @@ mod tests {
                 target_dir: root.join("target"),
                 build_dir: root.join("target"),
                 profile_dir: debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -999,7 +963,6 @@ mod tests {
             target_dir: root.join("target"),
             build_dir: root.join("target"),
             profile_dir: debug,
-            tool_dir: None,
         };
         let packages = BTreeMap::new();
         let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
