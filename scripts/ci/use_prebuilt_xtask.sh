@@ -2,8 +2,9 @@
 # use_prebuilt_xtask.sh DIR: routes `cargo xtask` to the prebuilt xtask
 # binary DIR/xtask that the job restored from the publisher's cache.
 #
-# It checks that the binary is a regular executable file that runs and names
-# the commit it was built from (`--version`), then makes later steps' `cargo
+# It checks that the binary is a regular executable file that runs, names
+# the commit it was built from and says it is optimised (`--version`: the
+# publisher builds it with `--release`), then makes later steps' `cargo
 # xtask …` run it: cargo reads the alias CARGO_ALIAS_XTASK from the
 # environment before .cargo/config.toml, and an alias naming an unknown
 # command runs `cargo-<name>` from PATH. Any failure exits non-zero and
@@ -24,6 +25,10 @@ if ! version=$("$binary" --version); then
 fi
 if [[ "$version" != *"(built from "* ]]; then
     echo "::error title=prebuilt xtask::$binary --version names no commit: $version" >&2
+    exit 1
+fi
+if [[ "$version" != *", optimised)" ]]; then
+    echo "::error title=prebuilt xtask::$binary is not an optimised build (--version: $version); the publisher builds it with --release" >&2
     exit 1
 fi
 # The wrapper drops the subcommand name cargo passes to `cargo-<name>`.

@@ -31,6 +31,8 @@ pub enum Command {
     BenchTrace(BenchTrace),
     /// Benchmark the key step of a cold CI job: compiling the xtask vs restoring it prebuilt.
     BenchKeystep(BenchKeystep),
+    /// Benchmark a fresh build in the checkout against the same build in the key tree.
+    BenchKeyTree(BenchKeyTree),
 }
 
 /// `--root` and `--policy` for the commands that work without a repository.
@@ -76,6 +78,10 @@ pub struct BenchKey {
     /// Approximate size of the generated workspace in MB.
     #[arg(long, default_value_t = 100)]
     pub megabytes: u64,
+    /// Measure this xtask binary (default: this repository's, built with
+    /// `--release` as the publisher builds the one CI restores).
+    #[arg(long, value_name = "BINARY")]
+    pub xtask: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +118,20 @@ pub struct BenchTrace {
 }
 
 #[derive(Debug, Args)]
+pub struct BenchKeyTree {
+    /// Where to generate and build the benchmark workspace (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Runs of each contender; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// `--root DIR`: build that workspace (`cargo build --workspace`,
+    /// offline) instead of a generated one; `--policy` keys it.
+    #[command(flatten)]
+    pub common: OptionalRoot,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchReuse {
     /// The repository whose policy `[artifacts]` limits (timeout, largest
     /// download) the measured reuse obeys (default: the benchmark's own).
@@ -130,6 +150,17 @@ pub struct BenchReuse {
     /// Internal: the benchmark server the child talks to.
     #[arg(long, hide = true, value_name = "URL")]
     pub child_api: Option<String>,
+    /// `artifacts.reuse-deadline-secs` for the worst case against hostile
+    /// servers (each scenario runs until the reuse path gives up).
+    #[arg(long, default_value_t = 10)]
+    pub deadline_secs: u64,
+    /// `artifacts.timeout-secs` (the per-request timeout and the window of
+    /// the minimum transfer rate) for the worst case.
+    #[arg(long, default_value_t = 5)]
+    pub timeout_secs: u64,
+    /// Internal: the child runs this hostile scenario and expects to fall back.
+    #[arg(long, hide = true, value_name = "NAME", requires = "child_api")]
+    pub child_scenario: Option<String>,
 }
 
 #[derive(Debug, Args)]

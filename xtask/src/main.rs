@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         flags::Command::BenchReuse(cmd) => cmd.run(),
         flags::Command::BenchVerify(cmd) => cmd.run(),
         flags::Command::BenchTrace(cmd) => cmd.run(),
+        flags::Command::BenchKeyTree(cmd) => cmd.run(),
         flags::Command::BenchKeystep(cmd) => cmd.run(),
     };
     ci_trust::exit_code(result)

@@ -13,10 +13,24 @@ pub const BUILT_FROM: &str = match option_env!("CI_TRUST_XTASK_COMMIT") {
     None => "a local build",
 };
 
-/// `--version`: the package version and the commit it was built from; a
-/// restored prebuilt binary is checked by running it with `--version`.
-pub static VERSION: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("{} (built from {BUILT_FROM})", env!("CARGO_PKG_VERSION")));
+/// How the binary was compiled: `optimised` without debug assertions (the
+/// release profile the prebuilt xtask is built with), else `unoptimised`
+/// (the dev profile of a cold `cargo xtask`).
+pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
+    "unoptimised"
+} else {
+    "optimised"
+};
+
+/// `--version`: the package version, the commit it was built from and how
+/// it was compiled; a restored prebuilt binary is checked by running it
+/// with `--version`.
+pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (built from {BUILT_FROM}, {BUILD_PROFILE})",
+        env!("CARGO_PKG_VERSION")
+    )
+});
 
 /// The subcommands ci-trust provides: a host's xtask embeds them with
 /// `#[command(flatten)]` beside its own, and the `ci-trust` binary runs them
@@ -182,6 +196,11 @@ pub struct VerifyKey {
     /// auto: fanotify where permitted, else strace).
     #[arg(long, value_enum, requires = "trace")]
     pub tracer: Option<crate::policy::TracerChoice>,
+    /// Run the traced build in the key tree, as `gpu-archive` does: a copy
+    /// of exactly the key's inputs mounted at the repository's path in a
+    /// private namespace (Linux: root, `CAP_SYS_ADMIN` or user namespaces).
+    #[arg(long, requires = "trace")]
+    pub key_tree: bool,
     /// The build command that `--trace` runs, from the repository root.
     #[arg(last = true, value_name = "BUILD COMMAND", requires = "trace")]
     pub command: Vec<std::ffi::OsString>,
@@ -191,22 +210,40 @@ pub struct VerifyKey {
 pub struct InitCi {
     #[command(flatten)]
     pub common: Common,
-    /// The ci-trust checkout whose workflows, scripts and xtask are copied
-    /// (default: the repository this xtask was built from).
+    /// The ci-trust checkout whose workflows, scripts and lockfile are the
+    /// templates (default: the one this ci-trust was built from).
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
     /// The runner label of every GitHub-hosted job.
     #[arg(long, value_name = "LABEL", default_value = "ubuntu-24.04")]
     pub runner: String,
-    /// The `name:` of the CI workflow whose runs start the GPU tests.
-    #[arg(long, value_name = "NAME", default_value = "CI")]
-    pub ci_name: String,
+    /// The `name:` of the CI workflow whose runs start the GPU tests
+    /// (default: `ci-trust`, the checks workflow init-ci writes).
+    #[arg(long, value_name = "NAME")]
+    pub ci_name: Option<String>,
     /// The GPU crates to archive (default: detected; repeat for several).
     #[arg(long, value_name = "PACKAGE")]
     pub gpu_package: Vec<String>,
-    /// Replace files whose content differs (never done without it).
+    /// Replace files of the host's that differ (never its workflows).
     #[arg(long)]
     pub force: bool,
+    /// Rewrite the files init-ci owns (marked) and show a diff of the rest.
+    #[arg(long)]
+    pub upgrade: bool,
+    /// The git repository the host's xtask takes ci-trust from.
+    #[arg(long, value_name = "URL", conflicts_with = "ci_trust_path")]
+    pub ci_trust_git: Option<String>,
+    /// The ci-trust revision it pins (default: the one the thin xtask
+    /// already pins, else the commit this ci-trust was built from).
+    #[arg(long, value_name = "REV", conflicts_with = "ci_trust_path")]
+    pub ci_trust_rev: Option<String>,
+    /// Take ci-trust from this checkout by path instead (local development, tests).
+    #[arg(long, value_name = "DIR")]
+    pub ci_trust_path: Option<PathBuf>,
+    /// Skip the proof's fresh build of a GPU archive (one that needs a
+    /// toolkit this machine lacks); the adoption is then not proven.
+    #[arg(long)]
+    pub no_build_proof: bool,
 }
 
 /// A full 40-hex commit id, lowercased.

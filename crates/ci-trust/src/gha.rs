@@ -82,24 +82,433 @@ fn append_lines(path: &PathBuf, pairs: &[(&str, &str)]) -> Result<()> {
         .with_context(|| format!("cannot append to {}", path.display()))
 }
 
+/// The files through which the runner takes a step's outputs, environment,
+/// path, state and summary after the step has ended.
+pub const RUNNER_FILE_VARS: &[&str] = &[
+    "GITHUB_OUTPUT",
+    "GITHUB_ENV",
+    "GITHUB_PATH",
+    "GITHUB_STATE",
+    "GITHUB_STEP_SUMMARY",
+];
+
+/// The largest output file [`write_step_outputs`] reads back. The runner
+/// has no such limit, but a step whose only writer is this program never
+/// comes near it: a bigger file was written by someone else.
+const MAX_OUTPUT_FILE_BYTES: u64 = 16 << 20;
+
+/// The state of the runner's file-command files ([`RUNNER_FILE_VARS`]) at
+/// one moment, to tell whether anything wrote to them since.
+///
+/// A build runs as the same user as the step and can find these files
+/// (through `/proc/<ancestor>/environ` or the runner's file-command
+/// directory) although its environment does not name them. Nothing the
+/// build runs has a reason to touch them; a change between a capture before
+/// the build and one after it is a forgery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerFiles {
+    files: Vec<(&'static str, FileState)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FileState {
+    /// The variable is not set.
+    Unset,
+    Missing,
+    /// Anything but a regular file (a FIFO would make a reader wait for
+    /// ever, a link would send a writer elsewhere).
+    NotAFile(String),
+    File {
+        device: u64,
+        inode: u64,
+        len: u64,
+        sha256: [u8; 32],
+    },
+    Unreadable(String),
+}
+
+impl RunnerFiles {
+    /// Records every runner file the environment names.
+    pub fn capture() -> RunnerFiles {
+        RunnerFiles {
+            files: RUNNER_FILE_VARS
+                .iter()
+                .map(|var| (*var, file_state(std::env::var_os(var))))
+                .collect(),
+        }
+    }
+
+    /// The variables whose files changed since `self` was captured, each
+    /// with what it was and what it is.
+    pub fn changed_since(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter_map(|(var, before)| {
+                let now = file_state(std::env::var_os(var));
+                (now != *before).then(|| format!("${var} ({})", describe_change(before, &now)))
+            })
+            .collect()
+    }
+}
+
+fn describe_change(before: &FileState, now: &FileState) -> String {
+    match (before, now) {
+        (FileState::File { len: a, .. }, FileState::File { len: b, .. }) if a != b => {
+            format!("{a} bytes before the build, {b} after")
+        }
+        (FileState::File { inode: a, .. }, FileState::File { inode: b, .. }) if a != b => {
+            "replaced by another file".to_owned()
+        }
+        (FileState::File { .. }, FileState::File { .. }) => "rewritten in place".to_owned(),
+        (_, FileState::Missing) => "deleted".to_owned(),
+        (_, FileState::NotAFile(kind)) => format!("now {kind}"),
+        (_, FileState::Unreadable(err)) => format!("now unreadable: {err}"),
+        (_, FileState::Unset) => "the variable is gone".to_owned(),
+        (FileState::Missing | FileState::Unset, FileState::File { .. }) => "created".to_owned(),
+        _ => "changed".to_owned(),
+    }
+}
+
+fn file_state(path: Option<std::ffi::OsString>) -> FileState {
+    use sha2::{Digest, Sha256};
+    let Some(path) = path.filter(|p| !p.is_empty()) else {
+        return FileState::Unset;
+    };
+    let file = match open_runner_file(std::path::Path::new(&path), false) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return FileState::Missing,
+        Err(err) => return FileState::Unreadable(err.to_string()),
+    };
+    let meta = match file.metadata() {
+        Ok(meta) => meta,
+        Err(err) => return FileState::Unreadable(err.to_string()),
+    };
+    if !meta.is_file() {
+        return FileState::NotAFile(describe_file_type(&meta));
+    }
+    let mut hasher = Sha256::new();
+    if let Err(err) = std::io::copy(&mut std::io::Read::take(&file, meta.len()), &mut hasher) {
+        return FileState::Unreadable(err.to_string());
+    }
+    let (device, inode) = device_and_inode(&meta);
+    FileState::File {
+        device,
+        inode,
+        len: meta.len(),
+        sha256: hasher.finalize().into(),
+    }
+}
+
+#[cfg(unix)]
+fn device_and_inode(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn device_and_inode(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+fn describe_file_type(meta: &std::fs::Metadata) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_fifo() {
+            return "a FIFO".to_owned();
+        }
+        if kind.is_socket() {
+            return "a socket".to_owned();
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device".to_owned();
+        }
+    }
+    if meta.is_dir() {
+        "a directory".to_owned()
+    } else {
+        "not a regular file".to_owned()
+    }
+}
+
+/// Opens a runner file without following a link in its last component and
+/// without waiting on a FIFO; the caller checks that it is a regular file.
+fn open_runner_file(path: &std::path::Path, write: bool) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    if write {
+        options.append(true).create(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
+
+/// Writes the step's outputs so that the runner reads exactly `pairs`, or
+/// fails; a no-op when `$GITHUB_OUTPUT` is not set.
+///
+/// The file is read first and parsed as the runner parses it
+/// ([`parse_runner_file`]). It is refused, and nothing is written, when it
+/// is not a regular UTF-8 file, does not parse (an open heredoc would
+/// swallow the lines written after it), or already names one of `pairs`'
+/// outputs (the runner compares names without regard to case): in a step
+/// whose only writer is this program, any of those is a forgery. Each value
+/// then goes in a heredoc with its own random delimiter, starting on a
+/// fresh line, and the file is read back: it must be what it was plus
+/// exactly what was written, and parse to `pairs` as the last word on each
+/// name.
+pub fn write_step_outputs(pairs: &[(&str, &str)]) -> Result<()> {
+    let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    write_outputs_to(std::path::Path::new(&path), pairs)
+}
+
+/// [`write_step_outputs`] into the file at `path`.
+pub fn write_outputs_to(path: &std::path::Path, pairs: &[(&str, &str)]) -> Result<()> {
+    use std::io::{Read, Seek};
+    for (name, value) in pairs {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            || value.contains(['\n', '\r'])
+        {
+            bail!("refusing to write a multi-line or malformed output {name:?}");
+        }
+    }
+    let shown = path.display();
+    let mut file = open_runner_file(path, true)
+        .with_context(|| format!("cannot open the output file {shown}"))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read the output file {shown}"))?;
+    if !meta.is_file() {
+        bail!(
+            "the output file {shown} is {}, not the regular file the runner created: refusing to write the outputs",
+            describe_file_type(&meta)
+        );
+    }
+    let read_all = |file: &mut std::fs::File| -> Result<String> {
+        file.seek(std::io::SeekFrom::Start(0))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_OUTPUT_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read the output file {shown}"))?;
+        if bytes.len() as u64 > MAX_OUTPUT_FILE_BYTES {
+            bail!(
+                "the output file {shown} holds more than {MAX_OUTPUT_FILE_BYTES} bytes that this program did not write: refusing to write the outputs"
+            );
+        }
+        String::from_utf8(bytes).map_err(|_| {
+            anyhow::anyhow!(
+                "the output file {shown} is not UTF-8 (the runner would read it in another encoding, or with replacement characters): refusing to write the outputs"
+            )
+        })
+    };
+    let before = read_all(&mut file)?;
+    let existing = parse_runner_file(&before).map_err(|why| {
+        anyhow::anyhow!(
+            "the output file {shown} already fails to parse as the runner reads it ({why}); lines written after it could be swallowed or ignored, so something other than this program wrote to it: refusing to write the outputs"
+        )
+    })?;
+    for (name, _) in &existing {
+        if let Some((ours, _)) = pairs
+            .iter()
+            .find(|(ours, _)| ours.eq_ignore_ascii_case(name))
+        {
+            bail!(
+                "the output file {shown} already sets the output {:?} (as {:?}) before this program wrote it: something else wrote this step's outputs; refusing to write them",
+                ours,
+                log_text(name, false)
+            );
+        }
+    }
+    let mut block = String::new();
+    if !before.is_empty() && !before.ends_with('\n') {
+        block.push('\n');
+    }
+    for (name, value) in pairs {
+        let delimiter = format!("ghadelimiter_{}", random_token());
+        block.push_str(&format!("{name}<<{delimiter}\n{value}\n{delimiter}\n"));
+    }
+    {
+        let mut writer = &file;
+        writer
+            .write_all(block.as_bytes())
+            .with_context(|| format!("cannot append to the output file {shown}"))?;
+        writer
+            .flush()
+            .with_context(|| format!("cannot append to the output file {shown}"))?;
+    }
+    let after = read_all(&mut file)?;
+    if after != format!("{before}{block}") {
+        bail!(
+            "the output file {shown} changed while the outputs were written ({} bytes, {} expected): refusing to trust it",
+            after.len(),
+            before.len() + block.len()
+        );
+    }
+    let parsed = parse_runner_file(&after).map_err(|why| {
+        anyhow::anyhow!(
+            "the output file {shown} does not parse after the outputs were written ({why})"
+        )
+    })?;
+    for (name, value) in pairs {
+        let last = parsed
+            .iter()
+            .rev()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str());
+        if last != Some(*value) {
+            bail!(
+                "the output file {shown} does not read back as written: the runner would take {name}={:?}",
+                last.map(|v| log_text(v, false))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The name/value pairs the runner takes from a file-command file, in
+/// order, as `actions/runner` parses `$GITHUB_OUTPUT` and `$GITHUB_ENV`
+/// (`EnvFileKeyValuePairs`): lines split at LF (and CRLF on Windows),
+/// empty lines skipped, `NAME=VALUE` when `=` comes before any `<<`,
+/// otherwise `NAME<<DELIMITER` and the lines up to one equal to the
+/// delimiter. An error is what the runner would throw (it fails the step,
+/// keeping the pairs before it).
+pub fn parse_runner_file(text: &str) -> Result<Vec<(String, String)>, String> {
+    // `File.ReadAllText` drops a UTF-8 byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut pairs = Vec::new();
+    let mut index = 0;
+    while let Some((line, _)) = read_runner_line(text, &mut index) {
+        if line.is_empty() {
+            continue;
+        }
+        let equals = line.find('=');
+        let heredoc = line.find("<<");
+        match (equals, heredoc) {
+            (Some(e), h) if h.is_none_or(|h| e < h) => {
+                pairs.push((line[..e].to_owned(), line[e + 1..].to_owned()));
+            }
+            (_, Some(h)) => {
+                let (name, delimiter) = (&line[..h], &line[h + 2..]);
+                if name.is_empty() || delimiter.is_empty() {
+                    return Err(format!(
+                        "invalid format {:?}: name and delimiter must not be empty",
+                        log_text(line, false)
+                    ));
+                }
+                let start = index;
+                let mut end = index;
+                loop {
+                    match read_runner_line(text, &mut index) {
+                        None => {
+                            return Err(format!(
+                                "an open heredoc: no line closes {:?}",
+                                log_text(line, false)
+                            ));
+                        }
+                        Some((candidate, _)) if candidate == delimiter => break,
+                        Some((_, None)) => {
+                            return Err(format!(
+                                "the heredoc {:?} runs to the end of the file without a newline",
+                                log_text(line, false)
+                            ));
+                        }
+                        Some((_, Some(newline))) => end = index - newline.len(),
+                    }
+                }
+                let value = if end > start { &text[start..end] } else { "" };
+                pairs.push((name.to_owned(), value.to_owned()));
+            }
+            _ => return Err(format!("invalid format {:?}", log_text(line, false))),
+        }
+    }
+    Ok(pairs)
+}
+
+/// The runner's `ReadLine`: the next line and the newline that ended it
+/// (`None` for the last line of a file that does not end in one).
+fn read_runner_line<'a>(
+    text: &'a str,
+    index: &mut usize,
+) -> Option<(&'a str, Option<&'static str>)> {
+    if *index >= text.len() {
+        return None;
+    }
+    let rest = &text[*index..];
+    let start = *index;
+    let Some(lf) = rest.find('\n') else {
+        *index = text.len();
+        return Some((rest, None));
+    };
+    if cfg!(windows)
+        && let Some(crlf) = rest.find("\r\n")
+        && crlf < lf
+    {
+        *index = start + crlf + 2;
+        return Some((&rest[..crlf], Some("\r\n")));
+    }
+    *index = start + lf + 1;
+    Some((&rest[..lf], Some("\n")))
+}
+
 /// `text` as a Markdown code span that stays one table cell: fenced by more
 /// backticks than any run inside it, `|` escaped (GitHub splits table cells
-/// before it reads code spans), line breaks and control characters as spaces.
-/// Nothing in a code span is markup, so nothing can be injected.
+/// before it reads code spans, and turns `\|` back into `|` inside them),
+/// line breaks and every other hidden character ([`is_hidden`]) as spaces.
+/// Nothing in a code span is markup: no link, autolink (`www.`, `a@b.c`,
+/// `xmpp:`), image, emphasis, HTML, entity or mention, whatever the text.
+///
+/// Meant for table cells: in a paragraph a `|` would show as `\|`.
 pub fn markdown_code(text: &str) -> String {
     let text: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if is_hidden(c) { ' ' } else { c })
         .collect::<String>()
         .replace('|', "\\|");
     let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run + 1);
-    // A span that starts or ends with a backtick needs a space inside the
-    // fence; one space each side is stripped again by the renderer.
-    if text.starts_with('`') || text.ends_with('`') {
+    // The renderer strips one space from each end of a span that starts and
+    // ends with one; a span that starts or ends with a backtick needs that
+    // space inside the fence. Padding both ends whenever either end is a
+    // backtick or a space keeps the text exactly as it was.
+    let padded = !text.trim_matches(' ').is_empty()
+        && (text.starts_with(['`', ' ']) || text.ends_with(['`', ' ']));
+    if text.is_empty() {
+        "` `".to_owned()
+    } else if padded {
         format!("{fence} {text} {fence}")
     } else {
         format!("{fence}{text}{fence}")
+    }
+}
+
+/// Whether `c` is a character that must not reach the log or the summary as
+/// itself: every control character (C0, DEL, C1, which can move the cursor,
+/// ring a bell, clear a terminal or end a line), the Unicode line and
+/// paragraph separators, and the bidirectional formatting characters (which
+/// reorder how the rest of a line is displayed).
+pub fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'
+                ..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `c` as the percent-encoded bytes of its UTF-8 form (`%1B`, `%E2%80%A8`).
+fn push_percent(out: &mut String, c: char) {
+    let mut buf = [0u8; 4];
+    for byte in c.encode_utf8(&mut buf).bytes() {
+        out.push_str(&format!("%{byte:02X}"));
     }
 }
 
@@ -114,13 +523,21 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
     append_to_summary_file(std::path::Path::new(&path), markdown)
 }
 
-/// Appends Markdown to the summary file `path`.
+/// Appends Markdown to the summary file `path`: a regular file, never
+/// through a link in its last component, never waiting on a FIFO.
 pub fn append_to_summary_file(path: &std::path::Path, markdown: &str) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+    let mut file = open_runner_file(path, true)
         .with_context(|| format!("cannot open step summary {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot open step summary {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "the step summary {} is {}, not a regular file",
+            path.display(),
+            describe_file_type(&meta)
+        );
+    }
     file.write_all(markdown.as_bytes())
         .context("cannot append to the step summary")
 }
@@ -151,9 +568,66 @@ impl CommandsPaused {
 impl Drop for CommandsPaused {
     fn drop(&mut self) {
         if let Some(token) = &self.token {
+            end_open_lines();
             println!("::{token}::");
         }
     }
+}
+
+/// Ends the line the paused code may have left open on stdout and on
+/// stderr, and waits (a second at most) until the runner has read both.
+///
+/// The runner reads each pipe a line at a time: a command the paused code
+/// printed without its newline would be read when the next line ends it,
+/// after the pause, and run; on stdout it would swallow the resume line,
+/// which would leave commands paused for the rest of the job. Ended here,
+/// and read before the resume is written, such a line is seen while
+/// commands are still paused. (The two pipes are read apart, so having
+/// written the newline first is not enough: the runner must have read it.)
+fn end_open_lines() {
+    let _ = std::io::stderr().write_all(b"\n");
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(b"\n");
+    let _ = stdout.flush();
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while std::time::Instant::now() < until
+            && (unread_bytes(std::io::stdout().as_fd()) > 0
+                || unread_bytes(std::io::stderr().as_fd()) > 0)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Read is not yet acted on: a moment for the runner to queue the
+        // lines it read before the resume line arrives.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The bytes written to `fd` that its reader has not read yet, when it is
+/// a pipe (0 otherwise, or when it cannot be told).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> u32 {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let is_pipe = fd
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .is_ok_and(|meta| meta.file_type().is_fifo());
+    if !is_pipe {
+        return 0;
+    }
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one `c_int` through the valid pointer; the
+    // descriptor is borrowed for the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut unread) };
+    if rc != 0 {
+        return 0;
+    }
+    u32::try_from(unread).unwrap_or(0)
 }
 
 /// 128 random bits as hex, from the kernel; the standard library's per-process
@@ -223,19 +697,33 @@ pub fn log(text: &str) {
 
 /// Makes text that may hold attacker-controlled parts (file names of the
 /// checkout, run and branch names, API error text) safe to print in the job
-/// log, where the runner acts on any line that starts with `::`.
+/// log, where the runner acts on any line that starts with `::`, and a
+/// terminal or log viewer on escape sequences.
 ///
 /// In Actions the text is encoded as workflow-command data (`%`, CR, LF), so
 /// it stays on the one line the caller starts with its own prefix. Elsewhere
-/// line breaks stay readable. Either way a line that would start with `::`
-/// (after the blanks the runner trims) has its first colon encoded as `%3A`,
-/// and the older `##[` command prefix is encoded wherever it appears.
+/// line breaks and tabs stay readable. Either way every other hidden character
+/// ([`is_hidden`]: ESC, BEL, DEL, C1, U+2028, bidi overrides, …) is written
+/// as the percent-encoded bytes of its UTF-8 form (`%1B`), a line that would
+/// start with `::` (after the blanks the runner trims) has its first colon
+/// encoded as `%3A`, and the older `##[` command prefix is encoded wherever
+/// it appears.
 pub fn log_text(text: &str, in_actions: bool) -> String {
     let text = if in_actions {
         escape_data(text)
     } else {
-        // A lone CR ends a line for the runner too.
-        text.replace('\r', "%0D")
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            match c {
+                // Lines stay lines; a tab in a file name shows as the
+                // whitespace it is (rustc's dep-info keeps it as such).
+                '\n' | '\t' => out.push(c),
+                // A lone CR ends a line for the runner too.
+                c if is_hidden(c) => push_percent(&mut out, c),
+                c => out.push(c),
+            }
+        }
+        out
     };
     // The runner's older command syntax, `##[name]data`, is looked for
     // anywhere in a line.
@@ -257,15 +745,16 @@ pub fn log_text(text: &str, in_actions: bool) -> String {
     out
 }
 
-/// Escapes text for the step summary (GitHub-flavoured Markdown with HTML),
-/// so that a run name, a branch name, an artifact name or API error text
-/// shows as the characters it is and can inject no heading, list, link,
-/// autolink, image, table cell, emphasis or raw HTML.
+/// Escapes text for the step summary (GitHub-flavoured Markdown with HTML)
+/// as prose: no heading, list, link, image, table cell, emphasis or raw
+/// HTML can be injected.
 ///
 /// `<`, `>` and `&` become entities; every other ASCII punctuation character
-/// is backslash-escaped (CommonMark allows it for all of them, and an escaped
-/// `:`, `.` or `@` cannot complete an autolink); line breaks and other
-/// control characters become spaces, so the text cannot start a new block.
+/// is backslash-escaped; line breaks and other hidden characters become
+/// spaces, so the text cannot start a new block. This does **not** stop
+/// cmark-gfm's extended autolinks: escapes are resolved before it looks for
+/// them, so `a\@b\.example` still renders as a `mailto:` link. Text an
+/// attacker chooses belongs in [`markdown_code`], where nothing is markup.
 pub fn escape_markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 4);
     for c in text.chars() {
@@ -277,7 +766,7 @@ pub fn escape_markdown(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => out.push(' '),
+            c if is_hidden(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -296,11 +785,21 @@ pub fn annotation(level: &str, location: &Location, title: &str, message: &str) 
     )
 }
 
-/// Escapes a workflow-command message, as the runner's toolkit does.
+/// Escapes a workflow-command message as the runner's toolkit does (`%`,
+/// CR, LF, which the runner decodes again), and every other hidden
+/// character ([`is_hidden`]) as its percent-encoded UTF-8 bytes, which the
+/// runner shows as they are (`%1B`): no escape sequence, bell or line
+/// separator of an API answer reaches the log as itself.
 pub fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            c if is_hidden(c) => push_percent(&mut out, c),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Escapes a workflow-command property value, as the runner's toolkit does.
@@ -378,6 +877,197 @@ mod tests {
             "key=a\nartifact_name=b\nsource=build\n"
         );
         assert!(append_lines(&path, &[("key", "a\nkey=evil")]).is_err());
+    }
+
+    /// Every hidden character reaches the log encoded, in Actions and out,
+    /// in plain lines, warnings and annotations alike.
+    #[test]
+    fn hidden_characters_reach_the_log_encoded() {
+        let hostile = "a\u{1b}[31mred\u{7}\u{0}\t\u{7f}\u{85}\u{9b}2J\u{2028}\u{2029}\u{202e}txt\u{2066}b\r\nc 50%";
+        assert_eq!(
+            log_text(hostile, true),
+            "a%1B[31mred%07%00%09%7F%C2%85%C2%9B2J%E2%80%A8%E2%80%A9%E2%80%AEtxt%E2%81%A6b%0D%0Ac 50%25"
+        );
+        assert_eq!(
+            log_text(hostile, false),
+            "a%1B[31mred%07%00\t%7F%C2%85%C2%9B2J%E2%80%A8%E2%80%A9%E2%80%AEtxt%E2%81%A6b%0D\nc 50%"
+        );
+        for line in [
+            log_text(hostile, true),
+            log_text(hostile, false),
+            warning_line(hostile, true),
+            warning_line(hostile, false),
+            error_line(hostile, true),
+            log_block(hostile),
+            annotation("error", &Location::default(), hostile, hostile),
+        ] {
+            assert!(
+                !line.chars().any(|c| is_hidden(c) && c != '\n' && c != '\t'),
+                "{line:?}"
+            );
+        }
+        // Plain text is untouched.
+        assert_eq!(
+            log_text("artifact 7: ok (é, ü, 漢)", true),
+            "artifact 7: ok (é, ü, 漢)"
+        );
+    }
+
+    /// A code span holds any text as it is, whatever backticks, spaces or
+    /// pipes it starts, ends or is made of.
+    #[test]
+    fn code_spans_fence_any_text() {
+        assert_eq!(markdown_code("plain"), "`plain`");
+        assert_eq!(markdown_code("a`b"), "``a`b``");
+        assert_eq!(markdown_code("`a`"), "`` `a` ``");
+        assert_eq!(markdown_code(" a"), "`  a `");
+        assert_eq!(markdown_code("a "), "` a  `");
+        assert_eq!(markdown_code("   "), "`   `");
+        assert_eq!(markdown_code(""), "` `");
+        assert_eq!(markdown_code("a|b"), "`a\\|b`");
+        assert_eq!(markdown_code("x\n# h\u{2028}y\u{1b}"), "` x # h y  `");
+        assert_eq!(markdown_code("````"), "````` ```` `````");
+    }
+
+    /// The runner's parser, as `actions/runner` writes it: the forms it
+    /// accepts, and what it throws on.
+    #[test]
+    fn runner_files_parse_as_the_runner_parses_them() {
+        let pairs = |text: &str| parse_runner_file(text).unwrap();
+        let own = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect()
+        };
+        assert_eq!(pairs(""), own(&[]));
+        assert_eq!(pairs("a=1\n\nb=x=y\n"), own(&[("a", "1"), ("b", "x=y")]));
+        assert_eq!(pairs("a=1"), own(&[("a", "1")]));
+        assert_eq!(pairs("a=<<x\n"), own(&[("a", "<<x")]));
+        assert_eq!(
+            pairs("a<<EOF\nline 1\nline 2\nEOF\nb<<D\nD\n"),
+            own(&[("a", "line 1\nline 2"), ("b", "")])
+        );
+        assert_eq!(pairs("a<<x=y\nv\nx=y\n"), own(&[("a", "v")]));
+        assert_eq!(pairs("\u{feff}a=1\n"), own(&[("a", "1")]));
+        assert_eq!(pairs("=v\n"), own(&[("", "v")]));
+        assert_eq!(pairs("a<<EOF\nv\nEOF"), own(&[("a", "v")]));
+        for (text, error) in [
+            ("junk\n", "invalid format"),
+            ("a<<\nx\n", "must not be empty"),
+            ("<<EOF\nx\nEOF\n", "must not be empty"),
+            ("a<<EOF\nv\n", "an open heredoc"),
+            ("a<<EOF\nv", "without a newline"),
+            ("ok=1\nx<<EOF\n", "an open heredoc"),
+        ] {
+            let err = parse_runner_file(text).unwrap_err();
+            assert!(err.contains(error), "{text:?}: {err}");
+        }
+    }
+
+    fn read(path: &std::path::Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    /// Outputs go in heredocs with fresh delimiters, on a fresh line, and
+    /// read back to exactly what was meant.
+    #[test]
+    fn outputs_are_written_as_heredocs_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output");
+        // What the step's own script wrote before, without a final newline.
+        std::fs::write(&path, "mine=1").unwrap();
+        let pairs = [("key", "k-v1-0"), ("source", "build"), ("run_id", "")];
+        write_outputs_to(&path, &pairs).unwrap();
+        let text = read(&path);
+        assert!(text.starts_with("mine=1\nkey<<ghadelimiter_"), "{text}");
+        let parsed = parse_runner_file(&text).unwrap();
+        assert_eq!(
+            parsed,
+            [
+                ("mine", "1"),
+                ("key", "k-v1-0"),
+                ("source", "build"),
+                ("run_id", "")
+            ]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        );
+        let delimiters: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ghadelimiter_"))
+            .collect();
+        assert_eq!(delimiters.len(), 3, "a fresh delimiter per value: {text}");
+        assert!(write_outputs_to(&path, &[("x", "a\nx=evil")]).is_err());
+    }
+
+    /// What a build that found the output file could leave in it is
+    /// refused before anything is written: our names already set (in any
+    /// case), an open heredoc, a line the runner throws on, bytes that are
+    /// not UTF-8 or a byte order mark that makes the runner read UTF-16.
+    #[test]
+    fn a_forged_output_file_is_refused_before_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output");
+        let pairs = [("key", "k"), ("source", "build")];
+        for (forged, error) in [
+            ("source=artifact\n", "already sets the output \"source\""),
+            ("SOURCE=artifact\n", "already sets the output \"source\""),
+            (
+                "x=1\nKey<<E\nforged\nE\n",
+                "already sets the output \"key\"",
+            ),
+            ("x<<build\n", "an open heredoc"),
+            (
+                "key=forged\nsource=artifact\nx<<ghadelimiter_guess\n",
+                "an open heredoc",
+            ),
+            ("x<<", "must not be empty"),
+            ("garbage", "invalid format"),
+        ] {
+            std::fs::write(&path, forged).unwrap();
+            let err = format!("{:#}", write_outputs_to(&path, &pairs).unwrap_err());
+            assert!(err.contains(error), "{forged:?}: {err}");
+            assert_eq!(read(&path), forged, "written despite the refusal");
+        }
+        for bytes in [&b"a=\xff\n"[..], b"\xff\xfea\x00=\x001\x00\n\x00"] {
+            std::fs::write(&path, bytes).unwrap();
+            let err = format!("{:#}", write_outputs_to(&path, &pairs).unwrap_err());
+            assert!(err.contains("is not UTF-8"), "{err}");
+            assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        }
+    }
+
+    /// An output file swapped for a link or a FIFO is refused, without
+    /// following the link or waiting on the FIFO.
+    #[cfg(unix)]
+    #[test]
+    fn an_output_file_that_is_not_a_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        assert!(write_outputs_to(&link, &[("key", "k")]).is_err());
+        assert_eq!(read(&elsewhere), "");
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+        assert_eq!(rc, 0);
+        let err = format!(
+            "{:#}",
+            write_outputs_to(&fifo, &[("key", "k")]).unwrap_err()
+        );
+        assert!(err.contains("is a FIFO"), "{err}");
+        // Nor is the summary written through a link, or to a FIFO (where
+        // opening it would wait for a reader for ever).
+        assert!(append_to_summary_file(&link, "x").is_err());
+        assert_eq!(read(&elsewhere), "");
+        assert!(append_to_summary_file(&fifo, "x").is_err());
+        let summary = dir.path().join("summary");
+        append_to_summary_file(&summary, "a").unwrap();
+        append_to_summary_file(&summary, "b").unwrap();
+        assert_eq!(read(&summary), "ab");
     }
 
     #[test]

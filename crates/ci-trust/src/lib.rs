@@ -8,11 +8,14 @@
 //! environment. docs/architecture.md is the map.
 
 pub mod archive;
+pub mod build_plan;
 pub mod contracts;
+pub mod embed;
 pub mod flags;
 pub mod gha;
 pub mod init_ci;
 pub mod key;
+pub mod key_tree;
 pub mod policy;
 pub mod verify;
 

@@ -69,6 +69,11 @@ pub struct KeyPolicy {
     /// covered by the files it may read.
     #[serde(default)]
     pub dynamic_include: Vec<DynamicInclude>,
+    /// The repository's top directory relative to the workspace root (`..`),
+    /// inside which symlinks may point; by default the nearest directory
+    /// holding `.git`. Below a `.git` it may only narrow that directory.
+    #[serde(default)]
+    pub repository_root: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -118,6 +123,10 @@ pub struct ArtifactPolicy {
     /// Seconds one API request or a stalled download may take before falling back.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// Seconds the whole reuse path (lookups, download, extraction,
+    /// verification) may take before it falls back to a fresh build.
+    #[serde(default = "default_reuse_deadline_secs")]
+    pub reuse_deadline_secs: u64,
     /// The whole name (`run-name:`) of a consumer run built for a head
     /// commit, with `{head_sha}` where the commit goes.
     #[serde(default = "default_consumer_run_name")]
@@ -155,6 +164,25 @@ pub struct VerifyPolicy {
     /// or `fanotify`.
     #[serde(default)]
     pub tracer: TracerChoice,
+    /// Whether the fresh build runs in the key tree, a tree of exactly the
+    /// key's inputs (Linux with `CAP_SYS_ADMIN` or user namespaces): `auto`
+    /// where it can be made, else in the checkout with a warning;
+    /// `required` fails instead; `off` builds in the checkout.
+    #[serde(default)]
+    pub key_tree: KeyTreeChoice,
+}
+
+/// Whether the fresh build runs in the key tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyTreeChoice {
+    /// In the key tree where one can be made, else in the checkout (warned).
+    #[default]
+    Auto,
+    /// In the key tree, or not at all.
+    Required,
+    /// In the checkout, traced (what every build did before the key tree).
+    Off,
 }
 
 /// A tracer for the fresh build, as the policy or `--tracer` names it.
@@ -267,6 +295,11 @@ fn default_max_download_bytes() -> u64 {
 fn default_timeout_secs() -> u64 {
     60
 }
+fn default_reuse_deadline_secs() -> u64 {
+    300
+}
+/// The longest `artifacts.reuse-deadline-secs` and `timeout-secs` accepted.
+pub const MAX_REUSE_SECS: u64 = 24 * 60 * 60;
 fn default_consumer_run_name() -> String {
     "GPU tests for {head_sha}".to_owned()
 }
@@ -295,6 +328,7 @@ impl Default for ArtifactPolicy {
             trusted_events: default_trusted_events(),
             max_download_bytes: default_max_download_bytes(),
             timeout_secs: default_timeout_secs(),
+            reuse_deadline_secs: default_reuse_deadline_secs(),
             consumer_run_name: default_consumer_run_name(),
         }
     }
@@ -419,6 +453,16 @@ impl Policy {
                 );
             }
         }
+        if let Some(up) = &key.repository_root {
+            if up.is_empty() || !up.split('/').all(|part| matches!(part, ".." | "." | "")) {
+                problem(
+                    vec![Seg::Key("key"), Seg::Key("repository-root")],
+                    format!(
+                        "key.repository-root = {up:?} must name an ancestor of the workspace root, such as \"..\" or \"../..\""
+                    ),
+                );
+            }
+        }
         for (index, glob) in key.include.iter().enumerate() {
             if let Err(err) = check_relative_glob(glob) {
                 problem(
@@ -474,18 +518,11 @@ impl Policy {
         for (index, archive) in self.archive.iter().enumerate() {
             let at = |field| vec![Seg::Key("archive"), Seg::Index(index), Seg::Key(field)];
             let name = &archive.file;
-            if name.is_empty()
-                || name.contains(['/', '\\'])
-                || name == "."
-                || name == ".."
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-            {
+            if !is_archive_file_name(name) {
                 problem(
                     at("file"),
                     format!(
-                        "archive file {name:?} must be a plain file name (letters, digits, `.`, `_`, `-`)"
+                        "archive file {name:?} must be a plain `*.tar.zst` file name (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`)"
                     ),
                 );
             }
@@ -510,6 +547,19 @@ impl Policy {
                     format!(
                         "[[allow]] for rule {} in {} needs a non-empty reason",
                         allow.rule, allow.workflow
+                    ),
+                );
+            }
+        }
+        for (key, value) in [
+            ("timeout-secs", self.artifacts.timeout_secs),
+            ("reuse-deadline-secs", self.artifacts.reuse_deadline_secs),
+        ] {
+            if !(1..=MAX_REUSE_SECS).contains(&value) {
+                problem(
+                    vec![Seg::Key("artifacts"), Seg::Key(key)],
+                    format!(
+                        "artifacts.{key} = {value} must be between 1 and {MAX_REUSE_SECS} seconds"
                     ),
                 );
             }
@@ -551,6 +601,18 @@ impl Policy {
             None => format!("defaults (no {DEFAULT_POLICY_PATH})"),
         }
     }
+}
+
+/// An `[[archive]]` file name: a plain `*.tar.zst` name, which is all the
+/// archive builder writes and all the reuse path extracts, installed into
+/// `--out` under it. Nothing hidden (`.`) or flag-like (`-`), no path.
+pub fn is_archive_file_name(name: &str) -> bool {
+    name.strip_suffix(".tar.zst")
+        .is_some_and(|stem| !stem.is_empty())
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// A key component must survive being a cache key and an artifact name.
@@ -648,7 +710,15 @@ mod tests {
             ("[[archive]]\nfile = \"a.tar.zst\"", "exactly one of"),
             (
                 "[[archive]]\nfile = \"../a\"\nnextest = []",
-                "plain file name",
+                "plain `*.tar.zst` file name",
+            ),
+            (
+                "[artifacts]\nreuse-deadline-secs = 0",
+                "artifacts.reuse-deadline-secs = 0 must be between 1 and",
+            ),
+            (
+                "[artifacts]\ntimeout-secs = 18446744073709551615",
+                "artifacts.timeout-secs = 18446744073709551615 must be between",
             ),
             ("[[archive]]\nfile = \"a\"\nbuild = []", "needs `binaries`"),
             (
@@ -675,7 +745,51 @@ mod tests {
         let err = format!("{:#}", Policy::parse(text).unwrap_err());
         assert_eq!(
             err,
-            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain file name (letters, digits, `.`, `_`, `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+            "4 problem(s):\n  line 2, column 11: key.version = \"3\" must be `v` followed by digits, such as \"v3\"; bump it when something outside the checkout changes the archives\n  line 3, column 17: key.labels = \"a b\" may hold only letters, digits, `.`, `_` and `-`\n  line 7, column 8: archive file \"../a\" must be a plain `*.tar.zst` file name (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`)\n  line 5, column 27: artifacts.trusted-events lists \"pull_request\", whose workflow definition a pull request controls; remove it"
+        );
+    }
+
+    /// The archive names a policy may give are exactly plain `*.tar.zst`
+    /// names: each other one is refused at its line in the file.
+    #[test]
+    fn archive_file_names_are_plain_tar_zst_names() {
+        for good in ["cuda-tests.tar.zst", "a.tar.zst", "A_1.b-2.tar.zst"] {
+            assert!(is_archive_file_name(good), "{good}");
+        }
+        for bad in [
+            "cuda-tests.zip",
+            ".tar.zst",
+            "..tar.zst",
+            ".hidden.tar.zst",
+            "-rf.tar.zst",
+            "a.tar.zst.exe",
+            "a.tar.zst/",
+            "dir/a.tar.zst",
+            "a b.tar.zst",
+            "a\u{0}.tar.zst",
+            "\u{441}uda.tar.zst",
+            "",
+        ] {
+            assert!(!is_archive_file_name(bad), "{bad:?}");
+            let text = format!(
+                "[artifacts]\ntimeout-secs = 5\n\n[[archive]]\nfile = {}\nnextest = []\n",
+                toml::Value::String(bad.to_owned())
+            );
+            let err = format!("{:#}", Policy::parse(&text).unwrap_err());
+            assert!(
+                err.contains("line 5, column 8: archive file")
+                    && err.contains("must be a plain `*.tar.zst` file name"),
+                "{bad:?}: {err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ci-trust.toml");
+        std::fs::write(&file, "[[archive]]\nfile = \"x.tgz\"\nnextest = []\n").unwrap();
+        let err = format!("{:#}", Policy::load(dir.path(), Some(&file)).unwrap_err());
+        assert!(
+            err.contains(&format!("invalid policy file {}", file.display()))
+                && err.contains("line 2, column 8"),
+            "{err}"
         );
     }
 
@@ -722,6 +836,13 @@ binaries = ["cuda_tutorial"]
         let policy = Policy::parse("[verify]\ntracer = \"strace\"\n").unwrap();
         assert_eq!(policy.verify.tracer, TracerChoice::Strace);
         assert!(Policy::parse("[verify]\ntracer = \"ptrace\"\n").is_err());
+        assert_eq!(
+            Policy::parse("").unwrap().verify.key_tree,
+            KeyTreeChoice::Auto
+        );
+        let policy = Policy::parse("[verify]\nkey-tree = \"required\"\n").unwrap();
+        assert_eq!(policy.verify.key_tree, KeyTreeChoice::Required);
+        assert!(Policy::parse("[verify]\nkey-tree = true\n").is_err());
         assert!(Policy::parse("[verify]\nrequire-trac = true\n").is_err());
     }
 }

@@ -9,6 +9,11 @@
 //! with deflate like `actions/upload-artifact`. Each contender runs as a child process, so its
 //! peak RSS is its own (`wait4`'s `ru_maxrss`); medians over `--runs` are
 //! reported after one warm-up run each.
+//!
+//! Then the worst case: the reuse path as a child process against servers
+//! that stall, trickle or never answer ([`Scenario`]), each run until it
+//! gives up and falls back; the slowest must end within the deadline
+//! (`--deadline-secs`) plus 5 s.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -74,7 +79,7 @@ impl flags::BenchReuse {
             zip_bytes as f64 / 1e6,
             started.elapsed().as_secs_f64()
         );
-        let server = Server::start(zip_path.clone(), zip_bytes, digest)?;
+        let server = Server::start(zip_path.clone(), zip_bytes, digest.clone())?;
         let exe = std::env::current_exe().context("cannot find the running xtask binary")?;
 
         let mut ours = Vec::new();
@@ -169,11 +174,161 @@ impl flags::BenchReuse {
             ours.wall.as_secs_f64() / theirs.wall.as_secs_f64(),
             ours.peak_rss_kib as f64 / 1024.0
         );
-        Ok(ExitCode::SUCCESS)
+        drop(server);
+        worst_case(
+            self,
+            &exe,
+            &root_args,
+            &zip_path,
+            zip_bytes,
+            &digest,
+            scratch.path(),
+        )
     }
 }
 
-/// The measured child: one reuse from the benchmark server into `out`.
+/// A hostile server the worst case runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// Every run lookup of `CANDIDATES` candidates answers just before the
+    /// per-request timeout.
+    StallingRuns,
+    /// The blob host sends 64 bytes every 1.5 s and no length (the attack
+    /// that kept a download alive for a day).
+    Trickle,
+    /// The blob host sends a little faster than the minimum rate, for ever.
+    AboveTheFloor,
+    /// Every API request is accepted and never answered.
+    Silent,
+}
+
+/// Candidates of [`Scenario::StallingRuns`]: the most the finder judges.
+const CANDIDATES: usize = 500;
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario::StallingRuns,
+    Scenario::Trickle,
+    Scenario::AboveTheFloor,
+    Scenario::Silent,
+];
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::StallingRuns => "stalling-runs",
+            Scenario::Trickle => "trickle",
+            Scenario::AboveTheFloor => "above-the-floor",
+            Scenario::Silent => "silent",
+        }
+    }
+
+    fn describe(self, timeout_secs: u64) -> String {
+        match self {
+            Scenario::StallingRuns => format!(
+                "each of {CANDIDATES} run lookups answers after {:.1} s",
+                timeout_secs as f64 - 0.1
+            ),
+            Scenario::Trickle => "blob: 64 bytes every 1.5 s, no Content-Length".to_owned(),
+            Scenario::AboveTheFloor => format!(
+                "blob: {} KiB/s (the floor is {} KiB/s), for ever",
+                floor_beating_rate() >> 10,
+                ci_trust::archive::MIN_TRANSFER_BYTES_PER_SEC >> 10
+            ),
+            Scenario::Silent => "API: accepts and never answers".to_owned(),
+        }
+    }
+
+    fn from_name(name: &str) -> Result<Scenario> {
+        SCENARIOS
+            .iter()
+            .copied()
+            .find(|s| s.name() == name)
+            .with_context(|| format!("no scenario {name:?}"))
+    }
+}
+
+/// A rate just above the minimum transfer rate.
+fn floor_beating_rate() -> u64 {
+    ci_trust::archive::MIN_TRANSFER_BYTES_PER_SEC * 5 / 4
+}
+
+/// Runs every [`Scenario`] once as a child and prints how long each took
+/// to give up; fails when the slowest passed the deadline plus 5 s.
+fn worst_case(
+    flags: &flags::BenchReuse,
+    exe: &Path,
+    root_args: &[std::ffi::OsString],
+    zip_path: &Path,
+    zip_bytes: u64,
+    digest: &str,
+    scratch: &Path,
+) -> Result<ExitCode> {
+    let (deadline, timeout) = (flags.deadline_secs, flags.timeout_secs);
+    let bound = Duration::from_secs(deadline + 5);
+    println!();
+    println!(
+        "worst case against hostile servers (artifacts.reuse-deadline-secs = {deadline}, timeout-secs = {timeout}; bound: deadline + 5 s = {} s)",
+        bound.as_secs()
+    );
+    println!(
+        "| hostile server | wall until the fallback | how the reuse path ended |\n|---|---|---|"
+    );
+    let mut worst = Duration::ZERO;
+    for &scenario in SCENARIOS {
+        let server = Server::start_hostile(
+            zip_path.to_path_buf(),
+            zip_bytes,
+            digest.to_owned(),
+            scenario,
+            Duration::from_secs(timeout),
+        )?;
+        let out = scratch.join(format!("worst-{}", scenario.name()));
+        let log = scratch.join(format!("worst-{}.log", scenario.name()));
+        let measured = measure_child(
+            Command::new(exe)
+                .arg("bench-reuse")
+                .args(root_args)
+                .arg("--child-out")
+                .arg(&out)
+                .arg("--child-api")
+                .arg(&server.url)
+                .arg("--child-scenario")
+                .arg(scenario.name())
+                .arg("--deadline-secs")
+                .arg(deadline.to_string())
+                .arg("--timeout-secs")
+                .arg(timeout.to_string()),
+            &log,
+        )
+        .with_context(|| format!("the {} scenario", scenario.name()))?;
+        let ended = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("fell back: ").map(str::to_owned))
+            .unwrap_or_else(|| "?".to_owned());
+        println!(
+            "| {} | {:.1} s | {} |",
+            scenario.describe(timeout),
+            measured.wall.as_secs_f64(),
+            ci_trust::gha::log_text(&ended, false).replace('|', "\\|")
+        );
+        worst = worst.max(measured.wall);
+    }
+    let within = worst < bound;
+    println!(
+        "worst: {:.1} s, {} the bound of {} s",
+        worst.as_secs_f64(),
+        if within { "within" } else { "OVER" },
+        bound.as_secs()
+    );
+    if !within {
+        bail!("the reuse path's worst case passed its deadline plus 5 s");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The measured child: one reuse from the benchmark server into `out`;
+/// with `--child-scenario`, one that must fall back.
 fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
     let api_url = flags
         .child_api
@@ -186,7 +341,16 @@ fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
         run_id: RUN_ID + 1,
         token: "bench".into(),
     };
-    let policy = bench_policy(flags)?;
+    let mut policy = bench_policy(flags)?;
+    let scenario = flags
+        .child_scenario
+        .as_deref()
+        .map(Scenario::from_name)
+        .transpose()?;
+    if scenario.is_some() {
+        policy.artifacts.reuse_deadline_secs = flags.deadline_secs;
+        policy.artifacts.timeout_secs = flags.timeout_secs;
+    }
     let request = Request {
         root: out,
         policy: &policy,
@@ -197,7 +361,23 @@ fn run_child(flags: &flags::BenchReuse, out: &Path) -> Result<ExitCode> {
         cache_hit: false,
         head_sha: None,
     };
-    match reuse_artifact(env, &request)? {
+    let outcome = reuse_artifact(env, &request);
+    if let Some(scenario) = scenario {
+        return match outcome {
+            Ok(Reuse::Installed(_)) => {
+                bail!("the {} scenario reused an artifact", scenario.name())
+            }
+            Ok(other) => {
+                eprintln!("fell back: {other}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(err) => {
+                eprintln!("fell back: {err:#}");
+                Ok(ExitCode::SUCCESS)
+            }
+        };
+    }
+    match outcome? {
         Reuse::Installed(reused) => {
             eprintln!("reused artifact {}", reused.artifact_id);
             Ok(ExitCode::SUCCESS)
@@ -444,10 +624,32 @@ struct Served {
     zip_bytes: u64,
     digest: String,
     url: String,
+    /// How it misbehaves, if it does, and the per-request timeout it plays
+    /// against.
+    hostile: Option<(Scenario, Duration)>,
 }
 
 impl Server {
     fn start(zip_path: PathBuf, zip_bytes: u64, digest: String) -> Result<Server> {
+        Server::start_with(zip_path, zip_bytes, digest, None)
+    }
+
+    fn start_hostile(
+        zip_path: PathBuf,
+        zip_bytes: u64,
+        digest: String,
+        scenario: Scenario,
+        timeout: Duration,
+    ) -> Result<Server> {
+        Server::start_with(zip_path, zip_bytes, digest, Some((scenario, timeout)))
+    }
+
+    fn start_with(
+        zip_path: PathBuf,
+        zip_bytes: u64,
+        digest: String,
+        hostile: Option<(Scenario, Duration)>,
+    ) -> Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a local port")?;
         let url = format!("http://{}", listener.local_addr()?);
         let served = Arc::new(Served {
@@ -455,6 +657,7 @@ impl Server {
             zip_bytes,
             digest,
             url: url.clone(),
+            hostile,
         });
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -487,6 +690,39 @@ fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
         let target = request_line.split_whitespace().nth(1).unwrap_or("/");
         let path = target.split('?').next().unwrap_or("/");
         let json = |body: String| (200, "application/json", body);
+        if let Some((scenario, timeout)) = served.hostile
+            && let Some(answer) = hostile_answer(scenario, timeout, path, served)
+        {
+            match answer {
+                Hostile::Json(body) => {
+                    write!(
+                        writer,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )?;
+                    writer.flush()?;
+                    continue;
+                }
+                Hostile::Never => {
+                    // Holds the connection open, answering nothing.
+                    std::thread::sleep(Duration::from_secs(3600));
+                    return Ok(());
+                }
+                Hostile::Stream { chunk, every } => {
+                    write!(
+                        writer,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/zip\r\nconnection: close\r\n\r\n"
+                    )?;
+                    writer.flush()?;
+                    let bytes = vec![0u8; chunk];
+                    loop {
+                        writer.write_all(&bytes)?;
+                        writer.flush()?;
+                        std::thread::sleep(every);
+                    }
+                }
+            }
+        }
         let (status, content_type, body) = match path {
             "/repos/o/r" => json(r#"{"id": 1, "full_name": "o/r"}"#.to_owned()),
             "/repos/o/r/actions/artifacts" => json(format!(
@@ -534,5 +770,78 @@ fn serve_connection(stream: TcpStream, served: &Served) -> io::Result<()> {
             body.len()
         )?;
         writer.flush()?;
+    }
+}
+
+/// What a hostile server does with one request.
+enum Hostile {
+    Json(String),
+    /// Keeps the connection and answers nothing.
+    Never,
+    /// A body of `chunk` bytes every `every`, without a length, for ever.
+    Stream {
+        chunk: usize,
+        every: Duration,
+    },
+}
+
+/// The hostile answer of `scenario` to a request for `path`, or None to
+/// answer as GitHub would.
+fn hostile_answer(
+    scenario: Scenario,
+    timeout: Duration,
+    path: &str,
+    served: &Served,
+) -> Option<Hostile> {
+    let listing = |size: u64| {
+        let artifacts: Vec<String> = (0..CANDIDATES)
+            .map(|index| {
+                format!(
+                    r#"{{"id": {}, "name": "{NAME}", "size_in_bytes": {size}, "expired": false, "created_at": "2026-11-30T00:00:00Z", "workflow_run": {{"id": {}, "repository_id": 1, "head_repository_id": 1}}}}"#,
+                    ARTIFACT_ID + index as u64,
+                    RUN_ID + 1000 + index as u64
+                )
+            })
+            .collect();
+        Hostile::Json(format!(r#"{{"artifacts": [{}]}}"#, artifacts.join(", ")))
+    };
+    match scenario {
+        Scenario::Silent => Some(Hostile::Never),
+        Scenario::StallingRuns => {
+            if path == "/repos/o/r/actions/artifacts" {
+                return Some(listing(served.zip_bytes));
+            }
+            let id = path.strip_prefix("/repos/o/r/actions/runs/")?;
+            std::thread::sleep(timeout.saturating_sub(Duration::from_millis(100)));
+            Some(Hostile::Json(format!(
+                r#"{{"id": {id}, "event": "push", "head_branch": "other", "path": ".github/workflows/ci-cache-publish.yml", "repository": {{"id": 1, "full_name": "o/r"}}, "head_repository": {{"id": 1, "full_name": "o/r"}}}}"#
+            )))
+        }
+        Scenario::Trickle | Scenario::AboveTheFloor => {
+            if path != "/blob/artifact.zip" {
+                // Answered as GitHub would (one good candidate, with a
+                // digest the transfer never gets to) but with a zip as large
+                // as the limits allow.
+                return (path == "/repos/o/r/actions/artifacts").then(|| {
+                    Hostile::Json(format!(
+                        r#"{{"artifacts": [{{"id": {ARTIFACT_ID}, "name": "{NAME}", "size_in_bytes": {}, "expired": false, "digest": "sha256:{}", "created_at": "2026-11-30T00:00:00Z", "workflow_run": {{"id": {RUN_ID}, "repository_id": 1, "head_repository_id": 1}}}}]}}"#,
+                        1u64 << 30,
+                        "0".repeat(64)
+                    ))
+                });
+            }
+            Some(if scenario == Scenario::Trickle {
+                Hostile::Stream {
+                    chunk: 64,
+                    every: Duration::from_millis(1500),
+                }
+            } else {
+                let rate = floor_beating_rate();
+                Hostile::Stream {
+                    chunk: usize::try_from(rate / 10).unwrap_or(usize::MAX),
+                    every: Duration::from_millis(100),
+                }
+            })
+        }
     }
 }

@@ -257,7 +257,7 @@ fn own_cpu_time() -> Duration {
     Duration::ZERO
 }
 #[cfg(not(unix))]
-fn children_cpu_time() -> Duration {
+pub(super) fn children_cpu_time() -> Duration {
     Duration::ZERO
 }
 
@@ -271,7 +271,7 @@ fn own_cpu_time() -> Duration {
 /// processes and, for traced runs, strace's own work. Unlike wall time it
 /// barely moves when other jobs load the machine.
 #[cfg(unix)]
-fn children_cpu_time() -> Duration {
+pub(super) fn children_cpu_time() -> Duration {
     rusage_time(libc::RUSAGE_CHILDREN)
 }
 
@@ -295,7 +295,7 @@ fn rusage_time(who: libc::c_int) -> Duration {
 
 /// A build script in each generated package: a process per package, as in
 /// real GPU workspaces, which is what tracing pays for.
-fn add_build_scripts(workspace: &Path, packages: usize) -> Result<()> {
+pub(super) fn add_build_scripts(workspace: &Path, packages: usize) -> Result<()> {
     for p in 0..packages {
         let path = workspace.join(format!("crates/c{p:03}/build.rs"));
         std::fs::write(

@@ -1,238 +1,18 @@
-//! Adoption: `init-ci` on generated host workspaces, the key's view of the
-//! adopted xtask and of `feature-prefix`, the benchmarks' safe `--workdir`,
+//! Adoption's surroundings (`init-ci` itself is in `adoption_hosts.rs`): the
+//! key's view of `feature-prefix`, the benchmarks' safe `--workdir`,
 //! `--root` on every command and relative paths from the current directory.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::support::{Fixture, stderr, stdout, xtask_cmd};
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-}
-
-/// A GPU-shaped host: a virtual workspace with inherited edition 2021 and an
-/// old rust-version, a crate with a `cuda` feature, a build script and tests,
-/// a CPU crate, and an excluded kernels crate reached by a path dependency.
-fn gpu_host() -> Fixture {
-    let f = Fixture::new();
-    f.file(
-        "Cargo.toml",
-        "# The host's own comment stays.\n[workspace]\nresolver = \"2\"\nmembers = [\n    \"crates/*\",\n]\nexclude = [\"kernels\"]\n\n[workspace.package]\nedition = \"2021\"\nrust-version = \"1.70\"\n",
-    )
-    .file(
-        "crates/gpu-core/Cargo.toml",
-        "[package]\nname = \"gpu-core\"\nversion = \"0.1.0\"\nedition.workspace = true\n\n[features]\ncuda = []\n\n[dependencies]\nkernels = { path = \"../../kernels\" }\n",
-    )
-    .file(
-        "crates/gpu-core/build.rs",
-        "fn main() { println!(\"cargo:rerun-if-changed=build.rs\"); }\n",
-    )
-    .file(
-        "crates/gpu-core/src/lib.rs",
-        "pub fn scale(x: u32) -> u32 { kernels::FACTOR * x }\n#[cfg(feature = \"cuda\")]\npub fn on_gpu() -> bool { true }\n",
-    )
-    .file(
-        "crates/gpu-core/tests/scale.rs",
-        "#[test]\nfn scales() { assert_eq!(gpu_core::scale(2), 6); }\n",
-    )
-    .file(
-        "crates/app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition.workspace = true\n\n[dependencies]\ngpu-core = { path = \"../gpu-core\" }\n",
-    )
-    .file(
-        "crates/app/src/lib.rs",
-        "#[test]\nfn uses_the_gpu_crate() { assert_eq!(gpu_core::scale(1), 3); }\n",
-    )
-    .file(
-        "kernels/Cargo.toml",
-        "[package]\nname = \"kernels\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .file("kernels/src/lib.rs", "pub const FACTOR: u32 = 3;\n");
-    let lock = cargo()
-        .args(["generate-lockfile", "--offline"])
-        .current_dir(f.path())
-        .output()
-        .unwrap();
-    assert!(lock.status.success(), "{}", stderr(&lock));
-    f
-}
-
-fn init_ci(host: &Fixture, extra: &[&str]) -> Output {
-    let mut args = vec!["init-ci"];
-    args.extend_from_slice(extra);
-    xtask_cmd(&args)
-        .arg("--root")
-        .arg(host.path())
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap()
-}
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-/// What every adopted host must satisfy: its own `cargo test` passes
-/// without building the xtask, `ci-key` gives a key that holds none of the
-/// xtask's files, `check-contracts` finds nothing, and the five workflows
-/// pass the validator of this repository's CI.
-fn assert_adopted(host: &Fixture) {
-    let test = cargo()
-        .args(["test", "--offline"])
-        .current_dir(host.path())
-        .env("CARGO_TARGET_DIR", host.join("target"))
-        .output()
-        .unwrap();
-    let text = format!("{}{}", stdout(&test), stderr(&test));
-    assert!(
-        test.status.success(),
-        "the host's cargo test failed:\n{text}"
-    );
-    assert!(
-        !text.contains("Compiling xtask"),
-        "cargo test built the xtask:\n{text}"
-    );
-
-    let key = host.xtask(&["ci-key", "--explain"]);
-    assert!(key.status.success(), "{}", stderr(&key));
-    assert!(
-        stdout(&key).starts_with("cuda-archive-v1-"),
-        "{}",
-        stdout(&key)
-    );
-    assert!(
-        !stderr(&key)
-            .lines()
-            .any(|l| l.trim_start().starts_with("xtask/")),
-        "the xtask's files are key inputs:\n{}",
-        stderr(&key)
-    );
-
-    let contracts = host.xtask(&["check-contracts"]);
-    assert!(
-        contracts.status.success(),
-        "{}{}",
-        stdout(&contracts),
-        stderr(&contracts)
-    );
-
-    let problems = crate::workflows::validate_repository(host.path());
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-#[test]
-fn init_ci_adopts_a_gpu_workspace() {
-    let host = gpu_host();
-    let out = init_ci(&host, &[]);
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-
-    let manifest = read(&host.join("Cargo.toml"));
-    assert!(
-        manifest.starts_with("# The host's own comment stays.\n"),
-        "{manifest}"
-    );
-    assert!(manifest.contains("members = [\"xtask\", "), "{manifest}");
-    assert!(
-        manifest.contains("default-members = [\"crates/app\", \"crates/gpu-core\"]")
-            || manifest.contains("default-members = [\"crates/gpu-core\", \"crates/app\"]"),
-        "{manifest}"
-    );
-    assert!(
-        manifest.contains("[profile.dev.package.sha2]"),
-        "{manifest}"
-    );
-    let xtask_manifest = read(&host.join("xtask/Cargo.toml"));
-    assert!(
-        xtask_manifest.contains("edition = \"2024\""),
-        "{xtask_manifest}"
-    );
-    assert!(
-        !xtask_manifest.contains(".workspace = true"),
-        "{xtask_manifest}"
-    );
-    assert!(!host.join("xtask/tests").exists());
-    assert!(read(&host.join(".cargo/config.toml")).contains("xtask = \"run --package xtask --\""));
-    let policy = read(&host.join(".github/ci-trust.toml"));
-    assert!(
-        policy.contains(
-            "file = \"gpu-core-gpu-tests.tar.zst\"\nnextest = [\"-p\", \"gpu-core\", \"--features\", \"cuda\", \"--locked\"]"
-        ),
-        "{policy}"
-    );
-    assert!(!policy.contains("file = \"app-"), "{policy}");
-    let consumer = read(&host.join(".github/workflows/runpod-gpu-test.yml"));
-    assert!(consumer.contains("      archives: gpu-core-gpu-tests.tar.zst\n"));
-    assert!(host.join("scripts/ci/runpod_reap.sh").is_file());
-    assert!(
-        stderr(&out).contains("--- cargo xtask check-contracts"),
-        "{}",
-        stderr(&out)
-    );
-
-    assert_adopted(&host);
-
-    // A second run changes nothing and needs no --force.
-    let again = init_ci(&host, &[]);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert_eq!(read(&host.join("Cargo.toml")), manifest);
-
-    // A file the user edited is never overwritten without --force, and
-    // nothing at all is written then.
-    let workflow = host.join(".github/workflows/ci.yml");
-    std::fs::write(&workflow, "name: mine\n").unwrap();
-    std::fs::remove_file(host.join(".github/workflows/runpod-reap.yml")).unwrap();
-    let refused = init_ci(&host, &[]);
-    assert_eq!(refused.status.code(), Some(2));
-    assert!(
-        stderr(&refused).contains(".github/workflows/ci.yml"),
-        "{}",
-        stderr(&refused)
-    );
-    assert!(stderr(&refused).contains("--force"), "{}", stderr(&refused));
-    assert_eq!(read(&workflow), "name: mine\n");
-    assert!(!host.join(".github/workflows/runpod-reap.yml").exists());
-    let forced = init_ci(&host, &["--force"]);
-    assert!(forced.status.success(), "{}", stderr(&forced));
-    assert!(read(&workflow).contains("cargo xtask check-contracts"));
-}
-
-#[test]
-fn init_ci_adopts_the_archive_fixture_with_flags() {
-    // This repository's GPU archive fixture: a `cuda` feature, a build
-    // script, a binary, and a policy of its own that init-ci must not
-    // replace without --force.
-    let host = crate::archive::gpu_workspace();
-    let refused = init_ci(&host, &[]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains(".github/ci-trust.toml"),
-        "{}",
-        stderr(&refused)
-    );
-
-    let out = init_ci(
-        &host,
-        &[
-            "--force",
-            "--runner",
-            "ubuntu-22.04",
-            "--ci-name",
-            "Rust CI",
-        ],
-    );
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    let ci = read(&host.join(".github/workflows/ci.yml"));
-    assert!(ci.contains("\nname: Rust CI\n") && ci.contains("runs-on: ubuntu-22.04"));
-    assert!(!ci.contains("ubuntu-24.04"));
-    let consumer = read(&host.join(".github/workflows/runpod-gpu-test.yml"));
-    assert!(consumer.contains("workflows: [Rust CI]"), "{consumer}");
-    assert_adopted(&host);
-
-    // A label that would inject YAML is refused before anything is written.
-    let bad = init_ci(&host, &["--force", "--runner", "x\n    evil: true"]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(!read(&host.join(".github/workflows/ci.yml")).contains("evil"));
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 #[test]
@@ -275,54 +55,6 @@ fn a_feature_prefix_must_select_a_version_feature() {
         stdout(&out).contains("-toolkit0.2.0-cuda-12080-"),
         "{}",
         stdout(&out)
-    );
-}
-
-#[test]
-fn the_xtask_is_a_key_input_only_when_an_archive_builds_it() {
-    let f = Fixture::new();
-    f.file(
-        "Cargo.toml",
-        "[workspace]\nmembers = [\"gpu\", \"xtask\"]\ndefault-members = [\"gpu\"]\nresolver = \"2\"\n",
-    )
-    .file("Cargo.lock", "version = 4\n")
-    .file(
-        "gpu/Cargo.toml",
-        "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .file("gpu/src/lib.rs", "")
-    .file(
-        "xtask/Cargo.toml",
-        "[package]\nname = \"xtask\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .file("xtask/src/main.rs", "fn main() {}\n");
-    let policy = |args: &str| {
-        f.file(
-            ".github/ci-trust.toml",
-            &format!("[[archive]]\nfile = \"a.tar.zst\"\nnextest = [{args}]\n"),
-        );
-        let out = f.xtask(&["ci-key", "--explain"]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let text = stderr(&out);
-        text.lines()
-            .any(|l| l.trim_start().starts_with("xtask/src/main.rs"))
-    };
-    assert!(
-        !policy("\"-p\", \"gpu\""),
-        "an archive of -p gpu never compiles the xtask"
-    );
-    // Each way an archive build may compile it keeps it in (fail closed).
-    assert!(policy("\"-p\", \"xtask\""));
-    assert!(policy("\"--workspace\""));
-    assert!(policy("\"-p\", \"g*\""));
-    assert!(policy(""));
-    f.file(
-        "gpu/Cargo.toml",
-        "[package]\nname = \"gpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dev-dependencies]\nxtask = { path = \"../xtask\" }\n",
-    );
-    assert!(
-        policy("\"-p\", \"gpu\""),
-        "a path dependency on the xtask builds it"
     );
 }
 
@@ -536,9 +268,17 @@ fn a_restored_prebuilt_xtask_is_checked_then_runs_as_cargo_xtask() {
     assert!(!refused.status.success());
     assert!(read(&f.join("env")).is_empty() && read(&f.join("path")).is_empty());
 
-    let used = use_it("cargo xtask 0.1.0 (built from 0123abc)");
+    // An unoptimised build (the dev profile) is not the binary CI restores.
+    let refused = use_it("cargo xtask 0.1.0 (built from 0123abc, unoptimised)");
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("not an optimised build"));
+    assert!(read(&f.join("env")).is_empty() && read(&f.join("path")).is_empty());
+
+    let used = use_it("cargo xtask 0.1.0 (built from 0123abc, optimised)");
     assert!(used.status.success(), "{}", stderr(&used));
-    assert!(stdout(&used).contains("prebuilt xtask: cargo xtask 0.1.0 (built from 0123abc)"));
+    assert!(
+        stdout(&used).contains("prebuilt xtask: cargo xtask 0.1.0 (built from 0123abc, optimised)")
+    );
     // What later steps see: the alias from GITHUB_ENV, the wrapper on PATH,
     // and `cargo xtask` running the prebuilt binary without compiling,
     // even where a .cargo/config.toml defines the alias to compile it.

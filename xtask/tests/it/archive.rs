@@ -203,11 +203,16 @@ fn fresh_build_is_scrubbed_and_its_archive_runs_elsewhere() {
         err_text.contains("building archive 1/2: cuda-tests.tar.zst"),
         "{err_text}"
     );
-    let lines: Vec<&str> = outputs.lines().collect();
-    assert_eq!(lines.len(), 5, "{outputs}");
-    assert!(lines[0].starts_with("key=gpu-archive-v1-"), "{outputs}");
-    assert!(lines[1].starts_with("artifact_name="), "{outputs}");
-    assert_eq!(lines[2..], ["source=build", "artifact_id=", "run_id="]);
+    let parsed: Vec<(String, String)> = ci_trust::gha::parse_runner_file(&outputs).unwrap();
+    let names: Vec<&str> = parsed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["key", "artifact_name", "source", "artifact_id", "run_id"],
+        "{outputs}"
+    );
+    assert!(parsed[0].1.starts_with("gpu-archive-v1-"), "{outputs}");
+    assert_eq!(parsed[2].1, "build");
+    assert_eq!((parsed[3].1.as_str(), parsed[4].1.as_str()), ("", ""));
     // The runner took no workflow command from the build's output: commands
     // were stopped, with a token nobody could guess, and resumed after it.
     let stdout_lines: Vec<&str> = out_text.lines().collect();
@@ -295,12 +300,12 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// A directory of `cargo` and `rustc` shims that log their arguments and
 /// pass only metadata and version queries on to the real tools.
-struct Shims {
+pub struct Shims {
     dir: Fixture,
 }
 
 impl Shims {
-    fn new() -> Shims {
+    pub fn new() -> Shims {
         let dir = Fixture::new();
         // A bare `cargo` would find this shim itself on PATH and exec it for
         // ever when the test binary runs outside cargo (no `CARGO` set).
@@ -321,14 +326,14 @@ impl Shims {
         Shims { dir }
     }
 
-    fn apply(&self, cmd: &mut Command) {
+    pub fn apply(&self, cmd: &mut Command) {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("CARGO", self.dir.join("cargo"))
             .env("RUSTC", self.dir.join("rustc"))
             .env("PATH", format!("{}:{path}", self.dir.path().display()));
     }
 
-    fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("invocations.log")).unwrap_or_default()
     }
 }
@@ -355,7 +360,7 @@ pub fn zstd_tar(members: &[(&str, &[u8])]) -> Vec<u8> {
     ruzstd::encoding::compress_to_vec(tar.as_slice(), ruzstd::encoding::CompressionLevel::Fastest)
 }
 
-fn artifact_zip() -> Vec<u8> {
+pub fn artifact_zip() -> Vec<u8> {
     let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated);
@@ -377,7 +382,7 @@ fn artifact_zip() -> Vec<u8> {
 
 /// The artifact name `ci-key` derives for `ws` in the shims' environment
 /// (`RUSTC` is part of the key's build environment).
-fn artifact_name(ws: &Fixture, shims: &Shims) -> String {
+pub fn artifact_name(ws: &Fixture, shims: &Shims) -> String {
     let manifest = ws.join("key.json");
     let mut cmd = xtask_cmd(&["ci-key", "--json", manifest.to_str().unwrap(), "--root"]);
     cmd.arg(ws.path());
@@ -452,8 +457,10 @@ fn reuse_and_cache_paths_compile_nothing() {
 
     let scratch = Fixture::new();
     let out = scratch.join("out");
+    // Each step has its own output file.
     let output_file = scratch.join("github_output");
     let run = |extra: &[&str]| {
+        let _ = std::fs::remove_file(&output_file);
         let mut cmd = xtask_cmd(&["gpu-archive", "--out"]);
         cmd.arg(&out)
             .args(extra)
@@ -481,15 +488,17 @@ fn reuse_and_cache_paths_compile_nothing() {
         ),
         "{reused}"
     );
-    let outputs = read(&output_file);
-    assert!(
-        outputs.contains("source=artifact\nartifact_id=5\nrun_id=500\n"),
-        "{outputs}"
+    let outputs = crate::reuse_attack::runner_outputs(&output_file);
+    assert_eq!(
+        (
+            outputs["source"].as_str(),
+            outputs["artifact_id"].as_str(),
+            outputs["run_id"].as_str()
+        ),
+        ("artifact", "5", "500"),
+        "{outputs:?}"
     );
-    assert!(
-        outputs.contains(&format!("artifact_name={name}\n")),
-        "{outputs}"
-    );
+    assert_eq!(outputs["artifact_name"], name, "{outputs:?}");
 
     assert!(
         reused.contains(&format!(
@@ -505,7 +514,16 @@ fn reuse_and_cache_paths_compile_nothing() {
         cached.contains("(the policy of the tree being keyed; no --trust-policy)"),
         "{cached}"
     );
-    assert!(read(&output_file).ends_with("source=cache\nartifact_id=\nrun_id=\n"));
+    let outputs = crate::reuse_attack::runner_outputs(&output_file);
+    assert_eq!(
+        (
+            outputs["source"].as_str(),
+            outputs["artifact_id"].as_str(),
+            outputs["run_id"].as_str()
+        ),
+        ("cache", "", ""),
+        "{outputs:?}"
+    );
 
     // The shims saw the key's queries and nothing else.
     let log = shims.log();

@@ -140,13 +140,20 @@ fn configuration_a_nested_cargo_would_read_moves_the_key() {
         "crates/rust-toolchain",
     ] {
         let before = key(&f);
+        let parent = f.join(probe).parent().unwrap().to_path_buf();
+        let parent_existed = parent.exists();
         f.file(probe, "[env]\nKERNEL_FLAVOUR = \"evil\"\n");
         assert_ne!(key(&f), before, "adding {probe} must move the key");
         f.remove(probe);
+        if !parent_existed {
+            // An empty `.cargo/` left behind is a directory of its own.
+            assert_ne!(key(&f), before, "an empty {} is an input", parent.display());
+            std::fs::remove_dir(&parent).unwrap();
+        }
         assert_eq!(key(&f), before, "removing {probe} restores the key");
     }
     // A file where a directory would be: nothing below it exists.
-    std::fs::remove_dir_all(f.join("crates/gpu/.cargo")).unwrap();
+    assert!(!f.join("crates/gpu/.cargo").exists());
     f.file("crates/gpu/.cargo", "not a directory\n");
     let with_file = key(&f);
     f.remove("crates/gpu/.cargo");
@@ -307,7 +314,7 @@ fn gpu_archive_checks_the_build_where_the_recipes_config_sent_it() {
     .file(
         ".github/ci-trust.toml",
         &format!(
-            "[[archive]]\nfile = \"user.tar.zst\"\nbuild = [\"-p\", \"user\", \"--bin\", \"user\", \"--offline\", \"--config\", \"build.target-dir='{}'\"]\nbinaries = [\"user\"]\n",
+            "[[archive]]\nfile = \"user.tar.zst\"\nbuild = [\"-p\", \"user\", \"--bin\", \"user\", \"--offline\", \"--config\", \"build.target-dir='{}'\"]\nbinaries = [\"user\"]\n[verify]\nkey-tree = \"off\"\n",
             elsewhere.display()
         ),
     )
@@ -461,30 +468,38 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
     let report = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
-    for miss in ["app/libs/libshim.a", "app/link/app.map"] {
+    // The search directory's entry set too: the linker lists it.
+    for miss in [
+        "app/libs/libshim.a",
+        "app/link/app.map",
+        "app/libs  (read by",
+    ] {
         assert!(report.contains(miss), "{miss}: {report}");
     }
     assert!(
-        report.contains("key.include = [\"app/libs/*\"]"),
+        report.contains("key.include = [\"app/libs/**\"]"),
         "{report}"
     );
     // The trace sees the linker read the version script, and asks for the
     // directory whole too.
-    if crate::support::tool_available(
+    let strace = crate::support::tool_available(
         "strace",
         Command::new("strace").arg("-V"),
         "`apt-get install strace`",
-    ) {
+    );
+    let traced = |name: &str| {
         let root = f.path().to_str().unwrap();
-        let traced_target = out.join("traced");
+        let traced_target = out.join(name);
         let cargo = cargo();
-        let output = xtask_in(
+        xtask_in(
             &f,
             &[
                 "verify-key",
                 "--root",
                 root,
                 "--trace",
+                "--tracer",
+                "strace",
                 "--",
                 &cargo,
                 "build",
@@ -493,27 +508,48 @@ fn verify_key_checks_what_build_scripts_hand_to_the_linker() {
                 "--target-dir",
                 traced_target.to_str().unwrap(),
             ],
-        );
+        )
+    };
+    if strace {
+        let output = traced("traced");
         let report = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{report}");
         assert!(
             report.contains("app/link/app.map")
-                && report.contains("key.include = [\"app/link/*\"]"),
+                && report.contains("key.include = [\"app/link/**\"]"),
             "{report}"
         );
         // rustc lists the search directory: the same advice.
         assert!(
             report.contains("rustc (searching a -L directory)")
-                && report.contains("key.include = [\"app/libs/*\"]"),
+                && report.contains("key.include = [\"app/libs/**\"]"),
             "{report}"
         );
     }
+    // `DIR/*` is not what the advice says: it leaves out the directory's
+    // entry set, which the linker read.
     f.file(
         ".github/ci-trust.toml",
         "[key]\ninclude = [\"app/libs/*\", \"app/link/*\"]\n",
     );
     let output = xtask(&f, &["verify-key", "--target-dir", target]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("app/libs  (read by"),
+        "{}",
+        stderr(&output)
+    );
+    // The advice, followed, covers what it claims: both checks pass.
+    f.file(
+        ".github/ci-trust.toml",
+        "[key]\ninclude = [\"app/libs/**\", \"app/link/**\"]\n",
+    );
+    let output = xtask(&f, &["verify-key", "--target-dir", target]);
     assert!(output.status.success(), "{}", stderr(&output));
+    if strace {
+        let output = traced("traced-fixed");
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
 }
 
 /// Attack on the trace: a build script bind-mounts a repository file over
@@ -728,10 +764,10 @@ fn lint_configuration_clippy_lists_in_dep_info_is_an_input() {
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
-/// A false alarm in a host workspace: `cargo xtask` compiles the xtask
-/// into the same target directory as the archives, and no archive builds
-/// it, so its files are no key inputs; its own compilation is tooling.
-/// A package of the archive that reads an xtask file is still checked.
+/// A host's own xtask that is a workspace member is a key input like any
+/// member (init-ci's thin xtask is its own workspace instead): `cargo
+/// xtask` compiling it into the archives' target directory is no miss, and
+/// a package of the archive that reads an xtask file is checked.
 #[test]
 fn the_xtasks_own_compilation_in_a_host_workspace_is_not_a_miss() {
     let f = Fixture::new();
@@ -760,8 +796,16 @@ fn the_xtasks_own_compilation_in_a_host_workspace_is_not_a_miss() {
     let report = stderr(&output);
     assert!(output.status.success(), "{report}");
     assert!(
-        report.contains("compilations of the xtask itself"),
+        report.contains("every file the build read is covered by the key"),
         "{report}"
+    );
+    let key = xtask(&f, &["ci-key", "--explain"]);
+    assert!(
+        stderr(&key)
+            .lines()
+            .any(|l| l.trim_start().starts_with("xtask/src/main.rs")),
+        "{}",
+        stderr(&key)
     );
     // The archive's crate reading an xtask file is checked as before.
     f.file(
@@ -781,7 +825,7 @@ fn the_xtasks_own_compilation_in_a_host_workspace_is_not_a_miss() {
         "the include is a key input: {report}"
     );
     assert!(
-        report.contains("2 repository files read by the build, 2 of them key inputs"),
+        report.contains("every file the build read is covered by the key"),
         "the xtask file gpu reads was checked: {report}"
     );
 }

@@ -479,7 +479,7 @@ struct Public;
         &f,
         &[
             "code/db.rs:2: #[template] (askama or rinja)",
-            "[[key.dynamic-include]] site = \"code/db.rs\"",
+            "site = \"code/db.rs\"",
         ],
     );
     f.file(
@@ -572,20 +572,25 @@ fn an_include_macro_handed_to_a_macro_as_a_token_is_refused_until_declared() {
     refused(
         &f,
         &[
-            "code/user.rs:1: include_str! names a path chosen where `include_str` is handed to a macro as a token",
-            "[[key.dynamic-include]] site = \"code/user.rs\"",
+            "code/user.rs:1: include_str! names a path chosen where `include_str` is handed to call! as a token",
+            "site = \"code/user.rs\"",
         ],
     );
-    // `include` is a common word: handed over, it is refused only where a
-    // macro_rules! calls a metavariable, as here.
+    // `include` handed to `println!` is a value, never invoked; handed to
+    // `call!`, whose body calls `$m!`, it may be.
     f.file(
         "code/user.rs",
-        "pub const B: &str = call!(include_str, \"../data/b.txt\");\npub fn f(include: &str) { println!(\"{}\", include); }\n",
+        "pub const B: &str = \"\";\npub fn f(include: &str) { println!(\"{}\", include); }\npub fn g() -> &'static str { call!(include, \"../data/b.rs\") }\n",
     );
-    refused(
-        &f,
-        &["code/user.rs:2: include! names a path chosen where `include`"],
+    let output = f.xtask(&["ci-key"]);
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "code/user.rs:3: include! names a path chosen where `include` is handed to call!"
+        ),
+        "{err}"
     );
+    assert!(!err.contains("code/user.rs:2"), "{err}");
     f.file(
         "code/user.rs",
         "pub const B: &str = call!(include_str, \"../data/b.txt\");\n",
@@ -647,19 +652,18 @@ pub const L: &str = my_include!("../data/l.txt");
         &f,
         &[
             "code/a/b/deep.rs:2: wrap! names the argument of wrap! (a macro call in",
-            "[[key.dynamic-include]] site = \"code/a/b/deep.rs\"",
+            "site = \"code/a/b/deep.rs\"",
         ],
     );
     f.file(
         "code/a/b/deep.rs",
         "macro_rules! fixed { () => { crate::my_include!(\"../data/y.txt\") } }\npub const D: &str = fixed!();\n",
     );
-    refused(
-        &f,
-        &[
-            "code/a/b/deep.rs:1: my_include! names the path of my_include! inside a macro_rules! body",
-        ],
-    );
+    // A literal handed to the wrapper inside another macro's body is read
+    // from the file of each outermost call of that macro.
+    f.file("code/a/data/y.txt", "y");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/a/data/y.txt"]);
 }
 
 /// A `macro_rules!` that declares a file module, called through an alias

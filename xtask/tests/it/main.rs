@@ -12,7 +12,11 @@
 // These drive `sh` shims, bash scripts, symbolic links and executable bits
 // (adoption reuses the archive fixture): Unix only. The rest runs on Windows too.
 #[cfg(unix)]
+mod action;
+#[cfg(unix)]
 mod adoption;
+#[cfg(unix)]
+mod adoption_hosts;
 mod architecture;
 #[cfg(unix)]
 mod archive;
@@ -26,11 +30,23 @@ mod key;
 mod key_attack;
 #[cfg(unix)]
 mod key_config;
+#[cfg(unix)]
+mod key_exact;
+#[cfg(unix)]
+mod key_real;
 mod key_scan;
+#[cfg(unix)]
+mod key_tree;
+#[cfg(unix)]
+mod key_tree_attacks;
 mod mutation;
 mod output;
 #[cfg(unix)]
+mod reuse_attack;
+#[cfg(unix)]
 mod scripts;
+#[cfg(unix)]
+mod snapshots;
 mod support;
 #[cfg(unix)]
 mod trace;

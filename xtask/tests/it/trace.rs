@@ -190,7 +190,9 @@ fn undeclared_reads_by_build_scripts_and_proc_macros_are_caught() {
         "my crate/we ird\\nna\"me.txt  (read by build script of spaced",
         "assets/k.cfg  (read by build script of chdir",
         "assets/gen.sh  (read by sh",
-        "6 files the build used are NOT covered by the key",
+        // sh checks its working directory exists: nothing in the key says so.
+        "assets  (examined by sh",
+        "7 files the build used are NOT covered by the key",
         "cargo::rerun-if-changed=secret.txt",
     ] {
         assert!(
@@ -362,8 +364,10 @@ fn trace_needs_a_command_and_a_command_needs_trace() {
 }
 
 /// A workspace whose one binary is an archive, and whose build script reads
-/// a file it does not declare.
+/// a file it does not declare. Built in the checkout (`key-tree = "off"`),
+/// where the trace is what catches the read.
 fn leaky_archive_workspace(policy_extra: &str) -> Fixture {
+    let policy_extra = policy_extra.replace("[verify]\n", "[verify]\nkey-tree = \"off\"\n");
     let ws = Fixture::new();
     ws.file(
         "Cargo.toml",
@@ -508,8 +512,10 @@ fn fanotify_catches_undeclared_reads_listings_and_symlinks() {
         "assets/k.cfg  (read by build script of chdir",
         "assets/gen.sh  (read by ",
         "plugins/one.toml  (listed by build script of lister",
+        // The listing read the directory's names, which the key lacks.
+        "plugins  (listed by build script of lister",
         "lister/via-link.txt  (followed by build script of lister",
-        "8 files the build used are NOT covered by the key",
+        "9 files the build used are NOT covered by the key",
     ] {
         assert!(
             text.contains(needle),
@@ -1119,7 +1125,7 @@ fn gpu_archive_refuses_a_target_dir_that_is_a_directory_of_the_checkout() {
 /// A workspace whose build script leaves a daemon that, once cargo has
 /// written the binary, replaces it with a symlink (`link = "symlink"`) or
 /// a hard link (`"hard"`) to a repository file that is not a key input.
-fn swapping_archive_workspace(link: &str, tracer: &str) -> Fixture {
+pub fn swapping_archive_workspace(link: &str, tracer: &str, key_tree: &str) -> Fixture {
     let ws = Fixture::new();
     ws.file(
         "Cargo.toml",
@@ -1128,7 +1134,7 @@ fn swapping_archive_workspace(link: &str, tracer: &str) -> Fixture {
     .file(
         ".github/ci-trust.toml",
         &format!(
-            "[[archive]]\nfile = \"leaky.tar.zst\"\nbuild = [\"-p\", \"leaky\", \"--bin\", \"leaky\"]\nbinaries = [\"leaky\"]\n[verify]\ntracer = \"{tracer}\"\n"
+            "[[archive]]\nfile = \"leaky.tar.zst\"\nbuild = [\"-p\", \"leaky\", \"--bin\", \"leaky\"]\nbinaries = [\"leaky\"]\n[verify]\ntracer = \"{tracer}\"\nkey-tree = \"{key_tree}\"\n"
         ),
     );
     package(&ws, "leaky", "leaky", "");
@@ -1167,7 +1173,7 @@ fn gpu_archive_packs_no_repository_file_a_daemon_swapped_in() {
             ),
             ("hard", "leaky/secret.bin ("),
         ] {
-            let ws = swapping_archive_workspace(link, tracer);
+            let ws = swapping_archive_workspace(link, tracer, "off");
             let scratch = Fixture::new();
             let out = scratch.join("out");
             let output = xtask_cmd(&["gpu-archive", "--out"])

@@ -112,7 +112,11 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
     for needle in [
         "user/data/x.txt  (read by compilation of crate `user`)",
         "kernels/shared.cu  (read by build script of gpu2)",
-        "2 files the build read are NOT covered",
+        // The directory it declares: its entry set (a file added there
+        // reruns the script).
+        "kernels  (read by build script of gpu2)",
+        "key.include = [\"kernels/**\"]",
+        "3 files the build read are NOT covered",
         "files outside the repository",
     ] {
         assert!(
@@ -136,7 +140,7 @@ fn verify_key_reports_what_static_discovery_missed_and_passes_after_the_fix() {
 
     f.file(
         ".github/ci-trust.toml",
-        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/*.cu\", \"kuser/cuda/*.ptx\"]\n",
+        "[key]\ninclude = [\"user/data/*.txt\", \"kernels/**\", \"kuser/cuda/*.ptx\"]\n",
     );
     let after = verify(&f);
     assert!(
@@ -181,7 +185,8 @@ fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
     f.file("Cargo.toml", "[workspace]\nmembers = [\"mac\", \"user\"]\nresolver = \"2\"\n")
         .file("user/src/lib.rs", "pub const X: &str = mac::embed_data!();\n#[test]\nfn embedded() { assert!(X.contains(\"proc macro\")); }\n")
         .file("user/data/x.txt", "data read through a proc macro\n")
-        .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n");
+        // In the checkout: the key tree would not hold the file at all.
+        .file(".github/ci-trust.toml", "[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n[verify]\nkey-tree = \"off\"\n");
     let out = f.join("out");
     let run = || {
         xtask_cmd(&["gpu-archive", "--out"])
@@ -210,7 +215,7 @@ fn gpu_archive_fresh_build_refuses_a_key_that_misses_an_input() {
 
     f.file(
         ".github/ci-trust.toml",
-        "[key]\ninclude = [\"user/data/*.txt\"]\n[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n",
+        "[key]\ninclude = [\"user/data/*.txt\"]\n[[archive]]\nfile = \"tests.tar.zst\"\nnextest = [\"-p\", \"user\"]\n[verify]\nkey-tree = \"off\"\n",
     );
     let accepted = run();
     assert!(accepted.status.success(), "{}", stderr(&accepted));

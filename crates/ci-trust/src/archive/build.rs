@@ -19,6 +19,16 @@
 //! build says so loudly and the
 //! dep-info check alone follows; with `[verify] require-trace` in the trust
 //! policy (`--trust-policy`) it fails.
+//!
+//! The build runs in the key tree where one can be made
+//! ([`crate::key_tree`]): a copy of exactly the key's inputs, mounted at
+//! the checkout's path in a private namespace, so that the archive is a
+//! function of the key. A build that needs a file the key lacks fails there;
+//! the trace's failed lookups (strace; after a fanotify trace, a second run
+//! under strace) name the file and the `[key]` entry that adds it. Where no
+//! key tree can be made the build runs in the checkout, as the log and the
+//! step summary say; `[verify] key-tree = "required"` in the trust policy
+//! makes that an error (and `"off"` builds in the checkout).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -29,109 +39,269 @@ use anyhow::{Context, Result, bail};
 use xshell::{Cmd, Shell};
 
 use super::{Request, download, verify};
+use crate::build_plan::{BuildPlan, Tool};
 use crate::gha;
-use crate::policy::Policy;
+use crate::key::KeyManifest;
+use crate::key_tree::KeyTree;
+use crate::policy::{KeyTreeChoice, Policy};
 use crate::verify::trace::{self, Backend, TraceLog};
+
+/// What a fresh build made.
+#[derive(Debug)]
+pub struct Built {
+    /// Where the build ran, for the step summary: in the key tree (what it
+    /// held), or in the checkout and why.
+    pub key_tree: String,
+}
 
 /// Builds every archive of the request's policy for the workspace at its
 /// root into its `out`.
-pub fn build_all(request: &Request) -> Result<Vec<PathBuf>> {
+pub fn build_all(request: &Request) -> Result<Built> {
     let (root, specs, out) = (request.root, &request.policy.archive, request.out);
     // Every command run through this shell goes through [`scrubbed`].
     let sh = Shell::new().context("cannot start a shell")?;
     sh.change_dir(root);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    // What each `[[archive]]` command means (argv, where it writes), once.
+    let plans = crate::key::workspace::load(root)
+        .and_then(|workspace| BuildPlan::for_policy(root, &workspace, request.policy))
+        .with_context(|| {
+            let commands: Vec<String> = specs
+                .iter()
+                .filter_map(|spec| Tool::of(spec).map(|(tool, _)| (tool, &spec.file)))
+                .map(|(tool, file)| format!("`{}` for {file}", tool.name()))
+                .collect();
+            format!("cannot plan the fresh build ({})", commands.join(", "))
+        })?;
     // Whether the trace is required is a trust setting: the trusted policy's.
     let tracer = choose_tracer(request.trust, Backend::choose(request.trust.verify.tracer))?;
+    // The tree is made from the manifest of exactly the requested key.
+    let manifest = crate::key::compute(root, request.policy)
+        .context("cannot compute the key of the tree to build")?;
+    if manifest.artifact_name != request.artifact_name {
+        bail!(
+            "the checkout changed after its key was computed (its key is now {}, not {}); nothing is built",
+            manifest.artifact_name,
+            request.artifact_name
+        );
+    }
     // A missing lockfile is hashed as absent (ci-key warns); cargo writing
     // one during the build does not change what the key says.
     let lock_was_absent = !root.join("Cargo.lock").exists();
     let staging = download::staging_dir(out)?;
+    let (key_tree, built_in) = choose_key_tree(request, &manifest)?;
+    if let Some(tree) = &key_tree {
+        let mut every_output: Vec<PathBuf> =
+            plans.iter().flat_map(|p| p.output_dirs(root)).collect();
+        every_output.extend([staging.path().to_path_buf(), out.to_path_buf()]);
+        if let Some(warning) = tree.refuse_committed_output(&every_output)? {
+            gha::warning(&warning);
+        }
+    }
     // The build's output is the pull request's to write: the runner must not
     // take a workflow command from it. Dropped (commands resume) on return.
     let _paused = gha::CommandsPaused::start();
-    for (index, spec) in specs.iter().enumerate() {
-        let dest = staging.path().join(&spec.file);
+    for (index, (spec, plan)) in specs.iter().zip(&plans).enumerate() {
+        let dest = staging.path().join(&plan.file);
         eprintln!(
             "building archive {}/{}: {}",
             index + 1,
-            specs.len(),
-            spec.file
+            plans.len(),
+            plan.file
         );
-        let log = tracer.as_ref().map(TraceLog::new).transpose()?;
-        let traced = log.as_ref();
-        let args = spec
-            .nextest
-            .as_ref()
-            .or(spec.build.as_ref())
-            .cloned()
-            .unwrap_or_default();
         // The archive is written to the staging directory beside `--out`.
-        let outputs = [staging.path().to_path_buf(), out.to_path_buf()];
+        let mut output_dirs = plan.output_dirs(root);
+        output_dirs.extend([staging.path().to_path_buf(), out.to_path_buf()]);
+        let run = Run {
+            sh: &sh,
+            root,
+            tree: key_tree.as_ref(),
+            output_dirs: &output_dirs,
+        };
+        let log = tracer.as_ref().map(|t| run.trace_log(t)).transpose()?;
+        let traced = log.as_ref();
         if let Some(log) = traced {
             eprintln!("the build runs traced ({})", log.backend().name());
-            let tool = if spec.nextest.is_some() {
-                "cargo nextest archive"
-            } else {
-                "cargo build"
-            };
-            output_dirs(root, &args, &outputs)
-                .and_then(|dirs| {
-                    // The `[[archive]]` arguments are the tree's: no
-                    // directory they name is trusted.
-                    trace::refuse_occupied_output_dirs(root, &dirs, &[])?;
-                    log.start(root, &dirs)
-                })
+            // The `[[archive]]` arguments are the tree's: no directory they
+            // name is trusted.
+            trace::refuse_occupied_output_dirs(root, &output_dirs, &[])
+                .and_then(|()| log.start(root, &output_dirs))
                 .with_context(|| {
-                    format!("cannot trace the fresh build (`{tool}`) of {}", spec.file)
+                    format!(
+                        "cannot trace the fresh build (`{}`) of {}",
+                        plan.tool.name(),
+                        plan.file
+                    )
                 })?;
         }
-        match (&spec.nextest, &spec.build) {
-            (Some(args), _) => {
-                let mut argv: Vec<OsString> = vec![
-                    cargo.clone(),
-                    "nextest".into(),
-                    "archive".into(),
-                    "--archive-file".into(),
-                    dest.clone().into(),
-                ];
-                argv.extend(args.iter().map(OsString::from));
-                scrubbed(command(&sh, traced, &argv))
-                    .run()
-                    .with_context(|| format!("`cargo nextest archive` for {} failed", spec.file))?;
-                refuse_repository_file(root, &dest, &args_and_outputs(root, args, &outputs))?;
-            }
-            (None, Some(args)) => {
-                let executables = build_binaries(&sh, traced, &cargo, args, &spec.binaries)
-                    .with_context(|| format!("`cargo build` for {} failed", spec.file))?;
-                let build_outputs = args_and_outputs(root, args, &outputs);
-                for executable in &executables {
-                    refuse_repository_file(root, executable, &build_outputs)?;
+        let argv = plan.argv(&cargo, &dest);
+        let built = match plan.tool {
+            Tool::NextestArchive => run
+                .status(traced, &argv)
+                .with_context(|| format!("`cargo nextest archive` for {} failed", plan.file))
+                .and_then(|()| refuse_repository_file(root, &dest, &output_dirs)),
+            Tool::Build => build_binaries(&run, traced, &argv, &plan.binaries)
+                .with_context(|| format!("`cargo build` for {} failed", plan.file))
+                .and_then(|executables| {
+                    for executable in &executables {
+                        refuse_repository_file(root, executable, &output_dirs)?;
+                    }
+                    let members: Vec<(String, PathBuf)> =
+                        plan.binaries.iter().cloned().zip(executables).collect();
+                    pack_zstd_tar(&members, &dest, staging.path())
+                        .with_context(|| format!("cannot pack {}", plan.file))
+                }),
+        };
+        if let Err(err) = built {
+            if key_tree.is_some() {
+                // A watch of the failed build ends before anything else runs.
+                if let Some(log) = traced {
+                    let _ = log.stop();
                 }
-                let members: Vec<(String, PathBuf)> =
-                    spec.binaries.iter().cloned().zip(executables).collect();
-                pack_zstd_tar(&members, &dest, staging.path())
-                    .with_context(|| format!("cannot pack {}", spec.file))?;
+                let mut rerun = |backend: &Backend| {
+                    let log = run.trace_log(backend)?;
+                    let _ = run.status(Some(&log), &argv);
+                    Ok(log)
+                };
+                let diagnosis =
+                    trace::key_tree_failure(traced, &mut rerun, root, &manifest, &output_dirs);
+                bail!("{err:#}\n{diagnosis}");
             }
-            (None, None) => bail!("archive {} has neither `nextest` nor `build`", spec.file),
+            return Err(err);
         }
         if let Some(log) = traced {
-            check_trace(request, log, &args, &outputs, lock_was_absent).with_context(|| {
+            check_trace(request, log, &output_dirs, lock_was_absent).with_context(|| {
                 format!(
                     "the traced build of {} is not covered by the key",
-                    spec.file
+                    plan.file
                 )
             })?;
         }
         let summary = verify::check_archive(&dest, spec)?;
         eprintln!(
             "built {}: {} members, {}",
-            spec.file,
+            plan.file,
             summary.members,
             download::mib(summary.bytes)
         );
     }
-    download::move_into_place(staging.path(), specs, out)
+    download::move_into_place(staging.path(), specs, out)?;
+    Ok(Built { key_tree: built_in })
+}
+
+/// The key tree of the fresh build, or `None` (with a warning) where none
+/// can be made and the trust policy does not require one; and where the
+/// build runs, for the step summary.
+fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<(Option<KeyTree>, String)> {
+    let choice = request.trust.verify.key_tree;
+    if choice == KeyTreeChoice::Off {
+        gha::log(
+            "the fresh build runs in the checkout: the trust policy turns the key tree off ([verify] key-tree = \"off\")",
+        );
+        return Ok((
+            None,
+            "the checkout (the trust policy turns the key tree off); checked by the trace"
+                .to_owned(),
+        ));
+    }
+    match crate::key_tree::available() {
+        Ok(mechanism) => {
+            let tree = KeyTree::stage(request.root, manifest, mechanism)
+                .context("cannot make the key tree of the fresh build")?;
+            gha::log(&format!(
+                "the fresh build runs in the key tree, which holds exactly the key's inputs: {}",
+                tree.describe()
+            ));
+            let s = tree.staged();
+            let built_in = format!(
+                "the key tree: exactly the key's inputs ({} files, {} symlinks), mounted at the checkout's path; nothing else of the checkout was visible",
+                s.files, s.symlinks
+            );
+            Ok((Some(tree), built_in))
+        }
+        Err(why) if choice == KeyTreeChoice::Required => bail!(
+            "the trust policy ([verify] key-tree = \"required\") requires the fresh build to run in the key tree, but none can be made here: {why}"
+        ),
+        Err(why) => {
+            gha::warning(&format!(
+                "no key tree can be made here ({why}): the fresh build runs in the checkout, where a file the key lacks is seen only by the trace; set [verify] key-tree = \"required\" in the trust policy to make this an error"
+            ));
+            Ok((
+                None,
+                format!("the checkout: no key tree can be made here ({why}); checked by the trace"),
+            ))
+        }
+    }
+}
+
+/// How the commands of one archive's build run: from the root, in the key
+/// tree when there is one, with the build's output directories.
+struct Run<'a> {
+    sh: &'a Shell,
+    root: &'a Path,
+    tree: Option<&'a KeyTree>,
+    output_dirs: &'a [PathBuf],
+}
+
+impl Run<'_> {
+    /// A trace of this build by `backend`, told about the key tree.
+    fn trace_log(&self, backend: &Backend) -> Result<TraceLog> {
+        let log = TraceLog::new(backend)?;
+        Ok(match self.tree {
+            Some(tree) => log.in_key_tree(tree.view(self.output_dirs)),
+            None => log,
+        })
+    }
+
+    /// `argv` as it runs: traced by `log` (or not), without the runner's
+    /// control variables, in the key tree (or the checkout).
+    fn command(
+        &self,
+        traced: Option<&TraceLog>,
+        argv: &[OsString],
+    ) -> Result<std::process::Command> {
+        let mut command: std::process::Command = scrubbed(command(self.sh, traced, argv)).into();
+        if let Some(tree) = self.tree {
+            tree.isolate(&mut command, self.root, self.output_dirs)?;
+        }
+        Ok(command)
+    }
+
+    /// Runs `argv`, its output passing through; an error unless it succeeds.
+    fn status(&self, traced: Option<&TraceLog>, argv: &[OsString]) -> Result<()> {
+        let mut command = self.command(traced, argv)?;
+        let status = command
+            .status()
+            .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+        if !status.success() {
+            bail!("{} failed ({status})", describe(argv));
+        }
+        Ok(())
+    }
+
+    /// Runs `argv` and returns its standard output; its errors pass through.
+    fn read(&self, traced: Option<&TraceLog>, argv: &[OsString]) -> Result<String> {
+        let mut command = self.command(traced, argv)?;
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        let output = command
+            .output()
+            .with_context(|| format!("cannot run {}", argv[0].to_string_lossy()))?;
+        if !output.status.success() {
+            bail!("{} failed ({})", describe(argv), output.status);
+        }
+        String::from_utf8(output.stdout).context("the build's messages are not UTF-8")
+    }
+}
+
+/// A command line for an error message.
+fn describe(argv: &[OsString]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    format!("`{}`", words.join(" "))
 }
 
 /// The tracer for the fresh build, when one can run; otherwise a
@@ -172,8 +342,7 @@ fn command<'a>(sh: &'a Shell, traced: Option<&TraceLog>, argv: &[OsString]) -> C
 fn check_trace(
     request: &Request,
     log: &TraceLog,
-    args: &[String],
-    archive_dirs: &[PathBuf],
+    output_dirs: &[PathBuf],
     lock_was_absent: bool,
 ) -> Result<()> {
     let root = request.root;
@@ -198,9 +367,14 @@ fn check_trace(
             request.artifact_name
         );
     }
-    let output_dirs = output_dirs(root, args, archive_dirs)?;
-    let report = log.check(root, &manifest, &output_dirs, root)?;
+    let report = log.check(root, &manifest, output_dirs, root)?;
     eprint!("{}", crate::gha::log_block(&report.render()));
+    if !report.absent_in_tree.is_empty() {
+        gha::warning(&format!(
+            "the build looked for {} path(s) the checkout has and the key lacks, and was built without them (listed above with the [key] entry that adds each)",
+            report.absent_in_tree.len()
+        ));
+    }
     if report.misses.is_empty() {
         return Ok(());
     }
@@ -214,22 +388,6 @@ fn check_trace(
         list.len(),
         list.join("\n  ")
     )
-}
-
-/// Where the build writes: the command's target directory (else the
-/// workspace's, see [`trace::build_output_dirs`]) and the archive directories.
-fn output_dirs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let workspace = crate::key::workspace::load(root)?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut dirs = trace::build_output_dirs(root, &workspace.target_dir, &args);
-    dirs.extend_from_slice(archive_dirs);
-    Ok(dirs)
-}
-
-/// [`output_dirs`], or only the archive directories when the workspace
-/// cannot be read (the refusal below then errs on the side of refusing).
-fn args_and_outputs(root: &Path, args: &[String], archive_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    output_dirs(root, args, archive_dirs).unwrap_or_else(|_| archive_dirs.to_vec())
 }
 
 /// Refuses to pack or publish `path` when it resolves to a file of the
@@ -265,23 +423,16 @@ pub fn scrubbed(mut cmd: Cmd<'_>) -> Cmd<'_> {
     cmd
 }
 
-/// Runs `cargo build ARGS` and returns the executables of `binaries`, in
+/// Runs `argv` (`cargo build --message-format=json… ARGS`) and returns the executables of `binaries`, in
 /// order, from cargo's own artifact messages (so profile and target
 /// directories need no guessing).
 fn build_binaries(
-    sh: &Shell,
+    run: &Run,
     traced: Option<&TraceLog>,
-    cargo: &OsString,
-    args: &[String],
+    argv: &[OsString],
     binaries: &[String],
 ) -> Result<Vec<PathBuf>> {
-    let mut argv: Vec<OsString> = vec![
-        cargo.clone(),
-        "build".into(),
-        "--message-format=json-render-diagnostics".into(),
-    ];
-    argv.extend(args.iter().map(OsString::from));
-    let messages = scrubbed(command(sh, traced, &argv)).read()?;
+    let messages = run.read(traced, argv)?;
     let mut found: Vec<Option<PathBuf>> = vec![None; binaries.len()];
     for message in cargo_metadata::Message::parse_stream(messages.as_bytes()) {
         let message = message.context("cannot read cargo's JSON messages")?;

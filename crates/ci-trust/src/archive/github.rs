@@ -11,7 +11,8 @@
 //! reject a null `head_branch`, so this module declares its own serde types
 //! and reads raw responses (the `Link` header drives pagination).
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use http_body_util::{BodyExt, Limited};
@@ -22,6 +23,108 @@ use serde::de::DeserializeOwned;
 /// No API response the finder reads is anywhere near this large; a bigger
 /// one is refused rather than buffered.
 const MAX_JSON_BYTES: usize = 16 << 20;
+
+/// The most bytes of API answers the whole reuse path reads (every page,
+/// run, branch and comparison together). A full listing of 1000 pages is
+/// about 60 MB; past this bound the search stops, so that a hostile API
+/// cannot hold the job's memory or time with answers just under the
+/// per-response limit.
+pub const MAX_API_BYTES: u64 = 128 << 20;
+
+/// The slowest a download may be: fewer bytes than this per second, over
+/// any window of `artifacts.timeout-secs`, fails it. A stall (no byte at
+/// all) is the limiting case.
+pub const MIN_TRANSFER_BYTES_PER_SEC: u64 = 64 << 10;
+
+/// The one time by which the whole reuse path (lookups, download,
+/// extraction, verification) must be done, from `artifacts.reuse-deadline-secs`.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    secs: u64,
+}
+
+impl Deadline {
+    /// `secs` seconds from now.
+    pub fn after(secs: u64) -> Deadline {
+        let now = Instant::now();
+        Deadline {
+            // Policy validation bounds `secs`; a year stands in for "never".
+            at: now
+                .checked_add(Duration::from_secs(secs))
+                .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600)),
+            secs,
+        }
+    }
+
+    /// The time left, zero once it has passed.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    pub fn passed(&self) -> bool {
+        self.remaining().is_zero()
+    }
+
+    /// What went wrong when it passed during `what`.
+    pub fn message(&self, what: &str) -> String {
+        format!(
+            "the reuse path passed its deadline of {} s (artifacts.reuse-deadline-secs) {what}",
+            self.secs
+        )
+    }
+
+    /// An error once the deadline has passed.
+    pub fn check(&self, what: &str) -> Result<()> {
+        if self.passed() {
+            bail!(self.message(what));
+        }
+        Ok(())
+    }
+}
+
+/// A reader that fails once `deadline` has passed: what the reuse path does
+/// after the download (extraction, zstd and tar verification) is bounded by
+/// the same deadline, however much a few bytes of zstd decode to.
+pub struct DeadlineReader<'a, R> {
+    pub inner: R,
+    pub deadline: &'a Deadline,
+    pub what: &'a str,
+}
+
+impl<R: std::io::Read> std::io::Read for DeadlineReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.deadline.passed() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                self.deadline.message(self.what),
+            ));
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl<R: std::io::Seek> std::io::Seek for DeadlineReader<'_, R> {
+    fn seek(&mut self, position: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(position)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for DeadlineReader<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.deadline.passed() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                self.deadline.message(self.what),
+            ));
+        }
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.inner.consume(amount);
+    }
+}
 
 /// The standard Actions environment the finder runs in. Its `Debug` form
 /// leaves out the token, so that no log or error can carry it.
@@ -51,7 +154,11 @@ impl std::fmt::Debug for GithubEnv {
 impl GithubEnv {
     /// Reads the environment of the current process.
     pub fn from_env() -> Result<GithubEnv, String> {
-        GithubEnv::from_lookup(|name| std::env::var(name).ok())
+        // A value that is not UTF-8 is read with replacement characters,
+        // which every check below refuses, rather than as "not set".
+        GithubEnv::from_lookup(|name| {
+            std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+        })
     }
 
     /// Reads the environment through `lookup`; the error names every missing
@@ -59,17 +166,29 @@ impl GithubEnv {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<GithubEnv, String> {
         let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
         let mut problems = Vec::new();
-        let api_url = get("GITHUB_API_URL").unwrap_or_else(|| {
-            problems.push("GITHUB_API_URL is not set".to_owned());
-            String::new()
-        });
+        let api_url = match get("GITHUB_API_URL") {
+            Some(url) => match check_api_url(&url) {
+                Ok(url) => url,
+                Err(why) => {
+                    problems.push(format!("GITHUB_API_URL={url:?} {why}"));
+                    String::new()
+                }
+            },
+            None => {
+                problems.push("GITHUB_API_URL is not set".to_owned());
+                String::new()
+            }
+        };
         let (owner, repo) = match get("GITHUB_REPOSITORY") {
             Some(full) => match full.split_once('/') {
                 Some((owner, repo)) if is_name(owner) && is_name(repo) => {
                     (owner.to_owned(), repo.to_owned())
                 }
                 _ => {
-                    problems.push(format!("GITHUB_REPOSITORY={full:?} is not `owner/name`"));
+                    problems.push(format!(
+                        "GITHUB_REPOSITORY={:?} is not `owner/name`",
+                        crate::gha::log_text(&full, false)
+                    ));
                     Default::default()
                 }
             },
@@ -80,7 +199,10 @@ impl GithubEnv {
         };
         let run_id = match get("GITHUB_RUN_ID") {
             Some(id) => id.trim().parse().unwrap_or_else(|_| {
-                problems.push(format!("GITHUB_RUN_ID={id:?} is not a number"));
+                problems.push(format!(
+                    "GITHUB_RUN_ID={:?} is not a number",
+                    crate::gha::log_text(&id, false)
+                ));
                 0
             }),
             None => {
@@ -88,18 +210,27 @@ impl GithubEnv {
                 0
             }
         };
-        let token = get("GITHUB_TOKEN").unwrap_or_else(|| {
-            problems.push(
-                "GITHUB_TOKEN is not set (give the step `env: GITHUB_TOKEN: ${{ github.token }}` and `actions: read`)"
-                    .to_owned(),
-            );
-            String::new()
-        });
+        let token = match get("GITHUB_TOKEN") {
+            Some(token) => match check_token(&token) {
+                Ok(token) => token,
+                Err(why) => {
+                    problems.push(format!("GITHUB_TOKEN {why}"));
+                    String::new()
+                }
+            },
+            None => {
+                problems.push(
+                    "GITHUB_TOKEN is not set (give the step `env: GITHUB_TOKEN: ${{ github.token }}` and `actions: read`)"
+                        .to_owned(),
+                );
+                String::new()
+            }
+        };
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
         Ok(GithubEnv {
-            api_url: api_url.trim_end_matches('/').to_owned(),
+            api_url,
             owner,
             repo,
             run_id,
@@ -110,6 +241,66 @@ impl GithubEnv {
     pub fn full_name(&self) -> String {
         format!("{}/{}", self.owner, self.repo)
     }
+}
+
+/// The token as it may go into an `Authorization` header: one trailing
+/// newline (a secret pasted with one) is removed with a warning; any other
+/// character outside visible ASCII (CR, LF, a control byte, a space, a
+/// non-ASCII letter) is refused. The HTTP client would otherwise panic
+/// building the header, or send a header split in two.
+pub fn check_token(token: &str) -> Result<String, String> {
+    let trimmed = token
+        .strip_suffix("\r\n")
+        .or_else(|| token.strip_suffix('\n'))
+        .unwrap_or(token);
+    if let Some(bad) = trimmed.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!(
+            "holds a character that cannot be sent in an HTTP header ({}); a token is visible ASCII only",
+            describe_char(bad)
+        ));
+    }
+    if trimmed.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if trimmed.len() != token.len() {
+        crate::gha::warning(
+            "GITHUB_TOKEN ends in a newline (a secret saved with one?); using it without the newline",
+        );
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// `c` for a message that must not carry it raw.
+fn describe_char(c: char) -> String {
+    if c.is_ascii_graphic() {
+        format!("{c:?}")
+    } else {
+        format!("U+{:04X}", u32::from(c))
+    }
+}
+
+/// `GITHUB_API_URL` as the clients can use it: an absolute `http` or
+/// `https` URL with a host, no credentials, query or fragment, and no
+/// trailing slash. Anything else is refused before a client is built from
+/// it.
+pub fn check_api_url(url: &str) -> Result<String, String> {
+    if let Some(bad) = url.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!("holds {}, which no URL holds", describe_char(bad)));
+    }
+    let uri: http::Uri = url.parse().map_err(|err| format!("is not a URL ({err})"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err("is not an http(s) URL".to_owned());
+    }
+    let Some(authority) = uri.authority() else {
+        return Err("has no host".to_owned());
+    };
+    if authority.as_str().contains('@') || authority.host().is_empty() {
+        return Err("must name a host and no credentials".to_owned());
+    }
+    if uri.query().is_some() || url.contains('#') {
+        return Err("must not have a query or fragment".to_owned());
+    }
+    Ok(url.trim_end_matches('/').to_owned())
 }
 
 /// A repository owner or name as GitHub allows them; anything else could
@@ -147,15 +338,26 @@ pub struct Github {
     env: GithubEnv,
     api: Octocrab,
     blob: Octocrab,
-    /// The longest any single request, or any pause in a download, may take.
+    /// The longest any single request may take, and the window over which a
+    /// download must keep [`MIN_TRANSFER_BYTES_PER_SEC`].
     timeout: Duration,
+    /// The end of the whole reuse path; every wait is cut at it.
+    deadline: Deadline,
+    /// Bytes of API answers still allowed ([`MAX_API_BYTES`]).
+    api_budget: Cell<u64>,
     api_origin: String,
     api_base_path: String,
 }
 
 impl Github {
     /// Builds both clients; must be called inside a tokio runtime.
-    pub fn new(env: GithubEnv, timeout: Duration) -> Result<Github> {
+    pub fn new(env: GithubEnv, timeout: Duration, deadline: Deadline) -> Result<Github> {
+        // `from_env` checked both; a caller that built the environment by
+        // hand gets the same checks, since the client panics on what they refuse.
+        let api_url = check_api_url(&env.api_url)
+            .map_err(|why| anyhow!("GITHUB_API_URL={:?} {why}", env.api_url))?;
+        check_token(&env.token).map_err(|why| anyhow!("GITHUB_TOKEN {why}"))?;
+        let env = GithubEnv { api_url, ..env };
         let base: http::Uri = env
             .api_url
             .parse()
@@ -177,9 +379,48 @@ impl Github {
             api,
             blob,
             timeout,
+            deadline,
+            api_budget: Cell::new(MAX_API_BYTES),
             api_origin,
             api_base_path,
         })
+    }
+
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
+    }
+
+    /// Lowers the API byte budget ([`MAX_API_BYTES`]), so that a test can
+    /// spend it without serving 128 MiB.
+    #[cfg(test)]
+    pub fn set_api_budget(&self, bytes: u64) {
+        self.api_budget.set(bytes);
+    }
+
+    /// An error once the deadline has passed or the API byte budget is
+    /// spent: the search stops, it does not skip its way to the end.
+    pub fn check_bounds(&self, what: &str) -> Result<()> {
+        self.deadline.check(what)?;
+        if self.api_budget.get() == 0 {
+            bail!(
+                "the API answers passed {} MiB in total (the reuse path's bound) {what}",
+                MAX_API_BYTES >> 20
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs `future` for at most the per-request timeout, cut at the
+    /// deadline; the error says which of the two ended it.
+    async fn within<F: std::future::Future>(&self, what: &str, future: F) -> Result<F::Output> {
+        let limit = self.timeout.min(self.deadline.remaining());
+        match tokio::time::timeout(limit, future).await {
+            Ok(output) => Ok(output),
+            Err(_) if self.deadline.passed() => {
+                bail!(self.deadline.message(&format!("during {what}")))
+            }
+            Err(_) => bail!("{what}: no answer within {} s", self.timeout.as_secs()),
+        }
     }
 
     pub fn env(&self) -> &GithubEnv {
@@ -234,13 +475,13 @@ impl Github {
         if answer.name != branch {
             bail!(
                 "asked for branch {branch:?}, the API answered branch {:?}",
-                answer.name
+                clip(&answer.name)
             );
         }
         if !is_commit(&answer.commit.sha) {
             bail!(
                 "the head of branch {branch:?} is {:?}, not a commit id",
-                answer.commit.sha
+                clip(&answer.commit.sha)
             );
         }
         Ok(answer.commit.sha.to_ascii_lowercase())
@@ -261,20 +502,26 @@ impl Github {
         Ok(comparison.status)
     }
 
-    /// Streams the zip of artifact `artifact_id`: `on_start` gets the
-    /// announced length, `on_data` every chunk. The API answers with a
-    /// redirect to blob storage, which is followed by hand with the
+    /// Streams the zip of artifact `artifact_id`, which the listing says is
+    /// `expected` bytes long, to `on_data` chunk by chunk. The API answers
+    /// with a redirect to blob storage, which is followed by hand with the
     /// credential-free client: the token stays on the API host.
+    ///
+    /// Bounded in bytes and time whatever the servers say: a
+    /// `Content-Length` other than `expected` is refused before the body,
+    /// the body is cut off as soon as it passes `expected` (announced or
+    /// not), fewer than [`MIN_TRANSFER_BYTES_PER_SEC`] over any window of
+    /// the per-request timeout fail it, and so does the deadline.
     pub async fn download_artifact_zip(
         &self,
         artifact_id: u64,
-        on_start: impl FnOnce(Option<u64>) -> Result<()>,
+        expected: u64,
         mut on_data: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         let route = self.repo_route(&format!("/actions/artifacts/{artifact_id}/zip"));
-        let response = tokio::time::timeout(self.timeout, self.api._get(route.as_str()))
-            .await
-            .map_err(|_| anyhow!("GET {route}: no answer within {} s", self.timeout.as_secs()))?
+        let response = self
+            .within(&format!("GET {route}"), self.api._get(route.as_str()))
+            .await?
             .map_err(|err| anyhow!("GET {route}: {}", describe_octocrab_error(&err)))?;
         let status = response.status();
         let response = if status.is_redirection() {
@@ -288,14 +535,8 @@ impl Github {
             let uri = redirect_target(&location, api_is_https)
                 .with_context(|| format!("GET {route}: refusing the redirect"))?;
             let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-            tokio::time::timeout(self.timeout, self.blob._get(uri))
-                .await
-                .map_err(|_| {
-                    anyhow!(
-                        "download from {host}: no answer within {} s",
-                        self.timeout.as_secs()
-                    )
-                })?
+            self.within(&format!("the download from {host}"), self.blob._get(uri))
+                .await?
                 .map_err(|err| anyhow!("download from {host}: {}", describe_octocrab_error(&err)))?
         } else {
             response
@@ -304,41 +545,85 @@ impl Github {
         if !status.is_success() {
             bail!("the artifact download answered HTTP {status}");
         }
-        let announced = response
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        on_start(announced)?;
+        if let Some(announced) = response.headers().get(http::header::CONTENT_LENGTH) {
+            let announced = announced
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            if announced != Some(expected) {
+                bail!(
+                    "the download announces {} bytes, but the listing's size_in_bytes is {expected}",
+                    announced
+                        .map_or_else(|| "an unreadable number of".to_owned(), |n| n.to_string())
+                );
+            }
+        }
+        let window = self.timeout;
+        let window_minimum = MIN_TRANSFER_BYTES_PER_SEC.saturating_mul(window.as_secs().max(1));
         let mut received: u64 = 0;
+        let mut window_start = Instant::now();
+        let mut window_bytes: u64 = 0;
         let mut body = response.into_body();
         loop {
-            let frame = tokio::time::timeout(self.timeout, body.frame())
-                .await
-                .map_err(|_| {
-                    anyhow!(
+            let window_end = window_start + window;
+            let wait = window_end
+                .saturating_duration_since(Instant::now())
+                .min(self.deadline.remaining());
+            match tokio::time::timeout(wait, body.frame()).await {
+                Err(_) if self.deadline.passed() => bail!(self.deadline.message(&format!(
+                    "during the download, after {received} of {expected} bytes"
+                ))),
+                // The window ended without a frame: judged below.
+                Err(_) => {}
+                Ok(None) => break,
+                Ok(Some(frame)) => {
+                    let frame = frame.map_err(|err| {
+                        anyhow!(
+                            "the download broke off after {received} bytes: {}",
+                            describe_octocrab_error(&err)
+                        )
+                    })?;
+                    if let Ok(data) = frame.into_data() {
+                        received = received.saturating_add(data.len() as u64);
+                        if received > expected {
+                            bail!(
+                                "the download is longer than the listing's size_in_bytes ({expected}): cut off at {received} bytes"
+                            );
+                        }
+                        window_bytes += data.len() as u64;
+                        on_data(&data)?;
+                    }
+                }
+            }
+            if Instant::now() >= window_end {
+                if window_bytes == 0 {
+                    bail!(
                         "the download stalled: no data for {} s after {received} bytes",
-                        self.timeout.as_secs()
-                    )
-                })?;
-            let Some(frame) = frame else { return Ok(()) };
-            let frame = frame.map_err(|err| {
-                anyhow!(
-                    "the download broke off after {received} bytes: {}",
-                    describe_octocrab_error(&err)
-                )
-            })?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            received += data.len() as u64;
-            on_data(&data)?;
+                        window.as_secs()
+                    );
+                }
+                if window_bytes < window_minimum {
+                    bail!(
+                        "the download is too slow: {window_bytes} bytes in {} s after {received} of {expected} bytes, under the minimum of {MIN_TRANSFER_BYTES_PER_SEC} bytes/s",
+                        window.as_secs()
+                    );
+                }
+                window_start = Instant::now();
+                window_bytes = 0;
+            }
         }
+        if received != expected {
+            bail!("the download is truncated: {received} of {expected} bytes");
+        }
+        Ok(())
     }
 
     /// GETs `route` (relative to the API base, or an absolute URL on the API
     /// host) and decodes the JSON body; also returns the `rel="next"` link.
+    /// The whole exchange, body included, is bounded by the per-request
+    /// timeout, the deadline and the API byte budget.
     async fn get_json<T: DeserializeOwned>(&self, route: &str) -> Result<(T, Option<String>)> {
+        self.check_bounds(&format!("before GET {route}"))?;
         let request = async {
             let response = self
                 .api
@@ -358,23 +643,45 @@ impl Github {
                 .and_then(|v| v.to_str().ok())
                 .map(|v| format!(" (the limit resets at Unix time {v})"))
                 .unwrap_or_default();
-            let body = collect_limited(response.into_body(), MAX_JSON_BYTES).await?;
+            let budget = self.api_budget.get();
+            let limit = usize::try_from(budget)
+                .unwrap_or(usize::MAX)
+                .min(MAX_JSON_BYTES);
+            let body = match collect_limited(response.into_body(), limit).await {
+                Ok(body) => body,
+                Err(BodyError::TooLong) if limit < MAX_JSON_BYTES => {
+                    self.api_budget.set(0);
+                    bail!(
+                        "the API answers passed {} MiB in total (the reuse path's bound)",
+                        MAX_API_BYTES >> 20
+                    );
+                }
+                Err(BodyError::TooLong) => {
+                    self.api_budget.set(budget.saturating_sub(limit as u64));
+                    bail!("the answer is longer than {} MiB", MAX_JSON_BYTES >> 20);
+                }
+                Err(BodyError::Broken(err)) => bail!("cannot read the response body: {err}"),
+            };
+            self.api_budget
+                .set(budget.saturating_sub(body.len() as u64));
             if !status.is_success() {
                 let message = serde_json::from_slice::<serde_json::Value>(&body)
                     .ok()
                     .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
                     .unwrap_or_default();
+                let message = clip(&message);
                 if rate_limited {
                     bail!("rate limited by the GitHub API (HTTP {status}): {message}{reset}");
                 }
                 bail!("HTTP {status}: {message}");
             }
-            let value = serde_json::from_slice(&body).context("unexpected JSON")?;
+            // serde's message quotes the value it got, which the API chose.
+            let value = serde_json::from_slice(&body)
+                .map_err(|err| anyhow!("unexpected JSON: {}", clip(&err.to_string())))?;
             Ok((value, next))
         };
-        tokio::time::timeout(self.timeout, request)
-            .await
-            .map_err(|_| anyhow!("no answer within {} s", self.timeout.as_secs()))?
+        self.within(&format!("GET {route}"), request)
+            .await?
             .with_context(|| format!("GET {route}"))
     }
 
@@ -382,15 +689,16 @@ impl Github {
     /// checking that it stays on the API host: the token must not follow a
     /// pagination link anywhere else.
     fn next_route(&self, link: &str) -> Result<String> {
+        let shown = clip(link);
         let uri: http::Uri = link
             .parse()
-            .with_context(|| format!("the next-page link {link:?} is not a URL"))?;
+            .with_context(|| format!("the next-page link {shown:?} is not a URL"))?;
         let Some(link_origin) = origin(&uri) else {
-            bail!("the next-page link {link:?} is not absolute");
+            bail!("the next-page link {shown:?} is not absolute");
         };
         if link_origin != self.api_origin || !uri.path().starts_with(&self.api_base_path) {
             bail!(
-                "the next-page link {link:?} leaves the API at {}; refusing to send the token there",
+                "the next-page link {shown:?} leaves the API at {}; refusing to send the token there",
                 self.env.api_url
             );
         }
@@ -403,12 +711,32 @@ impl Github {
             self.repo_route("/actions/artifacts")
         );
         if uri.path() != listing {
-            bail!("the next-page link {link:?} is not a page of {listing}; refusing to follow it");
+            bail!("the next-page link {shown:?} is not a page of {listing}; refusing to follow it");
         }
         Ok(uri
             .path_and_query()
             .map(|pq| pq.as_str().to_owned())
             .unwrap_or_default())
+    }
+}
+
+/// The most characters of one attacker-chosen string (an API message, a
+/// name, a path) that a log line or a reason carries.
+pub const SHOWN_CHARS: usize = 200;
+
+/// `text`, cut to [`SHOWN_CHARS`] characters with a note of its length: a
+/// hostile API cannot flood the log with one string.
+pub fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(text, SHOWN_CHARS)
+}
+
+/// `text`, cut to `chars` characters with a note of its length.
+pub fn clip_to(text: &str, chars: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(chars) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => {
+            std::borrow::Cow::Owned(format!("{}… ({} bytes in all)", &text[..cut], text.len()))
+        }
     }
 }
 
@@ -425,17 +753,18 @@ pub fn origin(uri: &http::Uri) -> Option<String> {
 /// the API itself is, so that a redirect cannot strip the transport security
 /// from an artifact whose digest the API may not give.
 pub fn redirect_target(location: &str, api_is_https: bool) -> Result<http::Uri> {
+    let shown = clip(location);
     let uri: http::Uri = location
         .parse()
-        .with_context(|| format!("the redirect target {location:?} is not a URL"))?;
+        .with_context(|| format!("the redirect target {shown:?} is not a URL"))?;
     match uri.scheme_str() {
         Some("https") => {}
         Some("http") if !api_is_https => {}
-        Some("http") => bail!("the redirect target {location:?} downgrades https to http"),
-        _ => bail!("the redirect target {location:?} is not an http(s) URL"),
+        Some("http") => bail!("the redirect target {shown:?} downgrades https to http"),
+        _ => bail!("the redirect target {shown:?} is not an http(s) URL"),
     }
     if uri.authority().is_none() {
-        bail!("the redirect target {location:?} is not absolute");
+        bail!("the redirect target {shown:?} is not absolute");
     }
     Ok(uri)
 }
@@ -500,17 +829,24 @@ fn describe_octocrab_error(err: &octocrab::Error) -> String {
     text
 }
 
+/// Why a body could not be collected.
+enum BodyError {
+    /// It is longer than the limit.
+    TooLong,
+    Broken(String),
+}
+
 /// Collects a response body, refusing one larger than `limit` bytes.
-async fn collect_limited<B>(body: B, limit: usize) -> Result<Vec<u8>>
+async fn collect_limited<B>(body: B, limit: usize) -> Result<Vec<u8>, BodyError>
 where
     B: http_body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let collected = Limited::new(body, limit)
-        .collect()
-        .await
-        .map_err(|err| anyhow!("cannot read the response body: {err}"))?;
-    Ok(collected.to_bytes().to_vec())
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes().to_vec()),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLong),
+        Err(err) => Err(BodyError::Broken(err.to_string())),
+    }
 }
 
 /// Percent-encodes a query value (everything but RFC 3986 unreserved bytes).

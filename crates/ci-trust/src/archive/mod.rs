@@ -33,7 +33,7 @@ use anyhow::{Context, Result, bail};
 use crate::policy::{ArchiveSpec, Policy};
 use crate::{flags, gha};
 
-pub use github::GithubEnv;
+pub use github::{GithubEnv, MIN_TRANSFER_BYTES_PER_SEC};
 
 /// Where the archives came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub enum Source {
     /// A fresh build, and why the cheaper sources were not used.
     Build {
         reason: String,
+        /// Where it ran: in the key tree (what it held), or in the
+        /// checkout and why (`build::choose_key_tree`).
+        key_tree: String,
     },
 }
 
@@ -66,7 +69,7 @@ pub enum Reuse {
     /// Candidates exist, and each failed a trust check.
     Untrusted {
         name: String,
-        skipped: Vec<trust::Skipped>,
+        skipped: trust::Skips,
         /// Why the listing was not read to its end, if it was not.
         stopped: Option<String>,
     },
@@ -91,7 +94,7 @@ impl fmt::Display for Reuse {
                 write!(
                     f,
                     "no trusted artifact named {name} ({} skipped: ",
-                    skipped.len()
+                    skipped.total()
                 )?;
                 for (index, skip) in skipped.iter().take(SHOWN).enumerate() {
                     if index > 0 {
@@ -99,8 +102,8 @@ impl fmt::Display for Reuse {
                     }
                     write!(f, "{skip}")?;
                 }
-                if skipped.len() > SHOWN {
-                    write!(f, "; and {} more", skipped.len() - SHOWN)?;
+                if skipped.total() > SHOWN {
+                    write!(f, "; and {} more", skipped.total() - SHOWN)?;
                 }
                 if let Some(stopped) = stopped {
                     write!(f, "; stopped: {stopped}")?;
@@ -126,7 +129,7 @@ impl Source {
         match self {
             Source::Cache => "cache hit".to_owned(),
             Source::Artifact(r) => Reuse::Installed(r.clone()).to_string(),
-            Source::Build { reason } => format!("fresh build ({reason})"),
+            Source::Build { reason, .. } => format!("fresh build ({reason})"),
         }
     }
 }
@@ -151,6 +154,16 @@ pub struct Request<'a> {
 
 impl flags::GpuArchive {
     pub fn run(&self) -> Result<ExitCode> {
+        // A panic's message can carry API or file text; it reaches the log
+        // encoded like every other line (the reuse path catches its panics
+        // and falls back, so only a bug elsewhere gets here).
+        std::panic::set_hook(Box::new(|info| {
+            eprintln!("{}", gha::log_text(&info.to_string(), gha::in_actions()));
+        }));
+        // What the runner will read from this step's files, before anything
+        // runs: the build must leave them as they are.
+        let runner_files = gha::RunnerFiles::capture();
+        process::contain()?;
         let root = self.common.root()?;
         let policy = self.common.load_policy(&root)?;
         if policy.archive.is_empty() {
@@ -191,6 +204,7 @@ impl flags::GpuArchive {
             Some(out) => std::path::absolute(out).context("cannot resolve --out")?,
             None => root.join("target/gpu-archive"),
         };
+        refuse_out_through_tree_link(&root, &out)?;
         let request = Request {
             root: &root,
             policy: &policy,
@@ -201,7 +215,7 @@ impl flags::GpuArchive {
             cache_hit: self.cache_hit,
             head_sha: self.head_sha.as_deref(),
         };
-        let source = obtain(&request, GithubEnv::from_env)?;
+        let source = obtain_with(&request, GithubEnv::from_env, contained_build)?;
         if matches!(source, Source::Build { .. }) {
             // The key was derived statically; the build just showed what
             // the compiler really read. Fail closed on any difference.
@@ -210,7 +224,7 @@ impl flags::GpuArchive {
                 return Err(err);
             }
         }
-        let summary = report(
+        let (outputs, summary) = report(
             &source,
             &manifest.key,
             &manifest.artifact_name,
@@ -218,9 +232,127 @@ impl flags::GpuArchive {
             &policy.archive,
             &out,
         )?;
+        // The build has ended and whatever it left running is dead: from
+        // here on nothing but this process writes the runner's files. A
+        // change since the start is the build's (or a daemon's) doing.
+        let changed = runner_files.changed_since();
+        if !changed.is_empty() {
+            remove_archives(&out, &policy.archive);
+            bail!(
+                "the runner's files changed while gpu-archive ran, which only the build could have done: {}; the step's outputs, environment or summary may be forged, so the step fails and --out is emptied",
+                changed.join(", ")
+            );
+        }
+        let pairs: Vec<(&str, &str)> = outputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        if let Err(err) = gha::write_step_outputs(&pairs) {
+            remove_archives(&out, &policy.archive);
+            return Err(err);
+        }
         gha::append_step_summary(&summary)?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The fresh build, contained: workflow commands are paused from before it
+/// starts until every process it left has been killed (a daemon printing
+/// `::set-output` after the build's own pause ends would otherwise be
+/// obeyed), and the kill happens before anything is reported or written.
+fn contained_build(request: &Request) -> Result<String> {
+    let paused = gha::CommandsPaused::start();
+    let built = build::build_all(request).map(|built| built.key_tree);
+    let killed = process::kill_leftovers();
+    drop(paused);
+    match killed {
+        Ok(pids) if !pids.is_empty() => gha::warning(&format!(
+            "killed {} process(es) the build left running (pid {}): nothing the build started outlives it",
+            pids.len(),
+            pids.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Ok(_) => {}
+        Err(err) => {
+            return Err(err.context("cannot stop what the build left running"));
+        }
+    }
+    built
+}
+
+/// Refuses an `--out` that is, or lies under, a symbolic link inside the
+/// tree being keyed. Such a link is the pull request's (committed, or made
+/// by its build), and would send the archives, the staging directory and
+/// the cleanup of a damaged restore to a place of its choosing. A link
+/// outside the tree is the workflow's own and is followed.
+fn refuse_out_through_tree_link(root: &Path, out: &Path) -> Result<()> {
+    let root = std::fs::canonicalize(root)
+        .with_context(|| format!("cannot resolve the root {}", root.display()))?;
+    if let Some(link) = first_link_inside(out, &root)? {
+        bail!(
+            "--out {} goes through the symbolic link {}, which lies inside the tree being keyed ({}): the tree would choose where the archives go; refused (pass an --out without links inside the tree)",
+            out.display(),
+            link.display(),
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+/// The first symbolic link met while resolving `path` one component at a
+/// time (as the kernel does) whose own location lies inside `root`
+/// (canonical), if any. Components that do not exist yet end the walk: they
+/// will be created as directories.
+fn first_link_inside(path: &Path, root: &Path) -> Result<Option<PathBuf>> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let mut pending: VecDeque<PathBuf> = path
+        .components()
+        .map(|c| PathBuf::from(c.as_os_str()))
+        .collect();
+    let mut current = PathBuf::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        match part.components().next() {
+            Some(Component::Prefix(_)) => current = part.clone(),
+            Some(Component::RootDir) => current.push(&part),
+            Some(Component::CurDir) | None => {}
+            Some(Component::ParentDir) => {
+                current.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let candidate = current.join(name);
+                let meta = match std::fs::symlink_metadata(&candidate) {
+                    Ok(meta) => meta,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(err) => {
+                        return Err(err)
+                            .with_context(|| format!("cannot examine {}", candidate.display()));
+                    }
+                };
+                if !meta.file_type().is_symlink() {
+                    current = candidate;
+                    continue;
+                }
+                // `current` is fully resolved, so this says where the link is.
+                if current.starts_with(root) {
+                    return Ok(Some(candidate));
+                }
+                hops += 1;
+                if hops > 40 {
+                    bail!(
+                        "--out {}: too many levels of symbolic links",
+                        path.display()
+                    );
+                }
+                let target = std::fs::read_link(&candidate)
+                    .with_context(|| format!("cannot read the link {}", candidate.display()))?;
+                for component in target.components().rev() {
+                    pending.push_front(PathBuf::from(component.as_os_str()));
+                }
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses a `--trust-policy` that is (or, through a link, resolves to) a
@@ -248,10 +380,29 @@ pub fn obtain(
     request: &Request,
     github_env: impl FnOnce() -> Result<GithubEnv, String>,
 ) -> Result<Source> {
+    obtain_with(request, github_env, |request| {
+        build::build_all(request).map(|built| built.key_tree)
+    })
+}
+
+/// [`obtain`], with `build` as the fresh build.
+fn obtain_with(
+    request: &Request,
+    github_env: impl FnOnce() -> Result<GithubEnv, String>,
+    build: impl FnOnce(&Request) -> Result<String>,
+) -> Result<Source> {
     let specs = &request.policy.archive;
     let mut not_used = Vec::new();
+    // One deadline for everything before the build: a pull request's own
+    // cache scope can hold a restore of its choosing, and its verification
+    // and then the reuse must not take one deadline each.
+    let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
     if request.cache_hit {
-        match verify_all(request.out, specs) {
+        let verified = specs.iter().try_for_each(|spec| {
+            verify::check_archive_within(&request.out.join(&spec.file), spec, Some(&deadline))
+                .map(|_| ())
+        });
+        match verified {
             Ok(()) => return Ok(Source::Cache),
             Err(err) => {
                 let reason = format!("the restored cache is damaged: {err:#}");
@@ -266,7 +417,7 @@ pub fn obtain(
     if request.reuse {
         let reason = match github_env() {
             Err(missing) => format!("artifact reuse needs the Actions environment: {missing}"),
-            Ok(env) => match reuse_artifact(env, request) {
+            Ok(env) => match reuse_artifact_within(env, request, deadline) {
                 Ok(Reuse::Installed(reused)) => return Ok(Source::Artifact(reused)),
                 Ok(not_reused) => not_reused.to_string(),
                 Err(err) => format!("artifact reuse failed: {err:#}"),
@@ -277,26 +428,82 @@ pub fn obtain(
     } else {
         not_used.push("artifact reuse not requested".to_owned());
     }
-    build::build_all(request)?;
+    let key_tree = build(request)?;
     Ok(Source::Build {
         reason: not_used.join("; "),
+        key_tree,
     })
 }
 
 /// Looks for a trusted artifact named `request.artifact_name` and installs
-/// it into `request.out`. Errors when the search or the transfer fails.
+/// it into `request.out`. Errors when the search or the transfer fails,
+/// when the trust policy's `artifacts.reuse-deadline-secs` passes first
+/// (whatever stage it is in), and when anything in it panics: every way it
+/// ends is a fallback to the fresh build, never an abort.
 pub fn reuse_artifact(env: GithubEnv, request: &Request) -> Result<Reuse> {
+    let deadline = github::Deadline::after(request.trust.artifacts.reuse_deadline_secs);
+    reuse_artifact_within(env, request, deadline)
+}
+
+/// [`reuse_artifact`], by `deadline` (which a cache verification before it
+/// may have spent in part).
+fn reuse_artifact_within(
+    env: GithubEnv,
+    request: &Request,
+    deadline: github::Deadline,
+) -> Result<Reuse> {
+    deadline.check("before the artifact search began (the cache verification used it)")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(reuse_artifact_async(env, request))
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            match tokio::time::timeout(
+                deadline.remaining(),
+                reuse_artifact_async(env, request, deadline),
+            )
+            .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(anyhow::anyhow!(
+                    deadline.message("(the search or download was cut off)")
+                )),
+            }
+        })
+    }));
+    // A DNS lookup of a hostile redirect target may still be running on a
+    // blocking thread: it is abandoned, not waited for, so the deadline
+    // holds.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            bail!(
+                "the reuse path failed unexpectedly (a bug, please report it: {})",
+                github::clip(&message)
+            )
+        }
+    }
 }
 
-async fn reuse_artifact_async(env: GithubEnv, request: &Request<'_>) -> Result<Reuse> {
+async fn reuse_artifact_async(
+    env: GithubEnv,
+    request: &Request<'_>,
+    deadline: github::Deadline,
+) -> Result<Reuse> {
     let name = request.artifact_name;
     let artifacts = &request.trust.artifacts;
-    let github = github::Github::new(env, Duration::from_secs(artifacts.timeout_secs.max(1)))?;
+    let github = github::Github::new(
+        env,
+        Duration::from_secs(artifacts.timeout_secs.max(1)),
+        deadline,
+    )?;
     let search = trust::find(&github, name, request.trust, request.head_sha).await?;
     let Some(trust::Accepted { artifact, run }) = search.accepted else {
         if search.skipped.is_empty() && search.stopped.is_none() {
@@ -331,10 +538,12 @@ async fn reuse_artifact_async(env: GithubEnv, request: &Request<'_>) -> Result<R
         run_id: run.id,
         event: run.event,
         workflow: run.path.unwrap_or_default(),
-        created_at: run
-            .created_at
-            .or(artifact.created_at)
-            .unwrap_or_else(|| "at an unknown time".to_owned()),
+        created_at: github::clip(
+            &run.created_at
+                .or(artifact.created_at)
+                .unwrap_or_else(|| "at an unknown time".to_owned()),
+        )
+        .into_owned(),
     }))
 }
 
@@ -359,8 +568,11 @@ fn remove_archives(out: &Path, specs: &[ArchiveSpec]) {
     }
 }
 
-/// Logs the source, the archive sizes and the free disk space, writes the
-/// step outputs, and returns the step summary's Markdown.
+/// The step outputs, held in memory until they can be written safely.
+type Outputs = Vec<(&'static str, String)>;
+
+/// Logs the source, the archive sizes and the free disk space, and returns
+/// the step outputs and the step summary's Markdown; writes nothing.
 fn report(
     source: &Source,
     key: &str,
@@ -368,14 +580,15 @@ fn report(
     trust_source: &str,
     specs: &[ArchiveSpec],
     out: &Path,
-) -> Result<String> {
+) -> Result<(Outputs, String)> {
     // The source's reason carries run, branch and artifact names and API
-    // text: encoded for the log, escaped for the summary.
+    // text: encoded for the log, code spans in the summary.
+    let in_actions = gha::in_actions();
     println!(
         "{}",
         gha::log_text(
             &format!("archive source: {}", source.describe()),
-            gha::in_actions()
+            in_actions
         )
     );
     let mut rows = String::new();
@@ -384,36 +597,52 @@ fn report(
         let bytes = std::fs::metadata(&path)
             .with_context(|| format!("{} vanished", path.display()))?
             .len();
-        println!("  {}: {}", path.display(), download::mib(bytes));
-        // A plain file name by policy validation (letters, digits, `._-`).
-        rows.push_str(&format!("| `{}` | {} |\n", spec.file, download::mib(bytes)));
+        println!(
+            "{}",
+            gha::log_text(
+                &format!("  {}: {}", path.display(), download::mib(bytes)),
+                in_actions
+            )
+        );
+        rows.push_str(&format!(
+            "| {} | {} |\n",
+            gha::markdown_code(&spec.file),
+            download::mib(bytes)
+        ));
     }
     let free = free_disk_bytes(out)
         .map(download::mib)
         .unwrap_or_else(|err| format!("unknown ({err})"));
-    println!("  free disk space at {}: {free}", out.display());
+    println!(
+        "{}",
+        gha::log_text(
+            &format!("  free disk space at {}: {free}", out.display()),
+            in_actions
+        )
+    );
 
     let mut outputs = vec![
         ("key", key.to_owned()),
         ("artifact_name", artifact_name.to_owned()),
         ("source", source.kind().to_owned()),
     ];
-    // On the other sources the ids are written empty, so that a value some
-    // earlier writer of this step left (the build runs PR-controlled code)
-    // does not stand: the last line for a name wins.
+    // On the other sources the ids are written empty, so that every output
+    // of this step is this program's.
     let (artifact_id, run_id) = match source {
         Source::Artifact(reused) => (reused.artifact_id.to_string(), reused.run_id.to_string()),
         _ => (String::new(), String::new()),
     };
     outputs.push(("artifact_id", artifact_id));
     outputs.push(("run_id", run_id));
-    let pairs: Vec<(&str, &str)> = outputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    gha::set_outputs_if_in_actions(&pairs)?;
-    Ok(summary_markdown(source, key, trust_source, &rows, &free))
+    Ok((
+        outputs,
+        summary_markdown(source, key, trust_source, &rows, &free),
+    ))
 }
 
-/// The step summary: every part that is not this program's own text goes
-/// through [`gha::escape_markdown`].
+/// The step summary: every part that is not this program's own text is a
+/// code span ([`gha::markdown_code`]) in a table cell, where nothing is
+/// markup: no link, autolink, image, mention or HTML.
 fn summary_markdown(
     source: &Source,
     key: &str,
@@ -421,15 +650,25 @@ fn summary_markdown(
     rows: &str,
     free: &str,
 ) -> String {
+    let reason = source.describe();
+    let built_in = match source {
+        Source::Build { key_tree, .. } => {
+            format!("| built in | {} |\n", gha::markdown_code(key_tree))
+        }
+        _ => String::new(),
+    };
     format!(
-        "### GPU archives\n\nSource: {}\n\nKey: `{}`\n\nTrust settings: {}\n\n| archive | size |\n|---|---|\n{rows}\nFree disk space: {}\n\n",
-        gha::escape_markdown(&source.describe()),
-        // Key text by construction (letters, digits, `._-`).
-        key,
-        gha::escape_markdown(trust_source),
-        gha::escape_markdown(free),
+        "### GPU archives\n\n| | |\n|---|---|\n| source | {} |\n{built_in}| key | {} |\n| trust settings | {} |\n| free disk space | {} |\n\n| archive | size |\n|---|---|\n{rows}\n",
+        gha::markdown_code(&github::clip_to(&reason, SUMMARY_REASON_CHARS)),
+        gha::markdown_code(key),
+        gha::markdown_code(trust_source),
+        gha::markdown_code(free),
     )
 }
+
+/// The most characters of the source's reason the summary shows (the log
+/// has all of it); the runner refuses a summary over 1 MiB.
+const SUMMARY_REASON_CHARS: usize = 4000;
 
 /// Free space available to unprivileged users on the filesystem of `path`.
 #[cfg(not(unix))]
@@ -451,4 +690,64 @@ fn free_disk_bytes(path: &Path) -> Result<u64, String> {
         return Err(std::io::Error::last_os_error().to_string());
     }
     Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+/// Keeping what the fresh build starts under this process, and ending it.
+mod process {
+    use anyhow::Result;
+
+    /// Called once, before anything runs: this process becomes the reaper
+    /// of its orphaned descendants, so that a daemon the build starts
+    /// (double fork, `setsid`) stays where [`kill_leftovers`] finds it; it
+    /// and everything it starts can no longer gain privileges
+    /// (`no_new_privs`: `sudo` fails); and it becomes non-dumpable, so that
+    /// the build, running as the same user, can neither read its
+    /// environment and memory through `/proc` nor attach to it with
+    /// `ptrace` (where `kernel.yama.ptrace_scope` is 0) to change the
+    /// outputs it holds.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    pub fn contain() -> Result<()> {
+        crate::verify::trace::become_subreaper()?;
+        // No process started from here on gains privileges through a
+        // set-user-id binary or file capabilities: on a GitHub-hosted
+        // runner the step's user has password-less sudo, which would hand
+        // a hostile build root, and root is beyond every check below.
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+        if rc != 0 {
+            anyhow::bail!(
+                "cannot keep the build from gaining privileges (PR_SET_NO_NEW_PRIVS): {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        if rc != 0 {
+            anyhow::bail!(
+                "cannot make gpu-archive non-dumpable (PR_SET_DUMPABLE): {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn contain() -> Result<()> {
+        Ok(())
+    }
+
+    /// Kills every process the build left running (this process's
+    /// descendants, orphans included); returns their pids.
+    #[cfg(target_os = "linux")]
+    pub fn kill_leftovers() -> Result<Vec<u32>> {
+        crate::verify::trace::kill_descendants()
+    }
+
+    /// Off Linux a build's daemon cannot be found once it detached; only
+    /// the read-back of the outputs guards against it.
+    #[cfg(not(target_os = "linux"))]
+    pub fn kill_leftovers() -> Result<Vec<u32>> {
+        Ok(Vec::new())
+    }
 }

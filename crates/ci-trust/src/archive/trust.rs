@@ -27,7 +27,7 @@ use std::fmt;
 
 use anyhow::{Context, Result};
 
-use super::github::{Artifact, Github, Run, is_commit};
+use super::github::{Artifact, Github, Run, clip, is_commit};
 use crate::gha;
 use crate::policy::{HEAD_SHA_PLACEHOLDER, Policy, UNTRUSTED_EVENTS};
 
@@ -199,21 +199,21 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rejection::MalformedEntry { error } => {
-                write!(f, "its listing entry is malformed: {error}")
+                write!(f, "its listing entry is malformed: {}", clip(error))
             }
             Rejection::NoProducingRun => write!(f, "the listing names no producing run"),
             Rejection::RunUnreadable { run_id, error } => {
-                write!(f, "its run {run_id} cannot be read: {error}")
+                write!(f, "its run {run_id} cannot be read: {}", clip(error))
             }
             Rejection::RunMismatch { asked, answered } => write!(
                 f,
                 "the API answered run {answered} when asked for run {asked}"
             ),
             Rejection::OtherName { name, wanted } => {
-                write!(f, "its name {name:?} is not {wanted:?}")
+                write!(f, "its name {:?} is not {wanted:?}", clip(name))
             }
             Rejection::Expired { at: None } => write!(f, "it has expired"),
-            Rejection::Expired { at: Some(at) } => write!(f, "it has expired (at {at})"),
+            Rejection::Expired { at: Some(at) } => write!(f, "it has expired (at {})", clip(at)),
             Rejection::TooLarge { bytes, max } => write!(
                 f,
                 "its {bytes} bytes exceed artifacts.max-download-bytes = {max}"
@@ -232,15 +232,18 @@ impl fmt::Display for Rejection {
                 expected: (expected_name, expected_id),
             } => write!(
                 f,
-                "its run's {what} is {name} (id {id}), not {expected_name} (id {expected_id})"
+                "its run's {what} is {} (id {id}), not {expected_name} (id {expected_id})",
+                clip(name)
             ),
             Rejection::UntrustedWorkflow { path, trusted } => write!(
                 f,
-                "its workflow {path:?} is not one of artifacts.trusted-workflows {trusted:?}"
+                "its workflow {:?} is not one of artifacts.trusted-workflows {trusted:?}",
+                clip(path)
             ),
             Rejection::ConsumerWithoutHeadSha { path } => write!(
                 f,
-                "its workflow {path:?} builds pull-request code, and without --head-sha only publisher artifacts are trusted"
+                "its workflow {:?} builds pull-request code, and without --head-sha only publisher artifacts are trusted",
+                clip(path)
             ),
             Rejection::ConsumerRunName {
                 path,
@@ -248,12 +251,14 @@ impl fmt::Display for Rejection {
                 expected,
             } => write!(
                 f,
-                "its run {:?} of {path:?} built pull-request code and is not named exactly {expected:?} (artifacts.consumer-run-name); such artifacts are reused only for their own head commit",
-                title.as_deref().unwrap_or("")
+                "its run {:?} of {:?} built pull-request code and is not named exactly {expected:?} (artifacts.consumer-run-name); such artifacts are reused only for their own head commit",
+                clip(title.as_deref().unwrap_or("")),
+                clip(path)
             ),
             Rejection::UntrustedEvent { event, trusted } => write!(
                 f,
-                "its event {event:?} is not one of artifacts.trusted-events {trusted:?}"
+                "its event {:?} is not one of artifacts.trusted-events {trusted:?}",
+                clip(event)
             ),
             Rejection::OffDefaultBranch {
                 event,
@@ -261,7 +266,9 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run was on branch {branch:?}, not the default branch {default_branch:?}"
+                "its {} run was on branch {:?}, not the default branch {default_branch:?}",
+                clip(event),
+                clip(branch)
             ),
             Rejection::OffDefaultBranch {
                 event,
@@ -269,7 +276,8 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run has no head branch, so it cannot be shown to be on {default_branch:?}"
+                "its {} run has no head branch, so it cannot be shown to be on {default_branch:?}",
+                clip(event)
             ),
             Rejection::NoHeadCommit {
                 event,
@@ -277,23 +285,30 @@ impl fmt::Display for Rejection {
                 default_branch,
             } => write!(
                 f,
-                "its {event} run names no head commit, so it cannot be shown to be on {default_branch:?}"
+                "its {} run names no head commit, so it cannot be shown to be on {default_branch:?}",
+                clip(event)
             ),
             Rejection::NoHeadCommit {
                 head_sha: Some(sha),
                 ..
-            } => write!(f, "its run's head commit {sha:?} is not a commit id"),
+            } => write!(
+                f,
+                "its run's head commit {:?} is not a commit id",
+                clip(sha)
+            ),
             Rejection::NotInHistory {
                 sha,
                 branch,
                 status,
             } => write!(
                 f,
-                "its commit {sha} is not in the history of branch {branch:?} (compare status {status:?} against the branch head); a tag or ref named like the default branch?"
+                "its commit {sha} is not in the history of branch {branch:?} (compare status {:?} against the branch head); a tag or ref named like the default branch?",
+                clip(status)
             ),
             Rejection::HistoryUnknown { sha, branch, error } => write!(
                 f,
-                "cannot tell whether its commit {sha} is on branch {branch:?}: {error}"
+                "cannot tell whether its commit {sha} is on branch {branch:?}: {}",
+                clip(error)
             ),
         }
     }
@@ -549,12 +564,87 @@ pub struct Accepted {
     pub run: Run,
 }
 
+/// Skipped candidates logged and kept with their reasons; past this many
+/// they are only counted (by check), so that a listing of millions of odd
+/// entries floods neither the log nor memory.
+pub const MAX_KEPT_SKIPS: usize = 100;
+
+/// The candidates passed over: the first [`MAX_KEPT_SKIPS`] with their
+/// reasons (and dereferencing to them), and how many each check rejected.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skips {
+    kept: Vec<Skipped>,
+    /// Per check, in the order of [`CHECKS`].
+    counts: Vec<usize>,
+}
+
+impl Skips {
+    /// Records a skip, and logs it while they are kept.
+    pub fn push(&mut self, artifact: String, rejection: Rejection) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; CHECKS.len()];
+        }
+        let check = rejection.check();
+        if let Some(index) = CHECKS.iter().position(|c| *c == check) {
+            self.counts[index] += 1;
+        }
+        let entry = Skipped {
+            artifact,
+            rejection,
+        };
+        if self.kept.len() < MAX_KEPT_SKIPS {
+            gha::log(&format!(
+                "artifact search: skipping {entry} [check {}]",
+                check.name()
+            ));
+            self.kept.push(entry);
+        } else if self.total() == MAX_KEPT_SKIPS + 1 {
+            gha::log(&format!(
+                "artifact search: more than {MAX_KEPT_SKIPS} candidates skipped; the rest are counted by check, not listed"
+            ));
+        }
+    }
+
+    /// Every skip, kept or only counted.
+    pub fn total(&self) -> usize {
+        self.counts.iter().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// How many candidates each check rejected, in the order of [`CHECKS`]:
+    /// `listing 2, workflow 1`, or `none`.
+    pub fn tally(&self) -> String {
+        let counts: Vec<String> = CHECKS
+            .iter()
+            .zip(&self.counts)
+            .filter(|(_, count)| **count > 0)
+            .map(|(check, count)| format!("{} {count}", check.name()))
+            .collect();
+        if counts.is_empty() {
+            "none".to_owned()
+        } else {
+            counts.join(", ")
+        }
+    }
+}
+
+impl std::ops::Deref for Skips {
+    type Target = [Skipped];
+
+    fn deref(&self) -> &[Skipped] {
+        &self.kept
+    }
+}
+
 /// The outcome of a search that completed.
 #[derive(Debug)]
 pub struct Search {
     pub accepted: Option<Accepted>,
     /// Every candidate passed over, in the order it was judged.
-    pub skipped: Vec<Skipped>,
+    pub skipped: Skips,
     /// Why the listing was not read to its end, if it was not.
     pub stopped: Option<String>,
 }
@@ -590,14 +680,18 @@ pub async fn find(
         head_sha,
         now: chrono::Utc::now(),
     };
-    let mut skipped = Vec::new();
+    let mut skipped = Skips::default();
     let mut stopped = None;
     let mut candidates: Vec<(Artifact, u64)> = Vec::new();
+    // Candidates beyond the newest MAX_CANDIDATES, dropped as the listing
+    // is read so that memory holds at most twice that many.
+    let mut dropped = 0usize;
     let mut listed = 0usize;
     let mut route = Some(github.artifacts_route(name));
     let mut pages = 0;
     let mut visited = std::collections::HashSet::new();
     while let Some(current) = route.take() {
+        github.check_bounds(&format!("while reading listing page {}", pages + 1))?;
         // A link back to a page already read would only repeat it until the
         // page cap; a listing that loops has nothing more to offer.
         if !visited.insert(current.clone()) {
@@ -618,41 +712,46 @@ pub async fn find(
             .await
             .context("cannot list the artifacts")?;
         listed += page.artifacts.len();
-        for entry in page.artifacts {
+        for (index, entry) in page.artifacts.into_iter().enumerate() {
+            // A page of millions of tiny entries is work without an await:
+            // the deadline is checked as it goes.
+            if index % 4096 == 4095 {
+                github.check_bounds(&format!("while reading listing page {pages}"))?;
+            }
             match serde_json::from_value::<Artifact>(entry.clone()) {
                 Ok(artifact) => match judge_artifact(&artifact, name, &ctx) {
                     Ok(run_id) => candidates.push((artifact, run_id)),
-                    Err(rejection) => skip(&mut skipped, artifact.id.to_string(), rejection),
+                    Err(rejection) => skipped.push(artifact.id.to_string(), rejection),
                 },
                 Err(err) => {
-                    let id = entry.get("id").map_or("?".to_owned(), |id| id.to_string());
+                    let id = entry
+                        .get("id")
+                        .map_or("?".to_owned(), |id| clip(&id.to_string()).into_owned());
                     let rejection = Rejection::MalformedEntry {
                         error: err.to_string(),
                     };
-                    skip(&mut skipped, id, rejection);
+                    skipped.push(id, rejection);
                 }
+            }
+            if candidates.len() >= 2 * MAX_CANDIDATES {
+                newest_first(&mut candidates);
+                dropped += candidates.len() - MAX_CANDIDATES;
+                candidates.truncate(MAX_CANDIDATES);
             }
         }
         route = next;
     }
-    // Newest first; an unparsable or missing time sorts last.
-    candidates.sort_by_key(|(artifact, _)| {
-        let created = artifact
-            .created_at
-            .as_deref()
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-        std::cmp::Reverse((created, artifact.id))
-    });
-    if candidates.len() > MAX_CANDIDATES {
+    newest_first(&mut candidates);
+    if candidates.len() > MAX_CANDIDATES || dropped > 0 {
         stopped = Some(format!(
             "only the newest {MAX_CANDIDATES} of {} candidates were judged",
-            candidates.len()
+            candidates.len() + dropped
         ));
         candidates.truncate(MAX_CANDIDATES);
     }
     gha::log(&format!(
         "artifact search: {listed} artifact(s) named {name} on {pages} page(s); {} skipped by the listing checks; {} candidate(s) to judge, newest first{}",
-        skipped.len(),
+        skipped.total(),
         candidates.len(),
         stopped
             .as_deref()
@@ -663,7 +762,18 @@ pub async fn find(
     let default_branch = trust.default_branch.as_str();
     let mut runs: HashMap<u64, Result<Run, Rejection>> = HashMap::new();
     let mut branch_head: Option<Result<String, String>> = None;
+    // The answer for a commit does not change within a run: many candidates
+    // from runs of one commit cost one comparison.
+    let mut histories: HashMap<String, Result<(), Rejection>> = HashMap::new();
     for (artifact, run_id) in candidates {
+        // Past the deadline or the API byte budget the search stops here,
+        // rather than skip every remaining candidate one failed request at
+        // a time.
+        github.check_bounds(&format!(
+            "while judging the candidates (artifact {} next, {} skipped so far)",
+            artifact.id,
+            skipped.total()
+        ))?;
         if let std::collections::hash_map::Entry::Vacant(slot) = runs.entry(run_id) {
             let run = match github.run(run_id).await {
                 Ok(run) if run.id != run_id => Err(Rejection::RunMismatch {
@@ -689,7 +799,15 @@ pub async fn find(
                         branch_head = Some(head);
                     }
                     let head = branch_head.as_ref().expect("read above");
-                    check_branch_history(github, default_branch, head, &sha).await
+                    match histories.get(&sha) {
+                        Some(known) => known.clone(),
+                        None => {
+                            let verdict =
+                                check_branch_history(github, default_branch, head, &sha).await;
+                            histories.insert(sha, verdict.clone());
+                            verdict
+                        }
+                    }
                 }
                 Ok(None) => Ok(()),
                 Err(rejection) => Err(rejection),
@@ -705,8 +823,8 @@ pub async fn find(
                 gha::log(&format!(
                     "artifact search: {} candidate(s) seen, {} skipped (by check: {}); accepted artifact {} from run {}",
                     listed,
-                    skipped.len(),
-                    tally(&skipped),
+                    skipped.total(),
+                    skipped.tally(),
                     artifact.id,
                     run.id
                 ));
@@ -716,13 +834,13 @@ pub async fn find(
                     stopped,
                 });
             }
-            Err(rejection) => skip(&mut skipped, artifact.id.to_string(), rejection),
+            Err(rejection) => skipped.push(artifact.id.to_string(), rejection),
         }
     }
     gha::log(&format!(
         "artifact search: {listed} candidate(s) seen, {} skipped (by check: {}), none trusted",
-        skipped.len(),
-        tally(&skipped)
+        skipped.total(),
+        skipped.tally()
     ));
     Ok(Search {
         accepted: None,
@@ -731,34 +849,14 @@ pub async fn find(
     })
 }
 
-/// How many candidates each check rejected, in the order of [`CHECKS`]:
-/// `listing 2, workflow 1`, or `none`.
-pub fn tally(skipped: &[Skipped]) -> String {
-    let counts: Vec<String> = CHECKS
-        .iter()
-        .filter_map(|check| {
-            let count = skipped
-                .iter()
-                .filter(|s| s.rejection.check() == *check)
-                .count();
-            (count > 0).then(|| format!("{} {count}", check.name()))
-        })
-        .collect();
-    if counts.is_empty() {
-        "none".to_owned()
-    } else {
-        counts.join(", ")
-    }
-}
-
-fn skip(skipped: &mut Vec<Skipped>, artifact: String, rejection: Rejection) {
-    let entry = Skipped {
-        artifact,
-        rejection,
-    };
-    gha::log(&format!(
-        "artifact search: skipping {entry} [check {}]",
-        entry.rejection.check().name()
-    ));
-    skipped.push(entry);
+/// Sorts candidates newest first (by `created_at`, then id); an
+/// unparsable or missing time sorts last.
+fn newest_first(candidates: &mut [(Artifact, u64)]) {
+    candidates.sort_by_key(|(artifact, _)| {
+        let created = artifact
+            .created_at
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        std::cmp::Reverse((created, artifact.id))
+    });
 }

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
+use super::github::{Deadline, DeadlineReader};
 use crate::policy::ArchiveSpec;
 
 /// The member every `cargo nextest archive` output holds; its absence means
@@ -33,6 +34,17 @@ pub struct ArchiveSummary {
 /// zstd tar to its end and holds the members its kind requires (the nextest
 /// metadata for a `nextest` archive, every named binary for a `build` one).
 pub fn check_archive(path: &Path, spec: &ArchiveSpec) -> Result<ArchiveSummary> {
+    check_archive_within(path, spec, None)
+}
+
+/// [`check_archive`], failing once `deadline` (when given) has passed: a
+/// few bytes of zstd can declare a member of terabytes, and decoding every
+/// byte of it is what proves the stream intact, so only time bounds it.
+pub fn check_archive_within(
+    path: &Path,
+    spec: &ArchiveSpec,
+    deadline: Option<&Deadline>,
+) -> Result<ArchiveSummary> {
     let meta = std::fs::symlink_metadata(path)
         .with_context(|| format!("{} is missing", path.display()))?;
     if !meta.file_type().is_file() {
@@ -47,8 +59,29 @@ pub fn check_archive(path: &Path, spec: &ArchiveSpec) -> Result<ArchiveSummary> 
         spec.binaries.iter().map(String::as_str).collect()
     };
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let (members, found) = tar_members(BufReader::with_capacity(1 << 16, file), &required)
-        .with_context(|| format!("{} is not a readable zstd tar", path.display()))?;
+    let source = BufReader::with_capacity(1 << 16, file);
+    let members = match deadline {
+        Some(deadline) => tar_members(
+            DeadlineReader {
+                inner: source,
+                deadline,
+                what: "while verifying the archives",
+            },
+            &required,
+        ),
+        None => tar_members(source, &required),
+    };
+    let (members, found) = match members {
+        Ok(found) => found,
+        // The decoder reports the reader's deadline error as a damaged block.
+        Err(_) if deadline.is_some_and(Deadline::passed) => {
+            bail!(deadline.map_or_else(String::new, |d| d.message("while verifying the archives")))
+        }
+        Err(err) => {
+            return Err(err)
+                .with_context(|| format!("{} is not a readable zstd tar", path.display()));
+        }
+    };
     for member in required {
         if !found.contains(&member) {
             bail!(
@@ -135,8 +168,12 @@ fn tar_members<'w>(source: impl BufRead, wanted: &[&'w str]) -> Result<(usize, V
             };
             // Reading the content is what proves the stream is intact: a
             // truncated or corrupted block fails here or in the checksum.
-            io::copy(&mut entry, &mut io::sink())
-                .with_context(|| format!("the content of tar member {path:?} is damaged"))?;
+            io::copy(&mut entry, &mut io::sink()).with_context(|| {
+                format!(
+                    "the content of tar member {:?} is damaged",
+                    super::github::clip(&path)
+                )
+            })?;
             count += 1;
             if let Some(name) = wanted.iter().find(|name| **name == path)
                 && !found.contains(name)

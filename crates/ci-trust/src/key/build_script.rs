@@ -82,6 +82,49 @@ pub fn analyse(
     }
 }
 
+/// The checkout files a build script hands the linker in a literal
+/// `cargo::rustc-link-arg…=` line: a linker script, a version script, a
+/// response file (`@file`, read for the files it names in turn). The linker
+/// runs where rustc does, the workspace root (`rustc_cwd`); the package
+/// directory is tried too. A value built at run time (`{}`) names a file
+/// the script computes, often in `OUT_DIR`: `verify-key` reads the real
+/// line from the script's output after the build, and the trace sees the
+/// linker open it.
+pub fn link_arg_paths(
+    literals: &[(String, PathBuf, usize)],
+    package_dir: &Path,
+    rustc_cwd: &Path,
+) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for (value, _, _) in literals {
+        for line in value.lines() {
+            let Some(directive) = line
+                .trim()
+                .strip_prefix("cargo::")
+                .or_else(|| line.trim().strip_prefix("cargo:"))
+            else {
+                continue;
+            };
+            let Some((name, args)) = directive.split_once('=') else {
+                continue;
+            };
+            if !name.contains("link-arg") || args.contains(['{', '}']) {
+                continue;
+            }
+            for base in [rustc_cwd, package_dir] {
+                paths.extend(super::cargo_config::flag_paths(
+                    args.split_whitespace(),
+                    base,
+                    &[],
+                ));
+            }
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -334,6 +334,13 @@ impl CargoConfig {
         self.output_dir(root, &["build", "build-dir"])
     }
 
+    /// `build.dep-info-basedir` (config-relative): cargo writes the paths
+    /// below it relative to it in the dep-info files it puts beside the
+    /// final artifacts.
+    pub fn dep_info_basedir(&self, root: &Path) -> Option<OutputDir> {
+        self.output_dir(root, &["build", "dep-info-basedir"])
+    }
+
     fn output_dir(&self, root: &Path, key: &[&str]) -> Option<OutputDir> {
         let (value, file) = self.first(key)?;
         let dir = value.as_str()?;
@@ -456,14 +463,19 @@ impl CargoConfig {
     }
 }
 
-/// What a cargo or rustup started in a directory reads there besides the
-/// root's files: cargo probes `.cargo/config` and `.cargo/config.toml` in
-/// its working directory and every ancestor, rustup `rust-toolchain` and
-/// `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is set, which a build
-/// script may remove). A build script that builds GPU kernels with a nested
-/// `cargo build` starts it in its package directory, so a file added there
-/// changes the build: present or absent, each is a key input.
+/// What a cargo or rustup started in a directory looks for there and in
+/// every ancestor: cargo probes `Cargo.toml` (the first one found is the
+/// package it builds; it then looks further up for the workspace root, whose
+/// `Cargo.lock` it reads), `.cargo/config` and `.cargo/config.toml`; rustup
+/// `rust-toolchain` and `rust-toolchain.toml` (unless `RUSTUP_TOOLCHAIN` is
+/// set, which a build script may remove). A build script that builds GPU
+/// kernels with a nested `cargo build` starts it in its package directory,
+/// so a file added there changes the build: present or absent, each is a
+/// key input. `verify-key --trace` treats a failed lookup of any of these
+/// names as a use of its absence (the one list both read).
 pub const NESTED_PROBES: &[(&str, &str)] = &[
+    ("Cargo.toml", "manifest"),
+    ("Cargo.lock", "lockfile"),
     (".cargo/config", "cargo configuration"),
     (".cargo/config.toml", "cargo configuration"),
     ("rust-toolchain", "rustup toolchain file"),
@@ -703,13 +715,37 @@ fn value_paths(value: &toml::Value, shape: Shape, base: &Path, root: &Path) -> V
 /// any other piece after splitting on `=`, `,` and `:`. Over-reading is
 /// harmless (a candidate that does not exist is dropped later); missing a
 /// form is not, hence the catch-all rather than a list of forms.
+///
+/// An `@file` (a rustc argfile, or a linker response file handed over with
+/// `-C link-arg=@file` or `-Wl,@file`) is read, and what it names is
+/// followed the same way, from the same directory (rustc reads it, and the
+/// linker runs where rustc does): its words, and the response files it
+/// names in turn.
 pub fn flag_paths<'a>(
     flags: impl Iterator<Item = &'a str>,
     cwd: &Path,
     name_flags: &[&str],
 ) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    let mut read = BTreeSet::new();
+    flag_paths_into(flags, cwd, name_flags, 0, &mut read, &mut out);
+    out
+}
+
+/// How deep response files may name response files, and how large one may be.
+const MAX_RESPONSE_FILE_DEPTH: usize = 8;
+const MAX_RESPONSE_FILE_BYTES: u64 = 1 << 20;
+
+fn flag_paths_into<'a>(
+    flags: impl Iterator<Item = &'a str>,
+    cwd: &Path,
+    name_flags: &[&str],
+    depth: usize,
+    read: &mut BTreeSet<PathBuf>,
+    out: &mut Vec<PathBuf>,
+) {
     let mut skip_next = false;
+    let mut response_files = Vec::new();
     for flag in flags {
         if std::mem::take(&mut skip_next) && !flag.starts_with('@') {
             continue;
@@ -724,6 +760,9 @@ pub fn flag_paths<'a>(
         }
         for word in flag.split_whitespace() {
             for piece in word.split(['=', ',', ':']) {
+                if let Some(file) = piece.strip_prefix('@').filter(|f| !f.is_empty()) {
+                    response_files.push(normalize(&cwd.join(file)));
+                }
                 for prefix in ["@", "-Wl", "-T", "-L", "-l", "-C", ""] {
                     if let Some(rest) = piece.strip_prefix(prefix)
                         && !rest.is_empty()
@@ -736,7 +775,27 @@ pub fn flag_paths<'a>(
             }
         }
     }
-    out
+    if depth >= MAX_RESPONSE_FILE_DEPTH {
+        return;
+    }
+    for file in response_files {
+        // Only a regular file of reasonable size: a FIFO or device named
+        // by the checkout must not block or flood the key.
+        let readable = std::fs::metadata(&file)
+            .is_ok_and(|m| m.is_file() && m.len() <= MAX_RESPONSE_FILE_BYTES);
+        if !readable || !read.insert(file.clone()) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let words: Vec<&str> = text
+            .split_whitespace()
+            .map(|w| w.trim_matches(['"', '\'']))
+            .collect();
+        flag_paths_into(words.into_iter(), cwd, name_flags, depth + 1, read, out);
+    }
 }
 
 /// The directory name cargo builds a `--target` into: the triple, or the

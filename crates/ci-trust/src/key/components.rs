@@ -104,11 +104,7 @@ pub fn compute(root: &Path, policy: &Policy, workspace: &Workspace) -> Result<Co
     // `CARGO_PKG_README` is the README cargo found, and code can read it
     // (`env!`, `option_env!`): a README added beside a manifest changes
     // the build. Its name, not its text, is what rustc gets.
-    let unbuilt_tool = super::tool_package::unbuilt_tool_manifest(workspace, policy);
     for package in &workspace.packages {
-        if Some(package.manifest.as_path()) == unbuilt_tool {
-            continue;
-        }
         if let Some(readme) = &package.readme {
             hashed(format!("package-readme:{}", package.name), readme.clone());
         }

@@ -25,6 +25,8 @@ pub enum Kind {
     Executable,
     Symlink,
     Absent,
+    /// A directory whose entry set the key hashes (see [`Listing`]).
+    Directory,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Executable => "executable",
             Kind::Symlink => "symlink",
             Kind::Absent => "absent",
+            Kind::Directory => "directory",
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
             Kind::Executable => b'x',
             Kind::Symlink => b'l',
             Kind::Absent => b'a',
+            Kind::Directory => b'd',
         }
     }
 }
@@ -82,11 +86,65 @@ struct Entry {
     abs: PathBuf,
     reasons: BTreeSet<String>,
     may_be_absent: bool,
+    /// A directory's entry set, hashed by the walk that listed it.
+    listing: Option<Hashed>,
+}
+
+/// The entry set of one directory, hashed while a walk reads it: a build
+/// that lists the directory (a build script's `read_dir`, cargo's
+/// whole-package scan) or tests whether a name in it exists sees exactly
+/// these names, so an added empty directory, a checked-out gitlink or a
+/// renamed entry moves the key even when no file below changes.
+///
+/// The digest is SHA-256 over the entries in name order (the walk's own
+/// sort), each as a type byte (`d` directory, `l` symlink, `f` anything
+/// else) and the length-prefixed name. Git metadata and the build's output
+/// directories are left out: they are never inputs, and a build that
+/// creates `target/` must not move the key of the tree it built.
+struct Listing {
+    dir: PathBuf,
+    hasher: Sha256,
+    entries: u64,
+}
+
+impl Listing {
+    fn new(dir: &Path) -> Listing {
+        Listing {
+            dir: dir.to_path_buf(),
+            hasher: Sha256::new(),
+            entries: 0,
+        }
+    }
+
+    fn add(&mut self, name: &std::ffi::OsStr, file_type: std::fs::FileType) {
+        let tag = if file_type.is_dir() {
+            b'd'
+        } else if file_type.is_symlink() {
+            b'l'
+        } else {
+            b'f'
+        };
+        self.hasher.update([tag]);
+        update_with_len(&mut self.hasher, name.as_encoded_bytes());
+        self.entries += 1;
+    }
+
+    fn finish(self) -> (PathBuf, Hashed) {
+        let hashed = Hashed {
+            kind: Kind::Directory,
+            sha256: self.hasher.finalize().into(),
+            size: self.entries,
+        };
+        (self.dir, hashed)
+    }
 }
 
 /// The files of the key, collected from every discovery rule.
 pub struct InputSet {
     root: PathBuf,
+    /// The repository's top directory (`root` or an ancestor): symlinks may
+    /// lead anywhere inside it. Inputs above `root` are named `../…`.
+    bound: PathBuf,
     skipped_dirs: Vec<PathBuf>,
     entries: BTreeMap<String, Entry>,
     /// Directories already known to be real (no symlink on the way from the
@@ -94,6 +152,13 @@ pub struct InputSet {
     real_dirs: HashSet<PathBuf>,
     /// Why each skipped directory is build output, for refusals.
     skipped_why: Vec<String>,
+    /// The directories of the packages the key hashes under their own
+    /// rules: a walk of a whole package stops at them, as cargo does.
+    packages: HashSet<PathBuf>,
+    /// The workspace's `Cargo.lock`, an input of its own (present or
+    /// absent): left out of its directory's entry set, so that a build
+    /// that generates it does not change another input.
+    lockfile: Option<PathBuf>,
 }
 
 /// The most symlinks one path may pass through, as Linux allows (`ELOOP`).
@@ -123,11 +188,21 @@ impl InputSet {
         let skipped_why = vec![String::new(); skipped_dirs.len()];
         InputSet {
             root: root.to_path_buf(),
+            bound: root.to_path_buf(),
             skipped_dirs,
             entries: BTreeMap::new(),
             real_dirs: HashSet::new(),
             skipped_why,
+            packages: HashSet::new(),
+            lockfile: None,
         }
+    }
+
+    /// The workspace's lockfile and the directories of the packages whose
+    /// own rules hash them (see the fields).
+    pub fn set_workspace(&mut self, lockfile: &Path, packages: impl IntoIterator<Item = PathBuf>) {
+        self.lockfile = Some(super::workspace::normalize(lockfile));
+        self.packages = packages.into_iter().collect();
     }
 
     /// Like [`InputSet::new`], each skipped directory with the setting that
@@ -143,22 +218,44 @@ impl InputSet {
         &self.root
     }
 
+    /// Lets symlinks lead anywhere inside `repository` (an ancestor of the
+    /// root, where `.git` is), not only inside the workspace.
+    pub fn set_repository_root(&mut self, repository: &Path) {
+        if self.root.starts_with(repository) {
+            self.bound = repository.to_path_buf();
+        }
+    }
+
     /// The repository-relative, `/`-separated form of `abs`, refusing paths
     /// that leave the repository or fall in an excluded area.
     pub fn relative(&self, abs: &Path) -> Result<String> {
         let normal = super::workspace::normalize(abs);
-        let Ok(rel) = normal.strip_prefix(&self.root) else {
+        let Ok(in_repository) = normal.strip_prefix(&self.bound) else {
             bail!(
                 "{} is outside the repository root {}",
                 shown(&normal),
-                self.root.display()
+                self.bound.display()
             );
         };
-        let Some(rel) = rel.to_str() else {
+        let rel: PathBuf = match normal.strip_prefix(&self.root) {
+            Ok(rel) => rel.to_path_buf(),
+            // Above the workspace, inside the repository: `../README.md`.
+            Err(_) => {
+                let depth = self
+                    .root
+                    .strip_prefix(&self.bound)
+                    .map_or(0, |d| d.components().count());
+                std::iter::repeat_n(Path::new(".."), depth)
+                    .collect::<PathBuf>()
+                    .join(in_repository)
+            }
+        };
+        let (Some(rel), Some(in_repository)) = (rel.to_str(), in_repository.to_str()) else {
             bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
-        if let Some(why) = excluded_reason(rel) {
-            bail!("{} cannot be a key input: {why}", shown(Path::new(rel)));
+        let rel = rel.to_owned();
+        if let Some(why) = excluded_reason(&rel).or_else(|| excluded_reason(in_repository)) {
+            bail!("{} cannot be a key input: {why}", shown(Path::new(&rel)));
         }
         if let Some(index) = self
             .skipped_dirs
@@ -171,11 +268,19 @@ impl InputSet {
             }
             bail!(
                 "{} is read by the build but lies inside the build output directory {} ({why}); the key never hashes build output, so point that setting at a directory of its own",
-                shown(Path::new(rel)),
+                shown(Path::new(&rel)),
                 self.display(&self.skipped_dirs[index])
             );
         }
-        Ok(rel.to_owned())
+        Ok(rel)
+    }
+
+    /// Whether `abs` is an input that must exist (a file a walk met, a
+    /// module read): known to be there without asking the file system
+    /// again. (Were it gone by the time it is hashed, the key is refused.)
+    pub fn is_known_present(&self, abs: &Path) -> bool {
+        self.relative(abs)
+            .is_ok_and(|rel| self.entries.get(&rel).is_some_and(|e| !e.may_be_absent))
     }
 
     /// Adds a file that must exist when hashed.
@@ -199,6 +304,13 @@ impl InputSet {
 
     fn insert(&mut self, abs: &Path, reason: &str, may_be_absent: bool) -> Result<()> {
         let rel = self.relative(abs)?;
+        // Resolved already (a module file was in its `src/` walk first):
+        // the same path resolves the same way, its links are inputs.
+        if let Some(entry) = self.entries.get_mut(&rel) {
+            entry.may_be_absent &= may_be_absent;
+            entry.reasons.insert(reason.to_owned());
+            return Ok(());
+        }
         // Whoever opens the path reads what its symlinks resolve to: the
         // links (hashed as their text) and the file behind them are inputs.
         let resolved = self.resolve(&super::workspace::normalize(abs))?;
@@ -222,19 +334,26 @@ impl InputSet {
     /// A link to an absolute path (`/proc/self/cwd/…` included, whose target
     /// depends on who opens it) or one that leaves the root is refused.
     fn resolve(&mut self, normal: &Path) -> Result<Resolved> {
+        // From the workspace root for its own paths, from the repository's
+        // for those above it; `..` may climb to the repository's top.
+        let base = if normal.starts_with(&self.root) {
+            self.root.clone()
+        } else {
+            self.bound.clone()
+        };
         let rel = normal
-            .strip_prefix(&self.root)
+            .strip_prefix(&base)
             .with_context(|| format!("{} is outside the repository", normal.display()))?
             .to_path_buf();
         let mut pending: std::collections::VecDeque<std::ffi::OsString> =
             rel.components().map(|c| c.as_os_str().to_owned()).collect();
-        let mut cur = self.root.clone();
+        let mut cur = base;
         let mut links = Vec::new();
         let mut hops = 0;
         let mut exists = true;
         while let Some(part) = pending.pop_front() {
             if part == ".." {
-                if cur == self.root {
+                if cur == self.bound {
                     bail!(
                         "{} resolves outside the checkout through the symlink {}; a link the build follows must stay inside the repository: make it a regular file or a link to a path inside it",
                         self.display(normal),
@@ -276,7 +395,7 @@ impl InputSet {
                             shown(&target)
                         );
                     }
-                    if next.starts_with(&self.root) {
+                    if next.starts_with(&self.bound) {
                         links.push(next);
                     }
                     for part in target.components().rev() {
@@ -294,7 +413,7 @@ impl InputSet {
                     cur = next;
                 }
             }
-            if !cur.starts_with(&self.root) {
+            if !cur.starts_with(&self.bound) {
                 bail!(
                     "{} resolves to {}, outside the checkout, through the symlink {}; a link the build follows must stay inside the repository",
                     self.display(normal),
@@ -319,6 +438,7 @@ impl InputSet {
             abs: super::workspace::normalize(abs),
             reasons: BTreeSet::new(),
             may_be_absent,
+            listing: None,
         });
         entry.may_be_absent &= may_be_absent;
         entry.reasons.insert(reason.to_owned());
@@ -330,16 +450,27 @@ impl InputSet {
     /// embed, a build script for a declared file) reads the target.
     pub fn add_link_target(&mut self, abs: &Path, reason: &str) -> Result<()> {
         // [`InputSet::add`] resolves every symlink on the way already; kept
-        // for the callers that name the link explicitly.
+        // for the callers that name the link explicitly. A path already an
+        // input was resolved when it was added.
+        if self
+            .relative(abs)
+            .is_ok_and(|rel| self.entries.contains_key(&rel))
+        {
+            return Ok(());
+        }
         if abs.is_symlink() {
             self.add(abs, reason)?;
         }
         Ok(())
     }
 
-    /// Adds every file below `dir` (nothing when it does not exist).
-    /// `stop_at_packages` skips subdirectories that are packages of their
-    /// own, as cargo does when it watches a package directory.
+    /// Adds every file below `dir` (nothing when it does not exist), and
+    /// every directory walked with its entry set ([`Listing`]), hashed from
+    /// the same walk. `stop_at_packages` skips the subdirectories that are
+    /// packages the key hashes under their own rules (cargo skips every
+    /// directory with a manifest when it watches a package, but a build
+    /// script reads what it likes: a crate that is no package of the build,
+    /// a test fixture, is walked like any directory).
     pub fn add_dir(&mut self, dir: &Path, reason: &str, stop_at_packages: bool) -> Result<()> {
         let mut visited = HashSet::new();
         self.add_dir_once(dir, reason, stop_at_packages, &mut visited)
@@ -363,23 +494,48 @@ impl InputSet {
         {
             return Ok(());
         }
+        // The walk reads `dir` through whatever symlinks lead to it: those
+        // are inputs, and each listing is recorded where it really is.
+        let start = self.resolve(&super::workspace::normalize(dir))?;
+        for link in &start.links {
+            let why = format!("symlink on the way to {}, {reason}", self.display(dir));
+            self.insert_plain(link, &why, false)?;
+        }
+        // Below a directory reached through no symlink, a regular file the
+        // walk meets is reached through none either (the walk follows no
+        // link): it is an input as it is, without resolving it again.
+        let real_walk = start.links.is_empty() && start.real == super::workspace::normalize(dir);
+        let real_start = start.real;
         let root = self.root.clone();
         let walker = walkdir::WalkDir::new(dir)
             .follow_links(false)
             .sort_by_file_name()
             .into_iter();
         let skipped = &self.skipped_dirs;
+        let packages = &self.packages;
+        let lockfile = self.lockfile.as_deref();
         // A build output directory inside a package is skipped when cargo's
         // whole-package rule watches the package (cargo skips it too), but
         // one inside sources the build reads (`src/`, `.cargo/`, a watched
         // directory) would hide them: refused below.
         let mut output_met: Option<usize> = None;
+        // The listing of each directory the walk is inside, by depth: the
+        // walk is depth first in name order, so a directory's entries
+        // arrive in order, before the walk leaves it.
+        let mut open: Vec<Listing> = Vec::new();
+        let mut listings: Vec<(PathBuf, Hashed)> = Vec::new();
         let walker = walker.filter_entry(|entry| {
             let path = entry.path();
-            if entry.depth() == 0 {
+            let depth = entry.depth();
+            while open.len() > depth {
+                listings.extend(open.pop().map(Listing::finish));
+            }
+            if depth == 0 {
+                open.push(Listing::new(path));
                 return true;
             }
-            if entry.file_type().is_dir() {
+            let file_type = entry.file_type();
+            let (descend, listed) = if file_type.is_dir() {
                 let rel = path
                     .strip_prefix(&root)
                     .ok()
@@ -389,12 +545,25 @@ impl InputSet {
                 if output.is_some() && !stop_at_packages {
                     output_met = output_met.or(output);
                 }
-                let excluded = excluded_reason(&format!("{rel}/")).is_some()
-                    || output.is_some()
-                    || (stop_at_packages && path.join("Cargo.toml").is_file());
-                return !excluded;
+                let never_input = excluded_reason(&format!("{rel}/")).is_some() || output.is_some();
+                let other_package = stop_at_packages && packages.contains(path);
+                (!never_input && !other_package, !never_input)
+            } else {
+                // A gitlink's `.git` file (anything inside `.git/` is never
+                // reached), and the lockfile, an input of its own.
+                let name = entry.file_name();
+                let own_input = name == "Cargo.lock" && lockfile == Some(path);
+                (true, name != ".git" && !own_input)
+            };
+            if listed {
+                if let Some(parent) = open.last_mut() {
+                    parent.add(entry.file_name(), file_type);
+                }
             }
-            true
+            if file_type.is_dir() && descend {
+                open.push(Listing::new(path));
+            }
+            descend
         });
         let mut found = Vec::new();
         for entry in walker {
@@ -410,8 +579,10 @@ impl InputSet {
             if rel.is_some_and(|rel| excluded_reason(rel).is_some()) {
                 continue;
             }
-            found.push((entry.path_is_symlink(), entry.into_path()));
+            let plain = real_walk && entry.file_type().is_file();
+            found.push((entry.path_is_symlink(), plain, entry.into_path()));
         }
+        listings.extend(open.drain(..).rev().map(Listing::finish));
         if let Some(index) = output_met {
             let why = match self.skipped_why[index].as_str() {
                 "" => "a target directory".to_owned(),
@@ -424,7 +595,19 @@ impl InputSet {
                 self.display(dir),
             );
         }
-        for (is_link, path) in found {
+        for (walked, listing) in listings {
+            let real = match walked.strip_prefix(dir) {
+                Ok(below) if below.as_os_str().is_empty() => real_start.clone(),
+                Ok(below) => real_start.join(below),
+                Err(_) => walked,
+            };
+            self.insert_listing(&real, reason, listing)?;
+        }
+        for (is_link, plain, path) in found {
+            if plain {
+                self.insert_plain(&path, reason, false)?;
+                continue;
+            }
             self.add(&path, reason)?;
             if is_link {
                 let real = self.resolve(&super::workspace::normalize(&path))?.real;
@@ -437,6 +620,30 @@ impl InputSet {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Adds the directory `real` (no symlink on the way) with the entry set
+    /// a walk hashed. The repository root is `.`.
+    fn insert_listing(&mut self, real: &Path, reason: &str, listing: Hashed) -> Result<()> {
+        let rel = match self.relative(real)? {
+            rel if rel.is_empty() => ".".to_owned(),
+            rel => rel,
+        };
+        // A directory the key never hashes (`.github/workflows/` itself,
+        // walked by a glob) has no listing either.
+        if excluded_reason(&format!("{rel}/")).is_some() {
+            return Ok(());
+        }
+        let entry = self.entries.entry(rel).or_insert_with(|| Entry {
+            abs: super::workspace::normalize(real),
+            reasons: BTreeSet::new(),
+            may_be_absent: false,
+            listing: None,
+        });
+        entry.may_be_absent = false;
+        entry.reasons.insert(reason.to_owned());
+        entry.listing.get_or_insert(listing);
         Ok(())
     }
 
@@ -478,13 +685,24 @@ impl InputSet {
             return Ok(usize::from(hit));
         }
         let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
+        scratch.bound = self.bound.clone();
+        // The same entry sets as every other walk of these directories.
+        scratch.lockfile.clone_from(&self.lockfile);
         scratch.add_dir(&start, reason, false)?;
+        // `dir/**` covers what is in `dir`: its entry set too.
+        let whole_dir = pattern
+            .strip_suffix("/**")
+            .filter(|dir| !dir.contains(['*', '?', '[', '{']));
         let mut count = 0;
         for (rel, entry) in scratch.entries {
-            if matcher.is_match(&rel) {
-                self.add(&entry.abs, reason)?;
-                count += 1;
+            if !matcher.is_match(&rel) && whole_dir != Some(rel.as_str()) {
+                continue;
             }
+            match entry.listing {
+                Some(listing) => self.insert_listing(&entry.abs, reason, listing)?,
+                None => self.add(&entry.abs, reason)?,
+            }
+            count += 1;
         }
         Ok(count)
     }
@@ -496,9 +714,10 @@ impl InputSet {
         entries
             .into_par_iter()
             .map(|(rel, entry)| {
-                let hashed = match known.get(&entry.abs) {
-                    Some(hashed) => hashed.clone(),
-                    None => hash_path(&entry.abs)?,
+                let hashed = match (entry.listing, known.get(&entry.abs)) {
+                    (Some(listing), _) => listing,
+                    (None, Some(hashed)) => hashed.clone(),
+                    (None, None) => hash_path(&entry.abs)?,
                 };
                 if hashed.kind == Kind::Absent && !entry.may_be_absent {
                     bail!(
@@ -532,8 +751,37 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
 }
 
-/// Hashes one path without following a symlink.
+/// Hashes one path without following a symlink: opened first (without
+/// following a final symlink, and without blocking on a FIFO), so that a
+/// regular file costs no `stat` of its path; a symlink or anything else
+/// is looked at by [`hash_path_by_stat`].
+#[cfg(unix)]
 pub fn hash_path(path: &Path) -> Result<Hashed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let Ok(file) = opened else {
+        return hash_path_by_stat(path);
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot stat {}", path.display()))?;
+    if !meta.is_file() {
+        return hash_path_by_stat(path);
+    }
+    hash_open_file(file, &meta, path)
+}
+
+#[cfg(not(unix))]
+pub fn hash_path(path: &Path) -> Result<Hashed> {
+    hash_path_by_stat(path)
+}
+
+/// [`hash_path`] by `lstat` first: absent paths, symlinks (their text), and
+/// the refusal of what is not a regular file.
+fn hash_path_by_stat(path: &Path) -> Result<Hashed> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         // Below a regular file (`app/.cargo` a file, `app/.cargo/config`
@@ -568,8 +816,18 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
             path.display()
         );
     }
-    let mut file =
+    let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    hash_open_file(file, &meta, path)
+}
+
+/// Hashes the content of an open regular file, read in one buffer per
+/// hashing thread.
+fn hash_open_file(
+    mut file: std::fs::File,
+    meta: &std::fs::Metadata,
+    path: &Path,
+) -> Result<Hashed> {
     let mut hasher = Sha256::new();
     let mut size = 0;
     // One buffer per hashing thread: allocating and zeroing a fresh one per
@@ -587,7 +845,7 @@ pub fn hash_path(path: &Path) -> Result<Hashed> {
         }
     })?;
     Ok(Hashed {
-        kind: kind_of(&meta),
+        kind: kind_of(meta),
         sha256: hasher.finalize().into(),
         size,
     })
@@ -632,8 +890,9 @@ pub fn hex(bytes: &[u8]) -> String {
 /// ```
 ///
 /// `len` is a big-endian u64, `kind` one byte (`f` file, `x` executable,
-/// `l` symlink, `a` absent), `sha256` the 32 raw bytes of the content's (or
-/// link text's) digest, zeros when absent. Length prefixes make the encoding
+/// `l` symlink, `a` absent, `d` directory), `sha256` the 32 raw bytes of
+/// the content's (link text's, directory entry set's) digest, zeros when
+/// absent. Length prefixes make the encoding
 /// unambiguous; sorting makes it independent of directory listing order.
 pub fn key_digest(components: &[Component], inputs: &[(Input, Hashed)]) -> String {
     let mut hasher = Sha256::new();

@@ -6,6 +6,7 @@
 //! [`compute`]; none derives a key on its own.
 
 mod build_script;
+mod callers;
 pub mod cargo_config;
 mod components;
 mod inputs;
@@ -13,7 +14,6 @@ mod lexer;
 mod report;
 mod scan;
 mod sources;
-mod tool_package;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -28,14 +28,30 @@ use build_script::BuildScriptInputs;
 pub use components::is_version_feature;
 use inputs::InputSet;
 pub use inputs::is_git_metadata;
-pub use tool_package::TOOL_PACKAGE;
 
-/// The directory of the xtask's own package when no archive build compiles
-/// it (see `tool_package.rs`): its compilations are tooling, not archives.
-pub fn unbuilt_tool_dir(workspace: &workspace::Workspace, policy: &Policy) -> Option<PathBuf> {
-    tool_package::unbuilt_tool_manifest(workspace, policy)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
+/// Each directory whose existence the key implies, as `dir/`: every
+/// directory a present input lies in. `verify-key --trace` accepts an
+/// existence check (`stat`, `access`) of such a directory; a listing needs
+/// the directory's entry set itself (an input of kind `directory`).
+pub fn implied_dirs(manifest: &KeyManifest) -> Vec<String> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for input in manifest.inputs.iter().filter(|i| i.kind != "absent") {
+        let mut end = 0;
+        while let Some(slash) = input.path[end..].find('/') {
+            end += slash + 1;
+            dirs.insert(&input.path[..end]);
+        }
+    }
+    dirs.into_iter().map(str::to_owned).collect()
+}
+
+/// Whether the file, symlink or absence at `path` is what `input` records:
+/// the same kind, and the same bytes (a symlink's text) by SHA-256. The
+/// key tree checks every path it holds with this.
+pub fn hashes_to(path: &Path, input: &Input) -> Result<bool> {
+    let hashed = inputs::hash_path(path)?;
+    Ok(hashed.kind.name() == input.kind
+        && (hashed.kind == inputs::Kind::Absent || inputs::hex(&hashed.sha256) == input.sha256))
 }
 
 /// A computed key with everything that went into it.
@@ -99,6 +115,27 @@ const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 /// is a rebuild when the lint configuration changes.
 const LINT_CONFIG_FILES: &[&str] = &["clippy.toml", ".clippy.toml"];
 
+/// The repository's top directory, which bounds where symlinks may point:
+/// the nearest of `root` and its ancestors that holds `.git` (a directory,
+/// or the gitfile of a worktree or submodule), else `root`. The policy's
+/// `key.repository-root` (`..` components) names it instead; below a
+/// `.git` it may only narrow it, so a pull request's policy cannot widen
+/// the key beyond the checkout.
+fn repository_root(root: &Path, configured: Option<&str>) -> PathBuf {
+    let found = root
+        .ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+        .map(Path::to_path_buf);
+    let Some(up) = configured else {
+        return found.unwrap_or_else(|| root.to_path_buf());
+    };
+    let named = workspace::normalize(&root.join(up));
+    match found {
+        Some(git) if !named.starts_with(&git) => git,
+        _ => named,
+    }
+}
+
 /// Computes the key of the repository at `root` (absolute) under `policy`.
 pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     let workspace = workspace::load(root)?;
@@ -108,9 +145,14 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
         std::thread::spawn(move || components::compute(&root, &policy, &workspace))
     };
     let mut inputs = InputSet::with_output_dirs(root, output_dirs(root, &workspace));
+    inputs.set_repository_root(&repository_root(
+        root,
+        policy.key.repository_root.as_deref(),
+    ));
     let mut warnings = Vec::new();
 
     let lockfile = workspace.root.join("Cargo.lock");
+    inputs.set_workspace(&lockfile, workspace.packages.iter().map(|p| p.dir.clone()));
     if lockfile.exists() {
         inputs.add(&lockfile, "lockfile")?;
     } else {
@@ -125,13 +167,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
     }
 
     let mut roots = Vec::new();
-    // The xtask in a host workspace is tooling, not a GPU build input
-    // (tool_package.rs says exactly when it is left out).
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(&workspace, policy);
     for package in &workspace.packages {
-        if Some(package.manifest.as_path()) == unbuilt_tool {
-            continue;
-        }
         inputs.add(
             &package.manifest,
             &format!("manifest of {} ({})", package.name, package.origin),
@@ -153,7 +189,14 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 file: target.src_path.clone(),
                 package_dir: package.dir.clone(),
                 label,
+                crate_name: target.name.replace('-', "_"),
                 build_script: target.is_build_script(),
+                token_output: sources::token_output_macros(package, &workspace),
+                rustc_cwd: if package.dir.starts_with(&workspace.root) {
+                    workspace.root.clone()
+                } else {
+                    package.dir.clone()
+                },
             });
         }
     }
@@ -176,6 +219,19 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             .get(&index)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        // Files a literal `rustc-link-arg` line hands the linker.
+        for path in
+            build_script::link_arg_paths(literals, &root_info.package_dir, &root_info.rustc_cwd)
+        {
+            if path.starts_with(root) && path != root && std::fs::symlink_metadata(&path).is_ok() {
+                let reason = format!("handed to the linker by the {}", root_info.label);
+                if path.is_dir() {
+                    inputs.add_dir(&path, &reason, false)?;
+                } else {
+                    inputs.add(&path, &reason)?;
+                }
+            }
+        }
         match build_script::analyse(literals, &root_info.package_dir, root, &mut warnings) {
             BuildScriptInputs::Declared(paths) => {
                 for path in paths {
@@ -236,13 +292,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
             inputs.add(&path, "toolchain file: selects the compiler")?;
         }
     }
-    let lint_dirs = std::iter::once(root).chain(
-        workspace
-            .packages
-            .iter()
-            .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
-            .map(|p| p.dir.as_path()),
-    );
+    let lint_dirs = std::iter::once(root).chain(workspace.packages.iter().map(|p| p.dir.as_path()));
     for dir in lint_dirs {
         for file in LINT_CONFIG_FILES {
             let path = dir.join(file);
@@ -311,19 +361,6 @@ fn output_dirs(root: &Path, workspace: &workspace::Workspace) -> Vec<(PathBuf, S
 /// the name with `.toml` appended, and loads that file instead.
 const NEXTEST_CONFIG_FILES: &[&str] = &[".config/nextest.toml", ".config/nextest.toml.toml"];
 
-/// Gets the path out of a flag's value.
-type PathOfValue = fn(&str) -> &str;
-
-/// Arguments of an `[[archive]]` command whose value is a file the build
-/// reads: (flag, how to get the path out of its value).
-const RECIPE_FILE_FLAGS: &[(&str, PathOfValue)] = &[
-    ("--config-file", |value| value),
-    // `--tool-config-file TOOL:PATH`
-    ("--tool-config-file", |value| {
-        value.split_once(':').map_or(value, |(_, path)| path)
-    }),
-];
-
 /// Everything the build reads because configuration says so: the cargo
 /// configuration files cargo merges (and what they `include`), each checkout
 /// file or directory a configuration key, a build environment variable or
@@ -345,11 +382,9 @@ fn add_build_configuration(
     let mut references = config.references(root);
     // What a nested cargo or rustup started by a build script reads
     // (cargo_config::NESTED_PROBES): present or absent, an input.
-    let unbuilt_tool = tool_package::unbuilt_tool_manifest(workspace, policy);
     let package_dirs = workspace
         .packages
         .iter()
-        .filter(|p| Some(p.manifest.as_path()) != unbuilt_tool)
         .map(|p| p.dir.as_path())
         .chain(watched_dirs.iter().map(PathBuf::as_path));
     let nested_dirs = cargo_config::nested_start_dirs(root, package_dirs);
@@ -387,33 +422,13 @@ fn add_build_configuration(
     }
     for spec in &policy.archive {
         let args = spec.nextest.iter().chain(&spec.build).flatten();
+        let cargo = crate::build_plan::CargoArgs::new(&args.collect::<Vec<_>>());
         let why = format!("named by the [[archive]] arguments of {}", spec.file);
-        let mut previous: Option<&str> = None;
-        for arg in args.clone() {
-            for (flag, path_of) in RECIPE_FILE_FLAGS {
-                let value = match (previous, arg.strip_prefix(&format!("{flag}="))) {
-                    (_, Some(value)) => Some(value),
-                    (Some(prev), None) if prev == *flag => Some(arg.as_str()),
-                    _ => None,
-                };
-                if let Some(value) = value {
-                    inputs.add(
-                        &root.join(path_of(value)),
-                        &format!("nextest configuration {why}"),
-                    )?;
-                }
-            }
-            previous = Some(arg);
+        for path in cargo.nextest_config_files() {
+            inputs.add(&root.join(path), &format!("nextest configuration {why}"))?;
         }
         // `--config FILE|KEY=VALUE` adds configuration for this command only.
-        let cli_configs: Vec<&str> = args
-            .clone()
-            .zip(args.clone().skip(1))
-            .filter(|(flag, _)| *flag == "--config")
-            .map(|(_, value)| value.as_str())
-            .chain(args.clone().filter_map(|a| a.strip_prefix("--config=")))
-            .collect();
-        let cli = cargo_config::CargoConfig::from_command_line(root, &cli_configs)?;
+        let cli = cargo_config::CargoConfig::from_command_line(root, &cargo.configs())?;
         for file in cli.checkout_files(root) {
             inputs.add(
                 &file.path,
@@ -422,7 +437,8 @@ fn add_build_configuration(
         }
         references.extend(cli.references(root));
         let names = cargo_config::RECIPE_NAME_FLAGS;
-        for path in cargo_config::flag_paths(args.map(String::as_str), root, names) {
+        let words = cargo.words().iter().map(String::as_str);
+        for path in cargo_config::flag_paths(words, root, names) {
             references.push(cargo_config::Reference {
                 path,
                 why: why.clone(),

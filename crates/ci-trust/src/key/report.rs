@@ -9,7 +9,9 @@ use crate::policy::Policy;
 /// The table of every component and input, and why each is there.
 pub fn explain(manifest: &KeyManifest, policy: &Policy) -> String {
     let mut out = String::new();
-    let total: u64 = manifest.inputs.iter().map(|i| i.size).sum();
+    let (dirs, files): (Vec<_>, Vec<_>) =
+        manifest.inputs.iter().partition(|i| i.kind == "directory");
+    let total: u64 = files.iter().map(|i| i.size).sum();
     let _ = writeln!(out, "key: {}", manifest.key);
     let _ = writeln!(out, "policy: {}", policy.describe_source());
     let _ = writeln!(out, "\ncomponents (in key order):");
@@ -18,9 +20,10 @@ pub fn explain(manifest: &KeyManifest, policy: &Policy) -> String {
     }
     let _ = writeln!(
         out,
-        "\ninputs: {} files, {} bytes, from {} packages; {} module files parsed; {} OUT_DIR embeds covered by their build scripts",
-        manifest.inputs.len(),
+        "\ninputs: {} files, {} bytes, {} directory entry sets, from {} packages; {} module files parsed; {} OUT_DIR embeds covered by their build scripts",
+        files.len(),
         total,
+        dirs.len(),
         manifest.stats.packages,
         manifest.stats.parsed_files,
         manifest.stats.out_dir_embeds

@@ -12,17 +12,57 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::callers::{
+    Expansions, Invokers, MacroCalls, MacroEmbed, MacroKnowledge, resolve_from_callers,
+};
 use super::inputs::{self, Hashed, InputSet};
-use super::scan::{self, CallerRelative, EmbedTarget, FileContext, FileScan};
+use super::scan::{self, EmbedTarget, FileContext, FileScan};
 use crate::policy::KeyPolicy;
 
+/// The token-output macros (`quote!`, `parse_quote!`) whose crate the
+/// package depends on from a registry, under the crate's own name, and no
+/// other dependency is linked under: `quote!` there is the quote crate's
+/// (unless a `macro_rules!` or alias of the workspace takes the name, which
+/// [`discover`] checks). A `quote` of the checkout (a path or git
+/// dependency, a `[patch]`, a workspace package of that name) is code the
+/// pull request writes, so its arguments are read.
+pub fn token_output_macros(
+    package: &super::workspace::Package,
+    workspace: &super::workspace::Workspace,
+) -> Vec<&'static str> {
+    scan::TOKEN_OUTPUT_MACROS
+        .iter()
+        .filter(|(_, krate)| {
+            let deps = &package.dependency_renames;
+            deps.iter()
+                .any(|(name, rename, registry)| name == krate && rename.is_none() && *registry)
+                && !deps
+                    .iter()
+                    .any(|(name, rename, _)| name != krate && rename.as_deref() == Some(krate))
+                && !workspace.packages.iter().any(|p| p.name == *krate)
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
 /// A crate root to start from.
+#[derive(Clone)]
 pub struct Root {
     pub file: PathBuf,
     pub package_dir: PathBuf,
     /// Says which target of which package this is, for `--explain`.
     pub label: String,
+    /// The crate name of the target (`-` as `_`): a macro path through it
+    /// (`my_crate::gen!`) names the workspace's macro.
+    pub crate_name: String,
     pub build_script: bool,
+    /// The token-output macros (`quote!`) of the package: the arguments of
+    /// their calls are text the package emits, never read as includes.
+    pub token_output: Vec<&'static str>,
+    /// Where cargo runs rustc for this package (the workspace root, or the
+    /// package's directory outside it): the assembler resolves the files of
+    /// `.incbin` and `.include` from there.
+    pub rustc_cwd: PathBuf,
 }
 
 /// What the walk found besides the inputs it added.
@@ -38,6 +78,11 @@ pub struct Discovery {
     /// How many `OUT_DIR` embeds were left to their build script's inputs.
     pub out_dir_embeds: usize,
     pub parsed_files: usize,
+    /// The sites whose `[[key.dynamic-include]]` entry a refusal printed.
+    pub suggested_sites: HashSet<String>,
+    /// Token-output macro names (`quote`) that a `macro_rules!` or an alias
+    /// of the workspace takes: their arguments must be read after all.
+    pub shadowed_token_output: HashSet<String>,
 }
 
 /// A file read in one context: (file, module directory, package directory,
@@ -70,8 +115,20 @@ enum Outcome {
 /// registry crates are `verify-key`'s to catch.
 pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Discovery {
     let mut aliases: HashMap<String, String> = HashMap::new();
+    // `quote!`'s arguments are skipped as token output; a `macro_rules!
+    // quote` or `use … as quote` of the workspace makes the name its own,
+    // and the walk is done again reading them.
+    let mut roots = roots.to_vec();
+    let mut shadowed: HashSet<String> = HashSet::new();
     for walks in 1.. {
-        let (mut discovery, renames) = walk(roots, inputs, policy, &aliases);
+        let (mut discovery, renames) = walk(&roots, inputs, policy, &aliases);
+        let newly_shadowed = !discovery.shadowed_token_output.is_subset(&shadowed);
+        if newly_shadowed {
+            shadowed.extend(discovery.shadowed_token_output.iter().cloned());
+            for root in &mut roots {
+                root.token_output.retain(|name| !shadowed.contains(*name));
+            }
+        }
         let known = aliases.len();
         // A fixpoint: `use crate::embed as e2;` renames an alias.
         loop {
@@ -92,7 +149,7 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
                 break;
             }
         }
-        if aliases.len() == known {
+        if aliases.len() == known && !newly_shadowed {
             return discovery;
         }
         // Each walk reveals at least one more alias; a chain this long is
@@ -115,335 +172,599 @@ const MAX_ALIAS_WALKS: usize = 8;
 
 /// One walk of every module tree, knowing `aliases`; returns what it found
 /// and every `use … as …` rename it saw.
+///
+/// Module files are read level by level; once no file is left, the
+/// `mod x;` of `macro_rules!` bodies and their embeds are resolved from
+/// their callers, which may add files to read, until nothing is added.
 fn walk(
     roots: &[Root],
     inputs: &mut InputSet,
     policy: &KeyPolicy,
     aliases: &HashMap<String, String>,
 ) -> (Discovery, Vec<(String, String)>) {
-    let mut renames: Vec<(String, String)> = Vec::new();
-    let mut macro_calls: Vec<(String, String)> = Vec::new();
-    // `include` handed to a macro as a token is a call only where some
-    // `macro_rules!` calls a metavariable (`$m!(…)`): decided after the walk.
-    let mut any_metavariable_call = false;
-    let mut passed_include: Vec<scan::Embed> = Vec::new();
-    let mut discovery = Discovery::default();
-    // A file is read once per context that changes what it means: its
-    // module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
-    // build scripts, the script itself, whose `rerun-if-changed` literals
-    // are counted per script (two scripts may share a helper by `#[path]`).
-    let mut visited: HashSet<VisitKey> = HashSet::new();
-    let visit_key = |file: &Path, module_dir: &Path, root: usize| -> VisitKey {
-        let info = &roots[root];
-        (
-            file.to_path_buf(),
-            module_dir.to_path_buf(),
+    let mut walk = Walk::new(roots, inputs, policy, aliases);
+    let mut frontier = walk.root_jobs();
+    loop {
+        while !frontier.is_empty() {
+            frontier = walk.read_level(frontier);
+        }
+        frontier.extend(walk.follow_expansions());
+        frontier.extend(walk.follow_macro_modules());
+        frontier.extend(walk.follow_macro_embeds());
+        if frontier.is_empty() {
+            break;
+        }
+    }
+    walk.refuse_handed_over();
+    walk.finish()
+}
+
+/// The state of one walk: what it was given, and what it has gathered.
+struct Walk<'a> {
+    roots: &'a [Root],
+    inputs: &'a mut InputSet,
+    policy: &'a KeyPolicy,
+    aliases: &'a HashMap<String, String>,
+    discovery: Discovery,
+    renames: Vec<(String, String)>,
+    macro_calls: Vec<(String, String)>,
+    /// An include macro handed to a macro as a token is a call only where
+    /// that macro may invoke it (`$m!(…)`): decided after the walk, once
+    /// every `macro_rules!` is known (`Invokers`).
+    metavariable_callers: HashSet<String>,
+    bare_bang_to: HashSet<String>,
+    macros_defined: HashSet<String>,
+    passed_include: Vec<scan::PassedInclude>,
+    /// Includes whose path a macro call gives, and every `macro_rules!`
+    /// definition seen: expanded once the definitions are known.
+    expansions: Expansions,
+    /// A file is read once per context that changes what it means: its
+    /// module directory, its package (`env!("CARGO_MANIFEST_DIR")`) and, for
+    /// build scripts, the script itself, whose `rerun-if-changed` literals
+    /// are counted per script (two scripts may share a helper by `#[path]`).
+    visited: HashSet<VisitKey>,
+    used_dynamic: HashSet<String>,
+    /// Every file read, with its context, and the `mod x;` of `macro_rules!`
+    /// bodies: loaded from each file that calls the macro. Embeds in
+    /// `macro_rules!` bodies are resolved again from each calling file once
+    /// every module file of the workspace is known.
+    walked: Vec<(PathBuf, PathBuf, usize)>,
+    macro_modules: Vec<scan::MacroModule>,
+    walked_texts: HashMap<PathBuf, String>,
+    /// (site, name, macro_rules, the macro it is handed to) where a macro
+    /// declaring modules is handed over as a token: refused where that
+    /// macro may invoke it.
+    handed_modules: Vec<(String, String, String, String)>,
+    macro_embeds: Vec<MacroEmbed>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(
+        roots: &'a [Root],
+        inputs: &'a mut InputSet,
+        policy: &'a KeyPolicy,
+        aliases: &'a HashMap<String, String>,
+    ) -> Self {
+        Walk {
+            roots,
+            inputs,
+            policy,
+            aliases,
+            discovery: Discovery::default(),
+            renames: Vec::new(),
+            macro_calls: Vec::new(),
+            metavariable_callers: HashSet::new(),
+            bare_bang_to: HashSet::new(),
+            macros_defined: HashSet::new(),
+            passed_include: Vec::new(),
+            expansions: Expansions::default(),
+            visited: HashSet::new(),
+            used_dynamic: HashSet::new(),
+            walked: Vec::new(),
+            macro_modules: Vec::new(),
+            walked_texts: HashMap::new(),
+            handed_modules: Vec::new(),
+            macro_embeds: Vec::new(),
+        }
+    }
+
+    /// Queues `file` to be read as a module of root `root` from `module_dir`,
+    /// unless it was read in that context already.
+    fn enqueue(&mut self, file: PathBuf, module_dir: PathBuf, root: usize, queue: &mut Vec<Job>) {
+        let info = &self.roots[root];
+        let key = (
+            file.clone(),
+            module_dir.clone(),
             info.package_dir.clone(),
             info.build_script.then_some(root),
-        )
-    };
-    let mut used_dynamic: HashSet<String> = HashSet::new();
-    // Every file read, with its context, and the `mod x;` of `macro_rules!`
-    // bodies: loaded from each file that calls the macro. Embeds in
-    // `macro_rules!` bodies are resolved again from each calling file once
-    // every module file of the workspace is known.
-    let mut walked: Vec<(PathBuf, PathBuf, usize)> = Vec::new();
-    let mut macro_modules: Vec<scan::MacroModule> = Vec::new();
-    let mut walked_texts: HashMap<PathBuf, String> = HashMap::new();
-    // (site, name, macro_rules) where a macro declaring modules is handed
-    // over as a token: refused once it is known that some macro_rules!
-    // calls a metavariable.
-    let mut handed_modules: Vec<(String, String, String)> = Vec::new();
-    let mut macro_embeds: Vec<MacroEmbed> = Vec::new();
-    let mut frontier: Vec<Job> = Vec::new();
-    for (index, root) in roots.iter().enumerate() {
-        let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
-        if visited.insert(visit_key(&root.file, &module_dir, index)) {
-            frontier.push(Job {
-                file: root.file.clone(),
+        );
+        if self.visited.insert(key) {
+            queue.push(Job {
+                file,
                 module_dir,
-                root: index,
+                root,
             });
         }
     }
-    loop {
-        while !frontier.is_empty() {
-            let outcomes: Vec<(Job, Outcome)> = frontier
-                .into_par_iter()
-                .map(|job| {
-                    let outcome = read_and_scan(&job, &roots[job.root], aliases);
-                    (job, outcome)
-                })
-                .collect();
-            let mut next = Vec::new();
-            for (job, outcome) in outcomes {
-                let root = &roots[job.root];
-                let rel = display(inputs.root(), &job.file);
-                let reason = format!("module of {}", root.label);
-                let scan = match outcome {
-                    Outcome::Missing => {
-                        discovery.errors.push(format!(
-                            "{rel}: the crate root of {} does not exist",
-                            root.label
-                        ));
-                        continue;
-                    }
-                    Outcome::Failed(message) => {
-                        discovery.errors.push(message);
-                        continue;
-                    }
-                    Outcome::Read {
-                        hashed,
-                        symlink_target,
-                        scan,
-                    } => {
-                        if let Err(err) = inputs.add(&job.file, &reason) {
-                            discovery.errors.push(format!("{rel}: {err:#}"));
-                            continue;
-                        }
-                        discovery
-                            .known
-                            .insert(super::workspace::normalize(&job.file), hashed);
-                        walked.push((job.file.clone(), job.module_dir.clone(), job.root));
-                        if let Some((target, target_hash)) = symlink_target {
-                            let why =
-                                format!("target of symlink {rel}, a module of {}", root.label);
-                            if let Err(err) = inputs.add(&target, &why) {
-                                discovery.errors.push(format!(
-                                    "{rel} is a symlink whose target cannot be hashed: {err:#}"
-                                ));
-                            }
-                            discovery.known.insert(target, target_hash);
-                        }
-                        match scan {
-                            Some(scan) => *scan,
-                            None => continue,
-                        }
-                    }
-                };
-                discovery.parsed_files += 1;
-                renames.extend(scan.use_renames.iter().cloned());
-                macro_calls.extend(scan.macro_rules_calls.iter().cloned());
-                any_metavariable_call |= scan.metavariable_macro_call;
-                passed_include.extend(scan.passed_include.iter().cloned());
-                macro_modules.extend(scan.macro_modules.iter().cloned());
-                if let Some((line, why)) = &scan.refused {
-                    discovery.errors.push(format!("{rel}:{line}: {why}"));
-                    continue;
+
+    /// Every crate root, each from its own directory.
+    fn root_jobs(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        for (index, root) in self.roots.iter().enumerate() {
+            let module_dir = root.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            self.enqueue(root.file.clone(), module_dir, index, &mut frontier);
+        }
+        frontier
+    }
+
+    /// Reads and scans one level of module files in parallel, and returns
+    /// the files they lead to.
+    fn read_level(&mut self, frontier: Vec<Job>) -> Vec<Job> {
+        let roots = self.roots;
+        let aliases = self.aliases;
+        let outcomes: Vec<(Job, Outcome)> = frontier
+            .into_par_iter()
+            .map(|job| {
+                let outcome = read_and_scan(&job, &roots[job.root], aliases);
+                (job, outcome)
+            })
+            .collect();
+        let mut next = Vec::new();
+        for (job, outcome) in outcomes {
+            if let Some(scan) = self.record_read(&job, outcome) {
+                self.follow_scan(&job, scan, &mut next);
+            }
+        }
+        next
+    }
+
+    /// Adds a file read to the inputs (and the file behind it, for a
+    /// symlink); returns its scan when it was parsed.
+    fn record_read(&mut self, job: &Job, outcome: Outcome) -> Option<FileScan> {
+        let root = &self.roots[job.root];
+        let rel = display(self.inputs.root(), &job.file);
+        let reason = format!("module of {}", root.label);
+        let discovery = &mut self.discovery;
+        match outcome {
+            Outcome::Missing => {
+                discovery.errors.push(format!(
+                    "{rel}: the crate root of {} does not exist",
+                    root.label
+                ));
+                None
+            }
+            Outcome::Failed(message) => {
+                discovery.errors.push(message);
+                None
+            }
+            Outcome::Read {
+                hashed,
+                symlink_target,
+                scan,
+            } => {
+                if let Err(err) = self.inputs.add(&job.file, &reason) {
+                    discovery.errors.push(format!("{rel}: {err:#}"));
+                    return None;
                 }
-                for module in &scan.modules {
-                    let site = format!(
-                        "{}:{}",
-                        display(inputs.root(), &module.site.file),
-                        module.site.line
-                    );
-                    match module
+                discovery
+                    .known
+                    .insert(super::workspace::normalize(&job.file), hashed);
+                self.walked
+                    .push((job.file.clone(), job.module_dir.clone(), job.root));
+                if let Some((target, target_hash)) = symlink_target {
+                    let why = format!("target of symlink {rel}, a module of {}", root.label);
+                    if let Err(err) = self.inputs.add(&target, &why) {
+                        discovery.errors.push(format!(
+                            "{rel} is a symlink whose target cannot be hashed: {err:#}"
+                        ));
+                    }
+                    discovery.known.insert(target, target_hash);
+                }
+                scan.map(|scan| *scan)
+            }
+        }
+    }
+
+    /// What one parsed file declares: its macro knowledge, its modules,
+    /// its embeds and, in a build script, its `rerun-if-changed` literals.
+    fn follow_scan(&mut self, job: &Job, scan: FileScan, next: &mut Vec<Job>) {
+        self.discovery.parsed_files += 1;
+        self.renames.extend(scan.use_renames.iter().cloned());
+        self.macro_calls
+            .extend(scan.macro_rules_calls.iter().cloned());
+        self.metavariable_callers
+            .extend(scan.metavariable_callers.iter().cloned());
+        self.bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
+        self.macros_defined
+            .extend(scan.macro_rules_defined.iter().cloned());
+        for definition in &scan.macro_definitions {
+            self.expansions.define(definition);
+        }
+        self.passed_include
+            .extend(scan.passed_include.iter().cloned());
+        self.macro_modules
+            .extend(scan.macro_modules.iter().cloned());
+        if let Some((line, why)) = &scan.refused {
+            let rel = display(self.inputs.root(), &job.file);
+            self.discovery.errors.push(format!("{rel}:{line}: {why}"));
+            return;
+        }
+        for module in &scan.modules {
+            self.follow_module(job, module, next);
+        }
+        for embed in &scan.embeds {
+            self.resolve_embed(job, embed, next);
+        }
+        if self.roots[job.root].build_script {
+            let literals = self.discovery.rerun_literals.entry(job.root).or_default();
+            for (value, line) in scan.rerun_literals {
+                literals.push((value, job.file.clone(), line));
+            }
+        }
+    }
+
+    /// `mod x;`: the first candidate file that exists is read next; when
+    /// none does, every candidate's absence is hashed.
+    fn follow_module(&mut self, job: &Job, module: &scan::ModuleDecl, next: &mut Vec<Job>) {
+        let inputs = &mut *self.inputs;
+        let discovery = &mut self.discovery;
+        let site = format!(
+            "{}:{}",
+            display(inputs.root(), &module.site.file),
+            module.site.line
+        );
+        match module.candidates.iter().find(|(file, _)| {
+            inputs.is_known_present(file) || std::fs::symlink_metadata(file).is_ok()
+        }) {
+            Some((file, dir)) => {
+                if inputs.relative(file).is_err() {
+                    discovery.errors.push(format!(
+                    "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    module.name,
+                    file.display()
+                ));
+                } else {
+                    self.enqueue(file.clone(), dir.clone(), job.root, next);
+                }
+            }
+            None => {
+                // A `cfg`-gated module whose file is absent compiles;
+                // hashing the absence makes its arrival change the key.
+                // With `cfg_attr(…, path = …)` alternatives, the
+                // default file is often absent by design.
+                if !module.has_alternatives {
+                    let tried: Vec<String> = module
                         .candidates
                         .iter()
-                        .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                        .map(|(f, _)| display(inputs.root(), f))
+                        .collect();
+                    discovery.warnings.push(format!(
+                        "{site}: `mod {};` has no file (tried {}); its absence is hashed",
+                        module.name,
+                        tried.join(", ")
+                    ));
+                }
+                for (file, _) in &module.candidates {
+                    if let Err(err) = inputs.add_maybe_absent(
+                        file,
+                        &format!("missing module `{}` declared at {site}", module.name),
+                    ) {
+                        discovery.errors.push(format!("{site}: {err:#}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One include: the file, pattern or directory it reads becomes an
+    /// input (an `include!`d file is read next, like a module), or it is
+    /// declared in the policy or refused. One in a `macro_rules!` body is
+    /// also kept to be resolved from its callers.
+    fn resolve_embed(&mut self, job: &Job, embed: &scan::Embed, next: &mut Vec<Job>) {
+        let site = format!(
+            "{}:{}",
+            display(self.inputs.root(), &embed.site.file),
+            embed.site.line
+        );
+        let why = format!("embedded by {} at {site}", embed.macro_name);
+        if let Some(relative) = &embed.caller_relative {
+            self.macro_embeds.push(MacroEmbed {
+                whole: embed.target == EmbedTarget::FromCallers,
+                definition: embed.site.file.clone(),
+                site: site.clone(),
+                macro_name: embed.macro_name.clone(),
+                relative: relative.clone(),
+            });
+        }
+        let inputs = &mut *self.inputs;
+        let discovery = &mut self.discovery;
+        match &embed.target {
+            EmbedTarget::File(path) => {
+                let path = super::workspace::normalize(path);
+                // One `lstat` says whether it exists and is a directory
+                // (through a symlink, the target says).
+                let meta = std::fs::symlink_metadata(&path).ok();
+                let is_dir = match &meta {
+                    Some(meta) if meta.file_type().is_symlink() => path.is_dir(),
+                    Some(meta) => meta.is_dir(),
+                    None => false,
+                };
+                if is_dir {
+                    discovery.errors.push(format!(
+                        "{site}: {} names a directory, {}",
+                        embed.macro_name,
+                        path.display()
+                    ));
+                } else if let Err(err) = inputs
+                    .add_maybe_absent(&path, &why)
+                    .and_then(|()| inputs.add_link_target(&path, &why))
+                {
+                    discovery.errors.push(format!(
+                        "{site}: {} cannot be a key input: {err:#}",
+                        embed.macro_name
+                    ));
+                } else if meta.is_none() {
+                    discovery.warnings.push(format!(
+                        "{site}: {} names {}, which does not exist; its absence is hashed",
+                        embed.macro_name,
+                        display(inputs.root(), &path)
+                    ));
+                } else if embed.macro_name == "include!" {
+                    // rustc parses an `include!`d file as code of the
+                    // including module, with its own directory as the
+                    // module directory: its `mod x;`, `#[path]` and
+                    // embeds resolve from there, so it is walked like
+                    // a module file.
+                    let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                    self.enqueue(path, dir, job.root, next);
+                }
+            }
+            EmbedTarget::Pattern(pattern) => {
+                let pattern = super::workspace::normalize(pattern);
+                let result = pattern
+                    .strip_prefix(inputs.root())
+                    .ok()
+                    .and_then(|p| p.to_str())
+                    .map(str::to_owned)
+                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", pattern.display()))
+                    .and_then(|rel| inputs.add_pattern(&rel, &why));
+                if let Err(err) = result {
+                    discovery
+                        .errors
+                        .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
+                }
+            }
+            EmbedTarget::Candidates(paths) => {
+                let mut found = false;
+                for path in paths {
+                    let path = super::workspace::normalize(path);
+                    found |= std::fs::symlink_metadata(&path).is_ok();
+                    if let Err(err) = inputs
+                        .add_maybe_absent(&path, &why)
+                        .and_then(|()| inputs.add_link_target(&path, &why))
                     {
-                        Some((file, dir)) => {
-                            if inputs.relative(file).is_err() {
-                                discovery.errors.push(format!(
-                                "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
-                                module.name,
-                                file.display()
-                            ));
-                            } else if visited.insert(visit_key(file, dir, job.root)) {
-                                next.push(Job {
-                                    file: file.clone(),
-                                    module_dir: dir.clone(),
-                                    root: job.root,
-                                });
-                            }
-                        }
-                        None => {
-                            // A `cfg`-gated module whose file is absent compiles;
-                            // hashing the absence makes its arrival change the key.
-                            // With `cfg_attr(…, path = …)` alternatives, the
-                            // default file is often absent by design.
-                            if !module.has_alternatives {
-                                let tried: Vec<String> = module
-                                    .candidates
-                                    .iter()
-                                    .map(|(f, _)| display(inputs.root(), f))
-                                    .collect();
-                                discovery.warnings.push(format!(
-                                "{site}: `mod {};` has no file (tried {}); its absence is hashed",
-                                module.name,
-                                tried.join(", ")
-                            ));
-                            }
-                            for (file, _) in &module.candidates {
-                                if let Err(err) = inputs.add_maybe_absent(
-                                    file,
-                                    &format!("missing module `{}` declared at {site}", module.name),
-                                ) {
-                                    discovery.errors.push(format!("{site}: {err:#}"));
-                                }
-                            }
-                        }
+                        discovery.errors.push(format!(
+                            "{site}: {} cannot be a key input: {err:#}",
+                            embed.macro_name
+                        ));
                     }
                 }
-                for embed in &scan.embeds {
-                    let site = format!(
-                        "{}:{}",
-                        display(inputs.root(), &embed.site.file),
-                        embed.site.line
-                    );
-                    let why = format!("embedded by {} at {site}", embed.macro_name);
-                    if let Some(relative) = &embed.caller_relative {
-                        macro_embeds.push(MacroEmbed {
-                            whole: embed.target == EmbedTarget::FromCallers,
-                            definition: embed.site.file.clone(),
-                            site: site.clone(),
-                            macro_name: embed.macro_name.clone(),
-                            relative: relative.clone(),
-                        });
-                    }
-                    match &embed.target {
-                        EmbedTarget::File(path) => {
-                            let path = super::workspace::normalize(path);
-                            if path.is_dir() {
-                                discovery.errors.push(format!(
-                                    "{site}: {} names a directory, {}",
-                                    embed.macro_name,
-                                    path.display()
-                                ));
-                            } else if let Err(err) = inputs
-                                .add_maybe_absent(&path, &why)
-                                .and_then(|()| inputs.add_link_target(&path, &why))
-                            {
-                                discovery.errors.push(format!(
-                                    "{site}: {} cannot be a key input: {err:#}",
-                                    embed.macro_name
-                                ));
-                            } else if std::fs::symlink_metadata(&path).is_err() {
-                                discovery.warnings.push(format!(
-                                "{site}: {} names {}, which does not exist; its absence is hashed",
-                                embed.macro_name,
-                                display(inputs.root(), &path)
-                            ));
-                            } else if embed.macro_name == "include!" {
-                                // rustc parses an `include!`d file as code of the
-                                // including module, with its own directory as the
-                                // module directory: its `mod x;`, `#[path]` and
-                                // embeds resolve from there, so it is walked like
-                                // a module file.
-                                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                                if visited.insert(visit_key(&path, &dir, job.root)) {
-                                    next.push(Job {
-                                        file: path,
-                                        module_dir: dir,
-                                        root: job.root,
-                                    });
-                                }
-                            }
-                        }
-                        EmbedTarget::Pattern(pattern) => {
-                            let pattern = super::workspace::normalize(pattern);
-                            let result = pattern
-                                .strip_prefix(inputs.root())
-                                .ok()
-                                .and_then(|p| p.to_str())
-                                .map(str::to_owned)
-                                .ok_or_else(|| {
-                                    anyhow::anyhow!("{} leaves the repository", pattern.display())
-                                })
-                                .and_then(|rel| inputs.add_pattern(&rel, &why));
-                            if let Err(err) = result {
-                                discovery
-                                    .errors
-                                    .push(format!("{site}: {} pattern: {err:#}", embed.macro_name));
-                            }
-                        }
-                        // Resolved at each caller, once every module file is known.
-                        EmbedTarget::FromCallers => {}
-                        EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
-                        EmbedTarget::Tree(dir) => {
-                            let dir = super::workspace::normalize(dir);
-                            let result = if inputs.relative(&dir).is_err() {
-                                Err(anyhow::anyhow!(
-                                    "it is outside the repository or in an excluded area; move it into the repository"
-                                ))
-                            } else if dir.is_dir() {
-                                inputs.add_dir(&dir, &why, false)
-                            } else {
-                                inputs.add_maybe_absent(&dir, &why)
-                            };
-                            if let Err(err) = result {
-                                discovery.errors.push(format!(
-                                    "{site}: {} reads {}, which cannot be a key input: {err:#}",
-                                    embed.macro_name,
-                                    display(inputs.root(), &dir)
-                                ));
-                            }
-                        }
-                        EmbedTarget::Unresolved(what) => declare_or_refuse(
-                            embed,
-                            what,
-                            &site,
-                            policy,
-                            inputs,
-                            &mut used_dynamic,
-                            &mut discovery,
-                        ),
-                    }
-                }
-                if root.build_script {
-                    let literals = discovery.rerun_literals.entry(job.root).or_default();
-                    for (value, line) in scan.rerun_literals {
-                        literals.push((value, job.file.clone(), line));
-                    }
+                if !found {
+                    discovery.warnings.push(format!(
+                        "{site}: {} reads none of its candidates, which do not exist; their absence is hashed",
+                        embed.macro_name
+                    ));
                 }
             }
-            frontier = next;
-        }
-        // rustc loads a `macro_rules!` body's `mod x;` from the module where
-        // the macro is called: the calling file's module directory, or the
-        // directory of the inline modules the call stands in.
-        // A `#[macro_export]` macro loads from callers in other crates too.
-        // Aliases are read from every file walked so far (the prefilter may
-        // have skipped a file that only renames and calls the macro).
-        if !macro_modules.is_empty() {
-            for (file, _, _) in &walked {
-                if !walked_texts.contains_key(file) {
-                    if let Ok(text) = std::fs::read_to_string(file) {
-                        walked_texts.insert(file.clone(), text);
-                    }
+            // Resolved at each caller, once every module file is known.
+            EmbedTarget::FromCallers => {}
+            // Expanded once the definitions of the workspace are known.
+            EmbedTarget::Expand { .. } => {
+                self.expansions.pending.push((embed.clone(), job.root));
+            }
+            EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+            EmbedTarget::Tree(dir) => {
+                let dir = super::workspace::normalize(dir);
+                let result = if inputs.relative(&dir).is_err() {
+                    Err(anyhow::anyhow!(
+                        "it is outside the repository or in an excluded area; move it into the repository"
+                    ))
+                } else if dir.is_dir() {
+                    inputs.add_dir(&dir, &why, false)
+                } else {
+                    inputs.add_maybe_absent(&dir, &why)
+                };
+                if let Err(err) = result {
+                    discovery.errors.push(format!(
+                        "{site}: {} reads {}, which cannot be a key input: {err:#}",
+                        embed.macro_name,
+                        display(inputs.root(), &dir)
+                    ));
                 }
+            }
+            EmbedTarget::Unresolved(what) => declare_or_refuse(
+                embed,
+                what,
+                &site,
+                self.policy,
+                inputs,
+                &mut self.used_dynamic,
+                discovery,
+            ),
+            EmbedTarget::Assembler { path, source } => {
+                self.resolve_assembler_files(job, embed, path, *source, &site);
             }
         }
-        let known = MacroKnowledge {
-            renames: &renames,
-            macro_calls: &macro_calls,
-            any_metavariable_call,
-        };
-        let files: Vec<&PathBuf> = walked_texts.keys().collect();
-        let texts: Vec<&str> = walked_texts.values().map(String::as_str).collect();
-        let roots_of_modules: Vec<&str> = macro_modules
-            .iter()
-            .map(|m| m.macro_rules.as_str())
-            .collect();
-        let calls = if macro_modules.is_empty() {
-            None
-        } else {
-            match MacroCalls::read(&roots_of_modules, &known, &texts) {
-                Ok(calls) => Some(calls),
-                Err(why) => {
-                    discovery.errors.push(why);
-                    None
-                }
+    }
+
+    /// The files an assembler template reads, from rustc's working
+    /// directory: each is an input (present or absent), and an `.include`d
+    /// source is read for its own directives, transitively.
+    fn resolve_assembler_files(
+        &mut self,
+        job: &Job,
+        embed: &scan::Embed,
+        path: &Path,
+        source: bool,
+        site: &str,
+    ) {
+        /// More assembler files than this from one template is a loop or an attack.
+        const MAX_ASSEMBLER_FILES: usize = 1024;
+        let cwd = self.roots[job.root].rustc_cwd.clone();
+        let mut pending = vec![(cwd.join(path), source)];
+        let mut seen = HashSet::new();
+        while let Some((file, source)) = pending.pop() {
+            let file = super::workspace::normalize(&file);
+            if !seen.insert(file.clone()) {
+                continue;
             }
-        };
-        let index: HashMap<&PathBuf, usize> =
-            files.iter().enumerate().map(|(i, f)| (*f, i)).collect();
-        for module in macro_modules.clone() {
-            let Some(calls) = &calls else {
-                break;
+            if seen.len() > MAX_ASSEMBLER_FILES {
+                self.discovery.errors.push(format!(
+                    "{site}: {} reads more than {MAX_ASSEMBLER_FILES} assembler files through `.include`; ci-key refuses to follow that many",
+                    embed.macro_name
+                ));
+                return;
+            }
+            let rel = display(self.inputs.root(), &file);
+            let why = format!("read by the assembler for {} at {site}", embed.macro_name);
+            if let Err(err) = self
+                .inputs
+                .add_maybe_absent(&file, &why)
+                .and_then(|()| self.inputs.add_link_target(&file, &why))
+            {
+                self.discovery.errors.push(format!(
+                    "{site}: {} reads {rel}, which cannot be a key input: {err:#}",
+                    embed.macro_name
+                ));
+                continue;
+            }
+            if !source || !file.is_file() {
+                continue;
+            }
+            let text = match std::fs::read(&file).map(String::from_utf8) {
+                Ok(Ok(text)) => text,
+                _ => {
+                    self.discovery.errors.push(format!(
+                        "{site}: {} reads the assembler source {rel}, which is not readable UTF-8 text, so its `.incbin`/`.include` directives cannot be found",
+                        embed.macro_name
+                    ));
+                    continue;
+                }
             };
+            for directive in scan::asm_directives(&text) {
+                match directive {
+                    Ok((name, source)) => pending.push((cwd.join(name), source)),
+                    Err(why) => {
+                        let what = format!("{why} in {rel}");
+                        declare_or_refuse(
+                            embed,
+                            &what,
+                            site,
+                            self.policy,
+                            self.inputs,
+                            &mut self.used_dynamic,
+                            &mut self.discovery,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which macros may invoke an identifier they are handed, as far as
+    /// the walk knows.
+    fn invokers(&self) -> Invokers {
+        Invokers::new(
+            &self.metavariable_callers,
+            &self.bare_bang_to,
+            &self.macros_defined,
+            &self.renames,
+            &self.macro_calls,
+        )
+    }
+
+    /// The scan skips groups that hold no include form, and so the `use …
+    /// as` renames inside them: a macro handed an include under a name the
+    /// walk does not know may be an alias of one that invokes it. Every
+    /// walked file that mentions such a name is read for its renames.
+    fn learn_renames_of(&mut self, invokers: &Invokers) {
+        let mut names: Vec<&str> = self
+            .passed_include
+            .iter()
+            .map(|p| p.handed_to.as_str())
+            .chain(self.handed_modules.iter().map(|h| h.3.as_str()))
+            .filter(|name| invokers.is_unknown(name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return;
+        }
+        let mut renames = Vec::new();
+        let mut seen = HashSet::new();
+        for (file, _, _) in &self.walked {
+            if !seen.insert(file) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(file) else {
+                continue;
+            };
+            if names.iter().any(|n| text.contains(n)) {
+                renames.extend(scan::use_renames(&text));
+            }
+        }
+        self.renames.extend(renames);
+    }
+
+    /// Includes whose path a workspace macro's call gives, expanded where
+    /// the definition is known; returns the `include!`d files to read next.
+    fn follow_expansions(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        let files = self.expansions.resolve(
+            self.roots,
+            self.policy,
+            self.inputs,
+            &mut self.used_dynamic,
+            &mut self.discovery,
+        );
+        for (file, root) in files {
+            let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+            self.enqueue(file, dir, root, &mut frontier);
+        }
+        frontier
+    }
+
+    /// rustc loads a `macro_rules!` body's `mod x;` from the module where
+    /// the macro is called: the calling file's module directory, or the
+    /// directory of the inline modules the call stands in.
+    /// A `#[macro_export]` macro loads from callers in other crates too.
+    /// Aliases are read from every file walked so far (the prefilter may
+    /// have skipped a file that only renames and calls the macro).
+    /// Returns the module files to read next.
+    fn follow_macro_modules(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        if !self.macro_modules.is_empty() {
+            for (file, _, _) in &self.walked {
+                if !self.walked_texts.contains_key(file) {
+                    if let Ok(text) = std::fs::read_to_string(file) {
+                        self.walked_texts.insert(file.clone(), text);
+                    }
+                }
+            }
+        }
+        let calls = self.macro_module_calls();
+        let Some(calls) = calls else {
+            return frontier;
+        };
+        let index: HashMap<PathBuf, usize> = self
+            .walked_texts
+            .keys()
+            .enumerate()
+            .map(|(i, f)| (f.clone(), i))
+            .collect();
+        for module in self.macro_modules.clone() {
             let names = calls.names_of(&module.macro_rules);
-            for (caller, module_dir, root) in walked.clone() {
+            for (caller, module_dir, root) in self.walked.clone() {
                 let sites: Vec<scan::CallSite> = index
                     .get(&caller)
                     .map(|&i| calls.sites[i].clone())
@@ -451,175 +772,258 @@ fn walk(
                     .into_iter()
                     .filter(|s| names.contains(&s.name))
                     .collect();
-                for site in sites.iter().filter(|s| s.handed_over) {
-                    handed_modules.push((
-                        format!("{}:{}", display(inputs.root(), &caller), site.line),
-                        site.name.clone(),
-                        module.macro_rules.clone(),
-                    ));
+                self.follow_macro_module_calls(
+                    &module,
+                    &sites,
+                    (&caller, &module_dir, root),
+                    &mut frontier,
+                );
+            }
+        }
+        frontier
+    }
+
+    /// The calls of the macros that declare modules, in every file walked
+    /// (`None` when there are none, or too many names to follow).
+    fn macro_module_calls(&mut self) -> Option<MacroCalls> {
+        let invokers = self.invokers();
+        let known = MacroKnowledge {
+            renames: &self.renames,
+            macro_calls: &self.macro_calls,
+            invokers: &invokers,
+        };
+        let texts: Vec<&str> = self.walked_texts.values().map(String::as_str).collect();
+        let roots_of_modules: Vec<&str> = self
+            .macro_modules
+            .iter()
+            .map(|m| m.macro_rules.as_str())
+            .collect();
+        if self.macro_modules.is_empty() {
+            None
+        } else {
+            match MacroCalls::read(&roots_of_modules, &known, &texts) {
+                Ok(calls) => Some(calls),
+                Err(why) => {
+                    self.discovery.errors.push(why);
+                    None
                 }
-                // Each inline module the macro is called in loads from its
-                // own directory; one moved by `#[path]`/`cfg_attr` is refused.
-                let mut places: Vec<(Vec<String>, bool, usize)> = sites
+            }
+        }
+    }
+
+    /// The modules `module` (a `mod` of a `macro_rules!` body) loads where
+    /// `caller` calls it at `sites`.
+    fn follow_macro_module_calls(
+        &mut self,
+        module: &scan::MacroModule,
+        sites: &[scan::CallSite],
+        (caller, module_dir, root): (&Path, &Path, usize),
+        frontier: &mut Vec<Job>,
+    ) {
+        for site in sites.iter().filter(|s| s.handed_over) {
+            self.handed_modules.push((
+                format!("{}:{}", display(self.inputs.root(), caller), site.line),
+                site.name.clone(),
+                module.macro_rules.clone(),
+                site.handed_to.clone().unwrap_or_default(),
+            ));
+        }
+        // Each inline module the macro is called in loads from its
+        // own directory; one moved by `#[path]`/`cfg_attr` is refused.
+        let mut places: Vec<(Vec<String>, bool, usize)> = sites
+            .iter()
+            .filter(|s| !s.handed_over)
+            .map(|s| (s.inline.clone(), s.inline_moved, s.line))
+            .collect();
+        places.sort();
+        places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let package_dir = &self.roots[root].package_dir;
+        for (inline, moved, line) in places {
+            if moved {
+                self.discovery.errors.push(format!(
+                "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
+                display(self.inputs.root(), caller),
+                module.macro_rules
+            ));
+                continue;
+            }
+            let module_dir = inline
+                .iter()
+                .fold(module_dir.to_path_buf(), |dir, name| dir.join(name));
+            for decl in macro_module_decls(module, caller, &module_dir, inline.len(), package_dir) {
+                let site = format!(
+                    "`mod {};` of macro_rules! {} called in {}",
+                    decl.name,
+                    module.macro_rules,
+                    display(self.inputs.root(), caller)
+                );
+                match decl
+                    .candidates
                     .iter()
-                    .filter(|s| !s.handed_over)
-                    .map(|s| (s.inline.clone(), s.inline_moved, s.line))
-                    .collect();
-                places.sort();
-                places.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
-                let package_dir = &roots[root].package_dir;
-                for (inline, moved, line) in places {
-                    if moved {
-                        discovery.errors.push(format!(
-                        "{}:{line}: macro_rules! {} declares a file module and is called inside an inline module that #[path] or cfg_attr moves, which ci-key does not place; call it outside that module, or give the module a #[path] of its own",
-                        display(inputs.root(), &caller),
-                        module.macro_rules
-                    ));
-                        continue;
-                    }
-                    let module_dir = inline
-                        .iter()
-                        .fold(module_dir.clone(), |dir, name| dir.join(name));
-                    for decl in
-                        macro_module_decls(&module, &caller, &module_dir, inline.len(), package_dir)
-                    {
-                        let site = format!(
-                            "`mod {};` of macro_rules! {} called in {}",
-                            decl.name,
-                            module.macro_rules,
-                            display(inputs.root(), &caller)
-                        );
-                        match decl
-                            .candidates
-                            .iter()
-                            .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
-                        {
-                            Some((file, dir)) => {
-                                if inputs.relative(file).is_err() {
-                                    discovery.errors.push(format!(
-                            "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
-                            file.display()
-                        ));
-                                } else if visited.insert(visit_key(file, dir, root)) {
-                                    frontier.push(Job {
-                                        file: file.clone(),
-                                        module_dir: dir.clone(),
-                                        root,
-                                    });
-                                }
-                            }
-                            None => {
-                                for (file, _) in &decl.candidates {
-                                    if let Err(err) =
-                                        inputs.add_maybe_absent(file, &format!("missing {site}"))
-                                    {
-                                        discovery.errors.push(format!("{site}: {err:#}"));
-                                    }
-                                }
-                            }
+                    .find(|(file, _)| std::fs::symlink_metadata(file).is_ok())
+                {
+                    Some((file, dir)) => {
+                        if self.inputs.relative(file).is_err() {
+                            self.discovery.errors.push(format!(
+                    "{site}: loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    file.display()
+                ));
+                        } else {
+                            self.enqueue(file.clone(), dir.clone(), root, frontier);
                         }
                     }
-                    if module.name.is_none() {
-                        // A file added later that such a `mod` could load changes the key.
-                        let why = format!(
-                            "a `mod $…;` of macro_rules! {} called in {} may load it",
-                            module.macro_rules,
-                            display(inputs.root(), &caller)
-                        );
-                        let result = module_dir
-                            .strip_prefix(inputs.root())
-                            .ok()
-                            .and_then(|d| d.to_str())
-                            .ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "{} is outside the repository",
-                                    module_dir.display()
-                                )
-                            })
-                            .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
-                        if let Err(err) = result {
-                            discovery.errors.push(format!("{why}: {err:#}"));
+                    None => {
+                        for (file, _) in &decl.candidates {
+                            if let Err(err) = self
+                                .inputs
+                                .add_maybe_absent(file, &format!("missing {site}"))
+                            {
+                                self.discovery.errors.push(format!("{site}: {err:#}"));
+                            }
                         }
                     }
                 }
             }
+            if module.name.is_none() {
+                // A file added later that such a `mod` could load changes the key.
+                let why = format!(
+                    "a `mod $…;` of macro_rules! {} called in {} may load it",
+                    module.macro_rules,
+                    display(self.inputs.root(), caller)
+                );
+                let inputs = &mut *self.inputs;
+                let result = module_dir
+                    .strip_prefix(inputs.root())
+                    .ok()
+                    .and_then(|d| d.to_str())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("{} is outside the repository", module_dir.display())
+                    })
+                    .and_then(|d| inputs.add_pattern(&format!("{d}/*.rs"), &why));
+                if let Err(err) = result {
+                    self.discovery.errors.push(format!("{why}: {err:#}"));
+                }
+            }
         }
-        // Embeds in `macro_rules!` bodies, resolved again from every calling
-        // file known so far; a file an `include!` there reads is walked
-        // like a module, from its own directory, as the walk does.
-        let callers: Vec<PathBuf> = walked.iter().map(|(file, _, _)| file.clone()).collect();
+    }
+
+    /// Embeds in `macro_rules!` bodies, resolved again from every calling
+    /// file known so far; a file an `include!` there reads is walked
+    /// like a module, from its own directory, as the walk does.
+    fn follow_macro_embeds(&mut self) -> Vec<Job> {
+        let mut frontier = Vec::new();
+        let callers: Vec<(PathBuf, PathBuf)> = self
+            .walked
+            .iter()
+            .map(|(file, _, root)| (file.clone(), self.roots[*root].package_dir.clone()))
+            .collect();
+        let invokers = self.invokers();
         let known = MacroKnowledge {
-            renames: &renames,
-            macro_calls: &macro_calls,
-            any_metavariable_call,
+            renames: &self.renames,
+            macro_calls: &self.macro_calls,
+            invokers: &invokers,
         };
         let included = resolve_from_callers(
-            &macro_embeds,
+            &self.macro_embeds,
             &callers,
             &known,
-            policy,
-            &mut used_dynamic,
-            inputs,
-            &mut discovery,
+            self.policy,
+            &mut self.used_dynamic,
+            self.inputs,
+            &mut self.discovery,
         );
         for (file, caller) in included {
-            let Some(&(_, _, root)) = walked.iter().find(|(f, _, _)| *f == caller) else {
+            let Some(&(_, _, root)) = self.walked.iter().find(|(f, _, _)| *f == caller) else {
                 continue;
             };
             let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-            if visited.insert(visit_key(&file, &dir, root)) {
-                frontier.push(Job {
-                    file,
-                    module_dir: dir,
-                    root,
-                });
+            self.enqueue(file, dir, root, &mut frontier);
+        }
+        frontier
+    }
+
+    /// Includes no definition could expand, and identifiers handed to a
+    /// macro that may invoke them (`$m!(…)`), refused once the walk knows
+    /// every `macro_rules!`.
+    fn refuse_handed_over(&mut self) {
+        self.expansions.refuse_unexpanded(
+            self.policy,
+            self.inputs,
+            &mut self.used_dynamic,
+            &mut self.discovery,
+        );
+        self.learn_renames_of(&self.invokers());
+        let invokers = self.invokers();
+        self.handed_modules.sort();
+        self.handed_modules.dedup();
+        for (site, name, macro_rules, handed_to) in &self.handed_modules {
+            if invokers.may_invoke(handed_to) {
+                self.discovery.errors.push(format!(
+                    "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to {handed_to}!, which may call it as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
+                ));
             }
         }
-        if frontier.is_empty() {
-            break;
-        }
-    }
-    if any_metavariable_call {
-        handed_modules.sort();
-        handed_modules.dedup();
-        for (site, name, macro_rules) in &handed_modules {
-            discovery.errors.push(format!(
-                "{site}: `{name}` (macro_rules! {macro_rules}, which declares a file module) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`, loading a module ci-key cannot place; call {name}! directly"
-            ));
-        }
-        for embed in &passed_include {
+        for passed in &self.passed_include {
+            if !invokers.may_invoke_include(&passed.handed_to, &passed.include) {
+                continue;
+            }
+            let embed = &passed.embed;
             if let EmbedTarget::Unresolved(what) = &embed.target {
                 let site = format!(
                     "{}:{}",
-                    display(inputs.root(), &embed.site.file),
+                    display(self.inputs.root(), &embed.site.file),
                     embed.site.line
                 );
                 declare_or_refuse(
                     embed,
                     what,
                     &site,
-                    policy,
-                    inputs,
-                    &mut used_dynamic,
-                    &mut discovery,
+                    self.policy,
+                    self.inputs,
+                    &mut self.used_dynamic,
+                    &mut self.discovery,
                 );
             }
         }
     }
-    for dynamic in &policy.dynamic_include {
-        if !used_dynamic.contains(&dynamic.site) {
-            discovery.warnings.push(format!(
-                "key.dynamic-include for {} matches no unresolvable include there; remove the stale entry",
-                dynamic.site
-            ));
+
+    /// Warns about stale `[[key.dynamic-include]]` entries, drops repeated
+    /// problems and hands back what was found.
+    fn finish(mut self) -> (Discovery, Vec<(String, String)>) {
+        // An assembler template is read at a call by the macro's own name:
+        // under another name its `.incbin` files would go unseen.
+        for (from, to) in &self.renames {
+            let assembler = scan::PATH_MACROS
+                .iter()
+                .any(|m| m.reads == scan::PathReads::AssemblerTemplate && m.name == from);
+            if assembler {
+                self.discovery.errors.push(format!(
+                    "`use … {from} as {to};` renames an assembler macro, whose template ci-key reads (for the files its .incbin/.include directives name) only when it is called as {from}!; call {from}! by its name"
+                ));
+            }
         }
+        for dynamic in &self.policy.dynamic_include {
+            if !self.used_dynamic.contains(&dynamic.site) {
+                self.discovery.warnings.push(format!(
+                    "key.dynamic-include for {} matches no unresolvable include there; remove the stale entry",
+                    dynamic.site
+                ));
+            }
+        }
+        let (defined, renames) = (&self.macros_defined, &self.renames);
+        self.discovery.shadowed_token_output = scan::TOKEN_OUTPUT_MACROS
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| defined.contains(*name) || renames.iter().any(|(_, to)| to == name))
+            .map(str::to_owned)
+            .collect();
+        // A body read once per `cfg_attr` directory repeats its problems.
+        let mut seen = HashSet::new();
+        self.discovery.errors.retain(|e| seen.insert(e.clone()));
+        let mut seen = HashSet::new();
+        self.discovery.warnings.retain(|w| seen.insert(w.clone()));
+        (self.discovery, self.renames)
     }
-    // A body read once per `cfg_attr` directory repeats its problems.
-    let mut seen = HashSet::new();
-    discovery.errors.retain(|e| seen.insert(e.clone()));
-    let mut seen = HashSet::new();
-    discovery.warnings.retain(|w| seen.insert(w.clone()));
-    (discovery, renames)
 }
 
 /// What a `macro_rules!` body's `mod` loads when called in `caller`; for
@@ -667,9 +1071,38 @@ fn macro_module_decls(
         .collect()
 }
 
+/// One sentence on why ci-key cannot know the files of an unresolved
+/// include, from what it could not read.
+fn why_unknowable(what: &str) -> &'static str {
+    if what.contains("env!(") {
+        "the variable is set only when the build runs (by a build script's `cargo:rustc-env` or the environment), and ci-key runs nothing"
+    } else if what.contains("rules ci-key does not model") {
+        "the macro's own code decides at compile time which files it reads, and ci-key runs no code of a crate"
+    } else if what.contains("handed to") {
+        "the macro it is handed to may invoke it with a path that no reading of the macro's definition shows"
+    } else if what.contains("expand") || what.contains("a macro call") {
+        "the path comes from a macro call ci-key does not expand"
+    } else if what.contains("metavariable") || what.contains("callers") {
+        "each caller of the macro chooses the path, and no call ci-key can find gives it as literals"
+    } else {
+        "ci-key evaluates only string literals, `concat!`, `env!(\"CARGO_MANIFEST_DIR\")` and the workspace's own `macro_rules!`"
+    }
+}
+
+/// `text` as the inside of a TOML basic string.
+fn toml_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if c.is_control() => c.escape_unicode().collect(),
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// An include whose files ci-key cannot compute: covered by the policy's
 /// `[[key.dynamic-include]]` entries for its file, or refused.
-fn declare_or_refuse(
+pub(super) fn declare_or_refuse(
     embed: &scan::Embed,
     what: &str,
     site: &str,
@@ -685,9 +1118,20 @@ fn declare_or_refuse(
         .filter(|d| d.site == file_rel)
         .collect();
     if declared.is_empty() {
+        let why = why_unknowable(what);
+        let entry = if discovery.suggested_sites.insert(file_rel.clone()) {
+            format!(
+                "; declare the files it can read in .github/ci-trust.toml:\n      [[key.dynamic-include]]\n      site = \"{}\"\n      files = [\"<glob of the files it reads>\"]\n      reason = \"<why these files>\"",
+                toml_escape(&file_rel)
+            )
+        } else {
+            format!(
+                "; the [[key.dynamic-include]] entry for site = \"{}\" covers it",
+                toml_escape(&file_rel)
+            )
+        };
         discovery.errors.push(format!(
-            "{site}: {} names {what}, which ci-key cannot resolve statically; list the files it can read in the policy: \
-             [[key.dynamic-include]] site = \"{file_rel}\", files = [\"<glob>\"], reason = \"…\"",
+            "{site}: {} names {what}, which ci-key cannot resolve statically: {why}{entry}",
             embed.macro_name
         ));
     }
@@ -708,310 +1152,7 @@ fn declare_or_refuse(
     }
 }
 
-/// The names a `macro_rules!` can be invoked by: its own, every `use … as`
-/// alias of it (chains included), and, since a macro that calls it makes
-/// rustc resolve the include from *that* macro's caller, the names of every
-/// `macro_rules!` whose body calls one of these, with their aliases.
-fn invocation_names(
-    name: &str,
-    renames: &[(String, String)],
-    macro_calls: &[(String, String)],
-) -> HashSet<String> {
-    let mut names = HashSet::from([name.to_owned()]);
-    loop {
-        let before = names.len();
-        for (from, to) in renames {
-            if names.contains(from) {
-                names.insert(to.clone());
-            }
-        }
-        for (definer, called) in macro_calls {
-            if names.contains(called) {
-                names.insert(definer.clone());
-            }
-        }
-        if names.len() == before {
-            return names;
-        }
-    }
-}
-
-/// An embed in a `macro_rules!` body, with a path relative to the file.
-struct MacroEmbed {
-    /// The path is wholly the caller's argument (`include_str!($p)`).
-    whole: bool,
-    definition: PathBuf,
-    site: String,
-    macro_name: String,
-    relative: CallerRelative,
-}
-
-/// What the walk learned about macros, crate-wide.
-struct MacroKnowledge<'a> {
-    renames: &'a [(String, String)],
-    macro_calls: &'a [(String, String)],
-    any_metavariable_call: bool,
-}
-
-/// How many macro names (macros that include or declare modules, their
-/// aliases and the macros that call them) ci-key follows before refusing.
-const MAX_MACRO_NAMES: usize = 1024;
-
-/// The calls of some macros in every module file, each file read once: its
-/// call sites of any of their names, and the aliases and calling macros
-/// that give them other names. A file the prefilter skipped may still alias
-/// a macro (`use crate::m as k;`) or call it from another `macro_rules!`.
-struct MacroCalls {
-    /// Per text, in the order given.
-    sites: Vec<Vec<scan::CallSite>>,
-    renames: Vec<(String, String)>,
-    calls: Vec<(String, String)>,
-}
-
-impl MacroCalls {
-    /// `Err` when the names grow past [`MAX_MACRO_NAMES`].
-    fn read(roots: &[&str], known: &MacroKnowledge<'_>, texts: &[&str]) -> Result<Self, String> {
-        let mut names: HashSet<String> = roots
-            .iter()
-            .flat_map(|root| invocation_names(root, known.renames, known.macro_calls))
-            .collect();
-        let text_renames: Vec<Vec<(String, String)>> = texts
-            .iter()
-            .map(|text| {
-                if memchr::memmem::find(text.as_bytes(), b"as").is_some() {
-                    scan::use_renames(text)
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
-        loop {
-            if names.len() > MAX_MACRO_NAMES {
-                return Err(format!(
-                    "more than {MAX_MACRO_NAMES} macro names lead to include macros or module declarations in macro_rules! bodies (aliases and macros calling them); ci-key refuses to follow that many"
-                ));
-            }
-            let before = names.len();
-            for (from, to) in text_renames.iter().flatten() {
-                if names.contains(from) {
-                    names.insert(to.clone());
-                }
-            }
-            let sites: Vec<Vec<scan::CallSite>> = texts
-                .iter()
-                .map(|text| {
-                    if names.iter().any(|n| text.contains(n.as_str())) {
-                        // A file that does not tokenise was refused when read.
-                        scan::call_sites(text, &names).unwrap_or_default()
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect();
-            // A macro whose body *calls* one of them; a mere mention
-            // (`::core::prelude::v1`) is no call.
-            for site in sites.iter().flatten() {
-                if let Some(definer) = site.definer.as_ref().filter(|_| !site.handed_over) {
-                    names.insert(definer.clone());
-                }
-            }
-            if names.len() == before {
-                let renames = known
-                    .renames
-                    .iter()
-                    .cloned()
-                    .chain(text_renames.into_iter().flatten())
-                    .collect();
-                let calls = known
-                    .macro_calls
-                    .iter()
-                    .cloned()
-                    .chain(
-                        sites
-                            .iter()
-                            .flatten()
-                            .filter(|s| !s.handed_over)
-                            .filter_map(|s| Some((s.definer.clone()?, s.name.clone()))),
-                    )
-                    .collect();
-                return Ok(MacroCalls {
-                    sites,
-                    renames,
-                    calls,
-                });
-            }
-        }
-    }
-
-    /// The names `root` is invoked by.
-    fn names_of(&self, root: &str) -> HashSet<String> {
-        invocation_names(root, &self.renames, &self.calls)
-    }
-}
-
-/// rustc resolves a relative include path from the file where the outermost
-/// macro call stands, not where `macro_rules!` defines it. The definition's
-/// own directory was used while walking (right for a macro used in its own
-/// file); here the path is resolved again from every other module file of
-/// the workspace that calls the macro, by its name, an alias, or through
-/// another `macro_rules!` that calls it (a `#[macro_export]` macro is
-/// called from other crates). A path wholly the caller's (`include_str!($p)`)
-/// is each outermost call's string literal, from the caller's file; a call
-/// whose argument is not plain literals, or a macro handed over as a token
-/// where some `macro_rules!` calls a metavariable, is refused unless
-/// declared. Callers in registry crates are left to `verify-key`.
-fn resolve_from_callers(
-    macro_embeds: &[MacroEmbed],
-    callers: &[PathBuf],
-    known: &MacroKnowledge<'_>,
-    policy: &KeyPolicy,
-    used_dynamic: &mut HashSet<String>,
-    inputs: &mut InputSet,
-    discovery: &mut Discovery,
-) -> Vec<(PathBuf, PathBuf)> {
-    // (file an `include!` reads, the calling file): walked like modules.
-    let mut included: Vec<(PathBuf, PathBuf)> = Vec::new();
-    if macro_embeds.is_empty() {
-        return included;
-    }
-    let mut seen: HashSet<&Path> = HashSet::new();
-    let texts: Vec<(PathBuf, String)> = callers
-        .iter()
-        .filter(|caller| seen.insert(caller.as_path()))
-        .filter_map(|caller| Some((caller.clone(), std::fs::read_to_string(caller).ok()?)))
-        .collect();
-    let text_refs: Vec<&str> = texts.iter().map(|(_, text)| text.as_str()).collect();
-    let roots: Vec<&str> = macro_embeds
-        .iter()
-        .map(|e| e.relative.macro_rules.as_str())
-        .collect();
-    let calls = match MacroCalls::read(&roots, known, &text_refs) {
-        Ok(calls) => calls,
-        Err(why) => {
-            discovery.errors.push(why);
-            return included;
-        }
-    };
-    let mut names_of: HashMap<&str, HashSet<String>> = HashMap::new();
-    for embed in macro_embeds {
-        let name = &embed.relative.macro_rules;
-        let names = names_of
-            .entry(name.as_str())
-            .or_insert_with(|| calls.names_of(name))
-            .clone();
-        for ((caller, _), all_sites) in texts.iter().zip(&calls.sites) {
-            let sites: Vec<&scan::CallSite> = all_sites
-                .iter()
-                .filter(|s| names.contains(&s.name))
-                .collect();
-            if sites.is_empty() {
-                continue;
-            }
-            let caller_rel = display(inputs.root(), caller);
-            let base = caller.parent().unwrap_or(Path::new("/"));
-            let why = format!(
-                "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
-                embed.macro_name, embed.site
-            );
-            for site in &sites {
-                let at = format!("{caller_rel}:{}", site.line);
-                let refusal = if site.handed_over {
-                    known.any_metavariable_call.then(|| {
-                        format!(
-                            "a path chosen where `{}` (macro_rules! {name}, which includes a path at {}) is handed to a macro as a token that a macro_rules! may call as `$m!(…)`",
-                            site.name, embed.site
-                        )
-                    })
-                } else if !embed.whole {
-                    None
-                } else if site.definer.is_some() {
-                    // Passing its own arguments on (`m!($p)`) is resolved at
-                    // its callers; a literal or a macro call here is not.
-                    (site.has_macro_call || !site.literals.is_empty()).then(|| {
-                            format!(
-                                "the path of {}! inside a macro_rules! body (macro_rules! {name} includes its argument at {}), which its callers' arguments do not give",
-                                site.name, embed.site
-                            )
-                        })
-                } else {
-                    site.opaque.as_ref().map(|opaque| {
-                        format!(
-                            "the argument of {}! ({opaque}), which macro_rules! {name} includes as a path at {}",
-                            site.name, embed.site
-                        )
-                    })
-                };
-                if let Some(what) = refusal {
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
-                        &what,
-                        &at,
-                        policy,
-                        inputs,
-                        used_dynamic,
-                        discovery,
-                    );
-                    continue;
-                }
-                if embed.whole && !site.handed_over && site.definer.is_none() {
-                    for literal in &site.literals {
-                        let path = super::workspace::normalize(&base.join(literal));
-                        let why = format!("{why}:{}", site.line);
-                        if let Err(err) = inputs
-                            .add_maybe_absent(&path, &why)
-                            .and_then(|()| inputs.add_link_target(&path, &why))
-                        {
-                            discovery.errors.push(format!(
-                                "{at}: {}!({literal:?}), which macro_rules! {name} includes: {err:#}",
-                                site.name
-                            ));
-                        } else if embed.macro_name == "include!" && path.is_file() {
-                            included.push((path, caller.clone()));
-                        }
-                    }
-                }
-            }
-            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
-                continue;
-            }
-            let path = super::workspace::normalize(&base.join(&embed.relative.text));
-            let result = if embed.relative.is_pattern {
-                path.strip_prefix(inputs.root())
-                    .ok()
-                    .and_then(|p| p.to_str())
-                    .map(str::to_owned)
-                    .ok_or_else(|| anyhow::anyhow!("{} leaves the repository", path.display()))
-                    .and_then(|rel| inputs.add_pattern(&rel, &why))
-                    .map(drop)
-            } else {
-                inputs
-                    .add_maybe_absent(&path, &why)
-                    .and_then(|()| inputs.add_link_target(&path, &why))
-            };
-            if let Err(err) = result {
-                discovery.errors.push(format!(
-                    "{}: {} in macro_rules! {name}, called from {caller_rel}: {err:#}",
-                    embed.site, embed.macro_name
-                ));
-            } else if embed.macro_name == "include!" && !embed.relative.is_pattern && path.is_file()
-            {
-                included.push((path, caller.clone()));
-            }
-        }
-    }
-    included
-}
-
-fn display(root: &Path, path: &Path) -> String {
+pub(super) fn display(root: &Path, path: &Path) -> String {
     let normal = super::workspace::normalize(path);
     normal
         .strip_prefix(root)
@@ -1023,54 +1164,137 @@ fn display(root: &Path, path: &Path) -> String {
 /// Reads one module file (once) and scans it when it may reference files.
 fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> Outcome {
     let path = &job.file;
+    // Nearly every module is a regular file: opened without following a
+    // final symlink, it is read and hashed with no `stat` of its path.
+    let (hashed, symlink_target, bytes) = match read_regular_file(path) {
+        Some((bytes, meta)) => (inputs::hash_bytes(&bytes, &meta), None, bytes),
+        None => match read_by_stat(path) {
+            Ok(read) => read,
+            Err(outcome) => return *outcome,
+        },
+    };
+    scan_read(job, root, aliases, hashed, symlink_target, &bytes)
+}
+
+/// The bytes and metadata of `path` when it is a regular file (not a
+/// symlink), opened with `O_NOFOLLOW`; `None` for anything else.
+#[cfg(unix)]
+fn read_regular_file(path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    // Read to the end into a buffer of the size `fstat` gave (one byte
+    // more, to see the end): no second `fstat` and no `lseek`, as
+    // `read_to_end` would make.
+    let mut bytes = vec![0; usize::try_from(meta.len()).ok()? + 1];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            bytes.resize(bytes.len() * 2, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    bytes.truncate(filled);
+    Some((bytes, meta))
+}
+
+#[cfg(not(unix))]
+fn read_regular_file(_path: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    None
+}
+
+type Read = (Hashed, Option<(PathBuf, Hashed)>, Vec<u8>);
+
+/// Reads a module by `lstat` first: a symlink (hashed as its text, and the
+/// file behind it), or the reason it cannot be read.
+fn read_by_stat(path: &Path) -> Result<Read, Box<Outcome>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Outcome::Missing,
-        Err(err) => return Outcome::Failed(format!("{}: cannot stat: {err}", path.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Box::new(Outcome::Missing));
+        }
+        Err(err) => {
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                path.display()
+            ))));
+        }
     };
     let (link_hash, content_path) = if meta.file_type().is_symlink() {
         let link = match inputs::hash_path(path) {
             Ok(link) => link,
-            Err(err) => return Outcome::Failed(format!("{err:#}")),
+            Err(err) => return Err(Box::new(Outcome::Failed(format!("{err:#}")))),
         };
         match std::fs::canonicalize(path) {
             Ok(target) => (Some(link), target),
             Err(err) => {
-                return Outcome::Failed(format!(
+                return Err(Box::new(Outcome::Failed(format!(
                     "{}: a module symlink that does not resolve: {err}",
                     path.display()
-                ));
+                ))));
             }
         }
     } else if meta.is_file() {
-        (None, path.clone())
+        (None, path.to_path_buf())
     } else {
-        return Outcome::Failed(format!(
+        return Err(Box::new(Outcome::Failed(format!(
             "{}: a module that is not a regular file",
             path.display()
-        ));
+        ))));
     };
     let bytes = match std::fs::read(&content_path) {
         Ok(bytes) => bytes,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot read: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot read: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_meta = match std::fs::metadata(&content_path) {
         Ok(meta) => meta,
         Err(err) => {
-            return Outcome::Failed(format!("{}: cannot stat: {err}", content_path.display()));
+            return Err(Box::new(Outcome::Failed(format!(
+                "{}: cannot stat: {err}",
+                content_path.display()
+            ))));
         }
     };
     let content_hash = inputs::hash_bytes(&bytes, &content_meta);
-    let (hashed, symlink_target) = match link_hash {
-        Some(link) => (link, Some((content_path, content_hash))),
-        None => (content_hash, None),
-    };
-    if !scan::may_reference_files(&bytes)
+    Ok(match link_hash {
+        Some(link) => (link, Some((content_path, content_hash)), bytes),
+        None => (content_hash, None, bytes),
+    })
+}
+
+/// Scans a module read whole, when the prefilter says it may reference files.
+fn scan_read(
+    job: &Job,
+    root: &Root,
+    aliases: &HashMap<String, String>,
+    hashed: Hashed,
+    symlink_target: Option<(PathBuf, Hashed)>,
+    bytes: &[u8],
+) -> Outcome {
+    let path = &job.file;
+    // A build script's files are always read: a directive it assembles at
+    // run time (`concat!("cargo:rerun-if-", "changed=x")`) makes it watch
+    // the whole package, and its pieces hold none of the prefilter's words.
+    if !root.build_script
+        && !scan::may_reference_files(bytes)
         && !aliases
             .keys()
-            .any(|alias| memchr::memmem::find(&bytes, alias.as_bytes()).is_some())
+            .any(|alias| memchr::memmem::find(bytes, alias.as_bytes()).is_some())
     {
         return Outcome::Read {
             hashed,
@@ -1078,7 +1302,7 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
             scan: None,
         };
     }
-    let Ok(text) = std::str::from_utf8(&bytes) else {
+    let Ok(text) = std::str::from_utf8(bytes) else {
         return Outcome::Failed(format!(
             "{}: not UTF-8, so rustc would refuse it too",
             path.display()
@@ -1089,52 +1313,11 @@ fn read_and_scan(job: &Job, root: &Root, aliases: &HashMap<String, String>) -> O
         module_dir: &job.module_dir,
         package_dir: &root.package_dir,
         aliases,
+        token_output: &root.token_output,
     };
     Outcome::Read {
         hashed,
         symlink_target,
         scan: Some(Box::new(scan::scan_file(text, &ctx))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let texts = [
-            "macro_rules! prelude { () => { mod types; } }",
-            // A mention of the name as a path segment, as libc's `s!` has.
-            "macro_rules! s { () => { #[::core::prelude::v1::derive(Clone)] struct S; } }",
-            "macro_rules! outer { () => { prelude!(); } }",
-            "use crate::outer as o;",
-        ];
-        let names = MacroCalls::read(&["prelude"], &known, &texts)
-            .unwrap()
-            .names_of("prelude");
-        let mut names: Vec<_> = names.into_iter().collect();
-        names.sort();
-        assert_eq!(names, ["o", "outer", "prelude"]);
-    }
-
-    #[test]
-    fn too_many_macro_names_are_refused_not_followed() {
-        let known = MacroKnowledge {
-            renames: &[],
-            macro_calls: &[],
-            any_metavariable_call: false,
-        };
-        let roots: Vec<String> = (0..=MAX_MACRO_NAMES).map(|i| format!("m{i}")).collect();
-        let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
-        let err = MacroCalls::read(&roots, &known, &["m0!(\"x\");"])
-            .err()
-            .expect("refused");
-        assert!(err.contains("refuses to follow that many"), "{err}");
     }
 }

@@ -31,6 +31,10 @@ pub struct Package {
     pub path_dependencies: Vec<(String, PathBuf)>,
     /// Dependency declarations: (dependency name, features it enables).
     pub dependency_features: Vec<(String, Vec<String>)>,
+    /// Dependency declarations: (package name, the name it is linked
+    /// under when renamed with `package = …`, whether it comes from a
+    /// registry rather than a path or git).
+    pub dependency_renames: Vec<(String, Option<String>, bool)>,
     /// The values of the package's `[features]` table, flattened.
     pub feature_values: Vec<String>,
     /// The README cargo hands to rustc as `CARGO_PKG_README`: the manifest's
@@ -77,81 +81,17 @@ pub struct Workspace {
     pub config: CargoConfig,
 }
 
-/// Where one cargo command writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandOutput {
-    /// The target directory: final artifacts.
-    pub target_dir: PathBuf,
-    /// The build directory (`build.build-dir`, by default the target
-    /// directory): `<profile>/deps/*.d` dep-info and build script outputs.
-    pub build_dir: PathBuf,
-}
+pub use crate::build_plan::CommandOutput;
 
 impl Workspace {
-    /// Where the cargo (or `cargo nextest`) command line `args`, run from
-    /// `repo_root`, writes, as cargo decides it: the target directory is
-    /// the last `--target-dir`, else `CARGO_TARGET_DIR`, else
-    /// `build.target-dir` from the command's `--config` values (the last
-    /// wins), else `CARGO_BUILD_TARGET_DIR` or the configuration files (what
-    /// [`Workspace::target_dir`] already holds); the build directory is
-    /// `build.build-dir` from the same sources (`CARGO_BUILD_BUILD_DIR`), else
-    /// the target directory. Arguments after `--` are not cargo's.
+    /// Where the cargo command line `args`, run from `repo_root`, writes
+    /// ([`crate::build_plan::command_output`] decides it).
     pub fn command_output<S: AsRef<str>>(
         &self,
         repo_root: &Path,
         args: &[S],
     ) -> Result<CommandOutput> {
-        let args: Vec<&str> = args
-            .iter()
-            .map(AsRef::as_ref)
-            .take_while(|a| *a != "--")
-            .collect();
-        let values = |flag: &str| -> Vec<&str> {
-            let mut found = Vec::new();
-            for (i, arg) in args.iter().enumerate() {
-                if *arg == flag {
-                    found.extend(args.get(i + 1).copied());
-                } else if let Some(value) = arg.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
-                {
-                    found.push(value);
-                }
-            }
-            found
-        };
-        let cli = CargoConfig::from_command_line(repo_root, &values("--config"))?;
-        let env_dir = |var: &str| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map(|dir| normalize(&repo_root.join(dir)))
-        };
-        let target_dir = match values("--target-dir").last() {
-            Some(dir) => normalize(&repo_root.join(dir)),
-            None if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|v| !v.is_empty()) => {
-                self.target_dir.clone()
-            }
-            None => cli
-                .target_dir(repo_root)
-                .map_or_else(|| self.target_dir.clone(), |dir| dir.path),
-        };
-        let configured_build_dir = cli
-            .build_dir(repo_root)
-            .map(|dir| cargo_config::expand_build_dir(&dir, &self.root))
-            .or_else(|| {
-                env_dir("CARGO_BUILD_BUILD_DIR").map(|path| {
-                    let set_by = "the environment variable CARGO_BUILD_BUILD_DIR".to_owned();
-                    cargo_config::expand_build_dir(&OutputDir { path, set_by }, &self.root)
-                })
-            })
-            .or_else(|| {
-                self.build_dir
-                    .as_ref()
-                    .map(|dir| cargo_config::expand_build_dir(dir, &self.root))
-            })
-            .transpose()?;
-        Ok(CommandOutput {
-            build_dir: configured_build_dir.unwrap_or_else(|| target_dir.clone()),
-            target_dir,
-        })
+        crate::build_plan::command_output(self, repo_root, &crate::build_plan::CargoArgs::new(args))
     }
 
     /// Package name to package directory, for every package built from the repository.
@@ -215,14 +155,18 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     }
     for (manifest, origin) in patched_paths(&workspace_root, repo_root, &workspace.config)? {
         if seen.insert(manifest.clone()) {
-            pending.push_back(load_path_package(neutral_dir.path(), &manifest, origin)?);
+            let (package, root) = load_path_package(neutral_dir.path(), &manifest, origin)?;
+            workspace.manifests.extend(root);
+            pending.push_back(package);
         }
     }
     while let Some(package) = pending.pop_front() {
         for (dep_name, dep_manifest) in &package.path_dependencies {
             if seen.insert(dep_manifest.clone()) {
                 let origin = format!("path dependency `{dep_name}` of {}", package.name);
-                pending.push_back(load_path_package(neutral_dir.path(), dep_manifest, origin)?);
+                let (dep, root) = load_path_package(neutral_dir.path(), dep_manifest, origin)?;
+                workspace.manifests.extend(root);
+                pending.push_back(dep);
             }
         }
         workspace.packages.push(package);
@@ -253,7 +197,15 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     Ok(workspace)
 }
 
-fn load_path_package(neutral_dir: &Path, manifest: &Path, origin: String) -> Result<Package> {
+/// A package outside the workspace, and the root manifest of the workspace
+/// it belongs to, when that is another manifest: cargo reads it to build
+/// the package (inherited `workspace = true` fields, `[workspace.lints]`),
+/// so it is an input like the package's own.
+fn load_path_package(
+    neutral_dir: &Path,
+    manifest: &Path,
+    origin: String,
+) -> Result<(Package, Option<PathBuf>)> {
     if !manifest.is_file() {
         bail!(
             "{origin} points to {}, which does not exist",
@@ -271,7 +223,9 @@ fn load_path_package(neutral_dir: &Path, manifest: &Path, origin: String) -> Res
                 manifest.display()
             )
         })?;
-    Ok(convert(package, origin))
+    let root_manifest = metadata.workspace_root.as_std_path().join("Cargo.toml");
+    let root_manifest = (root_manifest != manifest).then_some(root_manifest);
+    Ok((convert(package, origin), root_manifest))
 }
 
 fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
@@ -313,6 +267,16 @@ fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
             .dependencies
             .iter()
             .map(|dep| (dep.name.clone(), dep.features.clone()))
+            .collect(),
+        dependency_renames: package
+            .dependencies
+            .iter()
+            .map(|dep| {
+                let from_registry = dep.source.as_ref().is_some_and(|s| {
+                    s.repr.starts_with("registry+") || s.repr.starts_with("sparse+")
+                });
+                (dep.name.clone(), dep.rename.clone(), from_registry)
+            })
             .collect(),
         feature_values: package.features.values().flatten().cloned().collect(),
         readme: package.readme.as_ref().map(|r| r.to_string()),
@@ -440,88 +404,4 @@ pub fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn workspace(root: &Path, config: CargoConfig) -> Workspace {
-        Workspace {
-            root: root.to_path_buf(),
-            target_dir: root.join("target"),
-            configured_target_dir: None,
-            build_dir: None,
-            build_targets: Vec::new(),
-            packages: Vec::new(),
-            manifests: BTreeSet::new(),
-            config,
-        }
-    }
-
-    /// Where a command line writes, as cargo decides it (the environment
-    /// is left alone: tests run in parallel).
-    #[test]
-    fn command_output_follows_target_dir_and_config_as_cargo_does() {
-        if ["CARGO_TARGET_DIR", "CARGO_BUILD_BUILD_DIR"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some())
-        {
-            return;
-        }
-        let root = Path::new("/r");
-        let ws = workspace(root, CargoConfig::default());
-        let out = |args: &[&str]| ws.command_output(root, args).unwrap();
-        assert_eq!(
-            out(&["build"]),
-            CommandOutput {
-                target_dir: root.join("target"),
-                build_dir: root.join("target"),
-            }
-        );
-        let cli = out(&[
-            "build",
-            "--config",
-            "build.target-dir='a'",
-            "--config=build.target-dir='b'",
-        ]);
-        assert_eq!(cli.target_dir, root.join("b"), "the last --config wins");
-        assert_eq!(
-            cli.build_dir,
-            root.join("b"),
-            "the build dir follows the target dir"
-        );
-        let flag = out(&[
-            "build",
-            "--config",
-            "build.target-dir='a'",
-            "--target-dir",
-            "t",
-        ]);
-        assert_eq!(flag.target_dir, root.join("t"), "--target-dir wins");
-        let split = out(&[
-            "nextest",
-            "archive",
-            "--config",
-            "build.build-dir='{workspace-root}/bd'",
-        ]);
-        assert_eq!(
-            (split.target_dir, split.build_dir),
-            (root.join("target"), root.join("bd"))
-        );
-        let after = out(&["run", "--", "--target-dir", "x"]);
-        assert_eq!(
-            after.target_dir,
-            root.join("target"),
-            "after `--` is not cargo's"
-        );
-        // The checkout's build.build-dir applies when the command sets none.
-        let mut configured = workspace(root, CargoConfig::default());
-        configured.build_dir = Some(OutputDir {
-            path: root.join("cfg-bd"),
-            set_by: "build.build-dir in .cargo/config.toml".into(),
-        });
-        let got = configured.command_output(root, &["build"]).unwrap();
-        assert_eq!(got.build_dir, root.join("cfg-bd"));
-    }
 }

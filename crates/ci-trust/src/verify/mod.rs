@@ -18,9 +18,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
-use crate::key::workspace::CommandOutput;
+use crate::build_plan::BuildPlan;
 use crate::key::{self, KeyManifest};
-use crate::policy::{ArchiveSpec, Policy};
+use crate::policy::Policy;
 use crate::{flags, gha};
 
 impl flags::VerifyKey {
@@ -62,6 +62,7 @@ impl flags::VerifyKey {
                 &self.command,
                 &output_dirs,
                 choice,
+                self.key_tree,
             );
         }
         let mut args = Vec::new();
@@ -93,10 +94,9 @@ impl flags::VerifyKey {
                 build.push(triple);
             }
             let dirs = BuildDirs {
-                profile_dir: build.join(profile_dir(&self.profile)),
+                profile_dir: build.join(crate::build_plan::profile_dir(&self.profile)),
                 build_dir: outputs.build_dir.clone(),
                 target_dir: outputs.target_dir.clone(),
-                tool_dir: key::unbuilt_tool_dir(&workspace, &policy),
             };
             let report = check(&root, &manifest, &package_dirs, &dirs)?;
             eprint!("{}", gha::log_block(&report.render()));
@@ -123,15 +123,14 @@ pub fn check_archive_builds(root: &Path, manifest: &KeyManifest, policy: &Policy
     let package_dirs = workspace.package_dirs();
     let triples = configured_triples(&workspace, manifest);
     let mut dirs = Vec::new();
-    for spec in &policy.archive {
-        let args = spec.nextest.iter().chain(&spec.build).flatten();
-        let args: Vec<&str> = args.map(String::as_str).collect();
-        let outputs = workspace.command_output(root, &args)?;
-        dirs.extend(archive_build_dirs(&outputs, &triples, spec));
-    }
-    let tool_dir = key::unbuilt_tool_dir(&workspace, policy);
-    for dir in &mut dirs {
-        dir.tool_dir.clone_from(&tool_dir);
+    for plan in BuildPlan::for_policy(root, &workspace, policy)? {
+        for profile_dir in plan.profile_dirs(&triples) {
+            dirs.push(BuildDirs {
+                target_dir: plan.output.target_dir.clone(),
+                build_dir: plan.output.build_dir.clone(),
+                profile_dir,
+            });
+        }
     }
     dirs.sort();
     dirs.dedup();
@@ -165,53 +164,6 @@ pub struct BuildDirs {
     pub build_dir: PathBuf,
     /// `<build-dir>/[<triple>/]<profile>`.
     pub profile_dir: PathBuf,
-    /// The xtask's package directory when no archive compiles it: `cargo
-    /// xtask` builds it into the same directory, and a compilation that
-    /// reads only its files is tooling, counted, not checked.
-    pub tool_dir: Option<PathBuf>,
-}
-
-/// Where an archive's build wrote: `<build-dir>/[<triple>/]<profile>`, from
-/// the command's output directories (`outputs`, which follow its
-/// `--target-dir` and `--config`) and its `--target`, `--cargo-profile` /
-/// `--profile` and `--release` arguments (nextest's `--profile` is a
-/// nextest profile, not a cargo one).
-pub fn archive_profile_dir(outputs: &CommandOutput, spec: &ArchiveSpec) -> BuildDirs {
-    let (args, cargo_profile_flag) = match (&spec.nextest, &spec.build) {
-        (Some(args), _) => (args.as_slice(), "--cargo-profile"),
-        (None, Some(args)) => (args.as_slice(), "--profile"),
-        (None, None) => (&[][..], "--profile"),
-    };
-    let value = |flag: &str| -> Option<String> {
-        let mut found = None;
-        for (i, arg) in args.iter().enumerate() {
-            if arg == flag {
-                found = args.get(i + 1).cloned();
-            } else if let Some(v) = arg
-                .strip_prefix(flag)
-                .and_then(|rest| rest.strip_prefix('='))
-            {
-                found = Some(v.to_owned());
-            }
-        }
-        found
-    };
-    let profile = match value(cargo_profile_flag) {
-        Some(profile) => profile,
-        None if args.iter().any(|a| a == "--release" || a == "-r") => "release".to_owned(),
-        None => "dev".to_owned(),
-    };
-    let mut dir = outputs.build_dir.clone();
-    if let Some(triple) = value("--target") {
-        // A `.json` specification builds into a directory named by its stem.
-        dir.push(key::cargo_config::target_dir_name(&triple));
-    }
-    BuildDirs {
-        profile_dir: dir.join(profile_dir(&profile)),
-        build_dir: outputs.build_dir.clone(),
-        target_dir: outputs.target_dir.clone(),
-        tool_dir: None,
-    }
 }
 
 /// The configuration's `build.target` triples, `host-tuple` replaced by the
@@ -233,47 +185,6 @@ fn configured_triples(
             _ => t.clone(),
         })
         .collect()
-}
-
-/// [`archive_profile_dir`], with the configuration's `build.target` triples
-/// (`configured_targets`) when the command names no `--target`: cargo then
-/// builds into `<build-dir>/<triple>/<profile>` for each of them.
-pub fn archive_build_dirs(
-    outputs: &CommandOutput,
-    configured_targets: &[String],
-    spec: &ArchiveSpec,
-) -> Vec<BuildDirs> {
-    let dirs = archive_profile_dir(outputs, spec);
-    let args = spec.nextest.iter().chain(&spec.build).flatten();
-    let names_target = args
-        .into_iter()
-        .any(|a| a == "--target" || a.starts_with("--target="));
-    if names_target || configured_targets.is_empty() {
-        return vec![dirs];
-    }
-    let profile = dirs
-        .profile_dir
-        .file_name()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    configured_targets
-        .iter()
-        .map(|triple| BuildDirs {
-            profile_dir: dirs.build_dir.join(triple).join(&profile),
-            build_dir: dirs.build_dir.clone(),
-            target_dir: dirs.target_dir.clone(),
-            tool_dir: None,
-        })
-        .collect()
-}
-
-/// The directory cargo uses for a profile: `dev` and `test` build into `debug`.
-pub fn profile_dir(profile: &str) -> &str {
-    match profile {
-        "dev" | "test" => "debug",
-        "bench" => "release",
-        other => other,
-    }
 }
 
 /// A file the build read that the key does not cover.
@@ -300,8 +211,6 @@ pub struct Report {
     pub vanished_files: usize,
     /// Git metadata a build script watches (`.git/HEAD`), never a key input.
     pub git_files: usize,
-    /// Compilations of the xtask itself (no archive compiles it).
-    pub tool_compilations: usize,
     pub misses: Vec<Miss>,
 }
 
@@ -334,13 +243,6 @@ impl Report {
                 out,
                 "  {} git metadata files watched by build scripts: never key inputs (an archive may carry another commit's git information)",
                 self.git_files
-            );
-        }
-        if self.tool_compilations > 0 {
-            let _ = writeln!(
-                out,
-                "  {} compilations of the xtask itself (no archive builds it): tooling, not checked",
-                self.tool_compilations
             );
         }
         if self.vanished_files > 0 {
@@ -387,7 +289,6 @@ pub fn check(
         target_dir,
         build_dir,
         profile_dir,
-        tool_dir,
     } = dirs;
     if !profile_dir.is_dir() {
         bail!(
@@ -405,12 +306,26 @@ pub fn check(
         }
     }
     let inputs: BTreeSet<&str> = manifest.inputs.iter().map(|i| i.path.as_str()).collect();
+    // Cargo writes the paths below `build.dep-info-basedir` relative to it
+    // in its own dep-info files; rustc's are relative to its working
+    // directory, the workspace root.
+    let basedir = std::env::var_os("CARGO_BUILD_DEP_INFO_BASEDIR")
+        .filter(|v| !v.is_empty())
+        .map(|dir| key::workspace::normalize(&root.join(dir)))
+        .or_else(|| {
+            key::cargo_config::CargoConfig::load(root)
+                .ok()?
+                .dep_info_basedir(root)
+                .map(|dir| dir.path)
+        })
+        .unwrap_or_else(|| root.to_path_buf());
     let mut report = Report::default();
     // path -> who read it; a BTreeMap keeps the report sorted and deduplicated.
     let mut read: BTreeMap<PathBuf, (String, Source)> = BTreeMap::new();
 
     let mut dep_infos = Vec::new();
     let mut outputs = Vec::new();
+    let mut from_cargo: Vec<(Vec<PathBuf>, String)> = Vec::new();
     for dir in &profile_dirs {
         dep_infos.extend(dep_info_files(dir)?);
         outputs.extend(build_outputs(dir)?);
@@ -420,39 +335,31 @@ pub fn check(
         let dep_info = dep_info.as_path();
         let text = std::fs::read_to_string(dep_info)
             .with_context(|| format!("cannot read {}", dep_info.display()))?;
-        let reader = compilation_name(dep_info);
-        let listed = parse_dep_info(&text).with_context(|| {
+        let (listed, format) = parse_any_dep_info(&text).with_context(|| {
             format!(
                 "{}: cannot read this dep-info file faithfully, so the check cannot be trusted",
                 dep_info.display()
             )
         })?;
+        let (reader, base) = match format {
+            DepInfoFormat::Rustc => (compilation_name(dep_info), root),
+            DepInfoFormat::Cargo => (artifact_name(dep_info), basedir.as_path()),
+        };
         let listed: Vec<PathBuf> = listed
             .into_iter()
             .map(|path| {
                 key::workspace::normalize(&if path.is_absolute() {
                     path
                 } else {
-                    root.join(path)
+                    base.join(path)
                 })
             })
             .collect();
-        if let Some(tool) = tool_dir {
-            // Only the tool's files, and none of a package nested in its
-            // directory (that one is built, and checked).
-            let nested: Vec<&PathBuf> = package_dirs
-                .values()
-                .filter(|d| *d != tool && d.starts_with(tool))
-                .collect();
-            let in_repo: Vec<&PathBuf> = listed.iter().filter(|p| p.starts_with(root)).collect();
-            let tooling = !in_repo.is_empty()
-                && in_repo
-                    .iter()
-                    .all(|p| p.starts_with(tool) && !nested.iter().any(|d| p.starts_with(d)));
-            if tooling {
-                report.tool_compilations += 1;
-                continue;
-            }
+        if format == DepInfoFormat::Cargo {
+            // Cargo's lists repeat rustc's and the build scripts' declared
+            // paths: read after both, they name only what those did not.
+            from_cargo.push((listed, reader));
+            continue;
         }
         for path in listed {
             for file in expand_dir(&path) {
@@ -502,6 +409,14 @@ pub fn check(
         }
     }
 
+    for (listed, reader) in from_cargo {
+        for path in listed {
+            for file in expand_dir(&path) {
+                read.entry(file)
+                    .or_insert_with(|| (reader.clone(), Source::Cargo));
+            }
+        }
+    }
     for (path, (reader, source)) in read {
         if path.starts_with(target_dir) || path.starts_with(build_dir) {
             report.generated_files += 1;
@@ -516,7 +431,11 @@ pub fn check(
             continue;
         }
         // Unix paths separate with `/` only: a `\` is part of a name.
-        let rel = rel.to_string_lossy().into_owned();
+        let rel = match rel.to_string_lossy().into_owned() {
+            // The root's entry set is the input `.`.
+            empty if empty.is_empty() => ".".to_owned(),
+            rel => rel,
+        };
         // As in ci-key: git metadata is a documented residual, not a miss.
         if crate::key::is_git_metadata(&rel) {
             report.git_files += 1;
@@ -545,14 +464,26 @@ pub fn check(
             Source::Compiler => format!(
                 "a macro (a proc macro, or a macro_rules! include used from another file) made rustc read it; add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or teach ci-key's discovery this form"
             ),
+            Source::Cargo => format!(
+                "cargo lists it for this artifact (what rustc read, or a build script declared); add key.include = [\"{rel}\"] (or a glob of its directory) to the policy, or rebuild so that rustc's own dep-info says which compilation read it"
+            ),
             Source::BuildScript => format!(
-                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{rel}\"] to the policy"
+                "the build script declares it with a path built at run time; print it as a literal `cargo::rerun-if-changed=` line, or add key.include = [\"{}\"] to the policy",
+                if path.is_dir() {
+                    format!("{rel}/**")
+                } else {
+                    rel.clone()
+                }
             ),
             Source::BuildScriptLink => format!(
-                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/*\"]) to the policy",
-                Path::new(&rel)
-                    .parent()
-                    .map_or(String::new(), |d| d.display().to_string())
+                "the build script hands it (or its directory) to rustc or the linker (rustc-link-search, rustc-link-arg, rustc-flags); declare the directory with a literal `cargo::rerun-if-changed=`, or add a glob of the whole directory (key.include = [\"{}/**\"]) to the policy",
+                if path.is_dir() {
+                    rel.clone()
+                } else {
+                    Path::new(&rel)
+                        .parent()
+                        .map_or(String::new(), |d| d.display().to_string())
+                }
             ),
         };
         report.misses.push(Miss {
@@ -575,6 +506,9 @@ pub fn check(
 #[derive(Debug, Clone, Copy)]
 enum Source {
     Compiler,
+    /// Cargo's dep-info only: rustc's files and the build scripts' outputs
+    /// do not name it (they were removed, or are another build's).
+    Cargo,
     BuildScript,
     /// Handed to rustc or the linker by a build script's output.
     BuildScriptLink,
@@ -632,12 +566,14 @@ fn link_paths(output: &str, package_dir: &Path, root: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// Every rustc dep-info file of a profile directory.
+/// Every dep-info file of a profile directory: rustc's, in `deps/`,
+/// `examples/` and `build/*/`, and cargo's own beside the final artifacts
+/// (`<profile>/*.d`, `examples/<name>.d`), which repeat rustc's lists for
+/// those artifacts with the build scripts' `rerun-if-changed` paths folded
+/// in. Both are read: a file either lists is checked.
 fn dep_info_files(profile_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    // Cargo's own `<profile>/*.d` files repeat these for final artifacts,
-    // with build-script directories folded in; rustc's files are the source.
-    for dir in ["deps", "examples", "build"] {
+    for dir in ["", "deps", "examples", "build"] {
         let dir = profile_dir.join(dir);
         let depth = if dir.ends_with("build") { 2 } else { 1 };
         if !dir.is_dir() {
@@ -699,6 +635,97 @@ fn compilation_name(dep_info: &Path) -> String {
     } else {
         format!("compilation of crate `{crate_name}`")
     }
+}
+
+/// Who wrote a dep-info file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DepInfoFormat {
+    /// rustc's `--emit=dep-info`: rules, a blank line, one `DEP:` line per file.
+    Rustc,
+    /// cargo's, beside a final artifact: one rule line.
+    Cargo,
+}
+
+/// The files a dep-info file of either format lists.
+fn parse_any_dep_info(text: &str) -> Result<(Vec<PathBuf>, DepInfoFormat)> {
+    // Cargo writes one line; rustc never does (a rule is followed by a
+    // blank line, then the `DEP:` lines).
+    let one_line = text
+        .strip_suffix('\n')
+        .is_some_and(|line| !line.contains('\n'));
+    if one_line {
+        Ok((parse_cargo_dep_info(text)?, DepInfoFormat::Cargo))
+    } else {
+        Ok((parse_dep_info(text)?, DepInfoFormat::Rustc))
+    }
+}
+
+/// The files of cargo's own dep-info file (`<artifact>: DEP DEP …` on one
+/// line, written by cargo's `output_depinfo`): each name with a space
+/// written `\ `, nothing else escaped. So `a\ b` is the file `a b`, or
+/// the files `a\` and `b`; every reading of such a run is returned (a
+/// file any of them names is checked), not a guess. A line break in a name
+/// would make a second line, which is refused by the caller's reading.
+fn parse_cargo_dep_info(text: &str) -> Result<Vec<PathBuf>> {
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let deps = match line.split_once(": ") {
+        Some((_, deps)) => deps,
+        // An artifact with no prerequisite: `ARTIFACT:`.
+        None if line.ends_with(':') => return Ok(Vec::new()),
+        None => bail!(
+            "line 1: no `ARTIFACT: DEP …` rule (cargo writes one line, rustc a rule, a blank line and one `DEP:` line per file)"
+        ),
+    };
+    // Runs of words joined by `\ `: a word ending in `\` was followed by
+    // an escaped space, or is a name ending in `\`.
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    let mut continues = false;
+    for word in deps.split(' ') {
+        match runs.last_mut() {
+            Some(run) if continues => run.push(word),
+            _ => runs.push(vec![word]),
+        }
+        continues = word.ends_with('\\');
+    }
+    let mut files = Vec::new();
+    for run in runs {
+        // Each piece without the `\` before a space (the escape, or the
+        // name's own last character).
+        let last = run.len() - 1;
+        let pieces: Vec<&str> = run
+            .iter()
+            .enumerate()
+            .map(|(i, piece)| match i < last {
+                true => piece.strip_suffix('\\').unwrap_or(piece),
+                false => piece,
+            })
+            .collect();
+        for start in 0..=last {
+            for end in start..=last {
+                let mut name = pieces[start..=end].join(" ");
+                if end < last {
+                    // A separator after it: the `\` was the name's.
+                    name.push('\\');
+                }
+                if name.is_empty() {
+                    bail!("line 1: an empty prerequisite name (two spaces in a row)");
+                }
+                files.push(PathBuf::from(name));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    Ok(files)
+}
+
+/// A readable name for the final artifact a cargo dep-info file describes.
+fn artifact_name(dep_info: &Path) -> String {
+    let stem = dep_info
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("the artifact `{stem}` (cargo's dep-info)")
 }
 
 /// The files a rustc dep-info file lists, read with rustc's exact format.
@@ -791,7 +818,10 @@ fn rerun_paths(output: &str) -> Vec<String> {
         .collect()
 }
 
-/// A declared directory means every file below it, as cargo watches it.
+/// A declared directory means every file below it, as cargo watches it,
+/// and the entry set of every directory in it (the key hashes a directory
+/// it walks as its entries: a search directory is listed by the linker, a
+/// watched one by the script that watches it).
 fn expand_dir(path: &Path) -> Vec<PathBuf> {
     if !path.is_dir() {
         return vec![path.to_path_buf()];
@@ -800,7 +830,6 @@ fn expand_dir(path: &Path) -> Vec<PathBuf> {
         .follow_links(false)
         .into_iter()
         .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir())
         .map(|e| e.into_path())
         .collect()
 }
@@ -828,89 +857,6 @@ mod tests {
             warnings: vec![],
             stats: Default::default(),
         }
-    }
-
-    fn outputs(target: &str) -> CommandOutput {
-        CommandOutput {
-            target_dir: PathBuf::from(target),
-            build_dir: PathBuf::from(target),
-        }
-    }
-
-    #[test]
-    fn archive_profile_dirs_follow_the_build_arguments() {
-        let spec = |nextest: Option<&[&str]>, build: Option<&[&str]>| ArchiveSpec {
-            file: "a.tar.zst".into(),
-            nextest: nextest.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            build: build.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            binaries: vec![],
-        };
-        let t = outputs("/r/target");
-        assert_eq!(
-            archive_profile_dir(&t, &spec(Some(&["-p", "x"]), None)).profile_dir,
-            Path::new("/r/target/debug")
-        );
-        assert_eq!(
-            archive_profile_dir(
-                &t,
-                &spec(
-                    Some(&["--cargo-profile", "ci", "--profile", "nextest-ci"]),
-                    None
-                )
-            )
-            .profile_dir,
-            Path::new("/r/target/ci")
-        );
-        assert_eq!(
-            archive_profile_dir(&t, &spec(None, Some(&["--profile=ci"]))).profile_dir,
-            Path::new("/r/target/ci")
-        );
-        assert_eq!(
-            archive_profile_dir(&t, &spec(None, Some(&["--release"]))).profile_dir,
-            Path::new("/r/target/release")
-        );
-        // Dep-info is in the build directory, with the triple below it.
-        let split = CommandOutput {
-            target_dir: PathBuf::from("/r/out"),
-            build_dir: PathBuf::from("/r/build"),
-        };
-        assert_eq!(
-            archive_profile_dir(
-                &split,
-                &spec(None, Some(&["--target", "x86_64-unknown-linux-gnu"]))
-            ),
-            BuildDirs {
-                target_dir: PathBuf::from("/r/out"),
-                build_dir: PathBuf::from("/r/build"),
-                profile_dir: PathBuf::from("/r/build/x86_64-unknown-linux-gnu/debug"),
-                tool_dir: None,
-            }
-        );
-    }
-
-    #[test]
-    fn configured_build_targets_choose_the_archive_build_directories() {
-        let spec = |args: &[&str]| ArchiveSpec {
-            file: "a.tar.zst".into(),
-            nextest: Some(args.iter().map(|s| s.to_string()).collect()),
-            build: None,
-            binaries: vec![],
-        };
-        let t = outputs("/r/target");
-        let triples = ["aarch64-unknown-linux-gnu".to_owned()];
-        let dirs = archive_build_dirs(&t, &triples, &spec(&["--cargo-profile", "ci"]));
-        assert_eq!(
-            dirs,
-            [BuildDirs {
-                target_dir: PathBuf::from("/r/target"),
-                build_dir: PathBuf::from("/r/target"),
-                profile_dir: PathBuf::from("/r/target/aarch64-unknown-linux-gnu/ci"),
-                tool_dir: None,
-            }]
-        );
-        // The command's own --target wins over the configuration.
-        let dirs = archive_build_dirs(&t, &triples, &spec(&["--target", "specs/gpu.json"]));
-        assert_eq!(dirs[0].profile_dir, PathBuf::from("/r/target/gpu/debug"));
     }
 
     #[test]
@@ -951,7 +897,6 @@ mod tests {
                 target_dir: target.clone(),
                 build_dir: target.clone(),
                 profile_dir: triple_debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -990,7 +935,6 @@ mod tests {
                 target_dir: root.join("target"),
                 build_dir: root.join("target"),
                 profile_dir: debug,
-                tool_dir: None,
             },
         )
         .unwrap();
@@ -1019,7 +963,6 @@ mod tests {
             target_dir: root.join("target"),
             build_dir: root.join("target"),
             profile_dir: debug,
-            tool_dir: None,
         };
         let packages = BTreeMap::new();
         let report = check(&root, &manifest(&["data.txt"]), &packages, &dirs).unwrap();
@@ -1067,6 +1010,38 @@ mod tests {
             .map(PathBuf::from)
             .to_vec()
         );
+    }
+
+    /// Cargo's own format, as `output_depinfo` writes it: one line, a
+    /// space written `\ `, nothing else escaped. `trail\ z` is `trail z`,
+    /// or `trail\` and `z`: both readings are checked.
+    #[test]
+    fn cargo_dep_info_is_one_line_and_every_reading_of_an_escape_is_kept() {
+        let text = "/t/debug/examples/ex: /r/build.rs /r/my\\ dir/x.txt src/lib.rs\n";
+        let (files, format) = parse_any_dep_info(text).unwrap();
+        assert_eq!(format, DepInfoFormat::Cargo);
+        assert_eq!(
+            files,
+            [
+                "/r/build.rs",
+                "/r/my\\",
+                "/r/my dir/x.txt",
+                "dir/x.txt",
+                "src/lib.rs"
+            ]
+            .map(PathBuf::from)
+            .to_vec()
+        );
+        assert_eq!(
+            parse_any_dep_info("/t/debug/libm.so:\n").unwrap(),
+            (Vec::new(), DepInfoFormat::Cargo)
+        );
+        // rustc's format is told apart by its blank line and `DEP:` lines.
+        let (files, format) = parse_any_dep_info("/t/m.d: src/lib.rs\n\nsrc/lib.rs:\n").unwrap();
+        assert_eq!((files.len(), format), (1, DepInfoFormat::Rustc));
+        for bad in ["no rule here\n", "/t/a: x  y\n", "/t/a:x\n"] {
+            assert!(parse_any_dep_info(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

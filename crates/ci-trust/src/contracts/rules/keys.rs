@@ -211,7 +211,9 @@ impl Checker<'_> {
                     manifest
                         .inputs
                         .into_iter()
-                        .filter(|i| i.kind != "absent")
+                        // hashFiles() hashes files: an absence or a
+                        // directory's entry set is nothing it could cover.
+                        .filter(|i| i.kind != "absent" && i.kind != "directory")
                         .map(|i| i.path)
                         .collect(),
                 )

@@ -75,6 +75,9 @@ struct Watched {
     files_in: HashMap<PathBuf, Vec<PathBuf>>,
     /// The mounts the repository is on (see [`repository_mounts`]).
     repository_mounts: HashSet<u64>,
+    /// Files outside the repository whose opens are only counted: a key
+    /// tree's manifest, which proves that the watch sees the build.
+    control: HashSet<Identity>,
 }
 
 /// A repository symlink whose target is outside the repository.
@@ -120,6 +123,8 @@ pub struct Opened {
 pub struct Collected {
     pub opened: Vec<Opened>,
     pub events: usize,
+    /// Opens of the control files (see [`OpenWatch::start`]).
+    pub control_events: usize,
     /// Each repository directory's files when the watch started: a listing
     /// read those names, even if the build removed some before the check.
     pub files_in: HashMap<PathBuf, Vec<PathBuf>>,
@@ -138,8 +143,11 @@ impl OpenWatch {
         init_group().is_ok()
     }
 
-    /// Starts watching every directory of `root` (see [`mark_directories`]).
-    pub fn start(root: &Path, output_dirs: &[PathBuf]) -> Result<OpenWatch> {
+    /// Starts watching every directory of `root` (see [`mark_directories`]),
+    /// and counting the opens of `control` files (a build in the key tree
+    /// opens the tree's manifest, not the checkout's: its opens show the
+    /// watch sees the build).
+    pub fn start(root: &Path, output_dirs: &[PathBuf], control: &[PathBuf]) -> Result<OpenWatch> {
         let group = init_group()?;
         let root = std::fs::canonicalize(root)
             .with_context(|| format!("cannot resolve {}", root.display()))?;
@@ -163,6 +171,18 @@ impl OpenWatch {
             );
         }
         watched.repository_mounts = repository_mounts(&root)?;
+        for file in control {
+            use std::os::unix::fs::MetadataExt;
+            mark(
+                &group,
+                file,
+                libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
+                FILE_EVENTS,
+            )?;
+            let metadata = std::fs::metadata(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            watched.control.insert((metadata.dev(), metadata.ino()));
+        }
         // Executions on the mounts of the repository and of the output
         // directories (build scripts run from there): they name a process
         // that has exited by the time its reads are looked at.
@@ -261,7 +281,7 @@ fn drain(group: &File) -> Result<()> {
 /// build starts (double fork, `setsid`) stays under this process, so that
 /// [`kill_descendants`] finds it.
 #[allow(unsafe_code)]
-fn become_subreaper() -> Result<()> {
+pub(crate) fn become_subreaper() -> Result<()> {
     // SAFETY: prctl with integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     if rc != 0 {
@@ -274,11 +294,12 @@ fn become_subreaper() -> Result<()> {
 /// Kills every live descendant of this process and reaps those that are
 /// its children, until none is left; returns the pids killed.
 #[allow(unsafe_code)]
-fn kill_descendants() -> Result<Vec<u32>> {
+pub(crate) fn kill_descendants() -> Result<Vec<u32>> {
     let own = std::process::id();
     let mut killed = Vec::new();
     for _ in 0..200 {
         let mut parents: HashMap<u32, u32> = HashMap::new();
+        let mut dead: HashSet<u32> = HashSet::new();
         let entries = std::fs::read_dir("/proc").context("cannot list /proc")?;
         for entry in entries.flatten() {
             let Some(pid) = entry
@@ -291,7 +312,9 @@ fn kill_descendants() -> Result<Vec<u32>> {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            // `pid (comm) state ppid …`: a zombie (state Z) is dead already.
+            // `pid (comm) state ppid …`: a zombie (state Z) is dead already,
+            // unless only its main thread is: a process whose main thread
+            // exited alone shows `Z` while its other threads run on.
             let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
                 continue;
             };
@@ -300,14 +323,17 @@ fn kill_descendants() -> Result<Vec<u32>> {
             let Some(ppid) = fields.next().and_then(|p| p.parse::<u32>().ok()) else {
                 continue;
             };
-            if state != "Z" && state != "X" {
-                parents.insert(pid, ppid);
+            // Every process is a link in the chain: the children of such a
+            // process name it as their parent.
+            parents.insert(pid, ppid);
+            if (state == "Z" || state == "X") && !has_live_thread(pid) {
+                dead.insert(pid);
             }
         }
         let live: Vec<u32> = parents
             .keys()
             .copied()
-            .filter(|&pid| pid != own && descends_in(&parents, pid, own))
+            .filter(|&pid| pid != own && !dead.contains(&pid) && descends_in(&parents, pid, own))
             .collect();
         // Reap the dead children (daemons reparented here included).
         loop {
@@ -340,6 +366,21 @@ fn kill_descendants() -> Result<Vec<u32>> {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// Whether any thread of process `pid` is alive (its main thread can be a
+/// zombie while the others run).
+fn has_live_thread(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    })
 }
 
 /// Whether `pid` descends from `ancestor` in the `parents` table.
@@ -547,6 +588,10 @@ fn collect(
             let name = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
             let metadata = file.metadata().ok();
             let identity = metadata.as_ref().map(|m| (m.dev(), m.ino()));
+            if identity.is_some_and(|id| watched.control.contains(&id)) {
+                collected.control_events += 1;
+                continue;
+            }
             let named = identity.and_then(|id| watched.names.get(&id));
             let path = match name {
                 Ok(path) => strip_deleted(path, metadata.as_ref()),
@@ -868,8 +913,17 @@ fn read_process(pid: u32, started: SystemTime) -> Option<ProcessInfo> {
 }
 
 /// Checks what the watch collected, as [`super::check`] checks a strace log.
-pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
+/// In a key tree (`in_key_tree`) the watch is of the checkout the build
+/// cannot see: no access to it is the good outcome, and the opens of the
+/// tree's manifest show that the watch saw the build.
+pub fn check(collected: &Collected, scope: &Scope, in_key_tree: bool) -> Result<TraceReport> {
+    if in_key_tree && collected.control_events == 0 {
+        bail!(
+            "the fanotify watch saw no open of the key tree's manifest: it did not see the build, so it proves nothing"
+        );
+    }
     let mut analysis = Analysis::new(scope);
+    analysis.checkout_unused_is_fine = in_key_tree;
     let mut processes: HashMap<u32, Rc<Process>> = HashMap::new();
     let mut foreign: Vec<(PathBuf, Rc<Process>)> = Vec::new();
     // Each file opened, and the first process that opened it.
@@ -960,6 +1014,12 @@ pub fn check(collected: &Collected, scope: &Scope) -> Result<TraceReport> {
         });
     }
     report.recorded = "fanotify events";
+    if in_key_tree {
+        report.key_tree = Some(format!(
+            "the build ran in the key tree: this watch is of the checkout, which the build cannot see ({} opens of the tree's manifest show it saw the build); any access to the checkout is listed here",
+            collected.control_events
+        ));
+    }
     report.watched_repository_only = true;
     // fanotify does not see `readlink`: the text of a repository symlink
     // that is not a key input may have been read (a dangling link's text

@@ -1,0 +1,454 @@
+//! Making the key tree: a fresh directory that holds exactly the inputs of
+//! one computed key, taken from the manifest `key::compute` returned (the
+//! very list the key was hashed from, never a second walk of the checkout).
+//!
+//! Each input is placed as the key recorded it: a file is copied (the
+//! kernel copies in place, and clones where the file system can) with
+//! mode 0644, or 0755 when the key says executable; a symlink is made with
+//! its recorded text; an absent input is left absent; a path the key
+//! reaches through one of its symlinks is left to that symlink. Then every
+//! input is hashed again *in the tree* and compared with the manifest, so
+//! a checkout that changed since its key was computed, or a link that
+//! resolves differently in the tree, is an error, never a quiet difference.
+//!
+//! Nothing is written outside the new directory: directories are made
+//! before any symlink exists, files are created new, and symlinks come
+//! last, so no write goes through a link. Must not: read a checkout path
+//! the manifest does not name, or keep anything when it fails.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rayon::prelude::*;
+
+use crate::key::{Input, KeyManifest, hashes_to};
+
+/// A staged key tree and what making it cost.
+#[derive(Debug)]
+pub struct Staged {
+    pub dir: tempfile::TempDir,
+    /// Regular files copied, symlinks made, and inputs recorded absent.
+    pub files: usize,
+    pub symlinks: usize,
+    pub absent: usize,
+    /// Inputs reached through a symlink of the tree (checked, not copied).
+    pub through_links: usize,
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// How one input is placed in the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    File { executable: bool },
+    Symlink,
+    Directory,
+    Absent,
+}
+
+fn placement(input: &Input) -> Result<Placement> {
+    Ok(match input.kind.as_str() {
+        "file" => Placement::File { executable: false },
+        "executable" => Placement::File { executable: true },
+        "symlink" => Placement::Symlink,
+        "directory" => Placement::Directory,
+        "absent" => Placement::Absent,
+        other => bail!(
+            "the key tree cannot hold the input {} of kind {other:?}: this ci-trust does not know that kind",
+            escape(&input.path)
+        ),
+    })
+}
+
+/// A repository-relative input path, checked to be plain: relative,
+/// `/`-separated normal components only (no `.`, `..`, root or empty part).
+fn plain(path: &str) -> Result<PathBuf> {
+    let rel = Path::new(path);
+    let ok = !path.is_empty()
+        && !path.contains("//")
+        && !path.ends_with('/')
+        && rel
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)));
+    if !ok {
+        bail!(
+            "the key input {} is not a plain repository-relative path; the key tree refuses it",
+            escape(path)
+        );
+    }
+    Ok(rel.to_path_buf())
+}
+
+/// Stages the inputs of `manifest`, read from the checkout at `root`, into
+/// a new directory under `parent` (the system's temporary directory when
+/// `None`).
+pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Result<Staged> {
+    let started = Instant::now();
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("ci-trust-key-tree-");
+    let dir = match parent {
+        Some(parent) => builder.tempdir_in(parent),
+        None => builder.tempdir(),
+    }
+    .context("cannot create a directory for the key tree")?;
+    let tree = dir.path().to_path_buf();
+    let mut inputs: Vec<(&Input, PathBuf, Placement)> = Vec::new();
+    for input in &manifest.inputs {
+        inputs.push((input, plain(&input.path)?, placement(input)?));
+    }
+    if inputs.iter().all(|(_, _, p)| *p == Placement::Absent) {
+        bail!("the key has no file input to stage: a key tree of nothing proves nothing");
+    }
+    // A path below one of the key's symlinks is reached through it; the
+    // file behind the link is an input of its own, at its real path.
+    let links: BTreeSet<&Path> = inputs
+        .iter()
+        .filter(|(_, _, p)| *p == Placement::Symlink)
+        .map(|(_, rel, _)| rel.as_path())
+        .collect();
+    let through_link = |rel: &Path| rel.ancestors().skip(1).any(|dir| links.contains(dir));
+    let direct: Vec<&(&Input, PathBuf, Placement)> = inputs
+        .iter()
+        .filter(|(_, rel, _)| !through_link(rel))
+        .collect();
+
+    // 1. Directories, before any symlink exists: nothing here can be
+    // written through a link.
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o755);
+    for (input, rel, placement) in &direct {
+        let wanted = match placement {
+            Placement::Directory => Some(tree.join(rel)),
+            Placement::File { .. } | Placement::Symlink => rel.parent().map(|p| tree.join(p)),
+            Placement::Absent => None,
+        };
+        if let Some(wanted) = wanted {
+            dirs.create(&wanted).with_context(|| {
+                format!(
+                    "cannot make the directory of {} in the key tree",
+                    escape(&input.path)
+                )
+            })?;
+        }
+    }
+
+    // 2. Files, in parallel: a new file each, then its mode, then its hash.
+    let files: Vec<&&(&Input, PathBuf, Placement)> = direct
+        .iter()
+        .filter(|(_, _, p)| matches!(p, Placement::File { .. }))
+        .collect();
+    let bytes: u64 = files
+        .par_iter()
+        .map(|(input, rel, placement)| -> Result<u64> {
+            let source = root.join(rel);
+            let target = tree.join(rel);
+            if std::fs::symlink_metadata(&target).is_ok() {
+                bail!(
+                    "{} is in the key twice, or below another input",
+                    escape(&input.path)
+                );
+            }
+            // `copy` uses the kernel's copy (a clone where the file system
+            // has them); the target does not exist, and no symlink does yet.
+            let copied = std::fs::copy(&source, &target).with_context(|| {
+                format!(
+                    "cannot copy the key input {} into the key tree",
+                    escape(&input.path)
+                )
+            })?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = if matches!(placement, Placement::File { executable: true }) {
+                    0o755
+                } else {
+                    0o644
+                };
+                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+                    .with_context(|| format!("cannot set the mode of {}", escape(&input.path)))?;
+            }
+            let _ = placement;
+            check(&target, input)?;
+            Ok(copied)
+        })
+        .sum::<Result<u64>>()?;
+
+    // 3. Symlinks, last, with the text the key hashed.
+    let mut symlinks = 0;
+    for (input, rel, _) in direct.iter().filter(|(_, _, p)| *p == Placement::Symlink) {
+        let text = std::fs::read_link(root.join(rel))
+            .with_context(|| format!("cannot read the link {}", escape(&input.path)))?;
+        if text.is_absolute() {
+            bail!(
+                "the key input {} is a link to an absolute path; the key tree holds only links that stay inside it",
+                escape(&input.path)
+            );
+        }
+        make_symlink(&text, &tree.join(rel)).with_context(|| {
+            format!(
+                "cannot make the link {} in the key tree",
+                escape(&input.path)
+            )
+        })?;
+        check(&tree.join(rel), input)?;
+        symlinks += 1;
+    }
+
+    // 4. Everything else is checked where the tree has it: absent inputs
+    // absent, and paths through a link resolving to the recorded bytes.
+    let mut absent = 0;
+    let mut through_links = 0;
+    for (input, rel, placement) in &inputs {
+        let direct_file =
+            !through_link(rel) && matches!(placement, Placement::File { .. } | Placement::Symlink);
+        if direct_file {
+            continue;
+        }
+        match placement {
+            Placement::Directory => {
+                let meta = std::fs::symlink_metadata(tree.join(rel));
+                if !meta.is_ok_and(|m| m.is_dir()) {
+                    bail!(
+                        "the key tree lacks the directory {} the key records",
+                        escape(&input.path)
+                    );
+                }
+            }
+            _ => check(&tree.join(rel), input)?,
+        }
+        if *placement == Placement::Absent {
+            absent += 1;
+        } else {
+            through_links += 1;
+        }
+    }
+    Ok(Staged {
+        dir,
+        files: files.len(),
+        symlinks,
+        absent,
+        through_links,
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Fails unless `path` in the tree is what `input` records.
+fn check(path: &Path, input: &Input) -> Result<()> {
+    let same = hashes_to(path, input)
+        .with_context(|| format!("cannot check {} in the key tree", escape(&input.path)))?;
+    if !same {
+        bail!(
+            "{} in the key tree is not what the key recorded ({}): the checkout changed after its key was computed, or a link resolves differently without the files the key left out; compute the key again",
+            escape(&input.path),
+            input.kind
+        );
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn make_symlink(text: &Path, at: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(text, at)
+}
+
+#[cfg(not(unix))]
+fn make_symlink(_text: &Path, _at: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::other(
+        "the key tree makes symlinks on Unix only",
+    ))
+}
+
+/// An input path for a message: the pull request chooses file names.
+fn escape(path: &str) -> String {
+    path.escape_debug().to_string()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::key::Input;
+    use sha2::Digest;
+
+    fn digest(bytes: &[u8]) -> String {
+        sha2::Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    fn input(path: &str, kind: &str, bytes: &[u8]) -> Input {
+        Input {
+            path: path.into(),
+            sha256: if kind == "absent" {
+                String::new()
+            } else {
+                digest(bytes)
+            },
+            size: bytes.len() as u64,
+            kind: kind.into(),
+            reason: String::new(),
+        }
+    }
+
+    fn manifest(inputs: Vec<Input>) -> KeyManifest {
+        KeyManifest {
+            key: "k".into(),
+            artifact_name: "k".into(),
+            components: Vec::new(),
+            inputs,
+            warnings: Vec::new(),
+            stats: Default::default(),
+        }
+    }
+
+    /// The tree holds the inputs as recorded, nothing else of the
+    /// checkout, and no write leaves it (a link into a directory the key
+    /// also names as files is not written through).
+    #[test]
+    fn the_tree_holds_exactly_the_inputs_as_the_key_recorded_them() {
+        let checkout = tempfile::tempdir().unwrap();
+        let c = checkout.path();
+        std::fs::create_dir_all(c.join("src")).unwrap();
+        std::fs::create_dir_all(c.join("shared")).unwrap();
+        std::fs::create_dir_all(c.join("empty")).unwrap();
+        std::fs::write(c.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+        std::fs::write(c.join("secret.txt"), "not an input\n").unwrap();
+        std::fs::write(c.join("shared/cfg.txt"), "cfg\n").unwrap();
+        std::fs::write(c.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("shared", c.join("data")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let m = manifest(vec![
+            input("src/lib.rs", "file", b"pub fn f() {}\n"),
+            input("run.sh", "executable", b"#!/bin/sh\n"),
+            input("data", "symlink", b"shared"),
+            input("shared/cfg.txt", "file", b"cfg\n"),
+            input("data/cfg.txt", "file", b"cfg\n"),
+            input("app/.cargo/config.toml", "absent", b""),
+        ]);
+        let staged = stage(c, &m, Some(outside.path())).unwrap();
+        let t = staged.dir.path();
+        assert!(t.starts_with(outside.path()));
+        assert_eq!(
+            std::fs::read_to_string(t.join("data/cfg.txt")).unwrap(),
+            "cfg\n"
+        );
+        assert_eq!(
+            std::fs::read_link(t.join("data")).unwrap(),
+            Path::new("shared")
+        );
+        assert!(!t.join("secret.txt").exists(), "a file outside the key");
+        assert!(
+            !t.join("empty").exists(),
+            "a directory the key does not record"
+        );
+        assert!(!t.join("app").exists(), "an absent input");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &str| std::fs::metadata(t.join(p)).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode("run.sh"), mode("src/lib.rs")), (0o755, 0o644));
+        assert_eq!(
+            (
+                staged.files,
+                staged.symlinks,
+                staged.absent,
+                staged.through_links
+            ),
+            (3, 1, 1, 1)
+        );
+        let listed: Vec<_> = walkdir::WalkDir::new(t)
+            .min_depth(1)
+            .sort_by_file_name()
+            .into_iter()
+            .map(|e| {
+                e.unwrap()
+                    .path()
+                    .strip_prefix(t)
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "data",
+                "run.sh",
+                "shared",
+                "shared/cfg.txt",
+                "src",
+                "src/lib.rs"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_checkout_that_changed_after_its_key_is_refused_and_nothing_is_kept() {
+        let checkout = tempfile::tempdir().unwrap();
+        let c = checkout.path();
+        std::fs::write(c.join("a.txt"), "changed\n").unwrap();
+        let parent = tempfile::tempdir().unwrap();
+        let err = stage(
+            c,
+            &manifest(vec![input("a.txt", "file", b"keyed\n")]),
+            Some(parent.path()),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("changed after its key was computed"),
+            "{err:#}"
+        );
+        assert_eq!(
+            std::fs::read_dir(parent.path()).unwrap().count(),
+            0,
+            "the failed tree is removed"
+        );
+        // A link whose text changed, and an absent input that appeared.
+        std::os::unix::fs::symlink("b", c.join("l")).unwrap();
+        assert!(
+            stage(
+                c,
+                &manifest(vec![input("l", "symlink", b"a")]),
+                Some(parent.path())
+            )
+            .is_err()
+        );
+        std::fs::write(c.join("keyed.txt"), "x").unwrap();
+        let m = manifest(vec![
+            input("keyed.txt", "file", b"x"),
+            input("keyed.txt/../a.txt", "absent", b""),
+        ]);
+        assert!(
+            stage(c, &m, Some(parent.path())).is_err(),
+            "not a plain path"
+        );
+    }
+
+    #[test]
+    fn paths_that_are_not_plain_or_kinds_it_does_not_know_are_refused() {
+        for path in ["", "/etc/passwd", "a/../b", "./a", "a//b", "a/"] {
+            assert!(plain(path).is_err(), "{path:?}");
+        }
+        assert!(plain("a/b.rs").is_ok());
+        assert!(placement(&input("x", "fifo", b"")).is_err());
+    }
+
+    /// A link the checkout points out of the tree is never made: the key
+    /// refused it already, and the tree refuses it again.
+    #[test]
+    fn an_absolute_link_is_refused() {
+        let checkout = tempfile::tempdir().unwrap();
+        let c = checkout.path();
+        std::os::unix::fs::symlink("/etc/hostname", c.join("l")).unwrap();
+        std::fs::write(c.join("a"), "a").unwrap();
+        let m = manifest(vec![
+            input("a", "file", b"a"),
+            input("l", "symlink", b"/etc/hostname"),
+        ]);
+        let err = stage(c, &m, None).unwrap_err();
+        assert!(format!("{err:#}").contains("absolute path"), "{err:#}");
+    }
+}

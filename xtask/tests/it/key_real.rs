@@ -1,0 +1,598 @@
+//! Forms that `ci-key` refused on real workspaces although they include
+//! nothing it cannot read (the corpus of `xtask/tests/fixtures/key-corpus/`):
+//! each fixture is modelled on the real code named in its comment, is
+//! keyed, is built with the real cargo where the offline registry allows
+//! (so `verify-key` proves nothing the build read is missing), and the
+//! files it does include change the key.
+
+use std::process::Command;
+
+use crate::support::{Fixture, stderr, stdout, xtask_cmd};
+
+fn ci_key(f: &Fixture) -> String {
+    let output = f.xtask(&["ci-key"]);
+    assert!(
+        output.status.success(),
+        "ci-key failed:\n{}",
+        stderr(&output)
+    );
+    stdout(&output).trim().to_owned()
+}
+
+/// `ci-key` refuses, and says each of `needles`.
+fn refused(f: &Fixture, needles: &[&str]) -> String {
+    let output = f.xtask(&["ci-key"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "lacks {needle:?}:\n{err}");
+    }
+    err
+}
+
+/// Builds the workspace at `root` with the real cargo and runs
+/// `verify-key` on the build: every file the compiler read is an input.
+fn build_and_verify(root: &std::path::Path) {
+    let target = Fixture::new();
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--workspace",
+            "--offline",
+            "--quiet",
+            "--target-dir",
+        ])
+        .arg(target.path())
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", stderr(&build));
+    let verify = xtask_cmd(&["verify-key", "--target-dir"])
+        .arg(target.path())
+        .arg("--root")
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "every file the build read must be a key input:\n{}",
+        stderr(&verify)
+    );
+}
+
+/// Changing each of `files` (relative to `f`) changes the key of `f`.
+fn each_changes_the_key(f: &Fixture, files: &[&str]) {
+    let mut key = ci_key(f);
+    for file in files {
+        let before = std::fs::read_to_string(f.join(file)).unwrap_or_default();
+        f.file(file, &format!("{before}// changed\n"));
+        let changed = ci_key(f);
+        assert_ne!(changed, key, "changing {file} must change the key");
+        key = changed;
+    }
+}
+
+const LIB: &str = "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
+
+/// A `macro_rules!` whose body calls a metavariable (`$m!(…)`), as most
+/// large workspaces have one: before, its mere presence made every
+/// `include` token handed to any macro a refusal.
+const CALLS_A_METAVARIABLE: &str = "macro_rules! id { ($x:expr) => { $x * 2 } }\nmacro_rules! apply { ($m:ident, $x:expr) => { $m!($x) } }\npub fn twice() -> u32 { apply!(id, 2) }\n";
+
+/// rust-analyzer's `hir-expand/src/builtin/fn_macro.rs` registers the
+/// builtin macros in a table (`(include, Include) => include_expand`), and
+/// wasmtime's `Filter` formats `include = include`: `include` and
+/// `include_str` are handed to macros that never invoke them. Only a macro
+/// that calls a metavariable may.
+#[test]
+fn include_as_a_name_in_a_macro_table_is_no_include() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB).file(
+        "src/lib.rs",
+        &format!(
+            r#"{CALLS_A_METAVARIABLE}
+macro_rules! register_builtin {{
+    ( $EXPANDER:ident: $(($name:ident, $kind:ident) => $expand:ident),* $(,)? ) => {{
+        #[derive(Debug, Clone, Copy)]
+        pub enum $EXPANDER {{ $($kind),* }}
+        impl $EXPANDER {{
+            pub fn find_by_name(ident: &str) -> Option<Self> {{
+                match ident {{
+                    $( id if id == stringify!($name) => Some(Self::$kind), )*
+                    _ => None,
+                }}
+            }}
+            pub fn expander(&self) -> fn() -> u8 {{ match *self {{ $( Self::$kind => $expand, )* }} }}
+        }}
+    }}
+}}
+fn include_expand() -> u8 {{ 1 }}
+fn include_str_expand() -> u8 {{ 2 }}
+fn include_bytes_expand() -> u8 {{ 3 }}
+register_builtin! {{
+    EagerExpander:
+    (include, Include) => include_expand,
+    (include_bytes, IncludeBytes) => include_bytes_expand,
+    (include_str, IncludeStr) => include_str_expand,
+}}
+pub struct Filter {{ pub include: bool }}
+impl std::fmt::Display for Filter {{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{
+        let include = if self.include {{ "include" }} else {{ "exclude" }};
+        write!(f, "{{include}}:", include = include)
+    }}
+}}
+"#
+        ),
+    );
+    ci_key(&f);
+    build_and_verify(f.path());
+    // Handed to the macro that calls `$m!`, it is one: refused, naming the call.
+    f.file(
+        "src/user.rs",
+        "pub const A: &str = apply!(include_str, \"../data/a.txt\");\n",
+    )
+    .file("data/a.txt", "a");
+    let lib = std::fs::read_to_string(f.join("src/lib.rs")).unwrap();
+    f.file("src/lib.rs", &format!("mod user;\n{lib}"));
+    refused(
+        &f,
+        &[
+            "src/user.rs:1: include_str! names a path chosen where `include_str` is handed to apply!",
+            "site = \"src/user.rs\"",
+        ],
+    );
+}
+
+/// rust-analyzer's `parser/src/lib.rs` (`pub use T_ as T;`, the generated
+/// `macro_rules! T_ { [include_bytes] => … }`) and `syntax`'s
+/// `T![include_bytes]`: handed to an alias of a workspace macro that calls
+/// no metavariable, an include name is no include. (Found on the corpus's
+/// test half, after its one reported run.)
+#[test]
+fn an_include_name_handed_to_an_alias_of_a_workspace_macro_is_no_include() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            &format!(
+                "{CALLS_A_METAVARIABLE}mod kinds;\npub use kinds::T_ as T;\npub const K: u8 = T![include_bytes] + T![include_str];\n"
+            ),
+        )
+        .file(
+            "src/kinds.rs",
+            "#[macro_export]\nmacro_rules! T_ {\n    [include_bytes] => { 1 };\n    [include_str] => { 2 };\n}\npub use T_;\n",
+        );
+    build_and_verify(f.path());
+    ci_key(&f);
+}
+
+/// burn's `burn-cubecl/src/template/base.rs`: `struct SourceKernel<K> {
+/// kernel_source: K }` and `self.kernel_source.id()` beside the
+/// `#[macro_export] macro_rules! kernel_source` that includes its `$file`,
+/// re-exported by `burn-wgpu` (`pub use burn_cubecl::{…, kernel_source, …}`)
+/// and called from an example. A field, a path and a `use` are no calls.
+#[test]
+fn a_field_named_like_an_include_macro_is_no_call() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"cubecl\", \"wgpu\", \"example\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "cubecl/Cargo.toml",
+        "[package]\nname = \"cubecl\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "cubecl/src/lib.rs",
+        &format!(
+            r#"pub mod template;
+{CALLS_A_METAVARIABLE}"#
+        ),
+    )
+    .file(
+        "cubecl/src/template.rs",
+        r#"pub trait KernelSource { fn source(&self) -> &'static str; }
+pub struct SourceKernel<K> {
+    kernel_source: K,
+    pub cube_dim: u32,
+}
+impl<K: KernelSource> SourceKernel<K> {
+    pub fn new(kernel_source: K) -> Self { SourceKernel { kernel_source, cube_dim: 1 } }
+    pub fn compile(&self) -> &'static str { self.kernel_source.source() }
+}
+/// Generates kernel source code from a file.
+#[macro_export]
+macro_rules! kernel_source {
+    ($struct:ident, $file:expr) => {
+        pub struct $struct;
+        impl $crate::template::KernelSource for $struct {
+            fn source(&self) -> &'static str { include_str!($file) }
+        }
+    };
+}
+"#,
+    )
+    .file(
+        "wgpu/Cargo.toml",
+        "[package]\nname = \"wgpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ncubecl = { path = \"../cubecl\" }\n",
+    )
+    .file(
+        "wgpu/src/lib.rs",
+        "pub use cubecl::{kernel_source, template::{KernelSource, SourceKernel}};\n",
+    )
+    .file(
+        "example/Cargo.toml",
+        "[package]\nname = \"example\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nwgpu = { path = \"../wgpu\" }\n",
+    )
+    .file(
+        "example/src/lib.rs",
+        "mod forward;\npub fn run() -> &'static str { wgpu::SourceKernel::new(forward::FusedMatmulAddRelu).compile() }\n",
+    )
+    .file(
+        "example/src/forward.rs",
+        "use wgpu::kernel_source;\nkernel_source!(FusedMatmulAddRelu, \"./kernel.wgsl\");\n",
+    )
+    .file("example/src/kernel.wgsl", "@compute fn main() {}\n");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["example/src/kernel.wgsl"]);
+}
+
+/// wgpu's `wgpu/src/macros.rs`: `include_wgsl!` and `include_spirv!` pass
+/// all their tokens on (`include_str!($($token)*)`); every call passes a
+/// literal, read from the calling file. A call whose tokens are not
+/// literals is refused at that call, with the entry to declare it.
+#[test]
+fn an_include_wrapper_taking_all_its_tokens_is_resolved_at_each_call() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"wgpu\", \"examples\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "wgpu/Cargo.toml",
+        "[package]\nname = \"wgpu\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "wgpu/src/lib.rs",
+        r#"pub struct ShaderModuleDescriptor { pub label: Option<&'static str>, pub source: &'static str }
+pub struct ShaderModuleDescriptorSpirV { pub label: Option<&'static str>, pub source: &'static [u8] }
+/// Load WGSL source code from a file at compile time.
+#[macro_export]
+macro_rules! include_wgsl {
+    ($($token:tt)*) => {
+        {
+            //log::info!("including '{}'", $($token)*);
+            $crate::ShaderModuleDescriptor {
+                label: Some($($token)*),
+                source: include_str!($($token)*),
+            }
+        }
+    };
+}
+#[macro_export]
+macro_rules! include_spirv_raw {
+    ($($token:tt)*) => {
+        {
+            $crate::ShaderModuleDescriptorSpirV {
+                label: Some($($token)*),
+                source: include_bytes!($($token)*),
+            }
+        }
+    };
+}
+"#,
+    )
+    .file(
+        "examples/Cargo.toml",
+        "[package]\nname = \"examples\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nwgpu = { path = \"../wgpu\" }\n",
+    )
+    .file("examples/src/lib.rs", "pub mod boids;\n")
+    .file(
+        "examples/src/boids/mod.rs",
+        "pub fn shaders() -> (wgpu::ShaderModuleDescriptor, wgpu::ShaderModuleDescriptorSpirV) {\n    (wgpu::include_wgsl!(\"compute.wgsl\"), wgpu::include_spirv_raw!(\"draw.spv\"))\n}\n",
+    )
+    .file("examples/src/boids/compute.wgsl", "@compute fn main() {}\n")
+    .file("examples/src/boids/draw.spv", "spirv");
+    build_and_verify(f.path());
+    each_changes_the_key(
+        &f,
+        &[
+            "examples/src/boids/compute.wgsl",
+            "examples/src/boids/draw.spv",
+        ],
+    );
+    f.file(
+        "examples/src/boids/mod.rs",
+        "const NAME: &str = \"compute.wgsl\";\npub fn shader() -> wgpu::ShaderModuleDescriptor { wgpu::include_wgsl!(concat!(\"comp\", \"ute.wgsl\")) }\n",
+    );
+    refused(
+        &f,
+        &[
+            "examples/src/boids/mod.rs:2: include_wgsl! names the argument of include_wgsl!",
+            "[[key.dynamic-include]]\n      site = \"examples/src/boids/mod.rs\"",
+        ],
+    );
+}
+
+/// nushell's `nu-cli/tests/completions/mod.rs`: `vec![folder("test_a"),
+/// folder("test_b")]` calls a function `folder`; rust-embed's attribute is
+/// `#[folder = "…"]`, an attribute only where an attribute stands (also
+/// inside `cfg_attr`).
+#[test]
+fn a_function_named_folder_is_no_rust_embed_attribute() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB).file(
+        "src/lib.rs",
+        r#"fn folder(s: impl Into<String>) -> String { format!("{}/", s.into()) }
+pub fn expected() -> Vec<String> {
+    let v = vec![folder("test_a"), folder("test_a_symlink"), folder("test_b")];
+    let w = [folder(format!("directory_completion/{}", "inside"))];
+    v.into_iter().chain(w).collect()
+}
+"#,
+    );
+    build_and_verify(f.path());
+    ci_key(&f);
+    // The attribute, in `cfg_attr`, reads its folder.
+    f.file(
+        "src/lib.rs",
+        "#[cfg_attr(feature = \"embed\", derive(rust_embed::RustEmbed), folder = \"public/\")]\npub struct Assets;\n",
+    )
+    .file("public/index.html", "i");
+    each_changes_the_key(&f, &["public/index.html"]);
+}
+
+/// cubecl's `cubecl-macros/src/generate/kernel.rs` (`include_str!(#file)`),
+/// vulkano-shaders' `codegen.rs` (`::std::include_bytes!( #s )` and
+/// `#( #include_bytes ),*`), sqlx-macros-core and wiggle: a proc macro
+/// writes `include_str!` inside `quote!` for its caller to expand. The
+/// crate depends on the quote crate by that name, so `quote!` is quote's:
+/// its arguments are token output, and compiling the proc macro reads
+/// nothing. A `macro_rules! quote` of the workspace would make them code.
+#[test]
+fn include_str_inside_a_proc_macros_quote_is_token_output() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"macros\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "macros/Cargo.toml",
+        "[package]\nname = \"macros\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n[dependencies]\nquote = \"1\"\nproc-macro2 = \"1\"\n",
+    )
+    .file(
+        "macros/src/lib.rs",
+        r#"use proc_macro::TokenStream;
+use quote::{quote, quote_spanned};
+
+#[proc_macro]
+pub fn shader(input: TokenStream) -> TokenStream {
+    let file = input.to_string();
+    let input_paths = vec![file.clone()];
+    let include_bytes = input_paths.iter().map(|s| {
+        quote! {
+            // Using `include_bytes` here ensures that changing the shader will force recompilation.
+            ::std::include_bytes!( #s )
+        }
+    });
+    let span = proc_macro2::Span::call_site();
+    let tokens = quote_spanned! {span=>
+        const _: &[&[u8]] = &[ #( #include_bytes ),* ];
+        pub const SOURCE: &str = include_str!(#file);
+    };
+    tokens.into()
+}
+"#,
+    );
+    build_and_verify(f.path());
+    ci_key(&f);
+    // `quote` is the workspace's own macro here, which expands its tokens:
+    // the include inside is code, and its path is read.
+    f.file(
+        "macros/src/lib.rs",
+        "macro_rules! quote { ($($t:tt)*) => { $($t)* } }\npub const S: &str = quote! { include_str!(\"../data/s.txt\") };\n",
+    )
+    .file("macros/data/s.txt", "s");
+    each_changes_the_key(&f, &["macros/data/s.txt"]);
+    // A `quote` of the checkout (a path dependency, here a proc macro that
+    // could emit its input as code) is the pull request's: read too.
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"macros\", \"quote\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "quote/Cargo.toml",
+        "[package]\nname = \"quote\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+    )
+    .file(
+        "quote/src/lib.rs",
+        "#[proc_macro]\npub fn quote(input: proc_macro::TokenStream) -> proc_macro::TokenStream { input }\n",
+    )
+    .file(
+        "macros/Cargo.toml",
+        "[package]\nname = \"macros\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nquote = { path = \"../quote\" }\n",
+    )
+    .file(
+        "macros/src/lib.rs",
+        "pub const S: &str = quote::quote! { include_str!(\"../data/s.txt\") };\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["macros/data/s.txt"]);
+}
+
+/// A wrapper's name followed by a metavariable in another macro's body
+/// (`my_include $b ("…")`): the caller may pass the `!` (`call_it!(!)`),
+/// making it a call no reading shows; refused at the body.
+#[test]
+fn a_wrapper_called_with_a_bang_its_caller_passes_is_refused() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB).file(
+        "src/lib.rs",
+        "macro_rules! my_include { ($p:literal) => { include_str!($p) } }\nmacro_rules! call_it { ($b:tt) => { my_include $b (\"../data/a.txt\") } }\npub const A: &str = call_it!(!);\n",
+    )
+    .file("data/a.txt", "a");
+    refused(
+        &f,
+        &["src/lib.rs:2: my_include! names a path chosen where `my_include`"],
+    );
+}
+
+/// A workspace in a subdirectory of its repository (tokenizers' `tokenizers/`,
+/// polars' `py-polars/`), whose `README.md` is a symlink to the repository's
+/// (`../README.md`), included as the crate docs: the link stays inside the
+/// repository, which `.git` marks, so it is followed and hashed; `--root`
+/// stays the workspace. A link out of the repository is still refused.
+#[test]
+fn a_readme_symlink_above_the_workspace_but_inside_the_repository_is_followed() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.join(".git")).unwrap();
+    f.file("README.md", "# the project\n")
+        .file("rust/Cargo.toml", LIB)
+        .file(
+            "rust/src/lib.rs",
+            "#![doc = include_str!(\"../README.md\")]\npub fn f() {}\n",
+        );
+    std::os::unix::fs::symlink("../README.md", f.join("rust/README.md")).unwrap();
+    let workspace = f.join("rust");
+    let key = |f: &Fixture| {
+        let output = xtask_cmd(&["ci-key", "--root"])
+            .arg(f.join("rust"))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output).trim().to_owned()
+    };
+    let before = key(&f);
+    build_and_verify(&workspace);
+    f.file("README.md", "# the project, renamed\n");
+    assert_ne!(key(&f), before, "the README behind the link is an input");
+    // A gitfile (a worktree's or a submodule's `.git`) marks the root too.
+    std::fs::remove_dir(f.join(".git")).unwrap();
+    f.file(".git", "gitdir: /elsewhere/.git/worktrees/x\n");
+    key(&f);
+    // Without `.git`, the workspace is the repository: refused, naming the link.
+    f.remove(".git");
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("through the symlink README.md"));
+    // ... unless the policy names the repository's top directory.
+    f.file(
+        "rust/.github/ci-trust.toml",
+        "[key]\nrepository-root = \"..\"\n",
+    );
+    key(&f);
+    // A `.git` bounds the repository: the policy may not widen it.
+    std::fs::create_dir_all(f.join("rust/.git")).unwrap();
+    let output = xtask_cmd(&["ci-key", "--root"])
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
+/// vulkano's `vulkano/src/lib.rs`: `include!(crate::autogen_output!("errors.rs"))`,
+/// where `macro_rules! autogen_output` gives
+/// `concat!(std::env!("CARGO_MANIFEST_DIR"), "/autogen-out/", $file)`: the
+/// workspace's macro is expanded as rustc would, in the include's crate.
+/// A macro the workspace does not define is refused at the include.
+#[test]
+fn an_include_path_a_workspace_macro_gives_is_expanded() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            r#"include!(crate::autogen_output!("errors.rs"));
+mod device;
+pub use device::D;
+macro_rules! autogen_output {
+    ($file:literal) => {
+        concat!(std::env!("CARGO_MANIFEST_DIR"), "/autogen-out/", $file)
+    };
+}
+use autogen_output;
+"#,
+        )
+        .file(
+            "src/device.rs",
+            "include!(crate::autogen_output!(\"device.rs\"));\n",
+        )
+        .file("autogen-out/errors.rs", "pub const E: u8 = 1;\n")
+        .file("autogen-out/device.rs", "pub const D: u8 = 2;\n");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["autogen-out/errors.rs", "autogen-out/device.rs"]);
+    f.file(
+        "src/device.rs",
+        "include!(other_crate::generated!(\"device.rs\"));\n",
+    );
+    refused(
+        &f,
+        &[
+            "src/device.rs:1: include! names `other_crate::generated!(\"device.rs\")`, a call of a macro that is not a macro_rules! of the workspace",
+            "site = \"src/device.rs\"",
+        ],
+    );
+}
+
+/// sqlx's `src/macros/mod.rs`: `macro_rules! migrate { ($dir:literal) =>
+/// {{ $crate::sqlx_macros::migrate!($dir) }}; () => {{ … migrate!() }} }`,
+/// called from other crates: `sqlx::migrate!` reads below the calling
+/// crate's manifest directory, what each call names or `migrations/`. And
+/// pest's `#[grammar = "…"]` (wasmtime's `cranelift/isle/veri/aslp`): the
+/// file below the manifest directory, else below `src/`; both are hashed.
+/// (No build: these crates are not in the offline registry.)
+#[test]
+fn registry_macro_wrappers_read_from_the_calling_crate() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"sqlx\", \"app\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "sqlx/Cargo.toml",
+        "[package]\nname = \"sqlx\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "sqlx/src/lib.rs",
+        r#"#[macro_export]
+macro_rules! migrate {
+    ($dir:literal) => {{
+        $crate::sqlx_macros::migrate!($dir)
+    }};
+
+    () => {{
+        $crate::sqlx_macros::migrate!()
+    }};
+}
+"#,
+    )
+    .file(
+        "app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsqlx = { path = \"../sqlx\" }\n",
+    )
+    .file(
+        "app/src/lib.rs",
+        "pub fn m() { let _ = sqlx::migrate!(\"./db\"); }\npub fn n() { let _ = sqlx::migrate!(); }\nmod parser;\n",
+    )
+    .file(
+        "app/src/parser.rs",
+        "#[derive(pest_derive::Parser)]\n#[grammar = \"aslp.pest\"]\npub struct AslpParser;\n",
+    )
+    .file("app/db/1.sql", "create table a();\n")
+    .file("app/migrations/1.sql", "create table b();\n")
+    .file("app/src/aslp.pest", "rule = { \"a\" }\n");
+    each_changes_the_key(
+        &f,
+        &[
+            "app/db/1.sql",
+            "app/db/2.sql",
+            "app/migrations/1.sql",
+            "app/src/aslp.pest",
+            // Present, it is the grammar pest reads (the earlier candidate).
+            "app/aslp.pest",
+        ],
+    );
+}
