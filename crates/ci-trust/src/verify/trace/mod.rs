@@ -100,6 +100,7 @@ mod report;
 mod strace;
 
 pub use analysis::Scope;
+#[cfg(target_os = "linux")]
 use analysis::{Analysis, Process};
 pub use backend::{Backend, TraceLog};
 pub use command::{changed_inputs, verify_command};
