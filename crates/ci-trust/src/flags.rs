@@ -136,6 +136,18 @@ pub struct CheckContracts {
     pub common: Common,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// Who reads the findings: `regular` shows errors (concrete paths) and
+    /// notes; `auditor` also shows warnings (paths that depend on something
+    /// the repository does not show). The exit code follows errors only.
+    #[arg(long, value_enum, default_value = "regular")]
+    pub persona: Persona,
+}
+
+/// Which findings `check-contracts` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Persona {
+    Regular,
+    Auditor,
 }
 
 #[derive(Debug, Args)]

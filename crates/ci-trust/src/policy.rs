@@ -213,6 +213,31 @@ pub struct ContractsPolicy {
     /// `persistent-runner` finding. Compared case-insensitively.
     #[serde(default)]
     pub ephemeral_labels: Vec<String>,
+    /// Whether a pull request from a branch of this repository (its author
+    /// has write access) is untrusted like a fork's: `"untrusted"` (the
+    /// default, the seed design's choice) or `"trusted"`.
+    #[serde(default)]
+    pub same_repository_pull_requests: SameRepositoryPullRequests,
+    /// This repository's `owner/name`, when the workflows name it by a
+    /// literal (`repository: org/repo`) and no git remote says so.
+    #[serde(default)]
+    pub repository: Option<String>,
+}
+
+/// How `check-contracts` counts a same-repository pull request's author.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SameRepositoryPullRequests {
+    #[default]
+    Untrusted,
+    Trusted,
+}
+
+impl ContractsPolicy {
+    /// True unless the policy trusts same-repository pull requests.
+    pub fn same_repository_pull_requests_untrusted(&self) -> bool {
+        self.same_repository_pull_requests == SameRepositoryPullRequests::Untrusted
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -53,7 +53,13 @@ pub(crate) fn edit(fixture: &Fixture, file: &str, from: &str, to: &str) {
 
 /// Runs the check with JSON output; returns the exit code and the findings.
 pub(crate) fn check(fixture: &Fixture) -> (i32, Vec<Value>) {
-    let output = fixture.xtask(&["check-contracts", "--format", "json"]);
+    let output = fixture.xtask(&[
+        "check-contracts",
+        "--format",
+        "json",
+        "--persona",
+        "auditor",
+    ]);
     let code = output.status.code().expect("exit code");
     assert!(
         code == 0 || code == 1,
@@ -69,7 +75,7 @@ pub(crate) fn check(fixture: &Fixture) -> (i32, Vec<Value>) {
 pub(crate) fn failing_rules(findings: &[Value]) -> BTreeSet<String> {
     findings
         .iter()
-        .filter(|f| f["severity"] == "error" && f["suppressed"] == false)
+        .filter(|f| f["severity"] != "note" && f["suppressed"] == false)
         .map(|f| f["rule"].as_str().unwrap().to_owned())
         .collect()
 }
@@ -305,9 +311,10 @@ const REGRESSIONS: &[Regression] = &[
             "          path: pr\n",
             "          path: pr\n          ref: ${{ inputs.ref }}\n",
         )],
-        // A dispatch's inputs are a maintainer's choice, not pull-request
-        // code; the publisher still builds only the commit it runs for.
-        rules: &["publisher-untrusted-ref"],
+        // A dispatch's inputs are a maintainer's choice: the publisher
+        // builds only the commit it runs for, and the cache it then holds a
+        // writing token for is the recovery path's warning.
+        rules: &["publisher-untrusted-ref", "untrusted-cache-save"],
     },
     Regression {
         what: "publisher fetches a pull request",
@@ -730,7 +737,12 @@ fn every_single_edit_regression_is_caught_by_its_rule() {
         let (code, findings) = check(&fixture);
         let got = failing_rules(&findings);
         let want: BTreeSet<String> = regression.rules.iter().map(|r| r.to_string()).collect();
-        if got != want || code != 1 {
+        // Exit 1 when something fails the check; a path that depends on
+        // what the repository does not show is a warning, exit 0.
+        let fails = findings
+            .iter()
+            .any(|f| f["severity"] == "error" && f["suppressed"] == false);
+        if got != want || code != i32::from(fails) || want.is_empty() {
             failures.push(format!(
                 "{} ({}): want {want:?} exit 1, got {got:?} exit {code}: {findings:#?}",
                 regression.what, regression.file
@@ -925,8 +937,11 @@ fn reviewed_exceptions_are_listed_as_suppressed() {
         " GitHub-verified creator, tag protected",
         "",
     );
+    // Unsuppressed again; an unpinned third-party action outside the
+    // publisher is a warning (exit 0).
     let (code, findings) = check(&fixture);
-    assert_eq!(code, 1);
+    assert_eq!((code, &findings[0]["suppressed"]), (0, &Value::Bool(false)));
+    assert_eq!(findings[0]["severity"], "warning");
     assert!(
         findings[0]["message"]
             .as_str()
@@ -981,11 +996,6 @@ fn input_errors_exit_2_with_a_location() {
             ".github/ci-trust.toml",
             "[[allow]]\nrule = \"key-shape\"\nworkflow = \"old.yml\"\nreason = \"r\"\n",
             "[[allow]] names the workflow \"old.yml\"",
-        ),
-        (
-            ".github/workflows/ci.yml",
-            "on: push\njobs:\n  a:\n    uses: ./.github/workflows/gone.yml\n",
-            "ci.yml:4:11: job `a` calls ./.github/workflows/gone.yml",
         ),
         (
             ".github/ci-trust.toml",
@@ -1272,7 +1282,13 @@ fn truncated_or_reindented_workflows_never_crash_the_checker() {
         }
         for variant in variants {
             fixture.file(&path, &variant);
-            let output = fixture.xtask(&["check-contracts", "--format", "json"]);
+            let output = fixture.xtask(&[
+                "check-contracts",
+                "--format",
+                "json",
+                "--persona",
+                "auditor",
+            ]);
             let code = output.status.code();
             assert!(
                 matches!(code, Some(0..=2)),

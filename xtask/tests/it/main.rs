@@ -21,6 +21,7 @@ mod architecture;
 #[cfg(unix)]
 mod archive;
 mod contracts;
+mod contracts_model;
 mod contracts_own;
 mod contracts_world;
 #[cfg(unix)]
@@ -38,6 +39,7 @@ mod key_scan;
 mod key_tree;
 #[cfg(unix)]
 mod key_tree_attacks;
+mod mutation;
 mod output;
 #[cfg(unix)]
 mod reuse_attack;

@@ -6,6 +6,8 @@
 //! ([`cache_save`], [`cache_env_saves`]) and never match action names
 //! themselves. It must not decide who may save (that is the rules' job).
 
+use super::commands;
+use super::shell::{Command, Script};
 use super::workflow::{Job, Pos, Scalar, Step, Workflow};
 
 pub fn is_false(value: Option<&Scalar>) -> bool {
@@ -205,8 +207,11 @@ pub fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
     }
     for step in &job.steps {
         if let Some(run) = &step.run {
+            let script = Script::cached(&run.value);
+            let said = commands::spoken(&run.value, &script);
             for (what, find) in CACHE_COMMANDS {
-                if let Some(line) = find(&run.value) {
+                if let Some(command) = find(&said) {
+                    let line = commands::line(&run.value, &script, command);
                     found.push((
                         wf.locate(run.pos, line),
                         format!("`{}`: {what}", line.trim()),
@@ -218,9 +223,18 @@ pub fn cache_env_saves(wf: &Workflow, job: &Job) -> Vec<(Pos, String)> {
     found
 }
 
-/// A recogniser of one command-line form: the first line of a `run:` script
-/// that uses it.
-type CommandForm = fn(&str) -> Option<&str>;
+/// A recogniser of one command-line form: the first command of a `run:`
+/// script that uses it, given what each command says
+/// ([`commands::spoken`]).
+type CommandForm = for<'a> fn(&[(&'a Command, String)]) -> Option<&'a Command>;
+
+/// The first command whose words say something `test` accepts.
+fn first_saying<'a>(
+    said: &[(&'a Command, String)],
+    test: impl Fn(&str) -> bool,
+) -> Option<&'a Command> {
+    said.iter().find(|(_, text)| test(text)).map(|(c, _)| *c)
+}
 
 /// The command-line forms of cache writes in `run:` scripts, beside
 /// [`CACHE_ACTIONS`]: the same cache service, reached without an action.
@@ -228,8 +242,8 @@ type CommandForm = fn(&str) -> Option<&str>;
 const CACHE_COMMANDS: &[(&str, CommandForm)] = &[
     (
         "`SCCACHE_GHA_ENABLED` makes sccache write to the Actions cache",
-        |script| {
-            script.lines().find(|l| {
+        |said| {
+            first_saying(said, |l| {
                 l.contains("SCCACHE_GHA_ENABLED=")
                     && !["false", "0", "off"]
                         .iter()
@@ -239,28 +253,24 @@ const CACHE_COMMANDS: &[(&str, CommandForm)] = &[
     ),
     (
         "a BuildKit cache export to the Actions cache (`--cache-to type=gha`)",
-        |script| {
-            script
-                .lines()
-                .find(|l| l.contains("cache-to") && l.contains("type=gha"))
-        },
+        |said| first_saying(said, |l| l.contains("cache-to") && l.contains("type=gha")),
     ),
     (
         "a BuildKit cache export to the Actions cache (`--export-cache type=gha`)",
-        |script| {
-            script
-                .lines()
-                .find(|l| l.contains("--export-cache") && l.contains("type=gha"))
+        |said| {
+            first_saying(said, |l| {
+                l.contains("--export-cache") && l.contains("type=gha")
+            })
         },
     ),
     (
         "the Actions cache toolkit's `saveCache` writes the cache",
-        |script| script.lines().find(|l| l.contains("saveCache(")),
+        |said| first_saying(said, |l| l.contains("saveCache(")),
     ),
     (
         "the runner's cache credentials (`ACTIONS_RUNTIME_TOKEN`, `ACTIONS_CACHE_URL`, `ACTIONS_RESULTS_URL`) reach a script, which can write the cache",
-        |script| {
-            script.lines().find(|l| {
+        |said| {
+            first_saying(said, |l| {
                 [
                     "ACTIONS_RUNTIME_TOKEN",
                     "ACTIONS_CACHE_URL",
@@ -280,14 +290,14 @@ const CACHE_COMMANDS: &[(&str, CommandForm)] = &[
 
 /// A script that writes `ACTIONS_…` variables (by name, prefix or loop) to
 /// `GITHUB_ENV` or `GITHUB_OUTPUT`; the debug switches do not count.
-fn exports_actions_variables(script: &str) -> Option<&str> {
-    let exports = script
-        .lines()
-        .any(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_OUTPUT"));
+fn exports_actions_variables<'a>(said: &[(&'a Command, String)]) -> Option<&'a Command> {
+    let exports = said
+        .iter()
+        .any(|(c, _)| c.writes_to("GITHUB_ENV") || c.writes_to("GITHUB_OUTPUT"));
     if !exports {
         return None;
     }
-    script.lines().find(|l| {
+    first_saying(said, |l| {
         l.match_indices("ACTIONS_").any(|(at, _)| {
             let rest = &l[at + "ACTIONS_".len()..];
             !(rest.starts_with("STEP_DEBUG") || rest.starts_with("RUNNER_DEBUG"))
@@ -392,7 +402,7 @@ const REMOTE_CACHE_ENV: &[(&str, &str)] = &[
 pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
     let mut found = Vec::new();
     for step in &job.steps {
-        found.extend(external_step_save(step));
+        found.extend(external_step_save_on(step, &job.runs_on));
     }
     let env: Vec<&(Scalar, Scalar)> = wf
         .env
@@ -430,11 +440,15 @@ pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
     }
     for step in &job.steps {
         let Some(run) = &step.run else { continue };
+        let script = Script::cached(&run.value);
+        let said = commands::spoken(&run.value, &script);
         for (name, backend) in REMOTE_CACHE_ENV {
-            if let Some(line) = run.value.lines().find(|l| l.contains(&format!("{name}="))) {
-                if read_only(name, line) {
+            let setting = format!("{name}=");
+            if let Some((command, text)) = said.iter().find(|(_, l)| l.contains(&setting)) {
+                if read_only(name, text) {
                     continue;
                 }
+                let line = commands::line(&run.value, &script, command);
                 found.push(ExternalSave {
                     pos: wf.locate(run.pos, line),
                     backend: format!("{backend} (`{name}`, set in a `run:`)"),
@@ -443,6 +457,49 @@ pub fn external_saves(wf: &Workflow, job: &Job) -> Vec<ExternalSave> {
         }
     }
     found
+}
+
+/// Drop-in replacements of `actions/cache` that use their service's store
+/// only on their service's runners, and GitHub's Actions cache elsewhere:
+/// the action, and the label prefix of the service's runners.
+const FALLS_BACK: &[(&str, &str)] = &[
+    ("runs-on/cache", "runs-on"),
+    ("runs-on/cache/save", "runs-on"),
+    ("useblacksmith/cache", "blacksmith"),
+    ("useblacksmith/cache/save", "blacksmith"),
+    ("useblacksmith/rust-cache", "blacksmith"),
+];
+
+/// Whether `step` is such a replacement on a job whose `runs-on` names
+/// only other runners (every label known): then it writes GitHub's Actions
+/// cache, which `cache-mode:` governs.
+pub fn falls_back_to_actions_cache(step: &Step, runs_on: &[Scalar]) -> bool {
+    let Some((name, _)) = step.action() else {
+        return false;
+    };
+    let Some((_, prefix)) = FALLS_BACK
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+    else {
+        return false;
+    };
+    !runs_on.is_empty()
+        && runs_on
+            .iter()
+            .all(|l| !l.value.contains("${{") && !l.value.to_lowercase().starts_with(prefix))
+}
+
+/// Whether what `step` saves (if it saves) goes to GitHub's Actions cache,
+/// on a job that runs on `runs_on` (unknown inside an action: empty).
+pub fn saves_to_actions_cache(step: &Step, runs_on: &[Scalar]) -> bool {
+    external_step_save_on(step, runs_on).is_none()
+}
+
+fn external_step_save_on(step: &Step, runs_on: &[Scalar]) -> Option<ExternalSave> {
+    if falls_back_to_actions_cache(step, runs_on) {
+        return None;
+    }
+    external_step_save(step)
 }
 
 fn external_step_save(step: &Step) -> Option<ExternalSave> {

@@ -9,10 +9,13 @@
 //! checked (bad YAML, unknown policy key, a policy naming a missing workflow).
 
 mod caches;
+mod commands;
+mod eval;
 mod expr;
 mod report;
 mod roles;
 mod rules;
+mod shell;
 mod workflow;
 mod yaml;
 
@@ -24,19 +27,29 @@ use anyhow::{Context, Result, bail};
 
 use crate::flags;
 use crate::policy::Policy;
-use rules::{Finding, Severity};
+use rules::{Confidence, Finding, Severity};
 use workflow::{Pos, Workflow};
 
 impl flags::CheckContracts {
     pub fn run(&self) -> Result<ExitCode> {
         let root = self.common.root()?;
         let policy = self.common.load_policy(&root)?;
-        let findings = check(&root, &policy)?;
+        let mut findings = check(&root, &policy)?;
+        // The regular persona sees what fails the check; the auditor also
+        // sees the paths that depend on what the repository does not show.
+        let before = findings.len();
+        if self.persona == flags::Persona::Regular {
+            findings.retain(|f| f.severity != Severity::Warning);
+        }
+        let hidden = before - findings.len();
         let read_line = |file: &str, line: usize| -> Option<String> {
             let text = std::fs::read_to_string(root.join(file)).ok()?;
             text.lines().nth(line.checked_sub(1)?).map(str::to_owned)
         };
-        print!("{}", report::render(self.format, &findings, &read_line));
+        print!(
+            "{}",
+            report::render(self.format, &findings, hidden, &read_line)
+        );
         // Inside Actions the job page gets a table too; elsewhere this is a no-op.
         crate::gha::append_step_summary(&report::markdown_summary(&findings))?;
         Ok(if report::count_errors(&findings) == 0 {
@@ -50,15 +63,39 @@ impl flags::CheckContracts {
 /// Checks the workflows of `root` and returns every finding, suppressed ones
 /// included (marked), sorted by file and position.
 pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
-    let (workflows, unparsable) = load_workflows(root)?;
+    let (mut workflows, unparsable) = load_workflows(root)?;
+    // A workflow whose `on:` is commented out never runs: a note, and not checked.
+    let mut disabled = Vec::new();
+    workflows.retain(|wf| {
+        if wf.disabled {
+            disabled.push(Finding {
+                rule: "disabled-workflow",
+                severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
+                file: wf.path.clone(),
+                pos: Pos { line: 1, column: 1 },
+                workflow: wf.name.clone(),
+                job: None,
+                message: format!(
+                    "{} has no `on:` (commented out?), so GitHub never runs it; its jobs were not checked",
+                    wf.name
+                ),
+                suppressed: None,
+            });
+        }
+        !wf.disabled
+    });
     let mut policy = policy.clone();
     let mut notes = Vec::new();
     if policy.source.is_some() {
+        keep_unwritten_defaults_that_exist(&mut policy, &workflows);
         validate_policy_names(&policy, &workflows)?;
     } else {
         notes.extend(apply_defaults(&mut policy, &workflows));
     }
-    if unparsable.is_empty() && workflows.iter().all(|wf| wf.jobs.is_empty()) {
+    let refused = unparsable.iter().any(|f| f.severity == Severity::Error);
+    if !refused && workflows.iter().all(|wf| wf.jobs.is_empty()) {
         bail!(
             "the {} workflow file(s) under .github/workflows define no job, so nothing was checked",
             workflows.len()
@@ -69,8 +106,30 @@ pub fn check(root: &Path, policy: &Policy) -> Result<Vec<Finding>> {
     let mut checker = rules::Checker::new(&model, &policy, root);
     checker.run_all()?;
     let mut findings = checker.findings;
+    // A call of a local reusable workflow the tree does not have: GitHub
+    // refuses the calling workflow; every other file is still checked.
+    for (at, uses) in &model.missing_callees {
+        let wf = model.workflow(*at);
+        findings.push(Finding {
+            rule: rules::RuleId::ParseError.as_str(),
+            severity: Severity::Error,
+            confidence: Confidence::High,
+            question: None,
+            file: wf.path.clone(),
+            pos: uses.pos,
+            workflow: wf.name.clone(),
+            job: Some(model.job(*at).id.value.clone()),
+            message: format!(
+                "job `{}` calls {}, which is not in .github/workflows, so GitHub would not run this workflow; add the reusable workflow or fix the path",
+                model.job(*at).id.value,
+                uses.value
+            ),
+            suppressed: None,
+        });
+    }
     findings.extend(unparsable);
     findings.extend(notes);
+    findings.extend(disabled);
     findings.sort_by(|a, b| (&a.file, a.pos, a.rule).cmp(&(&b.file, b.pos, b.rule)));
     findings.dedup_by(|a, b| {
         a.file == b.file && a.pos == b.pos && a.rule == b.rule && a.message == b.message
@@ -92,6 +151,8 @@ fn apply_defaults(policy: &mut Policy, workflows: &[Workflow]) -> Vec<Finding> {
     let note = |message: String| Finding {
         rule: "policy",
         severity: Severity::Note,
+        confidence: Confidence::High,
+        question: None,
         file: crate::policy::DEFAULT_POLICY_PATH.to_owned(),
         pos: Pos { line: 1, column: 1 },
         workflow: String::new(),
@@ -169,8 +230,43 @@ fn load_workflows(root: &Path) -> Result<(Vec<Workflow>, Vec<Finding>)> {
     for path in &paths {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let rel = format!(".github/workflows/{name}");
+        // An empty file defines nothing: GitHub lists it as invalid, and
+        // there is nothing to check in it.
+        if std::fs::read_to_string(path).is_ok_and(|t| t.trim().is_empty()) {
+            unparsable.push(Finding {
+                rule: "empty-workflow",
+                severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
+                file: rel.clone(),
+                pos: Pos { line: 1, column: 1 },
+                workflow: name.to_string(),
+                job: None,
+                message: format!(
+                    "{name} is empty: it defines no job, so nothing in it was checked"
+                ),
+                suppressed: None,
+            });
+            continue;
+        }
         match Workflow::load(path, &rel) {
             Ok(wf) => workflows.push(wf),
+            // Only comments: GitHub lists it as invalid, and there is
+            // nothing in it to check.
+            Err(err) if format!("{err:#}").ends_with("the file is empty") => {
+                unparsable.push(Finding {
+                    rule: "empty-workflow",
+                    severity: Severity::Note,
+                    confidence: Confidence::High,
+                    question: None,
+                    file: rel.clone(),
+                    pos: Pos { line: 1, column: 1 },
+                    workflow: name.to_string(),
+                    job: None,
+                    message: format!("{name} holds no YAML (only comments): it defines no job, so nothing in it was checked"),
+                    suppressed: None,
+                });
+            }
             Err(err) => unparsable.push(parse_error(&rel, &name, &format!("{err:#}"))),
         }
     }
@@ -200,6 +296,8 @@ fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
     Finding {
         rule: rules::RuleId::ParseError.as_str(),
         severity: Severity::Error,
+        confidence: Confidence::High,
+        question: None,
         file: rel.to_owned(),
         pos,
         workflow: name.to_owned(),
@@ -209,6 +307,32 @@ fn parse_error(rel: &str, name: &str, error: &str) -> Finding {
             tail.trim()
         ),
         suppressed: None,
+    }
+}
+
+/// A policy file without a `[publisher]` (or `[artifacts]`) table did not
+/// name those workflows: the defaults' names (this repository's) that the
+/// tree does not have are dropped, as without a policy file, so that a
+/// policy of only `[contracts]` settings checks any repository.
+fn keep_unwritten_defaults_that_exist(policy: &mut Policy, workflows: &[Workflow]) {
+    let text = policy
+        .source
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let has_table = |name: &str| {
+        text.contains(&format!("{name}."))
+            || text.lines().any(|l| {
+                let l = l.trim();
+                l.starts_with('[') && l.trim_matches(['[', ']']).trim() == name
+            })
+    };
+    let exists = |name: &String| workflows.iter().any(|w| &w.name == name);
+    if !has_table("publisher") {
+        policy.publisher.workflows.retain(exists);
+    }
+    if !has_table("artifacts") {
+        policy.artifacts.trusted_workflows.retain(exists);
     }
 }
 
@@ -297,7 +421,7 @@ fn validate_policy_names(policy: &Policy, workflows: &[Workflow]) -> Result<()> 
 fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Policy) {
     let mut used = vec![false; policy.allow.len()];
     for finding in findings.iter_mut() {
-        if finding.severity != Severity::Error {
+        if finding.severity == Severity::Note {
             continue;
         }
         let entry = policy.allow.iter().position(|a| {
@@ -339,6 +463,8 @@ fn apply_allows(findings: &mut Vec<Finding>, workflows: &[Workflow], policy: &Po
         findings.push(Finding {
             rule: rules::rule(&allow.rule).map_or("allow", |r| r.id),
             severity: Severity::Note,
+            confidence: Confidence::High,
+            question: None,
             file: policy.describe_source(),
             pos: Pos { line: 1, column: 1 },
             workflow: allow.workflow.clone(),

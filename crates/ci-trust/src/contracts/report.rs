@@ -19,13 +19,15 @@ pub fn docs_anchor(rule_id: &str) -> String {
 
 /// Renders `findings` (sorted by the caller). `line_of(file, line)` returns
 /// the source line for snippets.
+/// `hidden`: how many warnings the persona left out (the human summary says so).
 pub fn render(
     format: Format,
     findings: &[Finding],
+    hidden: usize,
     line_of: &dyn Fn(&str, usize) -> Option<String>,
 ) -> String {
     match format {
-        Format::Human => human(findings, line_of),
+        Format::Human => human(findings, hidden, line_of),
         Format::Github => github(findings),
         Format::Json => {
             serde_json::to_string_pretty(&json_findings(findings)).expect("JSON values serialise")
@@ -37,14 +39,22 @@ pub fn render(
     }
 }
 
-fn human(findings: &[Finding], line_of: &dyn Fn(&str, usize) -> Option<String>) -> String {
+fn human(
+    findings: &[Finding],
+    hidden: usize,
+    line_of: &dyn Fn(&str, usize) -> Option<String>,
+) -> String {
     let mut out = String::new();
-    let active = findings
-        .iter()
-        .filter(|f| f.suppressed.is_none() && f.severity == Severity::Error);
+    let active = findings.iter().filter(|f| {
+        f.suppressed.is_none() && matches!(f.severity, Severity::Error | Severity::Warning)
+    });
     for finding in active {
+        let level = match finding.severity {
+            Severity::Warning => "warning: ",
+            _ => "",
+        };
         out.push_str(&format!(
-            "{}:{}:{}: {}: {}\n",
+            "{}:{}:{}: {level}{}: {}\n",
             finding.file, finding.pos.line, finding.pos.column, finding.rule, finding.message
         ));
         if let Some(line) = line_of(&finding.file, finding.pos.line) {
@@ -54,6 +64,9 @@ fn human(findings: &[Finding], line_of: &dyn Fn(&str, usize) -> Option<String>) 
             out.push_str(&format!("{pad} |\n{number} | {line}\n{pad} | {caret}^\n"));
             if let Some(rule) = rule(finding.rule) {
                 out.push_str(&format!("{pad} = hint: {}\n", rule.hint));
+            }
+            if let Some(question) = &finding.question {
+                out.push_str(&format!("{pad} = depends on: {question}\n"));
             }
             out.push_str(&format!("{pad} = see {}\n", docs_anchor(finding.rule)));
         }
@@ -81,8 +94,17 @@ fn human(findings: &[Finding], line_of: &dyn Fn(&str, usize) -> Option<String>) 
         }
     }
     let errors = count_errors(findings);
+    let warnings = findings
+        .iter()
+        .filter(|f| f.suppressed.is_none() && f.severity == Severity::Warning)
+        .count();
+    let warned = match (warnings, hidden) {
+        (0, 0) => String::new(),
+        (0, h) => format!(", {h} warning(s) not shown (`--persona auditor` shows them)"),
+        (w, _) => format!(", {w} warning(s)"),
+    };
     out.push_str(&format!(
-        "check-contracts: {errors} finding(s), {} suppressed, {} note(s)\n",
+        "check-contracts: {errors} finding(s), {} suppressed, {} note(s){warned}\n",
         suppressed.len(),
         findings
             .iter()
@@ -140,6 +162,18 @@ fn github(findings: &[Finding]) -> String {
                 format!("suppressed: {} [{reason}]", finding.message),
             ),
             (None, Severity::Note) => ("notice", finding.message.clone()),
+            (None, Severity::Warning) => (
+                "warning",
+                format!(
+                    "{} (depends on: {}; see {})",
+                    finding.message,
+                    finding
+                        .question
+                        .as_deref()
+                        .unwrap_or("what the workflows do not show"),
+                    docs_anchor(finding.rule)
+                ),
+            ),
             (None, Severity::Error) => (
                 "error",
                 format!("{} (see {})", finding.message, docs_anchor(finding.rule)),
@@ -159,6 +193,8 @@ fn json_findings(findings: &[Finding]) -> Value {
                 json!({
                     "rule": f.rule,
                     "severity": f.severity.as_str(),
+                    "confidence": f.confidence.as_str(),
+                    "question": f.question,
                     "file": f.file,
                     "line": f.pos.line,
                     "column": f.pos.column,
@@ -196,7 +232,11 @@ fn sarif(findings: &[Finding]) -> Value {
             let mut result = json!({
                 "ruleId": f.rule,
                 "level": f.severity.as_str(),
-                "message": { "text": f.message },
+                "message": { "text": match &f.question {
+                    Some(q) => format!("{} (depends on: {q})", f.message),
+                    None => f.message.clone(),
+                } },
+                "properties": { "confidence": f.confidence.as_str() },
                 "locations": [{
                     "physicalLocation": {
                         "artifactLocation": { "uri": f.file, "uriBaseId": "%SRCROOT%" },

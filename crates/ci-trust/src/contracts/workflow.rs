@@ -32,8 +32,14 @@ pub struct Scalar {
 pub struct Workflow {
     /// The file name, as policies and `uses: ./.github/workflows/NAME` name it.
     pub name: String,
+    /// Its `name:`, as `on: workflow_run: workflows:` names it.
+    pub display_name: Option<String>,
+    /// It has no `on:` (commented out to disable it), so it never runs.
+    pub disabled: bool,
     /// The `on.workflow_call.inputs` names and their `default:` (if any).
     pub call_inputs: Vec<(String, Option<String>)>,
+    /// The `on.workflow_dispatch.inputs`.
+    pub dispatch_inputs: Vec<DispatchInput>,
     /// The repository-relative path, `/`-separated, as findings report it.
     pub path: String,
     /// The raw lines, for snippets, inline allow comments and locating text in `run:` blocks.
@@ -46,6 +52,14 @@ pub struct Workflow {
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
     pub jobs: Vec<Job>,
+}
+
+/// A `workflow_dispatch` input: its name, `type:` and `options:`.
+#[derive(Debug, Clone)]
+pub struct DispatchInput {
+    pub name: String,
+    pub kind: String,
+    pub options: Vec<String>,
 }
 
 /// An event under `on:`, with its filters (`branches: [main]`, `types: [completed]`, …).
@@ -74,9 +88,10 @@ pub enum Permissions {
 #[derive(Debug)]
 pub struct Job {
     pub id: Scalar,
-    /// `strategy.matrix` is computed (`${{ fromJSON(...) }}` anywhere in
-    /// it), so `matrix.*` values are not written in the workflow.
-    pub dynamic_matrix: bool,
+    /// `strategy.matrix`, as JSON (scalars as strings); `None` without one.
+    pub matrix: Option<serde_json::Value>,
+    /// `outputs:`: what `needs.<id>.outputs.<name>` reads.
+    pub outputs: Vec<(Scalar, Scalar)>,
     pub if_cond: Option<Scalar>,
     /// Every label `runs-on` names (plain, list, or `labels:` of a group form),
     /// with matrix expressions resolved where the matrix lists the values.
@@ -115,9 +130,18 @@ pub struct Step {
     pub working_directory: Option<Scalar>,
     /// `continue-on-error:` (a literal or an expression).
     pub continue_on_error: Option<Scalar>,
+    /// The step's `if:`.
+    pub if_cond: Option<Scalar>,
 }
 
 impl Step {
+    /// The `run:` script as the shell reads it (`None` for an action
+    /// step), parsed once per text.
+    pub fn script(&self) -> Option<std::rc::Rc<super::shell::Script>> {
+        let run = self.run.as_ref()?;
+        Some(super::shell::Script::cached(&run.value))
+    }
+
     /// The value of `with: NAME`.
     pub fn input(&self, name: &str) -> Option<&Scalar> {
         lookup(&self.with, name)
@@ -167,6 +191,8 @@ impl Workflow {
             .with_context(|| format!("{rel}:1:1: a workflow must be a mapping"))?;
         let name = rel.rsplit('/').next().unwrap_or(rel).to_owned();
         let mut workflow = Workflow {
+            display_name: root.get_node("name").and_then(scalar).map(|s| s.value),
+            disabled: false,
             name,
             path: rel.to_owned(),
             lines: text.lines().map(str::to_owned).collect(),
@@ -178,14 +204,17 @@ impl Workflow {
             default_working_directory: None,
             jobs: Vec::new(),
             call_inputs: Vec::new(),
+            dispatch_inputs: Vec::new(),
         };
         let ctx = Ctx { file: rel };
-        let Some(on) = root.get_node("on") else {
-            bail!("{rel}:1:1: the workflow has no `on:`; GitHub would refuse it");
-        };
-        workflow.triggers = ctx.triggers(on)?;
+        // No `on:` (commented out to disable it): a workflow that never runs.
+        let on = root.get_node("on");
+        workflow.disabled = on.is_none();
+        if let Some(on) = on {
+            workflow.triggers = ctx.triggers(on)?;
+        }
         if let Some(inputs) = on
-            .as_mapping()
+            .and_then(|on| on.as_mapping())
             .and_then(|m| m.get_mapping("workflow_call"))
             .and_then(|m| m.get_mapping("inputs"))
         {
@@ -198,6 +227,31 @@ impl Workflow {
                 workflow
                     .call_inputs
                     .push((name.as_str().to_owned(), default));
+            }
+        }
+        if let Some(inputs) = on
+            .and_then(|on| on.as_mapping())
+            .and_then(|m| m.get_mapping("workflow_dispatch"))
+            .and_then(|m| m.get_mapping("inputs"))
+        {
+            for (name, spec) in inputs.iter() {
+                let spec = spec.as_mapping();
+                let kind = spec
+                    .and_then(|s| s.get_node("type"))
+                    .and_then(scalar)
+                    .map_or_else(|| "string".to_owned(), |t| t.value);
+                let options = spec
+                    .and_then(|s| s.get_node("options"))
+                    .map(scalars_of)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| o.value)
+                    .collect();
+                workflow.dispatch_inputs.push(DispatchInput {
+                    name: name.as_str().to_owned(),
+                    kind,
+                    options,
+                });
             }
         }
         workflow.permissions = root
@@ -508,16 +562,12 @@ impl Ctx<'_> {
     fn job(&self, id: Scalar, node: &Node) -> Result<Job> {
         let map = self.mapping(node, &format!("jobs.{}", id.value))?;
         let (runs_on, runs_on_unresolved) = runs_on(map);
-        let dynamic_matrix = map
-            .get_mapping("strategy")
-            .and_then(|s| s.get_node("matrix"))
-            .is_some_and(|m| {
-                let mut values = Vec::new();
-                collect_scalars(m, &mut values);
-                values.iter().any(|v| v.value.contains("${{"))
-            });
         let mut job = Job {
-            dynamic_matrix,
+            matrix: map
+                .get_mapping("strategy")
+                .and_then(|s| s.get_node("matrix"))
+                .map(to_json),
+            outputs: self.pairs(map.get_node("outputs"), "outputs")?,
             if_cond: map.get_node("if").map(|v| value_scalar(&id, v)),
             runs_on,
             runs_on_unresolved,
@@ -586,6 +636,7 @@ impl Ctx<'_> {
             env: self.pairs(map.get_node("env"), "env")?,
             working_directory: entry("working-directory"),
             continue_on_error: entry("continue-on-error"),
+            if_cond: entry("if"),
         })
     }
 }
@@ -792,6 +843,19 @@ fn runner_labels(value: &Node) -> Option<Vec<Scalar>> {
     }
 }
 
+/// A YAML node as JSON, scalars as strings (as GitHub passes matrix values).
+fn to_json(node: &Node) -> serde_json::Value {
+    match node {
+        Node::Scalar(s) => serde_json::Value::String(s.as_str().to_owned()),
+        Node::Sequence(items) => serde_json::Value::Array(items.iter().map(to_json).collect()),
+        Node::Mapping(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.as_str().to_owned(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
 fn node_pos(node: &Node) -> Pos {
     node.span()
         .start()
@@ -951,7 +1015,6 @@ jobs:
                 "on: push\njobs:\n  a:\n    steps: [1]\n",
                 "a step must be a mapping",
             ),
-            ("jobs: {}\n", "no `on:`"),
         ] {
             let err = format!("{:#}", Workflow::parse("x.yml", text).unwrap_err());
             assert!(err.contains(needle), "{text:?} gave {err}");

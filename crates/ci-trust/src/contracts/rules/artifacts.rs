@@ -8,10 +8,12 @@
 
 use anyhow::Result;
 
-use super::privileged::{attacker_controlled, runs_xtask};
-use super::{Checker, Finding, RuleId, Severity};
+use super::privileged::attacker_controlled;
+use super::{Checker, Confidence, Finding, RuleId, Severity};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::{JobInfo, JobRef};
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Workflow};
 use crate::policy::Policy;
 
@@ -59,7 +61,7 @@ impl Checker<'_> {
                     .run
                     .as_ref()
                     .and_then(|r| {
-                        expr::builds_code(&r.value).map(|line| (wf.locate(r.pos, line), line))
+                        commands::builds_line(&r.value).map(|line| (wf.locate(r.pos, line), line))
                     })
                     .or_else(|| {
                         step.uses
@@ -130,15 +132,13 @@ impl Checker<'_> {
         let mut found = Vec::new();
         for step in &job.steps {
             let Some(run) = &step.run else { continue };
-            let Some(line) = run.value.lines().find(|l| {
-                let words: Vec<&str> = l.split_whitespace().collect();
-                words
-                    .windows(3)
-                    .any(|w| w == ["cargo", "xtask", "gpu-archive"])
-            }) else {
+            let script = Script::cached(&run.value);
+            let Some(archive) = commands::xtask(&script, "gpu-archive").next() else {
                 continue;
             };
-            if !run.value.contains("--reuse") {
+            let line = commands::line(&run.value, &script, archive);
+            let archive_args = archive.arg_texts();
+            if !archive_args.iter().any(|w| w == "--reuse") {
                 continue;
             }
             let pos = wf.locate(run.pos, line);
@@ -198,9 +198,9 @@ impl Checker<'_> {
             let binds = self.policy.artifacts.trusted_workflows.contains(&wf.name)
                 || wf.jobs.iter().any(|j| {
                     j.steps.iter().any(|s| {
-                        s.run
-                            .as_ref()
-                            .is_some_and(|r| runs_xtask(&r.value) && r.value.contains("--reuse"))
+                        s.run.as_ref().is_some_and(|r| {
+                            commands::runs_xtask(&r.value) && r.value.contains("--reuse")
+                        })
                     })
                 });
             if !binds || wf.jobs.is_empty() {
@@ -278,6 +278,8 @@ fn archive_names(workflows: &[Workflow], policy: &Policy) -> Vec<Finding> {
                 findings.push(Finding {
                     rule: RuleId::ArchiveNames.as_str(),
                     severity: Severity::Error,
+                    confidence: Confidence::High,
+                    question: None,
                     file: workflow.path.clone(),
                     pos,
                     workflow: workflow.name.clone(),

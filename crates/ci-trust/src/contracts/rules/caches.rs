@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::caches::{self, cache_env_saves, cache_save};
 use crate::contracts::expr;
-use crate::contracts::roles::{JobInfo, JobRef};
+use crate::contracts::roles::{Actor, JobInfo, JobRef, Level, Start};
 use crate::contracts::workflow::{Job, Pos, Step};
 
 /// `untrusted-cache-save`.
@@ -36,34 +36,54 @@ impl Checker<'_> {
         let wf = self.model.workflow(at);
         let why = &info.untrusted[0];
         let who = format!("{} ({}, line {})", self.label(at), why.text, why.pos.line);
-        let mut saves = Vec::new();
+        // Where it saves, and whether the save goes to GitHub's Actions
+        // cache (which `cache-mode:` and GitHub's token defaults govern).
+        let mut saves: Vec<(Pos, String, bool)> = Vec::new();
         for step in &job.steps {
-            saves.extend(self.step_saves(step)?);
+            saves.extend(self.step_saves_on(step, &job.runs_on)?);
         }
-        saves.extend(cache_env_saves(wf, job));
+        let explicit: Vec<(Pos, String)> = cache_env_saves(wf, job);
+        let explicit_write = explicit.iter().any(|(_, why)| why.contains("cache-mode"));
+        saves.extend(explicit.into_iter().map(|(p, w)| (p, w, true)));
         let credentials = self.credentials(at);
         for save in caches::external_saves(wf, job) {
-            if !saves.iter().any(|(pos, _)| *pos == save.pos) {
+            if !saves.iter().any(|(pos, _, _)| *pos == save.pos) {
                 saves.push((
                     save.pos,
                     format!(
                         "it writes to {}, with {credentials}, which `cache-mode:` does not govern",
                         save.backend
                     ),
+                    false,
                 ));
             }
         }
-        for (pos, why) in saves {
-            self.push(
+        let token = self.cache_write_token(at, &mut BTreeSet::new());
+        let explicit_write = explicit_write
+            || token
+                .as_ref()
+                .is_some_and(|(_, why)| why.contains("cache-mode: write"));
+        let (severity, question) = self.job_severity(at);
+        let actions = self.actions_cache_severity(info, severity, question.clone(), explicit_write);
+        for (pos, why, governed) in saves {
+            let (severity, question) = if governed {
+                actions.clone()
+            } else {
+                (severity, question.clone())
+            };
+            self.push_as(
                 RuleId::UntrustedCacheSave,
                 at,
                 at.workflow,
                 pos,
                 format!("{who} saves to the cache: {why}"),
+                severity,
+                question,
             );
         }
-        if let Some((pos, why)) = self.cache_write_token(at, &mut BTreeSet::new()) {
-            self.push(
+        if let Some((pos, why)) = token {
+            let (severity, question) = actions.clone();
+            self.push_as(
                 RuleId::UntrustedCacheSave,
                 at,
                 at.workflow,
@@ -71,9 +91,42 @@ impl Checker<'_> {
                 format!(
                     "{who} holds a token that can write the cache ({why}); the code it runs can save without any save step, so set `cache-mode: read` (or `none`)"
                 ),
+                severity,
+                question,
             );
         }
         Ok(())
+    }
+
+    /// How certain a write to GitHub's Actions cache is: since 2026-06
+    /// GitHub issues a read-only cache token to runs a non-collaborator can
+    /// start in the default branch's scope (`pull_request_target`,
+    /// `issue_comment`, a fork's `workflow_run`), unless `cache-mode: write`
+    /// asks for more. A job that runs pull-request code only under such
+    /// runs relies on that default: a warning that asks whether it holds.
+    fn actions_cache_severity(
+        &self,
+        info: &JobInfo,
+        severity: Severity,
+        question: Option<String>,
+        explicit_write: bool,
+    ) -> (Severity, Option<String>) {
+        if severity != Severity::Error || explicit_write {
+            return (severity, question);
+        }
+        let starts: Vec<&Start> = info
+            .exposures
+            .iter()
+            .filter(|e| e.level == Level::Error)
+            .flat_map(|e| e.starts.iter())
+            .collect();
+        if starts.is_empty() || !starts.iter().all(|s| read_only_by_default(s)) {
+            return (severity, question);
+        }
+        (
+            Severity::Warning,
+            Some("only runs that GitHub gives a read-only cache token by default (since 2026-06) bring the code in: does that default hold where this repository runs (not an older GitHub Enterprise Server)? `cache-mode: read` makes it explicit".to_owned()),
+        )
     }
 
     /// Why a job's token may write the cache when its `cache-mode` does not
@@ -157,9 +210,24 @@ impl Checker<'_> {
     /// Where a step saves to the cache: the step itself, or, for a local
     /// composite action (`uses: ./.github/actions/x`), any step inside it.
     pub(super) fn step_saves(&self, step: &Step) -> Result<Vec<(Pos, String)>> {
+        Ok(self
+            .step_saves_on(step, &[])?
+            .into_iter()
+            .map(|(pos, why, _)| (pos, why))
+            .collect())
+    }
+
+    /// As [`Checker::step_saves`], on a job running on `runs_on`, with
+    /// whether each save goes to GitHub's Actions cache (which `cache-mode:`
+    /// governs) or elsewhere.
+    pub(super) fn step_saves_on(
+        &self,
+        step: &Step,
+        runs_on: &[crate::contracts::workflow::Scalar],
+    ) -> Result<Vec<(Pos, String, bool)>> {
         let mut found = Vec::new();
         let mut budget = LOCAL_ACTION_BUDGET;
-        self.collect_step_saves(step, None, &mut budget, &mut found)?;
+        self.collect_step_saves(step, None, runs_on, &mut budget, &mut found)?;
         Ok(found)
     }
 
@@ -167,17 +235,32 @@ impl Checker<'_> {
         &self,
         step: &Step,
         outer: Option<Outer<'_>>,
+        runs_on: &[crate::contracts::workflow::Scalar],
         budget: &mut usize,
-        found: &mut Vec<(Pos, String)>,
+        found: &mut Vec<(Pos, String, bool)>,
     ) -> Result<()> {
         // Inside an action, findings point at the workflow's `uses:` line
         // and name the action file's line.
-        let place = |pos: Pos, why: String| match outer {
-            None => (pos, why),
-            Some((at, file, _)) => (at, format!("{why} (in {file}, line {})", pos.line)),
+        let place = |pos: Pos, why: String, governed: bool| match outer {
+            None => (pos, why, governed),
+            Some((at, file, _)) => (
+                at,
+                format!("{why} (in {file}, line {})", pos.line),
+                governed,
+            ),
         };
         if let Some((pos, why)) = cache_save(step) {
-            found.push(place(pos, why));
+            if caches::falls_back_to_actions_cache(step, runs_on) {
+                let name = step.action().map_or("", |(n, _)| n);
+                found.push(place(
+                    pos,
+                    format!("`{name}` saves, and on a runner that is not its service's it writes GitHub's Actions cache"),
+                    true,
+                ));
+            } else {
+                let governed = caches::saves_to_actions_cache(step, runs_on);
+                found.push(place(pos, why, governed));
+            }
         }
         let Some(uses) = &step.uses else {
             return Ok(());
@@ -199,6 +282,7 @@ impl Checker<'_> {
                     uses.value,
                     self.root.display()
                 ),
+                true,
             ));
             return Ok(());
         };
@@ -209,12 +293,19 @@ impl Checker<'_> {
                 format!(
                     "it expands more than {LOCAL_ACTION_BUDGET} local actions (at `{file}`), so what they save was not all checked"
                 ),
+                true,
             ));
             return Ok(());
         }
         *budget -= 1;
         for inner in &action.steps {
-            self.collect_step_saves(inner, Some((at, file, &action.inputs)), budget, found)?;
+            self.collect_step_saves(
+                inner,
+                Some((at, file, &action.inputs)),
+                runs_on,
+                budget,
+                found,
+            )?;
         }
         Ok(())
     }
@@ -240,7 +331,7 @@ impl Checker<'_> {
             return;
         }
         for save in caches::external_saves(wf, job) {
-            self.push(
+            self.push_as(
                 RuleId::UntrustedCacheSave,
                 at,
                 at.workflow,
@@ -249,6 +340,8 @@ impl Checker<'_> {
                     "{who} runs pull-request code (`pull_request`, forks included) and writes to {}, with {credentials} and no secret, so a fork's code can write too; that store is shared with default-branch builds and `cache-mode:` does not govern it",
                     save.backend
                 ),
+                Severity::Warning,
+                Some("does the store accept the runner's own credentials (an instance role, a bucket open to writes) from a fork's run?".to_owned()),
             );
         }
     }
@@ -257,6 +350,15 @@ impl Checker<'_> {
 /// Where a step inside a local action is reported: the workflow's `uses:`
 /// position, the action file, and the action's resolved inputs.
 type Outer<'o> = (Pos, &'o str, &'o [(String, String)]);
+
+/// A start whose run GitHub gives a read-only Actions cache token by
+/// default: one a non-collaborator can cause in the default branch's scope.
+fn read_only_by_default(start: &Start) -> bool {
+    matches!(
+        start.event.as_str(),
+        "pull_request_target" | "issue_comment" | "issues" | "discussion" | "discussion_comment"
+    ) || start.event == "workflow_run" && start.actor == Actor::Outsider
+}
 
 /// How many local actions one step may expand (nested uses included)
 /// before the check stops and reports: a cycle or a wide tree of actions

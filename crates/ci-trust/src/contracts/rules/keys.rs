@@ -12,10 +12,12 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result};
 use globset::GlobMatcher;
 
-use super::{Checker, Finding, RuleId, Severity};
+use super::{Checker, Confidence, Finding, RuleId, Severity};
 use crate::contracts::caches::is_false;
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::JobRef;
+use crate::contracts::shell::{Script, Word};
 use crate::contracts::workflow::{Job, Step, Workflow};
 
 /// `key-mismatch`, `key-coverage` and `key-xtask-checkout`: one pairing of
@@ -157,6 +159,8 @@ impl Checker<'_> {
             self.findings.push(Finding {
                 rule: RuleId::KeyCoverage.as_str(),
                 severity: Severity::Note,
+                confidence: Confidence::High,
+                question: None,
                 file: wf.path.clone(),
                 pos,
                 workflow: wf.name.clone(),
@@ -370,7 +374,10 @@ pub(super) fn rust_cache_shape(job: &Job, step: &Step) -> Option<String> {
 pub struct KeySignature {
     /// The `cargo xtask ci-key` invocation line, whitespace-collapsed.
     pub ci_key: Option<String>,
-    /// The whole `run` (trailing whitespace trimmed) or the `uses`/`with`.
+    /// Its words, as the shell splits them.
+    pub ci_key_args: Vec<String>,
+    /// What the `run` computes ([`commands::canonical`]: comments, layout
+    /// and quoting left out), or the `uses`/`with`.
     pub text: String,
     pub working_directory: String,
 }
@@ -389,14 +396,14 @@ impl KeySignature {
     /// The directory cargo runs the xtask from: the working directory, or
     /// the directory of a `--manifest-path`.
     pub(super) fn xtask_dir(&self) -> String {
-        let Some(line) = &self.ci_key else {
+        if self.ci_key.is_none() {
             return self.working_directory.clone();
-        };
-        let words: Vec<&str> = line.split_whitespace().collect();
+        }
+        let words = &self.ci_key_args;
         let manifest = words.iter().enumerate().find_map(|(i, w)| {
             w.strip_prefix("--manifest-path=").or_else(|| {
-                (*w == "--manifest-path")
-                    .then(|| words.get(i + 1).copied())
+                (w == "--manifest-path")
+                    .then(|| words.get(i + 1).map(String::as_str))
                     .flatten()
             })
         });
@@ -419,20 +426,16 @@ pub(super) fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignatu
             .map_or(".", |s| s.value.as_str()),
     );
     if let Some(run) = &step.run {
-        let text = run
-            .value
-            .lines()
-            .map(str::trim_end)
-            .collect::<Vec<_>>()
-            .join("\n")
-            .trim_end()
-            .to_owned();
-        let ci_key = text.lines().find(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            words.windows(3).any(|w| w == ["cargo", "xtask", "ci-key"])
-        });
+        let script = Script::cached(&run.value);
+        // The computation, not its comments or layout.
+        let text = commands::canonical(&run.value, &script);
+        let ci_key = commands::xtask(&script, "ci-key").next();
+        let ci_key_args: Vec<String> = ci_key
+            .map(|c| c.words.iter().map(Word::text).collect())
+            .unwrap_or_default();
         return KeySignature {
-            ci_key: ci_key.map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")),
+            ci_key: ci_key.map(|_| ci_key_args.join(" ")),
+            ci_key_args,
             text,
             working_directory,
         };
@@ -446,6 +449,7 @@ pub(super) fn key_signature(wf: &Workflow, job: &Job, step: &Step) -> KeySignatu
     }
     KeySignature {
         ci_key: None,
+        ci_key_args: Vec::new(),
         text,
         working_directory,
     }

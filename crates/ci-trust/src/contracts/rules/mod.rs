@@ -8,7 +8,7 @@
 //!
 //! Owns the registry, the finding type and the checker's shared helpers.
 //! It must not hold a rule's logic (that is its family module's), infer
-//! roles (`roles.rs`) or know how caches are written (`caches.rs`).
+//! roles (`roles/`) or know how caches are written (`caches.rs`).
 //!
 //! Every rule id has a `### <id>` heading in `docs/contracts.md`; the ids
 //! are an interface (allow entries and code-scanning alerts name them), so
@@ -29,7 +29,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::expr;
-use super::roles::{JobInfo, JobRef, Model};
+use super::roles::{JobInfo, JobRef, Level, Model};
 use super::workflow::{Job, Pos};
 use crate::policy::Policy;
 
@@ -395,9 +395,14 @@ pub fn publisher_rule_ids() -> Vec<&'static str> {
         .collect()
 }
 
+/// How a finding counts. An error is a concrete path from attacker bytes to
+/// a credential or a shared cache (it fails the check); a warning is one
+/// that depends on something the repository does not show, and says what
+/// (`--persona auditor` shows it); a note informs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
     Error,
+    Warning,
     Note,
 }
 
@@ -405,7 +410,28 @@ impl Severity {
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Error => "error",
+            Severity::Warning => "warning",
             Severity::Note => "note",
+        }
+    }
+}
+
+/// How sure the finding is of its path: `high` when every step of it is
+/// in the workflows, `medium` when one step is a platform default or a
+/// value someone chooses at run time, `low` when one is unseen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+impl Confidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
         }
     }
 }
@@ -414,6 +440,9 @@ impl Severity {
 pub struct Finding {
     pub rule: &'static str,
     pub severity: Severity,
+    pub confidence: Confidence,
+    /// For a warning: what the path depends on, as a question.
+    pub question: Option<String>,
     /// The repository-relative file the position is in.
     pub file: String,
     pub pos: Pos,
@@ -490,13 +519,36 @@ impl<'a> Checker<'a> {
     /// running one comes from an analysis shared with a sibling rule, which
     /// reports it in its own turn.
     fn push(&mut self, rule: RuleId, at: JobRef, file: usize, pos: Pos, message: String) {
+        let (severity, question) = self.default_severity(rule, at);
+        self.push_as(rule, at, file, pos, message, severity, question);
+    }
+
+    /// As [`Checker::push`], with the severity and question given.
+    #[allow(clippy::too_many_arguments)]
+    fn push_as(
+        &mut self,
+        rule: RuleId,
+        at: JobRef,
+        file: usize,
+        pos: Pos,
+        message: String,
+        severity: Severity,
+        question: Option<String>,
+    ) {
         if !self.records(rule) {
             return;
         }
         let wf = &self.model.workflows[at.workflow];
+        let confidence = match (severity, &question) {
+            (Severity::Error, _) => Confidence::High,
+            (_, Some(q)) if q.contains("not show") => Confidence::Low,
+            _ => Confidence::Medium,
+        };
         self.findings.push(Finding {
             rule: rule.as_str(),
-            severity: Severity::Error,
+            severity,
+            confidence,
+            question,
             file: self.model.workflows[file].path.clone(),
             pos,
             workflow: wf.name.clone(),
@@ -504,6 +556,79 @@ impl<'a> Checker<'a> {
             message,
             suppressed: None,
         });
+    }
+
+    /// A rule about a job that runs untrusted code is as certain as the
+    /// job's exposure: a warning when only a maintainer's dispatch or an
+    /// unseen value brings the code in, with the question that decides it.
+    /// `persistent-runner` depends on what the workflow cannot show (is
+    /// the runner fresh per job?).
+    fn default_severity(&self, rule: RuleId, at: JobRef) -> (Severity, Option<String>) {
+        match rule {
+            RuleId::PersistentRunner => (
+                Severity::Warning,
+                Some("is this runner ephemeral (a fresh machine per job)? If it is, list its labels under [contracts] ephemeral-labels".to_owned()),
+            ),
+            RuleId::UntrustedCacheSave
+            | RuleId::UntrustedWritePermissions
+            | RuleId::UntrustedSecrets
+            | RuleId::UntrustedPersistCredentials
+            | RuleId::GateBypass => self.job_severity(at),
+            // A third party's code: a path only if its owner, or whoever
+            // controls its URL, turns against the repository. The design's
+            // own publisher, named in a policy file, is held to it.
+            RuleId::UnpinnedAction | RuleId::RemoteScript => {
+                let info = self.model.info(at);
+                if info.publisher && self.policy.source.is_some() {
+                    (Severity::Error, None)
+                } else {
+                    (
+                        Severity::Warning,
+                        Some("do you trust whoever can move that tag or change that URL with this job's secrets and token?".to_owned()),
+                    )
+                }
+            }
+            // The lifecycle contract (trusted checkout, no credentials kept,
+            // no build, no cache) is the design's hardening of a job that
+            // runs only trusted code; a policy file opts into it.
+            // Without a policy file the publisher was inferred: holding a
+            // workflow to the one-writer design's triggers, guards, refs and
+            // key pairing is an opinion the repository has not stated. A
+            // pull request's code where it saves is `untrusted-cache-save`'s
+            // error either way.
+            rule if self.policy.source.is_none()
+                && RULES.iter().any(|r| r.rule == rule && r.needs_publisher) =>
+            {
+                (
+                    Severity::Warning,
+                    Some("the publisher was inferred (no .github/ci-trust.toml): is this workflow meant to be the one writer of the shared caches? Naming it under [publisher] workflows makes this an error".to_owned()),
+                )
+            }
+            RuleId::LifecycleJob if self.policy.source.is_none() => (
+                Severity::Warning,
+                Some("the job holds `actions: write` but runs only the default branch's code; is the hardening wanted here? A policy file makes it an error".to_owned()),
+            ),
+            _ => (Severity::Error, None),
+        }
+    }
+
+    /// The severity a job's untrusted code gives its findings.
+    pub(crate) fn job_severity(&self, at: JobRef) -> (Severity, Option<String>) {
+        let info = self.model.info(at);
+        if !info.is_untrusted() || info.level() == Level::Error {
+            return (Severity::Error, None);
+        }
+        let who: Vec<String> = info
+            .exposures
+            .iter()
+            .flat_map(|e| e.who.iter().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        (
+            Severity::Warning,
+            Some(format!("the code comes in only through {}", who.join("; "))),
+        )
     }
 
     fn grant(&self, at: JobRef) -> Option<&crate::policy::JobGrant> {

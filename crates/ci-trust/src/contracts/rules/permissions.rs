@@ -4,14 +4,15 @@
 //! (`lifecycle-job`).
 //!
 //! Owns these checks. It must not decide which jobs are untrusted or
-//! lifecycle jobs (`roles.rs`).
+//! lifecycle jobs (`roles/`).
 
 use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::caches::{cache_env_saves, is_false};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::JobInfo;
 use crate::contracts::workflow::{Job, Permissions, Pos};
@@ -26,6 +27,8 @@ struct Held {
     origin: String,
     /// What follows the origin: the fix, or the gate a scope opens.
     tail: String,
+    /// A conversation scope without a gate it could open: a warning.
+    ungated: bool,
 }
 
 /// `untrusted-write-permissions`.
@@ -109,6 +112,7 @@ impl Checker<'_> {
                         pos: level.pos,
                         origin: effective.origin.clone(),
                         tail: "; list read scopes instead".to_owned(),
+                        ungated: false,
                     });
                 }
                 Some(Permissions::Shorthand(_)) => {}
@@ -133,14 +137,21 @@ impl Checker<'_> {
                         // (events made with the job's token start no run,
                         // and a comment gate checks the commenter, which the
                         // bot is not), so it is reported when one exists.
+                        // On a pod the pull request's code runs beside the
+                        // runner, with the token: any write scope is its.
+                        let mut ungated = false;
                         let gate = if !allowed
                             && CONVERSATION_SCOPES.contains(&scope.value.as_str())
+                            && info.pod.is_none()
                         {
                             match self.label_gate() {
                                 Some(gate) => format!(
                                     "; {gate} decides on labels or reviews, which this token can set"
                                 ),
-                                None => continue,
+                                None => {
+                                    ungated = true;
+                                    String::new()
+                                }
                             }
                         } else {
                             String::new()
@@ -160,6 +171,7 @@ impl Checker<'_> {
                                 pos: scope.pos,
                                 origin: effective.origin.clone(),
                                 tail: gate,
+                                ungated,
                             });
                         }
                     }
@@ -184,7 +196,15 @@ impl Checker<'_> {
             } else {
                 format!("; the same through {}", others.join(", "))
             };
-            self.push(
+            let (severity, question) = if held.ungated {
+                (
+                    Severity::Warning,
+                    Some("the token can post, label and edit pull requests and issues: does any gate (a merge rule, a bot) trust what it can set?".to_owned()),
+                )
+            } else {
+                self.job_severity(at)
+            };
+            self.push_as(
                 RuleId::UntrustedWritePermissions,
                 at,
                 held.file,
@@ -193,6 +213,8 @@ impl Checker<'_> {
                     "{who} runs untrusted code {} ({}{also}){}",
                     held.what, held.origin, held.tail
                 ),
+                severity,
+                question,
             );
         }
     }
@@ -251,13 +273,14 @@ impl Checker<'_> {
                 }
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[], true) {
+                if let Some(line) = commands::fetches_pr_code(&run.value, &info.triggers, &[], true)
+                {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} runs `{}`", line.trim()),
                     ));
                 }
-                if let Some(line) = expr::builds_code(&run.value) {
+                if let Some(line) = commands::builds_line(&run.value) {
                     found.push((
                         wf.locate(run.pos, line),
                         format!("{who} builds code: `{}`", line.trim()),
@@ -302,13 +325,39 @@ impl Checker<'_> {
                 ),
             ));
         }
+        // A token that can write is a credential the code can use; a
+        // read-only one reads what the code could read anyway, unless the
+        // repository is private.
+        let writes = info.permissions.iter().any(|p| match &p.permissions {
+            None => true,
+            Some(Permissions::Shorthand(s)) => {
+                s.value.trim() != "{}" && s.value.trim() != "read-all"
+            }
+            Some(Permissions::Map { scopes }) => {
+                scopes.iter().any(|(_, level)| level.value == "write")
+            }
+        });
+        let (severity, question) = self.job_severity(info.at);
+        let (severity, question) = if writes {
+            (severity, question)
+        } else {
+            (
+                Severity::Warning,
+                Some(question.map_or_else(
+                    || "the token is read-only here: is the repository private, so that reading it gives the code something?".to_owned(),
+                    |q| format!("{q}; and the token is read-only: is the repository private?"),
+                )),
+            )
+        };
         for (pos, message) in found {
-            self.push(
+            self.push_as(
                 RuleId::UntrustedPersistCredentials,
                 info.at,
                 info.at.workflow,
                 pos,
                 message,
+                severity,
+                question.clone(),
             );
         }
     }

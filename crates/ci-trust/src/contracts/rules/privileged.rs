@@ -6,7 +6,7 @@
 //!
 //! Owns these checks and the recognisers only they use, and
 //! `Checker::privilege` (what makes a job privileged), which `remote_code`
-//! reads. It must not touch role inference (`roles.rs`).
+//! reads. It must not touch role inference (`roles/`).
 
 use std::collections::BTreeSet;
 
@@ -14,9 +14,12 @@ use anyhow::Result;
 
 use super::keys::{checkouts_before, is_within, join_dir, key_signature, normalize_dir};
 use super::secrets::pr_bytes;
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
+use crate::contracts::commands;
+use crate::contracts::eval::{self, Taint};
 use crate::contracts::expr;
-use crate::contracts::roles::{JobInfo, JobRef, PRIVILEGED_EVENTS};
+use crate::contracts::roles::{Actor, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::{Job, Pos, Scalar, Step};
 
 /// `trusted-step-environment`.
@@ -47,6 +50,16 @@ pub(super) fn check_gate_bypass(c: &mut Checker) -> Result<()> {
     })
 }
 
+/// A script a job runs: the step it belongs to, its text, the composite
+/// action's inputs it reads (name, value), and the `uses:` it is reported at
+/// when it comes from a local action.
+type JobScript<'a> = (
+    &'a crate::contracts::workflow::Step,
+    Scalar,
+    Vec<(String, String)>,
+    Option<Pos>,
+);
+
 impl Checker<'_> {
     /// Why the job's code matters beyond its own logs: it is a publisher, it
     /// holds a secret, or its token may write (then the flag is true: the
@@ -54,6 +67,17 @@ impl Checker<'_> {
     pub(super) fn privilege(&self, info: &JobInfo, job: &Job) -> Option<(String, bool)> {
         if info.publisher {
             return Some(("publisher job".to_owned(), false));
+        }
+        // A pull request's own run (its definition, no secrets for forks,
+        // its own cache scope) gives its author nothing they lack.
+        let isolated = [
+            "pull_request",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ];
+        if !info.triggers.is_empty() && info.triggers.iter().all(|t| isolated.contains(&t.as_str()))
+        {
+            return None;
         }
         let wf = self.model.workflow(info.at);
         let scalars = job
@@ -107,7 +131,9 @@ impl Checker<'_> {
             .iter()
             .filter(|s| {
                 s.id.as_ref().is_some_and(|id| &id.value == step_id)
-                    || s.run.as_ref().is_some_and(|r| runs_xtask(&r.value))
+                    || s.run
+                        .as_ref()
+                        .is_some_and(|r| commands::runs_xtask(&r.value))
             })
             .collect();
         let Some(last) = trusted.last().map(|s| s.index) else {
@@ -149,10 +175,11 @@ impl Checker<'_> {
         //    step, that read the PR checkout.
         for step in &job.steps[..last] {
             let Some(run) = &step.run else { continue };
-            let Some(line) = run
-                .value
-                .lines()
-                .find(|l| l.contains("GITHUB_ENV") || l.contains("GITHUB_PATH"))
+            let script = Script::cached(&run.value);
+            let Some(line) = script
+                .commands()
+                .find(|c| c.writes_to("GITHUB_ENV") || c.writes_to("GITHUB_PATH"))
+                .map(|c| commands::line(&run.value, &script, c))
             else {
                 continue;
             };
@@ -229,20 +256,138 @@ impl Checker<'_> {
     pub(super) fn privileged_injection(&mut self, info: &JobInfo, job: &Job, why: &str) {
         let wf = self.model.workflow(info.at);
         let mut found = Vec::new();
+        // The scripts the job runs: its own steps', and those of the local
+        // composite actions it uses (their `inputs.NAME` read as what the
+        // step passes), reported at the step's `uses:`.
+        let mut scripts: Vec<JobScript<'_>> = Vec::new();
         for step in &job.steps {
-            let scripts = step.run.iter().chain(
+            for script in step.run.iter().chain(
                 step.input("script")
                     .filter(|_| step.uses_action("actions/github-script")),
-            );
-            for script in scripts {
+            ) {
+                scripts.push((step, script.clone(), Vec::new(), None));
+            }
+            let mut budget = super::LOCAL_ACTION_BUDGET;
+            let mut pending = vec![(step.clone(), Vec::new())];
+            while let Some((outer, inputs)) = pending.pop() {
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                let Ok(Some(action)) =
+                    crate::contracts::workflow::expand_local_action(self.root, &outer, &inputs)
+                else {
+                    continue;
+                };
+                for inner in &action.steps {
+                    if let Some(run) = &inner.run {
+                        let at = step.uses.as_ref().map_or(step.pos, |u| u.pos);
+                        scripts.push((step, run.clone(), action.inputs.clone(), Some(at)));
+                    }
+                    if inner.uses.is_some() {
+                        pending.push((inner.clone(), action.inputs.clone()));
+                    }
+                }
+            }
+        }
+        for (step, script, inputs, place) in &scripts {
+            let step: &crate::contracts::workflow::Step = step;
+            {
                 for (_, body) in expr::expressions(&script.value) {
-                    let context = attacker_controlled(body)
-                        .map(str::to_owned)
-                        .or_else(|| self.untrusted_output(info.at, body))
-                        .or_else(|| self.attacker_controlled_input(info.at, body));
+                    let substituted = substitute_inputs(body, inputs);
+                    let body: &str = &substituted;
+                    // What the expression is under each start of the job:
+                    // text a pull request's author wrote (a boolean or a
+                    // number made from it is no text).
+                    let tainted: Vec<&Start> = info
+                        .starts
+                        .iter()
+                        .filter(|start| !isolated(start))
+                        .filter(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            eval::eval_body(body, &scope).taint().has(Taint::PR_TEXT)
+                        })
+                        .collect();
+                    let text = (!tainted.is_empty()).then(|| {
+                        if let Some(context) = attacker_controlled(body) {
+                            return context.to_owned();
+                        }
+                        // Through the callers' `with:` (a reusable workflow's
+                        // input), each caller named once.
+                        let mut callers: Vec<String> = tainted
+                            .iter()
+                            .filter_map(|s| s.via.last())
+                            .map(|c| {
+                                format!(
+                                    "`{}` of {}",
+                                    self.model.job(*c).id.value,
+                                    self.model.workflow(*c).name
+                                )
+                            })
+                            .collect();
+                        callers.sort();
+                        callers.dedup();
+                        let events: std::collections::BTreeSet<&str> =
+                            tainted.iter().map(|s| s.event.as_str()).collect();
+                        let events: Vec<String> = events.iter().map(|e| format!("`{e}`")).collect();
+                        if callers.is_empty() {
+                            format!(
+                                "{body}, which carries pull-request text under {}",
+                                events.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "{body}, which carries pull-request text as its callers {} pass it",
+                                callers.join(", ")
+                            )
+                        }
+                    });
+                    // Certain when someone outside the maintainers writes it
+                    // (a fork's or a same-repository author, a merged commit);
+                    // a maintainer's dispatch that names the pull request is
+                    // the recovery path.
+                    let members = self
+                        .policy
+                        .contracts
+                        .same_repository_pull_requests_untrusted();
+                    let text_level = tainted.iter().any(|s| match s.actor {
+                        Actor::Outsider | Actor::Repository => true,
+                        Actor::Member => members,
+                        Actor::Maintainer => false,
+                    });
+                    let text = text.filter(|_| {
+                        text_level || tainted.iter().any(|s| s.actor == Actor::Maintainer)
+                    });
+                    let (context, severity) = match text {
+                        Some(t) => (
+                            Some(t),
+                            if text_level {
+                                (Severity::Error, None)
+                            } else {
+                                (
+                                    Severity::Warning,
+                                    Some("the text comes from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                                )
+                            },
+                        ),
+                        None => match self.untrusted_output(info.at, body) {
+                            Some((t, level)) => (
+                                Some(t),
+                                match level {
+                                    Level::Error => (Severity::Error, None),
+                                    Level::Warning => (
+                                        Severity::Warning,
+                                        Some("that job runs untrusted code only where a maintainer's dispatch or an unseen value chooses it".to_owned()),
+                                    ),
+                                },
+                            ),
+                            None => (None, (Severity::Error, None)),
+                        },
+                    };
                     if let Some(context) = context {
                         found.push((
-                            wf.locate(script.pos, body),
+                            severity,
+                            place.unwrap_or_else(|| wf.locate(script.pos, body)),
                             format!(
                                 "`${{{{ {body} }}}}` expands `{context}`, which the pull request's author picks, into a script of {} `{}`, a {why}; pass it through `env:` and quote it",
                                 self.model.info(info.at).role(),
@@ -253,13 +398,80 @@ impl Checker<'_> {
                 }
             }
         }
-        for (pos, message) in found {
-            self.push(
+        // Pull-request bytes written to `$GITHUB_ENV` or `$GITHUB_PATH` set
+        // every later step's environment (LD_PRELOAD, PATH, BASH_ENV) in a job
+        // whose steps hold its privileges.
+        for step in &job.steps {
+            let Some(script) = step.script() else {
+                continue;
+            };
+            let Some(run) = &step.run else { continue };
+            for file in ["GITHUB_ENV", "GITHUB_PATH"] {
+                for command in script.commands().filter(|c| c.writes_to(file)) {
+                    let tainted: Vec<&Start> = info
+                        .starts
+                        .iter()
+                        .filter(|start| !isolated(start))
+                        .filter(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            let shell = scope.shell(&script);
+                            let mut taint = shell.command_taint(command);
+                            // `echo "X=$v" | tee -a "$GITHUB_ENV"`: what the pipe carries.
+                            if command.program_is("tee") {
+                                for earlier in script.commands().filter(|c| {
+                                    c.pipeline == command.pipeline
+                                        && c.pipe_position < command.pipe_position
+                                }) {
+                                    taint |= shell.command_taint(earlier);
+                                }
+                            }
+                            // Text can carry a new line (a new variable); a
+                            // SHA or a number cannot.
+                            taint.has(Taint::PR_TEXT)
+                        })
+                        .collect();
+                    let certain = tainted.iter().any(|s| match s.actor {
+                        Actor::Outsider | Actor::Repository => true,
+                        Actor::Member => self
+                            .policy
+                            .contracts
+                            .same_repository_pull_requests_untrusted(),
+                        Actor::Maintainer => false,
+                    });
+                    if tainted.is_empty() {
+                        continue;
+                    }
+                    let line = crate::contracts::commands::line(&run.value, &script, command);
+                    let severity = if certain {
+                        (Severity::Error, None)
+                    } else {
+                        (
+                            Severity::Warning,
+                            Some("the bytes come from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                        )
+                    };
+                    found.push((
+                        severity,
+                        wf.locate(run.pos, line),
+                        format!(
+                            "`{}` writes `${file}` from bytes a pull request controls, which set the environment of every later step of {} `{}`, a {why}; keep pull-request values out of `${file}`",
+                            line.trim(),
+                            self.model.info(info.at).role(),
+                            job.id.value
+                        ),
+                    ));
+                }
+            }
+        }
+        for ((severity, question), pos, message) in found {
+            self.push_as(
                 RuleId::PrivilegedInjection,
                 info.at,
                 info.at.workflow,
                 pos,
                 message,
+                severity,
+                question,
             );
         }
     }
@@ -268,7 +480,7 @@ impl Checker<'_> {
     /// the pull request's code runs in that job and can set what its steps
     /// output (the runner's output files lie in a directory it can list), so
     /// every output of it is attacker-controlled text.
-    pub(super) fn untrusted_output(&self, at: JobRef, body: &str) -> Option<String> {
+    pub(super) fn untrusted_output(&self, at: JobRef, body: &str) -> Option<(String, Level)> {
         let wf = self.model.workflow(at);
         body.match_indices("needs.").find_map(|(i, _)| {
             let rest = &body[i + "needs.".len()..];
@@ -285,66 +497,15 @@ impl Checker<'_> {
                 job: j,
             });
             source.is_untrusted().then(|| {
-                format!(
-                    "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
-                    source.role()
+                (
+                    format!(
+                        "needs.{name}.outputs, which the pull-request code in {} `{name}` can set",
+                        source.role()
+                    ),
+                    source.level(),
                 )
             })
         })
-    }
-
-    /// For `inputs.NAME` in a reusable workflow: the attacker-controlled
-    /// context a caller passes as NAME (`with: { branch: ${{ …head_branch }} }`).
-    pub(super) fn attacker_controlled_input(&self, at: JobRef, body: &str) -> Option<String> {
-        let name: String = body
-            .split("inputs.")
-            .nth(1)?
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            .collect();
-        // Every caller that passes such a value is named: one finding for
-        // the job, listing its callers.
-        let mut found: Vec<(String, Vec<String>)> = Vec::new();
-        for caller in self
-            .model
-            .jobs
-            .iter()
-            .filter(|caller| caller.callee == Some(at.workflow))
-        {
-            let job = self.model.job(caller.at);
-            let Some(value) = crate::contracts::workflow::lookup(&job.with, &name) else {
-                continue;
-            };
-            let context = expr::expressions(&value.value)
-                .into_iter()
-                .find_map(|(_, passed)| {
-                    attacker_controlled(passed)
-                        .map(str::to_owned)
-                        .or_else(|| self.untrusted_output(caller.at, passed))
-                });
-            let Some(context) = context else {
-                continue;
-            };
-            let by = format!(
-                "`{}` of {}",
-                job.id.value,
-                self.model.workflow(caller.at).name
-            );
-            match found.iter_mut().find(|(known, _)| *known == context) {
-                Some((_, callers)) => callers.push(by),
-                None => found.push((context, vec![by])),
-            }
-        }
-        let text: Vec<String> = found
-            .into_iter()
-            .map(|(context, callers)| {
-                format!(
-                    "{context}, passed as `inputs.{name}` by {}",
-                    callers.join(", ")
-                )
-            })
-            .collect();
-        (!text.is_empty()).then(|| text.join("; "))
     }
 
     /// `gate-bypass`: the jobs an untrusted-code job needs (its gates) must
@@ -489,14 +650,6 @@ const TOOL_ENV: &[&str] = &[
     "BASH_ENV",
 ];
 
-/// True when a script runs `cargo xtask …`.
-pub(super) fn runs_xtask(script: &str) -> bool {
-    script.lines().any(|l| {
-        let words: Vec<&str> = l.split_whitespace().collect();
-        words.windows(2).any(|w| w == ["cargo", "xtask"])
-    })
-}
-
 /// The paths of the checkouts before step `index` that hold code other than
 /// the trusted commit: a `ref:` that is not trusted, or another repository.
 /// A checkout without `ref:` is the commit the run is for (the default
@@ -568,32 +721,66 @@ fn points_into(value: &str, untrusted: &[String], base: &str) -> Option<String> 
 /// The untrusted checkout a script reads from (`pr/…`, `cd pr`, `$GITHUB_WORKSPACE/pr`).
 fn mentions_checkout(script: &str, untrusted: &[String]) -> Option<String> {
     let script = unexpand_workspace(script);
-    let words: Vec<&str> = script
-        .split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '&' | '|' | '(' | ')' | '`' | '<' | '>' | '=' | ',' | '"' | '\''
-                )
-        })
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (i, word) in words.iter().enumerate() {
-        // A path says so (`pr/x`, `$GITHUB_WORKSPACE/pr`), or is where the
-        // script changes directory to; a bare word is text.
-        let entered = i > 0 && matches!(words[i - 1], "cd" | "pushd");
-        if !(word.contains('/') || entered) {
-            continue;
+    let parsed = Script::cached(&script);
+    for command in parsed.commands() {
+        let entering = matches!(command.program().as_deref(), Some("cd" | "pushd"));
+        let words = command
+            .words
+            .iter()
+            .chain(command.assignments.iter().map(|a| &a.value))
+            .chain(command.redirects.iter().map(|r| &r.target));
+        for (i, word) in words.enumerate() {
+            // A path says so (`pr/x`, `$GITHUB_WORKSPACE/pr`), or is where the
+            // script changes directory to; a bare word is text. A word of
+            // several paths (`X=$(cat pr/x)`) is read piece by piece.
+            let text = word.text();
+            for piece in text.split(['=', ',', ':', ' ']) {
+                let entered = entering && i == 1;
+                if !(piece.contains('/') || entered) {
+                    continue;
+                }
+                let Some(path) = workspace_path(piece, ".") else {
+                    continue;
+                };
+                if let Some(found) = untrusted.iter().find(|u| is_within(&path, u)) {
+                    return Some(found.clone());
+                }
+            }
         }
-        let Some(path) = workspace_path(word, ".") else {
-            continue;
-        };
-        // A root checkout (`.`) holds every relative path.
-        if let Some(found) = untrusted.iter().find(|u| is_within(&path, u)) {
-            return Some(found.clone());
-        }
+        // What a substitution reads (`$(cat pr/rust-toolchain)`) is read by
+        // its own command, met in this loop too.
     }
     None
+}
+
+/// An expression body of a composite action's script with each
+/// `inputs.NAME` replaced by what the calling step passes (an expression's
+/// body, or a literal).
+fn substitute_inputs(body: &str, inputs: &[(String, String)]) -> String {
+    if inputs.is_empty() || !body.contains("inputs.") {
+        return body.to_owned();
+    }
+    let mut out = body.to_owned();
+    for (name, value) in inputs {
+        let needle = format!("inputs.{name}");
+        if !out.contains(&needle) {
+            continue;
+        }
+        let replacement = match expr::sole_expression(value) {
+            Some(inner) => format!("({inner})"),
+            None => format!("'{}'", value.replace('\'', "''")),
+        };
+        out = out.replace(&needle, &replacement);
+    }
+    out
+}
+
+/// A pull request's own run: its author gains nothing there they lack.
+fn isolated(start: &Start) -> bool {
+    matches!(
+        start.event.as_str(),
+        "pull_request" | "pull_request_review" | "pull_request_review_comment"
+    )
 }
 
 /// The attacker-controlled context an expression body reads, if any: pull

@@ -8,8 +8,10 @@
 use anyhow::Result;
 
 use super::{Checker, RuleId};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::{JobInfo, JobRef};
+use crate::contracts::shell::Script;
 use crate::contracts::workflow::Job;
 
 /// `publisher-trigger` and `publisher-guard` (one walk over the publisher
@@ -145,7 +147,8 @@ impl Checker<'_> {
                 ));
             }
             if let Some(run) = &step.run {
-                if let Some(line) = expr::fetches_pr_code(&run.value, &info.triggers, &[], true) {
+                if let Some(line) = commands::fetches_pr_code(&run.value, &info.triggers, &[], true)
+                {
                     found.push((
                         wf.locate(run.pos, line),
                         format!(
@@ -169,15 +172,13 @@ impl Checker<'_> {
         let mut found = Vec::new();
         for step in &job.steps {
             let Some(run) = &step.run else { continue };
-            let Some(line) = run.value.lines().find(|l| {
-                let words: Vec<&str> = l.split_whitespace().collect();
-                words
-                    .windows(3)
-                    .any(|w| w == ["cargo", "xtask", "gpu-archive"])
-            }) else {
+            let script = Script::cached(&run.value);
+            let Some(archive) = commands::xtask(&script, "gpu-archive").next() else {
                 continue;
             };
-            if run.value.split_whitespace().any(|w| w == "--reuse") {
+            let line = commands::line(&run.value, &script, archive);
+            let archive_args = archive.arg_texts();
+            if archive_args.iter().any(|w| w == "--reuse") {
                 found.push((
                     wf.locate(run.pos, line),
                     format!(

@@ -9,8 +9,10 @@
 use anyhow::Result;
 
 use super::{Checker, RuleId};
+use crate::contracts::commands;
 use crate::contracts::expr;
 use crate::contracts::roles::JobInfo;
+use crate::contracts::shell::{Command, Script};
 use crate::contracts::workflow::Job;
 
 /// `unpinned-action`: in publisher, untrusted-code and lifecycle jobs.
@@ -117,90 +119,95 @@ const INTERPRETERS: &[&str] = &[
 ];
 
 /// The first line of a script that runs what it downloads: a pipe from
-/// `curl`/`wget` into an interpreter, a process substitution, or a file
-/// fetched and then run without a checksum check in between.
-pub fn downloads_and_runs(script: &str) -> Option<&str> {
-    // Commands in order: `curl -o x && bash x` is two of them.
-    let lines: Vec<&str> = script
-        .lines()
-        .flat_map(|l| l.split("&&").flat_map(|c| c.split(';')))
-        .flat_map(|c| c.split("||"))
-        .collect();
-    let is_fetch =
-        |w: &str| matches!(w, "curl" | "wget") || w.ends_with("/curl") || w.ends_with("/wget");
+/// `curl`/`wget` into an interpreter, a substitution of one handed to an
+/// interpreter, or a file fetched and then run without a checksum check in
+/// between.
+pub fn downloads_and_runs(text: &str) -> Option<&str> {
+    let script = Script::cached(text);
+    // `python -m wget URL` fetches too.
+    let is_fetch = |c: &Command| {
+        matches!(c.program().as_deref(), Some("curl" | "wget")) || python_wget(c).is_some()
+    };
+    let interpreter = |c: &Command| {
+        c.program()
+            .is_some_and(|p| INTERPRETERS.contains(&p.as_str()))
+    };
     let mut fetched: Vec<(String, usize)> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if !words
-            .iter()
-            .any(|w| is_fetch(w.trim_start_matches(['(', '$', '<', '`', '"'])))
-        {
-            // A later line may run a file fetched earlier.
-            let runs_fetched = fetched.iter().any(|(file, at)| {
-                let verified = lines[*at..i].iter().any(|l| verifies_checksum(l));
-                !verified && runs_file(line, file)
+    for (i, command) in script.commands.iter().enumerate() {
+        // curl … | sh, wget -O- … | sudo bash
+        let piped = command.pipe_position > 0
+            && interpreter(command)
+            && script.commands[..i].iter().any(|earlier| {
+                earlier.pipeline == command.pipeline
+                    && earlier.pipe_position < command.pipe_position
+                    && is_fetch(earlier)
             });
-            if runs_fetched {
-                return Some(line);
+        // bash <(curl …), sh -c "$(curl …)", source <(wget -qO- …)
+        let substituted = interpreter(command)
+            && command.words.iter().any(|w| {
+                w.substitutions()
+                    .any(|range| script.commands[range].iter().any(is_fetch))
+            });
+        if piped || substituted {
+            return Some(commands::line(text, &script, command));
+        }
+        if is_fetch(command) {
+            let args = command.arg_texts();
+            let file = if let Some(rest) = python_wget(command) {
+                wget_file(&rest)
+            } else if command.program().as_deref() == Some("wget") {
+                wget_file(&args)
+            } else {
+                downloaded_file(&args)
+            };
+            if let Some(file) = file {
+                fetched.push((file, i));
             }
             continue;
         }
-        // curl … | sh, wget -O- … | sudo bash
-        let mut pieces = line.split('|').filter(|p| !p.trim().is_empty());
-        let mut seen_fetch = false;
-        for piece in pieces.by_ref() {
-            let piece_words: Vec<&str> = piece.split_whitespace().collect();
-            if seen_fetch {
-                let program = piece_words
-                    .iter()
-                    .map(|w| w.rsplit('/').next().unwrap_or(w))
-                    .find(|w| !matches!(*w, "sudo" | "env" | "-E" | "exec") && !w.contains('='));
-                if program.is_some_and(|p| INTERPRETERS.contains(&p)) {
-                    return Some(line);
-                }
-            }
-            seen_fetch |= piece_words.iter().any(|w| is_fetch(w));
+        // A later command may run a file fetched earlier.
+        let runs_fetched = fetched.iter().any(|(file, at)| {
+            let verified = script.commands[*at..i].iter().any(verifies_checksum);
+            !verified && runs_file(command, file)
+        });
+        if runs_fetched {
+            return Some(commands::line(text, &script, command));
         }
-        // bash <(curl …), sh -c "$(curl …)", source <(wget -qO- …)
-        let substituted = ["<(curl", "<(wget", "$(curl", "$(wget", "`curl", "`wget"]
-            .iter()
-            .any(|s| line.contains(s));
-        if substituted
-            && words
-                .iter()
-                .any(|w| INTERPRETERS.contains(&w.trim_start_matches("sudo")))
-        {
-            return Some(line);
-        }
-        // curl -o FILE URL / wget -O FILE URL / curl -O URL (remote name)
-        fetched.extend(downloaded_file(&words).map(|f| (f, i)));
     }
     None
 }
 
-/// The file a `curl`/`wget` command line writes, when it names one.
-fn downloaded_file(words: &[&str]) -> Option<String> {
+/// The arguments of `python -m wget ARGS…`.
+fn python_wget(command: &Command) -> Option<Vec<String>> {
+    let program = command.program()?;
+    if !program.starts_with("python") {
+        return None;
+    }
+    let args = command.arg_texts();
+    let at = args
+        .windows(2)
+        .position(|w| w[0] == "-m" && w[1] == "wget")?;
+    Some(args[at + 2..].to_vec())
+}
+
+/// The file a `curl` command line writes, when it names one.
+fn downloaded_file(args: &[String]) -> Option<String> {
     let mut out = None;
     let mut url = None;
-    for (i, w) in words.iter().enumerate() {
-        let next = words.get(i + 1).map(|s| s.trim_matches('"').to_owned());
-        match *w {
+    for (i, w) in args.iter().enumerate() {
+        let next = args.get(i + 1).cloned();
+        match w.as_str() {
             "-o" | "--output" | "--output-document" => out = next,
-            "-O" if words.iter().any(|w| w.ends_with("wget")) => out = next,
             _ if w.starts_with("--output-document=") => {
-                out = w
-                    .split_once('=')
-                    .map(|(_, f)| f.trim_matches('"').to_owned())
+                out = w.split_once('=').map(|(_, f)| f.to_owned());
             }
             _ if w.starts_with('-') && !w.starts_with("--") && w.ends_with('o') => out = next,
-            _ if w.trim_matches('"').starts_with("http") => url = Some(w.trim_matches('"')),
+            _ if w.starts_with("http") => url = Some(w.as_str()),
             _ => {}
         }
     }
-    let short_o = |w: &&&str| w.starts_with('-') && !w.starts_with("--") && w.contains('O');
-    let remote_name = words.iter().any(|w| short_o(&w) || *w == "--remote-name")
-        && !words.iter().any(|w| w.ends_with("wget"))
-        || words.iter().any(|w| w.ends_with("wget")) && out.is_none();
+    let short_o = |w: &String| w.starts_with('-') && !w.starts_with("--") && w.contains('O');
+    let remote_name = args.iter().any(|w| short_o(w) || w == "--remote-name");
     out.or_else(|| {
         remote_name
             .then(|| url.and_then(|u| u.rsplit('/').next()).map(str::to_owned))
@@ -209,38 +216,75 @@ fn downloaded_file(words: &[&str]) -> Option<String> {
     .filter(|f| f != "-" && !f.is_empty())
 }
 
-/// True when `line` runs `file`: as a command, or through an interpreter.
-fn runs_file(line: &str, file: &str) -> bool {
-    let bare = file.trim_start_matches("./");
-    let words: Vec<&str> = line
-        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
-        .filter(|w| !w.is_empty())
-        .map(|w| w.trim_matches('"'))
-        .collect();
-    words.iter().enumerate().any(|(i, w)| {
-        let names = w.trim_start_matches("./") == bare;
-        if !names {
-            return false;
+/// The file `wget` writes: `-O FILE`, else the URL's last segment.
+fn wget_file(args: &[String]) -> Option<String> {
+    let mut url = None;
+    for (i, w) in args.iter().enumerate() {
+        match w.as_str() {
+            "-O" | "--output-document" => return args.get(i + 1).cloned().filter(|f| f != "-"),
+            _ if w.starts_with("--output-document=") => {
+                return w
+                    .split_once('=')
+                    .map(|(_, f)| f.to_owned())
+                    .filter(|f| f != "-");
+            }
+            _ if w.starts_with("-qO") || w.starts_with("-O") && w.len() > 2 => {
+                let f = w.trim_start_matches("-q").trim_start_matches("-O");
+                return (!f.is_empty() && f != "-").then(|| f.to_owned());
+            }
+            _ if w.starts_with("http") => url = Some(w.as_str()),
+            _ => {}
         }
-        let before = i.checked_sub(1).map(|j| words[j]);
-        // `./x.sh` or `/tmp/x.sh` as the command, `bash x.sh`, `sudo x.sh`;
-        // `chmod +x x.sh` or `tar -xf /tmp/x.tgz` is not a run.
-        let command = i == 0 || before.is_some_and(|b| matches!(b, "sudo" | "exec" | "nohup"));
-        (w.starts_with("./") || w.starts_with('/')) && command
-            || before.is_some_and(|b| {
-                INTERPRETERS.contains(&b.rsplit('/').next().unwrap_or(b)) || b == "sudo"
-            })
-    })
+    }
+    url.and_then(|u| u.rsplit('/').next()).map(str::to_owned)
 }
 
-fn verifies_checksum(line: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let sum = words
-        .iter()
-        .any(|w| w.ends_with("sum") && (w.starts_with("sha") || w.starts_with("b2")));
-    (sum && words.iter().any(|w| *w == "-c" || *w == "--check"))
-        || words.windows(2).any(|w| w == ["gpg", "--verify"])
-        || words.windows(2).any(|w| w == ["cosign", "verify-blob"])
+/// True when `command` runs `file`: as the program, or through an interpreter.
+fn runs_file(command: &Command, file: &str) -> bool {
+    let bare = file.trim_start_matches("./");
+    let names = |w: &str| w.trim_start_matches("./") == bare;
+    // `./x.sh` or `/tmp/x.sh` as the program, `sudo x.sh`; `chmod +x x.sh`
+    // or `tar -xf /tmp/x.tgz` is not a run.
+    if let Some(program) = command.program_text() {
+        if names(&program) && (program.starts_with("./") || program.starts_with('/')) {
+            return true;
+        }
+        let sudo = command
+            .words
+            .first()
+            .and_then(|w| w.literal())
+            .is_some_and(|w| w == "sudo");
+        if sudo && names(&program) {
+            return true;
+        }
+    }
+    let interpreter = command
+        .program()
+        .is_some_and(|p| INTERPRETERS.contains(&p.as_str()));
+    if !interpreter {
+        return false;
+    }
+    // The script is the first argument that is no option, unless an option
+    // says the script comes from elsewhere: `-` (standard input, a
+    // here-document), `-c`/`-e` (inline), `-m` (a module).
+    for arg in command.arg_texts() {
+        if matches!(arg.as_str(), "-" | "-c" | "-e" | "-m") {
+            return false;
+        }
+        if !arg.starts_with('-') {
+            return names(&arg);
+        }
+    }
+    false
+}
+
+fn verifies_checksum(command: &Command) -> bool {
+    let program = command.program().unwrap_or_default();
+    let args = command.arg_texts();
+    let sum = program.ends_with("sum") && (program.starts_with("sha") || program.starts_with("b2"));
+    (sum && args.iter().any(|a| a == "-c" || a == "--check"))
+        || program == "gpg" && args.first().is_some_and(|a| a == "--verify")
+        || program == "cosign" && args.first().is_some_and(|a| a == "verify-blob")
 }
 
 #[cfg(test)]
@@ -259,6 +303,9 @@ mod tests {
             "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh\n/tmp/i.sh --yes",
             "wget https://x.example/setup.py\npython3 setup.py",
             "curl -LO https://x.example/get.sh && sh get.sh",
+            "python -m wget https://x.example/adjust.py\npython ./adjust.py req.txt",
+            "uv pip install -q -r r.txt\npython -m wget https://x.example/s/adjust.py\nfor f in `ls r/**/*.txt`; do \\\n  python ./adjust.py $f ${{ matrix.v }}; \\\ndone\n",
+            "curl -fsSL \\\n  https://x.example/init \\\n  -o init\nchmod +x init\n./init -y",
         ] {
             assert!(downloads_and_runs(bad).is_some(), "{bad}");
         }
@@ -269,6 +316,7 @@ mod tests {
             "curl -o /tmp/i.sh https://x.example/i.sh\nchmod +x /tmp/i.sh",
             "curl -fsSLo i.sh https://x.example/i.sh\necho \"$SUM  i.sh\" | sha256sum -c -\nbash i.sh",
             "gh api repos/x/y | jq .id",
+            "curl -sS --output \"$f\" https://x.example/pods/1\npython3 - \"$f\" <<'PY'\nprint(1)\nPY\n",
             "echo curl | tee log",
         ] {
             assert!(downloads_and_runs(ok).is_none(), "{ok}");

@@ -3,7 +3,7 @@
 //! has something to lose, or a self-hosted runner handed to a remote
 //! reusable workflow by a pull request.
 //!
-//! Owns this check. Which labels are hosted or ephemeral is `roles.rs`'s.
+//! Owns this check. Which labels are hosted or ephemeral is `roles/runners.rs`'s.
 
 use std::collections::BTreeSet;
 

@@ -4,13 +4,13 @@
 //! a policy grant never gives secrets to a job that runs pull-request bytes.
 //!
 //! Owns these checks. It must not decide which jobs are untrusted
-//! (`roles.rs`).
+//! (`roles/`).
 
 use anyhow::Result;
 
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::expr;
-use crate::contracts::roles::{JobInfo, PRIVILEGED_EVENTS};
+use crate::contracts::roles::{JobInfo, Level, PRIVILEGED_EVENTS};
 use crate::contracts::workflow::{Job, Pos};
 
 /// `untrusted-secrets`. A pod on `pull_request` gets secrets only for
@@ -117,14 +117,21 @@ impl Checker<'_> {
             }
             return;
         };
-        let risky: Vec<String> = self
+        // The callee's jobs that run untrusted code when this caller calls
+        // them, and how certain that is.
+        let through: Vec<(String, Level)> = self
             .model
             .jobs_of(callee)
-            .filter(|j| j.is_untrusted())
-            .map(|j| format!("`{}`", self.model.job(j.at).id.value))
+            .filter_map(|j| {
+                through_caller(j, info.at)
+                    .map(|l| (format!("`{}`", self.model.job(j.at).id.value), l))
+            })
             .collect();
-        if !risky.is_empty() {
-            self.push(
+        let risky: Vec<String> = through.iter().map(|(n, _)| n.clone()).collect();
+        let level = through.iter().map(|(_, l)| *l).min();
+        if let Some(level) = level {
+            let (severity, question) = level_severity(level);
+            self.push_as(
                 RuleId::UntrustedSecrets,
                 info.at,
                 info.at.workflow,
@@ -137,6 +144,8 @@ impl Checker<'_> {
                     if risky.len() == 1 { "it" } else { "they" },
                     if risky.len() == 1 { "s" } else { "" },
                 ),
+                severity,
+                question,
             );
         }
     }
@@ -154,9 +163,9 @@ impl Checker<'_> {
             }
             let wanted = format!("inputs.{}", input.value);
             for reader in self.model.jobs_of(callee) {
-                if !reader.is_untrusted() {
+                let Some(level) = through_caller(reader, info.at) else {
                     continue;
-                }
+                };
                 let reads = self.model.job(reader.at).scalars.iter().any(|s| {
                     expr::expressions(&s.value).iter().any(|(_, body)| {
                         body.contains(&wanted)
@@ -175,6 +184,7 @@ impl Checker<'_> {
                 });
                 if reads && ungranted {
                     found.push((
+                        level,
                         wf.locate(value.pos, "secrets"),
                         format!(
                             "the input `{}` carries a secret into {} `{}` of {}, which does not get it from the policy; pass it only to trusted jobs",
@@ -187,13 +197,16 @@ impl Checker<'_> {
                 }
             }
         }
-        for (pos, message) in found {
-            self.push(
+        for (level, pos, message) in found {
+            let (severity, question) = level_severity(level);
+            self.push_as(
                 RuleId::UntrustedSecrets,
                 info.at,
                 info.at.workflow,
                 pos,
                 message,
+                severity,
+                question,
             );
         }
     }
@@ -239,6 +252,28 @@ impl Checker<'_> {
             pos,
             message,
         );
+    }
+}
+
+/// How certain it is that a callee's job runs untrusted code when `caller`
+/// calls it (its exposures under starts through that caller); `None` when
+/// it does not.
+fn through_caller(job: &JobInfo, caller: crate::contracts::roles::JobRef) -> Option<Level> {
+    job.exposures
+        .iter()
+        .filter(|e| e.starts.iter().any(|s| s.via.contains(&caller)))
+        .map(|e| e.level)
+        .min()
+}
+
+/// A finding's severity for an exposure level, with the recovery path's question.
+fn level_severity(level: Level) -> (Severity, Option<String>) {
+    match level {
+        Level::Error => (Severity::Error, None),
+        Level::Warning => (
+            Severity::Warning,
+            Some("the callee runs untrusted code only where a maintainer's dispatch or an unseen value chooses it".to_owned()),
+        ),
     }
 }
 

@@ -1,0 +1,737 @@
+//! What code a job runs that is not the default branch's, under one start:
+//! checkouts of a ref (or a repository) a pull request controls, git
+//! commands that bring one into a tree, another run's artifacts, local
+//! actions that live in a pull-request checkout, and what makes brought-in
+//! bytes code rather than data (a build, an interpreter, a program by path,
+//! a third-party action).
+//!
+//! Every value is judged by what it is under the start (`flow.rs`), never
+//! by its name. Owns `POSTING_ACTIONS` and these recognisers. Must not
+//! decide which runner a job gets (`runners.rs`) or what a value's taint
+//! means for severity (`mod.rs`).
+
+use anyhow::Result;
+
+use super::flow::{FORK_REPO, JobScope, SELF_REPO};
+use crate::contracts::commands;
+use crate::contracts::eval::{Taint, Tri, Val};
+use crate::contracts::expr;
+use crate::contracts::shell::Script;
+use crate::contracts::workflow::{Job, Pos, Scalar, Step};
+
+/// Code a job runs that is not the default branch's: where, what, and the
+/// taint of the value that chose it.
+pub(super) struct Brought {
+    pub pos: Pos,
+    pub what: String,
+    pub taint: Taint,
+}
+
+/// What a job runs under the start of `scope` that is not the default
+/// branch's. `surroundings`: the job's default working directory and
+/// environment, which every step starts in.
+pub(super) fn other_code(
+    job: &Job,
+    scope: &JobScope,
+    root: &std::path::Path,
+    self_names: &[String],
+    surroundings: &[&str],
+) -> Result<Vec<Brought>> {
+    let mut out = Vec::new();
+    for (index, step) in job.steps.iter().enumerate() {
+        let here = scope.at_step(index);
+        // A step whose `if:` is false under this start does not run.
+        if let Some(cond) = &step.if_cond {
+            if crate::contracts::eval::condition(&cond.value, &here) == Tri::False {
+                continue;
+            }
+        }
+        let mut budget = crate::contracts::rules::LOCAL_ACTION_BUDGET;
+        let judge = Judge {
+            scope: &here,
+            root,
+            self_names,
+            job,
+            index,
+        };
+        let found = step_other_code(step, &judge, None, &mut budget)?;
+        // Pull-request bytes in a working tree matter when something runs
+        // them: a build, a program, an action other than GitHub's own, or a
+        // cache save that hands them on. Checked out only to be read by git
+        // (rebased, diffed, pushed), they are not code.
+        let local = step
+            .uses
+            .as_ref()
+            .is_some_and(|u| crate::contracts::workflow::local_uses(&u.value).is_some());
+        let then = if found.is_empty() {
+            None
+        } else if local {
+            Some(String::new())
+        } else if let Some(dir) = checkout_subdir(step) {
+            runs_code_from(&job.steps[index + 1..], &dir, surroundings)
+        } else {
+            runs_code(&job.steps[index..], true)
+        };
+        if let Some(then) = then {
+            for found in found {
+                let then = if then.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and then {then}")
+                };
+                out.push(Brought {
+                    what: format!("{}{then}", found.what),
+                    ..found
+                });
+            }
+        }
+        // Another run's artifacts are that run's bytes: code when the job
+        // builds, runs or caches after downloading them; data otherwise.
+        if let Some((at, taint)) = other_run_download_taint(step, &here) {
+            // Unpacked into a directory of its own, the bytes are code only
+            // where something runs from that directory (as for a pull
+            // request checked out into a subdirectory).
+            let later = &job.steps[index + 1..];
+            let then = match download_subdir(step) {
+                Some(dir) => runs_code_from(later, &dir, surroundings),
+                None => runs_code(later, false).or_else(|| git_in_workspace(later)),
+            };
+            if let Some(use_) = then {
+                out.push(Brought {
+                    pos: at.pos,
+                    what: format!(
+                        "downloads artifacts of another run (`{}`) and then {use_}",
+                        at.value
+                    ),
+                    taint,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What judging one step needs.
+struct Judge<'j, 'a> {
+    scope: &'j JobScope<'a>,
+    root: &'j std::path::Path,
+    self_names: &'j [String],
+    job: &'j Job,
+    /// The step's index in the job.
+    index: usize,
+}
+
+/// Where a checkout's repository points.
+#[derive(Debug, PartialEq)]
+enum Repo {
+    /// This repository (no `repository:`, `github.repository`, its own name).
+    This,
+    /// A pull request's fork (its head repository), or a repository a
+    /// value of `taint` chose.
+    Chosen(Taint),
+    /// Another repository, named in the workflow.
+    Other,
+}
+
+fn repository_of(value: &Val, self_names: &[String]) -> Repo {
+    let mut taint = Taint::NONE;
+    let mut this = true;
+    for alt in value.alternatives() {
+        match alt {
+            Val::Null => {}
+            Val::Sym(s) if *s == SELF_REPO => {}
+            Val::Sym(s) if *s == FORK_REPO => taint |= Taint::PR_REF,
+            Val::Str(s, t) if s.trim().is_empty() && t.is_empty() => {}
+            Val::Str(s, t) => {
+                taint |= *t;
+                if !self_names.iter().any(|n| n.eq_ignore_ascii_case(s.trim())) {
+                    this = false;
+                }
+            }
+            other => taint |= other.taint() | Taint::UNSEEN,
+        }
+    }
+    if !taint.without(Taint::UNSEEN).is_empty() || taint.has(Taint::UNSEEN) && this {
+        Repo::Chosen(taint)
+    } else if this {
+        Repo::This
+    } else {
+        Repo::Other
+    }
+}
+
+/// A checkout of this job before step `index` whose path encloses `path`
+/// (the last one wins), with the taint of what it checked out.
+fn enclosing_checkout<'j>(judge: &Judge<'j, '_>, path: &str) -> Option<(&'j Step, String, Taint)> {
+    let mut found = None;
+    for step in judge.job.steps.iter().take(judge.index) {
+        if !step.uses_action("actions/checkout") {
+            continue;
+        }
+        let dir = step
+            .input("path")
+            .map_or(".".to_owned(), |p| normalize(&p.value));
+        let encloses = dir == "." || path == dir || path.starts_with(&format!("{dir}/"));
+        if !encloses {
+            continue;
+        }
+        let scope = judge.scope.at_step(step.index);
+        let reference = step
+            .input("ref")
+            .map_or(Val::Null, |r| scope.value(&r.value));
+        let repo = step
+            .input("repository")
+            .map_or(Val::Null, |r| scope.value(&r.value));
+        let taint = match repository_of(&repo, judge.self_names) {
+            Repo::Chosen(t) => t | reference.taint(),
+            Repo::This => reference.taint(),
+            Repo::Other => reference.taint() & Taint::PR,
+        };
+        found = Some((step, dir, taint));
+    }
+    found
+}
+
+/// A workspace-relative path as written (`./a/`, `${{ github.workspace }}/a`).
+fn normalize(path: &str) -> String {
+    let mut rest = path.trim();
+    for prefix in [
+        "${{ github.workspace }}/",
+        "${{github.workspace}}/",
+        "$GITHUB_WORKSPACE/",
+        "${GITHUB_WORKSPACE}/",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.trim_start_matches("./").trim_matches('/');
+    if rest.is_empty() {
+        ".".to_owned()
+    } else {
+        rest.to_owned()
+    }
+}
+
+/// What a job does after bringing in bytes that makes them code rather than
+/// data: builds or runs something, uses a local action (or, with
+/// `actions_run`, any action not owned by GitHub, which may run the
+/// project's code), or saves a cache (which hands the bytes to later runs).
+pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
+    for step in later {
+        if let Some(run) = &step.run {
+            let script = Script::cached(&run.value);
+            if let Some(command) = commands::builds(&script) {
+                let line = commands::line(&run.value, &script, command);
+                return Some(format!("builds (`{}`)", line.trim()));
+            }
+            // The programs the shell runs (after `sudo`, `env X=1`, …): an
+            // interpreter, or a program given by path (`scripts/ci/reap.sh`,
+            // `./bin/x`). Quoted text, comments and here-document bodies are
+            // no commands.
+            for command in script.commands() {
+                let Some(program) = command.program_text() else {
+                    continue;
+                };
+                let name = command.program().unwrap_or_default();
+                if commands::RUNNERS.contains(&name.as_str())
+                    || program.contains('/') && !program.starts_with('-')
+                {
+                    let line = commands::line(&run.value, &script, command);
+                    return Some(format!("runs `{}`", line.trim()));
+                }
+            }
+        }
+        if let Some(uses) = step
+            .uses
+            .as_ref()
+            .filter(|u| crate::contracts::workflow::local_uses(&u.value).is_some())
+        {
+            return Some(format!("runs the local action `{}`", uses.value));
+        }
+        if let Some((_, why)) = crate::contracts::caches::cache_save(step) {
+            return Some(format!("saves a cache ({why})"));
+        }
+        if let Some(uses) = step.uses.as_ref().filter(|_| actions_run) {
+            let owner = uses
+                .value
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            if !matches!(owner.as_str(), "actions" | "github") && !posts_only(step) {
+                return Some(format!("uses `{}`", uses.value.trim()));
+            }
+        }
+        // A script that loads a file of the workspace runs it.
+        let loads = step.uses_action("actions/github-script")
+            && step
+                .input("script")
+                .is_some_and(|s| loads_workspace_file(&s.value));
+        if loads {
+            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
+        }
+    }
+    None
+}
+
+/// Third-party actions that only post what they are given (a comment from
+/// a file or a text) and never run a file of the workspace: after pull
+/// request bytes arrive, using one is no sign that they run. The one list.
+pub(super) const POSTING_ACTIONS: &[&str] = &[
+    "JamesIves/github-pages-deploy-action",
+    "peaceiris/actions-gh-pages",
+    "marocchino/sticky-pull-request-comment",
+    "peter-evans/create-or-update-comment",
+    "peter-evans/find-comment",
+    "thollander/actions-comment-pull-request",
+    "mshick/add-pr-comment",
+];
+
+pub(super) fn posts_only(step: &Step) -> bool {
+    POSTING_ACTIONS.iter().any(|name| step.uses_action(name))
+}
+
+/// The subdirectory an `actions/checkout` step checks out into (`path:
+/// pr`), when it is a literal one and not the workspace itself.
+pub(super) fn checkout_subdir(step: &Step) -> Option<String> {
+    if !step.uses_action("actions/checkout") {
+        return None;
+    }
+    let path = step.input("path")?.value.trim();
+    let mut rest = path;
+    for prefix in [
+        "${{ github.workspace }}/",
+        "${{github.workspace}}/",
+        "$GITHUB_WORKSPACE/",
+        "${GITHUB_WORKSPACE}/",
+        "./",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.trim_matches('/');
+    let plain = !rest.is_empty() && rest != "." && !rest.contains('$') && !rest.contains("..");
+    plain.then(|| rest.to_owned())
+}
+
+/// Unpacked into the workspace itself, bytes can plant a `.git/config`
+/// (`core.fsmonitor`, `core.hooksPath`) that the next git command obeys: a
+/// later `git`, or a third-party action (which may run git there).
+fn git_in_workspace(later: &[Step]) -> Option<String> {
+    for step in later {
+        if let Some(script) = step.script() {
+            if let Some(git) = script.commands().find(|c| c.program_is("git")) {
+                let run = step.run.as_ref().map_or("", |r| r.value.as_str());
+                let line = commands::line(run, &script, git);
+                return Some(format!("runs `{}` where they were unpacked", line.trim()));
+            }
+        }
+        if let Some((action, _)) = step.action() {
+            let owner = action.split('/').next().unwrap_or("").to_ascii_lowercase();
+            if !matches!(owner.as_str(), "actions" | "github") {
+                return Some(format!(
+                    "uses `{action}` where they were unpacked (it may run git there)"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The subdirectory a download of artifacts unpacks into (`path: ./artifacts`),
+/// when it is a literal one and not the workspace itself.
+fn download_subdir(step: &Step) -> Option<String> {
+    let path = step.input("path")?.value.trim();
+    let dir = normalize(path);
+    let plain = dir != "." && !dir.contains('$') && !dir.contains("..") && !dir.starts_with('/');
+    plain.then_some(dir)
+}
+
+/// True when `text` names the directory `dir` of the workspace (`pr`,
+/// `./pr/x`, `$GITHUB_WORKSPACE/pr`) or one of `names`, the variables set
+/// to it (`$PR`, `${PR}`).
+pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
+    let path = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
+        .any(|word| {
+            let word = word
+                .trim_start_matches("./")
+                .trim_start_matches("${{ github.workspace }}/")
+                .trim_start_matches("$GITHUB_WORKSPACE/")
+                .trim_start_matches("${GITHUB_WORKSPACE}/");
+            word == dir
+                || word.starts_with(&format!("{dir}/"))
+                || word.ends_with(&format!("/{dir}"))
+                || word.contains(&format!("/{dir}/"))
+        });
+    path || names
+        .iter()
+        .any(|n| text.contains(&format!("${n}")) || text.contains(&format!("${{{n}}}")))
+}
+
+/// After a pull request was checked out into the subdirectory `dir` only,
+/// what runs bytes from it: a command in it (by path, or an interpreter's
+/// script there), any other command handed that directory (`pip install
+/// ./pr`, `cp pr/x .`, `cd pr`) except a read-only one (`git`, `diff`,
+/// `wc`, …) or an interpreter running a script from elsewhere (`python
+/// sz.py "$PR"`: a trusted script reading it), a step working inside it,
+/// a tool that searches the workspace (`pytest`, `go`, `cargo`, `find`),
+/// a third-party action (unless it only posts) or local action given it,
+/// or a cache save; `surroundings` (the job's default working directory and
+/// environment) pointing into it make every step work inside it.
+/// Everything else runs trusted bytes.
+pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
+    let scripts: Vec<Option<std::rc::Rc<Script>>> = later
+        .iter()
+        .map(|step| step.run.as_ref().map(|r| Script::cached(&r.value)))
+        .collect();
+    // The variables that stand for the directory.
+    let mut names: Vec<String> = Vec::new();
+    for (step, script) in later.iter().zip(&scripts) {
+        for (name, value) in &step.env {
+            if mentions_dir(&value.value, dir, &[]) {
+                names.push(name.value.clone());
+            }
+        }
+        for (_, assignment) in script.iter().flat_map(|s| s.assignments()) {
+            if mentions_dir(&assignment.value.text(), dir, &[]) {
+                names.push(assignment.name.clone());
+            }
+        }
+    }
+    // A job whose default working directory or environment points into it
+    // works inside it in every step.
+    let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
+    for (step, script) in later.iter().zip(&scripts) {
+        // Working inside it, or with an environment that points into it
+        // (`PYTHONPATH: pr`), any command that is not read-only may run it.
+        let inside = everywhere
+            || step
+                .working_directory
+                .as_ref()
+                .is_some_and(|d| mentions_dir(&d.value, dir, &names))
+            || step
+                .env
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+        if let (Some(run), Some(script)) = (&step.run, script) {
+            for command in script.commands() {
+                let segment = run.value.get(command.span.clone()).unwrap_or_default();
+                // Put on the search path or into the environment of later
+                // steps, it runs wherever they do.
+                let exported = (command.writes_to("GITHUB_PATH")
+                    || command.writes_to("GITHUB_ENV"))
+                    && mentions_dir(segment, dir, &names);
+                let runs_from = exported
+                    || command.program_text().is_some_and(|program| {
+                        let name = command.program().unwrap_or_default();
+                        // `find` runs what it finds only with `-exec` (or `-ok`).
+                        let searches = if name == "find" {
+                            command.arg_texts().iter().any(|a| {
+                                matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir")
+                            })
+                        } else {
+                            commands::WORKSPACE_SEARCHES.contains(&name.as_str())
+                        };
+                        if searches || mentions_dir(&program, dir, &names) {
+                            return true;
+                        }
+                        if commands::READ_ONLY.contains(&name.as_str()) || name == "find" {
+                            return false;
+                        }
+                        // `PYTHONPATH=pr python x.py`: an assignment into it.
+                        let assigns = command
+                            .assignments
+                            .iter()
+                            .any(|a| mentions_dir(&a.value.text(), dir, &names))
+                            || command.words[..command.program_index().unwrap_or(0)]
+                                .iter()
+                                .any(|w| {
+                                    w.text().contains('=') && mentions_dir(&w.text(), dir, &names)
+                                });
+                        if assigns {
+                            return true;
+                        }
+                        if commands::SCRIPT_INTERPRETERS.contains(&name.as_str()) {
+                            let args = command.arg_texts();
+                            // `-c`, `-m`, `-e`: not a script file; judged by mention.
+                            let script_arg = args.iter().find(|a| {
+                                !a.starts_with('-') || matches!(a.as_str(), "-c" | "-m" | "-e")
+                            });
+                            return match script_arg.map(String::as_str) {
+                                Some("-c" | "-m" | "-e") | None => {
+                                    inside || mentions_dir(segment, dir, &names)
+                                }
+                                Some(file) => inside || mentions_dir(file, dir, &names),
+                            };
+                        }
+                        inside || mentions_dir(segment, dir, &names)
+                    });
+                if runs_from {
+                    let first = commands::line(&run.value, script, command);
+                    return Some(format!("runs `{}` on it", first.trim()));
+                }
+            }
+        }
+        if let Some(uses) = &step.uses {
+            let given = step
+                .with
+                .iter()
+                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+            let local = crate::contracts::workflow::local_uses(&uses.value);
+            let owner = uses
+                .value
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
+            if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
+                return Some(format!("runs the local action `{}` on it", uses.value));
+            }
+            if third_party && !posts_only(step) {
+                return Some(format!("uses `{}`", uses.value.trim()));
+            }
+        }
+        if let Some((_, why)) = crate::contracts::caches::cache_save(step) {
+            return Some(format!("saves a cache ({why})"));
+        }
+        let loads = step.uses_action("actions/github-script")
+            && step
+                .input("script")
+                .is_some_and(|s| loads_workspace_file(&s.value));
+        if loads {
+            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
+        }
+    }
+    None
+}
+
+/// True when a github-script's JavaScript loads a file (`require('./x')`,
+/// `import(`${process.env.GITHUB_WORKSPACE}/x`)`, a computed path); a
+/// module by name (`require('fs')`, `@actions/core`) is no workspace file.
+pub(super) fn loads_workspace_file(script: &str) -> bool {
+    ["require(", "import("].iter().any(|call| {
+        script.match_indices(call).any(|(at, _)| {
+            let rest = script[at + call.len()..].trim_start();
+            match rest.chars().next() {
+                Some(q @ ('\'' | '"' | '`')) => {
+                    let inner = &rest[1..];
+                    let name: String = inner.chars().take_while(|c| *c != q).collect();
+                    name.starts_with('.')
+                        || name.starts_with('/')
+                        || name.contains("${")
+                        || name.contains("GITHUB_WORKSPACE")
+                }
+                // A path computed at run time.
+                Some(_) => true,
+                None => false,
+            }
+        })
+    })
+}
+
+/// A local composite action being looked into: where the workflow uses it,
+/// its file, and its inputs (defaults overridden by the caller's `with:`).
+pub(super) struct Inside<'a> {
+    at: Pos,
+    file: &'a str,
+    inputs: &'a [(String, String)],
+}
+
+/// Taint worth a finding in a checkout `ref:` of this repository: a pull
+/// request's, a maintainer's choice, or a value the workflows do not show.
+fn chooses_code(taint: Taint) -> bool {
+    taint.pr() || taint.has(Taint::MAINTAINER) || taint.has(Taint::UNSEEN)
+}
+
+/// What one step does that brings in other code, in words, with the taint
+/// of what chose it. Local composite actions (`uses: ./.github/actions/x`)
+/// are read from the checkout they live in: from a pull request's checkout
+/// they are its code; from the trusted tree they are read at `root`, with
+/// `${{ inputs.NAME }}` resolved.
+fn step_other_code(
+    step: &Step,
+    judge: &Judge,
+    inside: Option<&Inside>,
+    budget: &mut usize,
+) -> Result<Vec<Brought>> {
+    let scope = judge.scope;
+    let place = |pos: Pos, what: String, taint: Taint| match inside {
+        None => Brought { pos, what, taint },
+        Some(inside) => Brought {
+            pos: inside.at,
+            what: format!("{what} (in {}, line {})", inside.file, pos.line),
+            taint,
+        },
+    };
+    let mut found = Vec::new();
+    if step.uses_action("actions/checkout") {
+        let reference = step.input("ref").map(|r| (r, scope.value(&r.value)));
+        let repository = step.input("repository").map(|r| (r, scope.value(&r.value)));
+        let repo = repository
+            .as_ref()
+            .map_or(Repo::This, |(_, v)| repository_of(v, judge.self_names));
+        match (&reference, &repo) {
+            // A ref a pull request controls is its code, whatever repository names it.
+            (Some((r, v)), _) if v.taint().pr() => {
+                found.push(place(r.pos, format!("checks out `{}`", r.value), v.taint()));
+            }
+            (Some((r, v)), Repo::This | Repo::Chosen(_)) if chooses_code(v.taint()) => {
+                let taint = v.taint()
+                    | if let Repo::Chosen(t) = repo {
+                        t
+                    } else {
+                        Taint::NONE
+                    };
+                found.push(place(r.pos, format!("checks out `{}`", r.value), taint));
+            }
+            _ => {
+                if let (Some((r, _)), Repo::Chosen(t)) = (&repository, &repo) {
+                    found.push(place(
+                        r.pos,
+                        format!("checks out repository `{}`", r.value),
+                        *t,
+                    ));
+                }
+            }
+        }
+    }
+    let fetching = step.script().filter(|script| {
+        script
+            .commands()
+            .any(|c| c.program_is("git") || c.program_is("gh"))
+    });
+    if let Some(script) = fetching {
+        let run = step.run.as_ref().map_or("", |r| r.value.as_str());
+        let shell = scope.shell(&script);
+        let strict = matches!(
+            scope.start.event.as_str(),
+            "pull_request_target" | "issue_comment"
+        ) || scope.start.event == "workflow_run"
+            && matches!(
+                scope.start.actor,
+                super::starts::Actor::Outsider | super::starts::Actor::Member
+            );
+        let taint_of = |w: &crate::contracts::shell::Word| shell.word(w).taint();
+        if let Some((line, taint)) =
+            commands::fetches_pr_code_with(run, &script, strict, &taint_of, false)
+        {
+            if let Some(r) = &step.run {
+                found.push(place(r.pos, format!("runs `{}`", line.trim()), taint));
+            }
+        }
+    }
+    let Some(uses) = step
+        .uses
+        .as_ref()
+        .filter(|u| crate::contracts::workflow::local_uses(&u.value).is_some())
+    else {
+        return Ok(found);
+    };
+    // The action lives in whatever checkout holds its path.
+    let path = normalize(crate::contracts::workflow::local_uses(&uses.value).unwrap_or(""));
+    let holder = if inside.is_none() {
+        enclosing_checkout(judge, &path)
+    } else {
+        None
+    };
+    if let Some((_, dir, taint)) = &holder {
+        if taint.pr() || taint.has(Taint::MAINTAINER) {
+            found.push(place(
+                uses.pos,
+                format!(
+                    "runs the local action `{}`, which lives in the checkout `{dir}` of code a pull request controls",
+                    uses.value
+                ),
+                *taint,
+            ));
+            return Ok(found);
+        }
+    }
+    // Read from the trusted tree, below the checkout's own directory.
+    let mut lookup = step.clone();
+    if let Some((_, dir, _)) = &holder {
+        if dir != "." {
+            let inner = path
+                .strip_prefix(dir.as_str())
+                .unwrap_or(&path)
+                .trim_start_matches('/');
+            let written = format!("./{inner}");
+            lookup.uses = Some(Scalar {
+                value: written,
+                pos: uses.pos,
+            });
+        }
+    }
+    let outer = inside.map_or(&[][..], |i| i.inputs);
+    let Some(action) = crate::contracts::workflow::expand_local_action(judge.root, &lookup, outer)?
+    else {
+        found.push(place(
+            uses.pos,
+            format!(
+                "runs the local action `{}`, which the tree at {} does not have (so it comes from a checkout made during the run)",
+                uses.value,
+                judge.root.display()
+            ),
+            Taint::UNSEEN,
+        ));
+        return Ok(found);
+    };
+    let file = &action.file;
+    if *budget == 0 {
+        found.push(place(
+            uses.pos,
+            format!(
+                "expands more than {} local actions (at `{file}`), which were not all checked",
+                crate::contracts::rules::LOCAL_ACTION_BUDGET
+            ),
+            Taint::UNSEEN,
+        ));
+        return Ok(found);
+    }
+    *budget -= 1;
+    let nested = Inside {
+        at: inside.map_or(uses.pos, |i| i.at),
+        file,
+        inputs: &action.inputs,
+    };
+    for inner in &action.steps {
+        found.extend(step_other_code(inner, judge, Some(&nested), budget)?);
+    }
+    Ok(found)
+}
+
+/// A download of another run's artifacts, with the taint of the run it names.
+fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s Scalar, Taint)> {
+    let at = other_run_download(step)?;
+    let taint = if step.uses_action("actions/download-artifact") {
+        let value = scope.value(&at.value);
+        // Another run's artifacts are that run's bytes: a pull request's
+        // when the run id is one's (`github.event.workflow_run.id` after a
+        // pull request), a dispatcher's choice, or, for a run id the
+        // workflow computes, a run the repository does not show.
+        let t = value.taint();
+        if t.pr() || t.has(Taint::MAINTAINER) {
+            t
+        } else {
+            t | Taint::UNSEEN
+        }
+    } else {
+        // The newest run of a workflow, which may be a pull request's.
+        Taint::PR_REF | Taint::UNSEEN
+    };
+    Some((at, taint))
+}
+
+/// The `run-id:` (or `uses:`) of a step that downloads the artifacts of
+/// another run. For a `workflow_run` consumer that run is the pull
+/// request's CI run, so the bytes are the pull request's.
+pub fn other_run_download(step: &Step) -> Option<&Scalar> {
+    if step.uses_action("actions/download-artifact") {
+        step.input("run-id")
+            .filter(|id| expr::sole_expression(&id.value) != Some("github.run_id"))
+    } else if step.uses_action("dawidd6/action-download-artifact") {
+        step.uses.as_ref()
+    } else {
+        None
+    }
+}

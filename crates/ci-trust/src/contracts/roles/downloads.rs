@@ -1,0 +1,210 @@
+//! This run's artifacts as pull-request bytes: a job that downloads what an
+//! untrusted-code job of the same run uploaded runs those bytes unless it
+//! provably handles them as data.
+//!
+//! Owns the same-run taint. Must not decide what a step runs beyond asking
+//! `code.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::code::{other_run_download, posts_only, runs_code};
+use super::{Exposure, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
+use crate::contracts::shell::{Script, Word};
+use crate::contracts::workflow::{Step, Workflow};
+
+/// A job in a privileged run that downloads this run's artifacts handles
+/// what any job of the run uploaded; when one of those jobs runs untrusted
+/// code, the downloader does too ("build in one job, cache in the next").
+/// A run is a workflow with its own triggers and every reusable workflow it
+/// calls, transitively; a callee shared by two workflows is in both runs.
+pub(super) fn taint_same_run_downloads(
+    workflows: &[Workflow],
+    callees: &BTreeMap<JobRef, usize>,
+    jobs: &mut [JobInfo],
+) {
+    // The runs (by their top-level workflow) each workflow's jobs take part in.
+    let mut runs: Vec<BTreeSet<usize>> = workflows
+        .iter()
+        .enumerate()
+        .map(|(w, wf)| {
+            let own = wf.events().any(|e| e != "workflow_call");
+            if own {
+                BTreeSet::from([w])
+            } else {
+                BTreeSet::new()
+            }
+        })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (caller, callee) in callees {
+            let inherited = runs[caller.workflow].clone();
+            let before = runs[*callee].len();
+            runs[*callee].extend(inherited);
+            changed |= runs[*callee].len() != before;
+        }
+    }
+    // The most certain untrusted-code job of each run uploads.
+    let mut uploader: BTreeMap<usize, (Level, String, BTreeSet<String>, Vec<Start>)> =
+        BTreeMap::new();
+    for info in jobs.iter().filter(|info| info.is_untrusted()) {
+        let wf = &workflows[info.at.workflow];
+        let who: BTreeSet<String> = info
+            .exposures
+            .iter()
+            .filter(|e| e.level == info.level())
+            .flat_map(|e| e.who.iter().cloned())
+            .collect();
+        let starts: Vec<Start> = info
+            .exposures
+            .iter()
+            .filter(|e| e.level == info.level())
+            .flat_map(|e| e.starts.iter().cloned())
+            .collect();
+        for run in &runs[info.at.workflow] {
+            let name = format!("`{}` of {}", wf.jobs[info.at.job].id.value, wf.name);
+            let entry = uploader
+                .entry(*run)
+                .or_insert_with(|| (info.level(), name.clone(), who.clone(), starts.clone()));
+            if info.level() < entry.0 {
+                *entry = (info.level(), name, who.clone(), starts.clone());
+            }
+        }
+    }
+    for info in jobs.iter_mut().filter(|info| !info.is_untrusted()) {
+        let privileged: Vec<&String> = info
+            .triggers
+            .iter()
+            .filter(|t| PRIVILEGED_EVENTS.contains(&t.as_str()))
+            .collect();
+        let source = runs[info.at.workflow]
+            .iter()
+            .filter_map(|run| uploader.get(run))
+            .min_by_key(|(level, _, _, _)| *level);
+        let Some((level, source, who, starts)) = source.filter(|_| !privileged.is_empty()) else {
+            continue;
+        };
+        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        let download = job.steps.iter().enumerate().find_map(|(index, step)| {
+            let same_run =
+                step.uses_action("actions/download-artifact") && other_run_download(step).is_none();
+            (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
+        });
+        if let Some(step) = download {
+            info.exposures.push(Exposure {
+                pos: step.uses.as_ref().map_or(step.pos, |u| u.pos),
+                what: format!(
+                    "downloads artifacts of this run, which the untrusted-code job {source} can upload"
+                ),
+                level: *level,
+                events: privileged.iter().map(|e| (*e).clone()).collect(),
+                who: who.clone(),
+                // The downloader's own starts in the runs the uploader is in.
+                starts: info
+                    .starts
+                    .iter()
+                    .filter(|s| starts.iter().any(|u| u.top == s.top))
+                    .cloned()
+                    .collect(),
+            });
+            info.lifecycle = false;
+        }
+    }
+}
+
+/// True when the job provably handles the artifacts of this run that step
+/// `index` downloads as data only: it unpacks them into a directory of their
+/// own (a literal `path:` that is not the workspace root, where later tools
+/// would read a planted `.git/config`, `.cargo/config.toml` or `.npmrc`),
+/// no later step runs code (`runs_code`: a build, an interpreter, a program
+/// given by path, a local action, a cache save), and no later step works
+/// inside that directory (`working-directory:`, `cd`). A rebased tree that
+/// is only verified and pushed with git, or a report that is only posted,
+/// is data; anything the check cannot show is not.
+pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
+    let Some(path) = steps[index].input("path") else {
+        return false;
+    };
+    let path = path.value.trim().trim_end_matches('/');
+    // The only expressions whose value is known: the runner's temporary
+    // directory and the workspace.
+    let mut rest = path;
+    for prefix in [
+        "${{ runner.temp }}",
+        "${{runner.temp}}",
+        "$RUNNER_TEMP",
+        "${RUNNER_TEMP}",
+        "${{ github.workspace }}",
+        "${{github.workspace}}",
+        "$GITHUB_WORKSPACE",
+        "${GITHUB_WORKSPACE}",
+    ] {
+        if let Some(after) = rest.strip_prefix(prefix) {
+            if prefix.to_ascii_lowercase().contains("workspace")
+                && after.trim_matches('/').is_empty()
+            {
+                return false;
+            }
+            rest = after;
+            break;
+        }
+    }
+    if rest.contains('$')
+        || matches!(rest.trim_start_matches("./"), "" | ".")
+        || rest.contains("..")
+    {
+        return false;
+    }
+    let later = &steps[index + 1..];
+    if runs_code(later, false).is_some() {
+        return false;
+    }
+    // The directory's own name, as later steps would spell it.
+    let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    // Working inside it (git reads a `.git/config` there), putting it on
+    // the search path or into the environment, or handing it to an action
+    // that may build it (a Dockerfile's `RUN`) makes its bytes run.
+    let names_it = |word: &Word| word.text().contains(name);
+    let works_inside = later.iter().any(|step| {
+        let third_party = !posts_only(step)
+            && step.action().is_some_and(|(action, _)| {
+                let owner = action.split('/').next().unwrap_or("");
+                !owner.eq_ignore_ascii_case("actions") && !owner.eq_ignore_ascii_case("github")
+            });
+        step.working_directory
+            .as_ref()
+            .is_some_and(|dir| dir.value.contains(name))
+            || step.env.iter().any(|(_, value)| value.value.contains(name))
+            || third_party
+                && step
+                    .with
+                    .iter()
+                    .any(|(_, value)| value.value.contains(name))
+            || step.run.as_ref().is_some_and(|run| {
+                let script = Script::cached(&run.value);
+                script.commands().any(|command| {
+                    let enters = matches!(command.program().as_deref(), Some("cd" | "pushd"))
+                        && command.args().iter().any(names_it);
+                    // `git -C dir`, `--git-dir=dir`, `--work-tree dir`.
+                    let args = &command.words;
+                    let points = args.windows(2).any(|pair| {
+                        matches!(pair[0].text().as_str(), "-C" | "--git-dir" | "--work-tree")
+                            && names_it(&pair[1])
+                    }) || args.iter().any(|w| {
+                        let text = w.text();
+                        (text.starts_with("--git-dir=") || text.starts_with("--work-tree="))
+                            && text.contains(name)
+                    });
+                    let exports = (command.writes_to("GITHUB_PATH")
+                        || command.writes_to("GITHUB_ENV"))
+                        && run
+                            .value
+                            .get(command.span.clone())
+                            .is_some_and(|t| t.contains(name));
+                    enters || points || exports
+                })
+            })
+    });
+    !works_inside
+}

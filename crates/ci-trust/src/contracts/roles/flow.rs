@@ -1,0 +1,1203 @@
+//! What a value is, by following data rather than names: the contexts a
+//! job sees under one [`Start`] (`github.*` as that event fills it, the
+//! caller's `with:` for `inputs.*`, `env` at every level, `needs.*.outputs`
+//! through the job's `outputs:`, `steps.*.outputs` through what a script
+//! writes to `$GITHUB_OUTPUT`, `$GITHUB_ENV` lines of earlier steps, matrix
+//! values), and what a `run:` script's variables hold (assignments, command
+//! substitutions, a script that asks the pull-request API).
+//!
+//! Owns: [`JobScope`] (an [`eval::Scope`]) and the shell's variable taint.
+//! Must not: decide what a value's taint means for a finding (`code.rs`
+//! and the rules do).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use super::JobRef;
+use super::starts::Start;
+use crate::contracts::commands;
+use crate::contracts::eval::{self, Scope, Taint, Val};
+use crate::contracts::shell::{Command, Part, RedirectOp, Script, Word};
+use crate::contracts::workflow::{Job, Step, Workflow, lookup};
+use crate::policy::Policy;
+
+/// Identities the evaluator compares by identity.
+pub const SELF_REPO: &str = "repo:self";
+pub const FORK_REPO: &str = "repo:fork";
+
+/// How deeply values may refer to each other (`env` → `needs` → `steps` → …).
+const MAX_DEPTH: usize = 24;
+
+/// Values already worked out, shared by every scope of one model: the
+/// same `env.NAME` at the same step under the same start is asked often.
+#[derive(Default)]
+pub struct Memo {
+    env: RefCell<BTreeMap<EnvKey, Val>>,
+}
+
+/// `env.NAME` of a job at a step under a start.
+type EnvKey = (JobRef, Option<usize>, Start, String);
+
+/// What a job sees under one start, at one point of its steps.
+pub struct JobScope<'a> {
+    pub memo: &'a Memo,
+    pub workflows: &'a [Workflow],
+    pub callers: &'a BTreeMap<usize, Vec<JobRef>>,
+    pub policy: &'a Policy,
+    pub at: JobRef,
+    pub start: &'a Start,
+    /// The steps before this one have run (`None`: the job's own level, as
+    /// its `if:` and `runs-on` see it; `Some(len)`: after every step).
+    pub step: Option<usize>,
+    depth: Cell<usize>,
+}
+
+impl<'a> JobScope<'a> {
+    pub fn new(
+        memo: &'a Memo,
+        workflows: &'a [Workflow],
+        callers: &'a BTreeMap<usize, Vec<JobRef>>,
+        policy: &'a Policy,
+        at: JobRef,
+        start: &'a Start,
+    ) -> JobScope<'a> {
+        JobScope {
+            memo,
+            workflows,
+            callers,
+            policy,
+            at,
+            start,
+            step: None,
+            depth: Cell::new(0),
+        }
+    }
+
+    /// The same job, at step `index` (its own `env:` and the effects of the
+    /// steps before it visible).
+    pub fn at_step(&self, index: usize) -> JobScope<'a> {
+        JobScope {
+            step: Some(index),
+            depth: Cell::new(self.depth.get()),
+            ..*self
+        }
+    }
+
+    fn another<'b>(&self, at: JobRef, start: &'b Start, step: Option<usize>) -> JobScope<'b>
+    where
+        'a: 'b,
+    {
+        JobScope {
+            memo: self.memo,
+            workflows: self.workflows,
+            callers: self.callers,
+            policy: self.policy,
+            at,
+            start,
+            step,
+            depth: Cell::new(self.depth.get()),
+        }
+    }
+
+    pub fn workflow(&self) -> &'a Workflow {
+        &self.workflows[self.at.workflow]
+    }
+
+    pub fn job(&self) -> &'a Job {
+        &self.workflows[self.at.workflow].jobs[self.at.job]
+    }
+
+    fn current_step(&self) -> Option<&'a Step> {
+        self.step.and_then(|i| self.job().steps.get(i))
+    }
+
+    /// Evaluates a value as written (`ref: ${{ … }}`, text with expressions).
+    pub fn value(&self, text: &str) -> Val {
+        eval::eval_template(text, self)
+    }
+
+    fn guarded<T>(&self, fallback: T, f: impl FnOnce() -> T) -> T {
+        let depth = self.depth.get();
+        if depth >= MAX_DEPTH {
+            return fallback;
+        }
+        self.depth.set(depth + 1);
+        let out = f();
+        self.depth.set(depth);
+        out
+    }
+
+    /// Whether the event carries a pull request's payload (head, title, …).
+    fn pr_event(&self) -> bool {
+        matches!(
+            self.start.event.as_str(),
+            "pull_request"
+                | "pull_request_target"
+                | "pull_request_review"
+                | "pull_request_review_comment"
+        )
+    }
+
+    /// Whether a `workflow_run` start follows a pull request's run.
+    fn upstream_pr(&self) -> bool {
+        self.start.event == "workflow_run"
+            && self.start.upstream.as_deref().is_none_or(|up| {
+                matches!(
+                    up,
+                    "pull_request"
+                        | "pull_request_target"
+                        | "pull_request_review"
+                        | "pull_request_review_comment"
+                        | "issue_comment"
+                        | "workflow_run"
+                ) || matches!(
+                    self.start.actor,
+                    super::starts::Actor::Outsider | super::starts::Actor::Member
+                )
+            })
+    }
+
+    fn default_ref(&self) -> Val {
+        Val::str(format!("refs/heads/{}", self.policy.default_branch))
+    }
+
+    /// `github.…`.
+    fn github(&self, path: &[String]) -> Val {
+        let Some(first) = path.first().map(String::as_str) else {
+            return Val::Unknown(Taint::NONE);
+        };
+        let event = self.start.event.as_str();
+        let pr = self.pr_event();
+        match first {
+            "event_name" => Val::str(event),
+            "repository" | "event_path" => match first {
+                "repository" => Val::Sym(SELF_REPO),
+                _ => Val::Unknown(Taint::NONE),
+            },
+            "repository_owner" => Val::Sym("owner:self"),
+            "head_ref" => {
+                if pr {
+                    Val::Unknown(Taint::PR_REF | Taint::PR_TEXT)
+                } else {
+                    Val::str("")
+                }
+            }
+            "base_ref" => {
+                if pr {
+                    Val::Unknown(Taint::NONE)
+                } else {
+                    Val::str("")
+                }
+            }
+            "ref" | "ref_name" => match event {
+                "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
+                    Val::Unknown(Taint::PR_REF)
+                }
+                "workflow_run"
+                | "issue_comment"
+                | "issues"
+                | "schedule"
+                | "repository_dispatch"
+                | "discussion"
+                | "discussion_comment"
+                    if first == "ref" =>
+                {
+                    self.default_ref()
+                }
+                _ => Val::Unknown(Taint::NONE),
+            },
+            "sha" => match event {
+                "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
+                    Val::Unknown(Taint::PR_REF)
+                }
+                _ => Val::Unknown(Taint::NONE),
+            },
+            "token" => Val::Unknown(Taint::SECRET),
+            "event" => self.event(&path[1..]),
+            _ => Val::Unknown(Taint::NONE),
+        }
+    }
+
+    /// `github.event.…`, as this start's event fills the payload.
+    fn event(&self, path: &[String]) -> Val {
+        let event = self.start.event.as_str();
+        let outsider = self.start.actor == super::starts::Actor::Outsider;
+        let Some(first) = path.first().map(String::as_str) else {
+            return Val::Unknown(Taint::NONE);
+        };
+        let rest: Vec<&str> = path[1..].iter().map(String::as_str).collect();
+        let text_field = |path: &[&str]| -> bool {
+            let last = path.last().copied().unwrap_or("");
+            matches!(
+                last,
+                "title"
+                    | "body"
+                    | "message"
+                    | "display_title"
+                    | "head_ref"
+                    | "head_branch"
+                    | "label"
+                    | "page_name"
+                    | "description"
+                    | "name"
+                    | "email"
+            ) || path.windows(2).any(|w| w == ["head", "ref"])
+                || path
+                    .iter()
+                    .any(|p| matches!(*p, "author" | "committer" | "pusher"))
+        };
+        let association = |outsider: bool| {
+            let names: &[&str] = if outsider {
+                &[
+                    "CONTRIBUTOR",
+                    "FIRST_TIME_CONTRIBUTOR",
+                    "FIRST_TIMER",
+                    "NONE",
+                    "MANNEQUIN",
+                ]
+            } else {
+                &["OWNER", "MEMBER", "COLLABORATOR"]
+            };
+            Val::any(names.iter().map(|n| Val::str(*n)).collect())
+        };
+        match first {
+            "pull_request" => {
+                if !self.pr_event() {
+                    return Val::Null;
+                }
+                match rest.as_slice() {
+                    [] => Val::Obj(Taint::PR_REF | Taint::PR_TEXT),
+                    ["head", "sha"] => Val::Unknown(Taint::PR_REF),
+                    ["head", "ref"] => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
+                    ["head", "repo", "full_name"] => {
+                        Val::Sym(if outsider { FORK_REPO } else { SELF_REPO })
+                    }
+                    ["head", "repo", "fork"] => Val::Bool(outsider),
+                    [
+                        "head",
+                        "repo",
+                        "clone_url" | "html_url" | "ssh_url" | "git_url",
+                    ] => Val::Unknown(if outsider { Taint::PR_REF } else { Taint::NONE }),
+                    ["head", "repo", "owner", "login"] | ["head", "user", "login"] => {
+                        Val::Unknown(if outsider { Taint::PR_REF } else { Taint::NONE })
+                    }
+                    ["head", ..] => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
+                    ["base", "repo", "full_name"] => Val::Sym(SELF_REPO),
+                    ["base", ..] => Val::Unknown(Taint::NONE),
+                    ["author_association"] => association(outsider),
+                    [
+                        "number" | "id" | "merged" | "draft" | "state" | "labels",
+                        ..,
+                    ] => Val::Unknown(Taint::NONE),
+                    ["user", ..] => Val::Unknown(Taint::NONE),
+                    [.., "sha"] => Val::Unknown(Taint::PR_REF),
+                    other if text_field(other) => Val::Unknown(Taint::PR_TEXT),
+                    _ => Val::Unknown(Taint::NONE),
+                }
+            }
+            "number" => {
+                if self.pr_event() {
+                    Val::Unknown(Taint::NONE)
+                } else {
+                    Val::Null
+                }
+            }
+            "issue" | "comment" | "review" | "discussion" => {
+                let here = match first {
+                    "issue" => matches!(event, "issue_comment" | "issues"),
+                    "comment" => matches!(
+                        event,
+                        "issue_comment" | "pull_request_review_comment" | "discussion_comment"
+                    ),
+                    "review" => event == "pull_request_review",
+                    _ => matches!(event, "discussion" | "discussion_comment"),
+                };
+                if !here {
+                    return Val::Null;
+                }
+                match rest.as_slice() {
+                    ["author_association"] => association(outsider),
+                    [
+                        "number" | "id" | "state" | "labels" | "pull_request" | "user",
+                        ..,
+                    ] => Val::Unknown(Taint::NONE),
+                    other if text_field(other) => Val::Unknown(Taint::PR_TEXT),
+                    _ => Val::Unknown(Taint::NONE),
+                }
+            }
+            "workflow_run" => {
+                if event != "workflow_run" {
+                    return Val::Null;
+                }
+                let pr = self.upstream_pr();
+                let code = if pr { Taint::PR_REF } else { Taint::NONE };
+                let text = if pr { Taint::PR_TEXT } else { Taint::NONE };
+                match rest.as_slice() {
+                    ["event"] => match &self.start.upstream {
+                        Some(up) => Val::str(up.clone()),
+                        None => Val::Unknown(Taint::NONE),
+                    },
+                    ["pull_requests", rest @ ..] => {
+                        Val::Unknown(if text_field(rest) { code | text } else { code })
+                    }
+                    ["head_sha"] | ["id"] => Val::Unknown(code),
+                    ["head_branch"] => Val::Unknown(code | text),
+                    ["head_repository", "full_name"] => {
+                        Val::Sym(if outsider { FORK_REPO } else { SELF_REPO })
+                    }
+                    ["head_repository", "fork"] => Val::Bool(outsider),
+                    ["head_repository", ..] => {
+                        Val::Unknown(if outsider { code } else { Taint::NONE })
+                    }
+                    ["repository", "full_name"] => Val::Sym(SELF_REPO),
+                    ["name"] => Val::Unknown(text),
+                    other if text_field(other) => Val::Unknown(text),
+                    _ => Val::Unknown(Taint::NONE),
+                }
+            }
+            "inputs" => {
+                if event == "workflow_dispatch" {
+                    rest.first()
+                        .map_or(Val::Unknown(Taint::MAINTAINER), |name| {
+                            self.dispatch_input(name)
+                        })
+                } else {
+                    Val::Null
+                }
+            }
+            "client_payload" => {
+                if event == "repository_dispatch" {
+                    Val::Unknown(Taint::MAINTAINER)
+                } else {
+                    Val::Null
+                }
+            }
+            "repository" => match rest.as_slice() {
+                ["full_name"] => Val::Sym(SELF_REPO),
+                ["default_branch"] => Val::str(self.policy.default_branch.clone()),
+                _ => Val::Unknown(Taint::NONE),
+            },
+            "head_commit" | "commits" => {
+                if event != "push" {
+                    return Val::Null;
+                }
+                if text_field(&rest) {
+                    Val::Unknown(Taint::PR_TEXT)
+                } else {
+                    Val::Unknown(Taint::NONE)
+                }
+            }
+            "release" => {
+                if event != "release" {
+                    return Val::Null;
+                }
+                if text_field(&rest) {
+                    Val::Unknown(Taint::PR_TEXT)
+                } else {
+                    Val::Unknown(Taint::NONE)
+                }
+            }
+            "label" => {
+                if matches!(
+                    event,
+                    "pull_request" | "pull_request_target" | "issues" | "discussion"
+                ) {
+                    Val::Unknown(Taint::NONE)
+                } else {
+                    Val::Null
+                }
+            }
+            "merge_group" => {
+                if event == "merge_group" {
+                    Val::Unknown(Taint::NONE)
+                } else {
+                    Val::Null
+                }
+            }
+            _ => {
+                if text_field(&path.iter().map(String::as_str).collect::<Vec<_>>()) {
+                    Val::Unknown(Taint::PR_TEXT)
+                } else {
+                    Val::Unknown(Taint::NONE)
+                }
+            }
+        }
+    }
+
+    /// A `workflow_dispatch` input: a choice is one of its options, a
+    /// boolean true or false; any other input is what the dispatcher typed.
+    fn dispatch_input(&self, name: &str) -> Val {
+        let wf = &self.workflows[self.start.top];
+        let spec = wf.dispatch_inputs.iter().find(|i| i.name == name);
+        match spec {
+            Some(spec) if spec.kind == "choice" && !spec.options.is_empty() => {
+                Val::any(spec.options.iter().map(|o| Val::str(o.clone())).collect())
+            }
+            Some(spec) if spec.kind == "boolean" => {
+                Val::any(vec![Val::Bool(true), Val::Bool(false)])
+            }
+            Some(spec) if spec.kind == "environment" => Val::Unknown(Taint::NONE),
+            _ => Val::Unknown(Taint::MAINTAINER),
+        }
+    }
+
+    /// `inputs.NAME`: a dispatch's input, or what the calling job passes.
+    fn input(&self, name: &str) -> Val {
+        let Some((caller, outer)) = self.start.via.split_last() else {
+            if self.start.event == "workflow_dispatch" {
+                return self.dispatch_input(name);
+            }
+            return Val::Null;
+        };
+        let wf = self.workflow();
+        let calling = &self.workflows[caller.workflow].jobs[caller.job];
+        let default = wf
+            .call_inputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, d)| d.clone());
+        let passed = lookup(&calling.with, name).map(|v| v.value.clone());
+        let Some(text) = passed.or(default) else {
+            return Val::Null;
+        };
+        // The caller's value, evaluated where the caller stands.
+        let start = Start {
+            via: outer.to_vec(),
+            ..self.start.clone()
+        };
+        let scope = self.another(*caller, &start, None);
+        self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&text))
+    }
+
+    /// `env.NAME` here: the step's own `env:`, the `$GITHUB_ENV` lines of
+    /// earlier steps, the job's `env:`, the workflow's.
+    fn env(&self, name: &str) -> Val {
+        let key = (self.at, self.step, self.start.clone(), name.to_owned());
+        if let Some(known) = self.memo.env.borrow().get(&key) {
+            return known.clone();
+        }
+        let value = self.env_uncached(name);
+        self.memo.env.borrow_mut().insert(key, value.clone());
+        value
+    }
+
+    fn env_uncached(&self, name: &str) -> Val {
+        if let Some(step) = self.current_step() {
+            if let Some(v) = lookup(&step.env, name) {
+                return self.guarded(Val::Unknown(Taint::UNSEEN), || self.outer().value(&v.value));
+            }
+        }
+        if let Some(index) = self.step {
+            let mut written = Vec::new();
+            for earlier in self.job().steps.iter().take(index) {
+                let Some(script) = earlier.script() else {
+                    continue;
+                };
+                for line in commands::file_lines(&script, "GITHUB_ENV") {
+                    if line.name == name {
+                        let scope = self.at_step(earlier.index);
+                        written.push(self.guarded(Val::Unknown(Taint::UNSEEN), || {
+                            scope.shell_value(&script, &line.value)
+                        }));
+                    }
+                }
+            }
+            if !written.is_empty() {
+                return Val::any(written);
+            }
+        }
+        if let Some(v) = lookup(&self.job().env, name) {
+            let scope = self.another(self.at, self.start, None);
+            return self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value));
+        }
+        if let Some(v) = lookup(&self.workflow().env, name) {
+            let scope = self.another(self.at, self.start, None);
+            return self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value));
+        }
+        Val::Null
+    }
+
+    /// This scope without the current step's own `env:` (what that `env:`'s values see).
+    fn outer(&self) -> JobScope<'a> {
+        match self.step {
+            Some(i) => JobScope {
+                step: Some(i),
+                depth: Cell::new(self.depth.get()),
+                ..*self
+            },
+            None => self.another(self.at, self.start, None),
+        }
+    }
+
+    /// `needs.JOB.outputs.NAME`: the job's `outputs:` value, evaluated at
+    /// the end of that job.
+    fn needs(&self, path: &[String]) -> Val {
+        let (Some(job), Some(what)) = (path.first(), path.get(1)) else {
+            return Val::Unknown(Taint::NONE);
+        };
+        if what != "outputs" {
+            return Val::Unknown(Taint::NONE);
+        }
+        let wf = self.workflow();
+        let Some(j) = wf.jobs.iter().position(|x| &x.id.value == job) else {
+            return Val::Unknown(Taint::UNSEEN);
+        };
+        let other = &wf.jobs[j];
+        let Some(name) = path.get(2) else {
+            return Val::Unknown(Taint::UNSEEN);
+        };
+        // A job that calls a reusable workflow: its outputs are the callee's.
+        let Some(text) = lookup(&other.outputs, name) else {
+            return if other.uses.is_some() {
+                Val::Unknown(Taint::UNSEEN)
+            } else {
+                Val::Null
+            };
+        };
+        let at = JobRef {
+            workflow: self.at.workflow,
+            job: j,
+        };
+        let end = other.steps.len();
+        let scope = self.another(at, self.start, Some(end));
+        self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&text.value))
+    }
+
+    /// `steps.ID.outputs.NAME`, for a step before this one.
+    fn steps(&self, path: &[String]) -> Val {
+        let (Some(id), Some(what)) = (path.first(), path.get(1)) else {
+            return Val::Unknown(Taint::NONE);
+        };
+        let limit = self.step.unwrap_or(self.job().steps.len());
+        let Some(step) = self
+            .job()
+            .steps
+            .iter()
+            .take(limit)
+            .find(|s| s.id.as_ref().is_some_and(|i| &i.value == id))
+        else {
+            return Val::Null;
+        };
+        if what != "outputs" {
+            return Val::Unknown(Taint::NONE);
+        }
+        let Some(name) = path.get(2) else {
+            return Val::Unknown(Taint::UNSEEN);
+        };
+        let scope = self.at_step(step.index);
+        // A step whose `if:` is false here does not run: no outputs.
+        if let Some(cond) = &step.if_cond {
+            if eval::condition(&cond.value, &scope) == eval::Tri::False {
+                return Val::Null;
+            }
+        }
+        self.guarded(Val::Unknown(Taint::UNSEEN), || {
+            scope.step_output(step, name)
+        })
+    }
+
+    /// What step `step` outputs as `name`.
+    fn step_output(&self, step: &Step, name: &str) -> Val {
+        if let Some(script) = step.script() {
+            let lines: Vec<Val> = commands::file_lines(&script, "GITHUB_OUTPUT")
+                .into_iter()
+                .filter(|l| l.name == name)
+                .map(|l| self.shell_value(&script, &l.value))
+                .collect();
+            if !lines.is_empty() {
+                return Val::any(lines);
+            }
+            // Written some way the reader does not follow.
+            let mentions = script.commands().any(|c| {
+                c.words
+                    .iter()
+                    .any(|w| w.variables().any(|v| v == "GITHUB_OUTPUT"))
+            });
+            return if mentions {
+                Val::Unknown(Taint::UNSEEN)
+            } else {
+                Val::Null
+            };
+        }
+        let Some((action, _)) = step.action() else {
+            return Val::Unknown(Taint::UNSEEN);
+        };
+        let inputs = step
+            .with
+            .iter()
+            .fold(Taint::NONE, |t, (_, v)| t | self.value(&v.value).taint());
+        if let Some((_, taint)) = ACTION_OUTPUTS
+            .iter()
+            .find(|(a, _)| a.eq_ignore_ascii_case(action))
+        {
+            return Val::Unknown(*taint | inputs);
+        }
+        if action.eq_ignore_ascii_case("actions/github-script") {
+            // JavaScript is not followed: what it reads says what its
+            // outputs may carry (the pull-request API, the event's pull
+            // request, issue or comment; a dispatch's inputs).
+            let script = step.input("script").map_or("", |s| s.value.as_str());
+            let reads_pr = [
+                "pull_request",
+                "pulls.",
+                "payload.issue",
+                "payload.comment",
+                "payload.review",
+                "payload.workflow_run",
+            ]
+            .iter()
+            .any(|p| script.contains(p));
+            let reads_inputs =
+                script.contains("payload.inputs") || script.contains("client_payload");
+            let mut own = Taint::NONE;
+            if reads_pr {
+                own |= Taint::PR_REF | Taint::PR_TEXT;
+            }
+            if reads_inputs {
+                own |= Taint::MAINTAINER;
+            }
+            return Val::Unknown(own | inputs);
+        }
+        if action.eq_ignore_ascii_case("actions/checkout") {
+            let reference = step
+                .input("ref")
+                .map_or(Val::Null, |r| self.value(&r.value));
+            return Val::Unknown(reference.taint());
+        }
+        // A third-party action: what it outputs may come from anything it
+        // reads; the workflow does not show it.
+        Val::Unknown(Taint::UNSEEN | inputs)
+    }
+
+    /// `matrix.…`: the values the job's matrix lists (its axes and
+    /// `include` entries), or what a computed matrix is made from.
+    fn matrix(&self, path: &[String]) -> Val {
+        let Some(matrix) = &self.job().matrix else {
+            return Val::Null;
+        };
+        let computed = |text: &str| -> Val {
+            let scope = self.another(self.at, self.start, None);
+            Val::Unknown(self.guarded(Taint::UNSEEN, || scope.value(text).taint()))
+        };
+        let serde_json::Value::Object(map) = matrix else {
+            return match matrix {
+                serde_json::Value::String(s) => computed(s),
+                _ => Val::Unknown(Taint::NONE),
+            };
+        };
+        let Some(key) = path.first() else {
+            return Val::Unknown(Taint::NONE);
+        };
+        let mut values = Vec::new();
+        let mut taint = Taint::NONE;
+        let mut collect = |v: &serde_json::Value| match v {
+            serde_json::Value::Array(items) => values.extend(items.iter().cloned()),
+            serde_json::Value::String(s) if s.contains("${{") => taint |= computed(s).taint(),
+            other => values.push(other.clone()),
+        };
+        if let Some(axis) = map.get(key.as_str()) {
+            collect(axis);
+        }
+        for entries in ["include"] {
+            match map.get(entries) {
+                Some(serde_json::Value::Array(list)) => {
+                    for entry in list {
+                        if let Some(v) = entry.get(key.as_str()) {
+                            values.push(v.clone());
+                        }
+                    }
+                }
+                Some(serde_json::Value::String(s)) => taint |= computed(s).taint(),
+                _ => {}
+            }
+        }
+        if values.is_empty() {
+            return if taint.is_empty() {
+                Val::Null
+            } else {
+                Val::Unknown(taint)
+            };
+        }
+        let mut out = Vec::new();
+        for v in values {
+            let mut v = &v;
+            let mut missing = false;
+            for seg in &path[1..] {
+                match v.get(seg.as_str()) {
+                    Some(inner) => v = inner,
+                    None => {
+                        missing = true;
+                        break;
+                    }
+                }
+            }
+            if missing {
+                out.push(Val::Null);
+                continue;
+            }
+            out.push(match v {
+                serde_json::Value::String(s) if s.contains("${{") => computed(s),
+                serde_json::Value::String(s) => Val::str(s.clone()),
+                serde_json::Value::Array(items) => Val::List(
+                    items
+                        .iter()
+                        .map(|i| Val::str(i.as_str().unwrap_or_default()))
+                        .collect(),
+                ),
+                serde_json::Value::Null => Val::Null,
+                other => Val::str(other.to_string()),
+            });
+        }
+        Val::any(out).tainted(taint)
+    }
+
+    /// The directories of the checkouts before this step whose ref (or
+    /// repository) a pull request controls (`.` for the workspace itself).
+    pub fn pr_checkouts(&self) -> Vec<String> {
+        let limit = self.step.unwrap_or(self.job().steps.len());
+        let mut dirs = Vec::new();
+        for step in self.job().steps.iter().take(limit) {
+            if !step.uses_action("actions/checkout") {
+                continue;
+            }
+            let scope = self.at_step(step.index);
+            let reference = step
+                .input("ref")
+                .map_or(Val::Null, |r| scope.value(&r.value));
+            let repository = step
+                .input("repository")
+                .map_or(Val::Null, |r| scope.value(&r.value));
+            let fork = repository
+                .alternatives()
+                .iter()
+                .any(|v| matches!(v, Val::Sym(s) if *s == FORK_REPO));
+            if reference.taint().pr() || repository.taint().pr() || fork {
+                let dir = step.input("path").map_or(".", |p| p.value.as_str());
+                let dir = dir
+                    .trim()
+                    .trim_start_matches("./")
+                    .trim_matches('/')
+                    .to_owned();
+                dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+            }
+        }
+        dirs
+    }
+
+    // ---- the shell --------------------------------------------------------
+
+    /// A variable a step's script starts with: the runner's own, or the
+    /// workflow's, job's or step's `env:`, or a `$GITHUB_ENV` line of an
+    /// earlier step. `None` when nothing sets it.
+    pub fn shell_var(&self, name: &str) -> Option<Val> {
+        let github = |field: &str| Some(self.github(&[field.to_owned()]));
+        match name {
+            "GITHUB_SHA" => return github("sha"),
+            "GITHUB_REF" => return github("ref"),
+            "GITHUB_REF_NAME" => return github("ref_name"),
+            "GITHUB_HEAD_REF" => return github("head_ref"),
+            "GITHUB_BASE_REF" => return github("base_ref"),
+            "GITHUB_EVENT_NAME" => return github("event_name"),
+            "GITHUB_REPOSITORY" => return Some(Val::Sym(SELF_REPO)),
+            _ => {}
+        }
+        match self.env(name) {
+            Val::Null => None,
+            v => Some(v),
+        }
+    }
+
+    /// The value a word of `script` has when this step runs it.
+    pub fn shell_value(&self, script: &Script, word: &Word) -> Val {
+        let shell = ShellTaint::new(self, script);
+        shell.word(word)
+    }
+
+    /// The taint of every variable of `script` as this step runs it.
+    pub fn shell<'s>(&'s self, script: &'s Script) -> ShellTaint<'s> {
+        ShellTaint::new(self, script)
+    }
+}
+
+/// What third-party actions output, when their documentation says so: a
+/// pull request's head for the comment-triggered checkout helpers. Any
+/// other third-party action's outputs are unseen.
+const ACTION_OUTPUTS: &[(&str, Taint)] = &[
+    ("xt0rted/pull-request-comment-branch", Taint::PR),
+    ("alessbell/pull-request-comment-branch", Taint::PR),
+    ("tj-actions/changed-files", Taint::PR_TEXT),
+    ("peter-evans/find-comment", Taint::PR_TEXT),
+    ("actions/create-github-app-token", Taint::SECRET),
+];
+
+impl Scope for JobScope<'_> {
+    fn lookup(&self, path: &[String]) -> Val {
+        let Some(root) = path.first() else {
+            return Val::Unknown(Taint::NONE);
+        };
+        let rest = &path[1..];
+        match root.as_str() {
+            "github" => self.github(rest),
+            "inputs" => rest
+                .first()
+                .map_or(Val::Unknown(Taint::MAINTAINER), |name| self.input(name)),
+            "env" => rest
+                .first()
+                .map_or(Val::Unknown(Taint::NONE), |name| self.env(name)),
+            "needs" => self.needs(rest),
+            "steps" => self.steps(rest),
+            "matrix" => self.matrix(rest),
+            "secrets" => Val::Unknown(Taint::SECRET),
+            _ => Val::Unknown(Taint::NONE),
+        }
+    }
+}
+
+/// The taint of a script's variables (every assignment, in any order: the
+/// reader does not follow the script's branches, so a variable has every
+/// value any branch gives it).
+pub struct ShellTaint<'a> {
+    scope: &'a JobScope<'a>,
+    script: &'a Script,
+    /// The pull-request checkouts a file read may come from.
+    pr_dirs: Vec<String>,
+    /// Where each variable is first assigned on every path (a command that
+    /// is not conditional): after that, the environment's value is gone.
+    shadowed: BTreeMap<String, usize>,
+    vars: BTreeMap<String, Taint>,
+    base: RefCell<BTreeMap<String, Option<Val>>>,
+}
+
+impl<'a> ShellTaint<'a> {
+    fn new(scope: &'a JobScope<'a>, script: &'a Script) -> ShellTaint<'a> {
+        let mut shell = ShellTaint {
+            scope,
+            script,
+            pr_dirs: scope.pr_checkouts(),
+            shadowed: BTreeMap::new(),
+            vars: BTreeMap::new(),
+            base: RefCell::new(BTreeMap::new()),
+        };
+        let assignments = script.assignments();
+        for (command, a) in &assignments {
+            if !command.conditional && !command.substituted && command.words.is_empty() {
+                shell
+                    .shadowed
+                    .entry(a.name.clone())
+                    .or_insert(command.span.end);
+            }
+        }
+        // A fixpoint: taints only grow, and there are finitely many.
+        for _ in 0..8 {
+            let mut changed = false;
+            for (_, a) in &assignments {
+                let t = shell.word(&a.value).taint();
+                let entry = shell.vars.entry(a.name.clone()).or_default();
+                if (*entry | t) != *entry {
+                    *entry |= t;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        shell
+    }
+
+    /// What the environment gives `name`, looked up once.
+    fn given(&self, name: &str) -> Option<Val> {
+        if let Some(known) = self.base.borrow().get(name) {
+            return known.clone();
+        }
+        let value = self.scope.shell_var(name);
+        self.base
+            .borrow_mut()
+            .insert(name.to_owned(), value.clone());
+        value
+    }
+
+    /// The value of a word: known text when every part is literal or a
+    /// known variable, else unknown with the parts' taints.
+    pub fn word(&self, word: &Word) -> Val {
+        let mut pieces = Vec::new();
+        for part in &word.parts {
+            pieces.push(match part {
+                Part::Literal { text, .. } => {
+                    let taint = if text.contains("pull/") {
+                        Taint::PR_REF
+                    } else {
+                        Taint::NONE
+                    };
+                    Val::Str(text.clone(), taint)
+                }
+                Part::Variable { name } => {
+                    let assigned = self.vars.get(name).copied();
+                    let shadowed = self
+                        .shadowed
+                        .get(name)
+                        .is_some_and(|end| word.span.start >= *end);
+                    let given = if shadowed { None } else { self.given(name) };
+                    match (assigned, given) {
+                        (None, Some(v)) => v,
+                        (Some(t), given) => {
+                            Val::Unknown(t | given.map_or(Taint::NONE, |v| v.taint()))
+                        }
+                        (None, None) => Val::Unknown(Taint::NONE),
+                    }
+                }
+                Part::Expression(body) => eval::eval_body(body, self.scope),
+                Part::Substitution { commands } => Val::Unknown(self.commands(commands.clone())),
+                Part::Arithmetic(_) => Val::Unknown(Taint::NONE),
+            });
+        }
+        if pieces.is_empty() {
+            return Val::str("");
+        }
+        let taint = pieces.iter().fold(Taint::NONE, |t, v| t | v.taint());
+        match eval::concat(&pieces) {
+            Val::Str(s, _) => Val::Str(s, taint),
+            other => other.tainted(taint),
+        }
+    }
+
+    /// The taint of the output of the commands `range` (a substitution).
+    fn commands(&self, range: std::ops::Range<usize>) -> Taint {
+        // Each pipeline prints what its last member prints, which reads
+        // what the member before it printed.
+        let commands = self.script.commands.get(range).unwrap_or_default();
+        let mut taint = Taint::NONE;
+        let mut piped: Option<(usize, Taint)> = None;
+        for command in commands.iter().filter(|c| c.pipe_len > 0) {
+            let stdin = match piped {
+                Some((pipeline, t))
+                    if pipeline == command.pipeline && command.pipe_position > 0 =>
+                {
+                    t
+                }
+                _ => Taint::NONE,
+            };
+            let out = self.command_reading(command, stdin);
+            if command.pipe_position + 1 >= command.pipe_len {
+                taint |= out;
+                piped = None;
+            } else {
+                piped = Some((command.pipeline, out));
+            }
+        }
+        taint
+    }
+
+    /// What a command's output may carry: what it asks and what it is given.
+    pub fn command_taint(&self, command: &Command) -> Taint {
+        self.command_reading(command, Taint::NONE)
+    }
+
+    /// What a command's output may carry: what it asks (the pull-request
+    /// API, the event payload), everything it is given, and `stdin` from a pipe.
+    fn command_reading(&self, command: &Command, stdin: Taint) -> Taint {
+        let mut given = stdin;
+        for w in command
+            .words
+            .iter()
+            .chain(command.redirects.iter().map(|r| &r.target))
+        {
+            given |= self.word(w).taint();
+        }
+        for r in &command.redirects {
+            if let Some(doc) = &r.heredoc {
+                given |= self
+                    .word(&Word {
+                        span: doc.body.clone(),
+                        parts: doc.parts.clone(),
+                    })
+                    .taint();
+            }
+        }
+        let taint = given | self.source(command);
+        // `tr -cd '[:alnum:]-'` keeps only the characters it names: no text
+        // survives that could carry shell or a new line.
+        if command.program_is("tr") {
+            let args = command.arg_texts();
+            let deletes_complement = args.iter().any(|a| {
+                a.starts_with('-') && !a.starts_with("--") && a.contains('c') && a.contains('d')
+            }) || args.iter().any(|a| a == "-c")
+                && args.iter().any(|a| a == "-d");
+            if deletes_complement {
+                return taint.without(Taint::PR_TEXT);
+            }
+        }
+        // The base side of a pull request (`.base.ref`, `baseRefName`) is the
+        // repository's own branch: no pull-request content.
+        let program = command.program().unwrap_or_default();
+        if filter_text(&program, &command.arg_texts()).is_some_and(|f| {
+            // A plain path (`.base.ref`, `.baseRefName`), not an object or
+            // array built from several fields.
+            let f = f
+                .trim()
+                .trim_end_matches(" // empty")
+                .trim_start_matches('.');
+            let plain = f
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'[' | b']'));
+            plain
+                && f.split('.')
+                    .next()
+                    .is_some_and(|first| first.to_ascii_lowercase().starts_with("base"))
+        }) {
+            return taint.without(Taint::PR);
+        }
+        // A filter that selects a SHA, a number, a login or a flag yields
+        // hex, digits or a word no one can fill with shell: it names
+        // pull-request code but carries no text.
+        if let Some(field) = filter_field(&program, &command.arg_texts()) {
+            let id_like = field.ends_with("sha")
+                || field.ends_with("oid")
+                || matches!(
+                    field.as_str(),
+                    "number"
+                        | "id"
+                        | "length"
+                        | "login"
+                        | "fork"
+                        | "draft"
+                        | "merged"
+                        | "state"
+                        | "full_name"
+                );
+            if id_like && taint.has(Taint::PR_TEXT) {
+                return taint.without(Taint::PR_TEXT) | Taint::PR_REF;
+            }
+        }
+        taint
+    }
+
+    /// The pull-request content a command reads by itself.
+    fn source(&self, command: &Command) -> Taint {
+        let program = command.program().unwrap_or_default();
+        let args = command.arg_texts();
+        let asks_pr = match program.as_str() {
+            "gh" => match args.first().map(String::as_str) {
+                Some("pr") => true,
+                Some("api") => args.iter().any(|a| names_pr_api(a)),
+                _ => false,
+            },
+            "curl" | "wget" | "http" => args.iter().any(|a| names_pr_api(a)),
+            _ => false,
+        };
+        let reads_event = args.iter().any(|a| a.contains("GITHUB_EVENT_PATH"))
+            || command
+                .redirects
+                .iter()
+                .any(|r| r.target.variables().any(|v| v == "GITHUB_EVENT_PATH"));
+        let event_taint = if reads_event
+            && (self.scope.pr_event()
+                || self.scope.upstream_pr()
+                || matches!(self.scope.start.event.as_str(), "issue_comment" | "issues"))
+        {
+            Taint::PR_REF | Taint::PR_TEXT
+        } else {
+            Taint::NONE
+        };
+        let mut taint = event_taint;
+        if asks_pr {
+            taint |= Taint::PR_REF | Taint::PR_TEXT;
+        }
+        // A file of a pull-request checkout, read (`cat pr/VERSION`, `< .env`).
+        if self.reads_pr_file(command) {
+            taint |= Taint::PR_TEXT;
+        }
+        taint
+    }
+
+    /// True when the command names a file of a pull-request checkout as an
+    /// argument or reads one on its standard input. With the pull request
+    /// checked out in the workspace itself, any relative path is one.
+    fn reads_pr_file(&self, command: &Command) -> bool {
+        if self.pr_dirs.is_empty() {
+            return false;
+        }
+        let program = command.program().unwrap_or_default();
+        // Writers and the shell's own commands read nothing here.
+        if matches!(
+            program.as_str(),
+            "echo" | "printf" | "mkdir" | "rm" | "cd" | "export" | "test" | "["
+        ) {
+            return false;
+        }
+        let paths = command.args().iter().filter(|w| !w.is_option()).chain(
+            command
+                .redirects
+                .iter()
+                .filter(|r| r.op == RedirectOp::Read)
+                .map(|r| &r.target),
+        );
+        paths.into_iter().any(|w| {
+            let Some(text) = w.literal() else {
+                return false;
+            };
+            let path = text.trim_start_matches("./");
+            if path.starts_with('/')
+                || path.starts_with('-')
+                || path.contains("://")
+                || path.is_empty()
+            {
+                return false;
+            }
+            self.pr_dirs.iter().any(|d| {
+                d == "." && (path.contains('/') || path.contains('.'))
+                    || path == d
+                    || path.starts_with(&format!("{d}/"))
+            })
+        })
+    }
+}
+
+/// True for an API path or URL that returns a pull request, an issue or
+/// their comments (what their authors wrote, and the heads they name).
+fn names_pr_api(arg: &str) -> bool {
+    let a = arg.to_ascii_lowercase();
+    a.contains("/pulls") || a.contains("pull/") || a.contains("/issues") || a.starts_with("pulls")
+}
+
+/// The last field a `jq` filter (or `gh … --jq`) selects (`.head.sha` → `sha`).
+fn filter_field(program: &str, args: &[String]) -> Option<String> {
+    let filter = filter_text(program, args)?;
+    let last = filter
+        .trim()
+        .trim_end_matches(" // empty")
+        .rsplit(['.', '|', ' '])
+        .next()?
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .to_ascii_lowercase();
+    (!last.is_empty()).then_some(last)
+}
+
+/// The filter of a `jq` command, or of `gh … --jq`/`-q`.
+fn filter_text(program: &str, args: &[String]) -> Option<String> {
+    match program {
+        "jq" => {
+            // The first argument that is neither an option nor an option's value.
+            let mut i = 0;
+            while i < args.len() {
+                match args[i].as_str() {
+                    "--arg" | "--argjson" | "--slurpfile" | "--rawfile" => i += 3,
+                    "--indent" => i += 2,
+                    "-f" | "--from-file" => return None,
+                    a if a.starts_with('-') => i += 1,
+                    a => return Some(a.to_owned()),
+                }
+            }
+            None
+        }
+        "gh" => args
+            .iter()
+            .position(|a| a == "--jq" || a == "-q")
+            .and_then(|i| args.get(i + 1).cloned())
+            .or_else(|| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix("--jq=").map(str::to_owned))
+            }),
+        _ => None,
+    }
+}
