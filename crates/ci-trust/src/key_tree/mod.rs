@@ -69,27 +69,64 @@ pub fn available() -> std::result::Result<Mechanism, String> {
     }
 }
 
+/// The directory the key tree covers for a workspace at `root`: the whole
+/// checkout, not only the workspace. That is the nearest of `root` and its
+/// ancestors that holds `.git` (what actions/checkout made), or the
+/// policy's `key.repository-root` where that is wider, else `root`. A
+/// workspace in a subdirectory of its repository (`--root repo/rust`)
+/// would otherwise see the rest of the pull request's checkout through
+/// `..`: files no key names, which the trace counts as outside the
+/// repository.
+pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
+    let git = root
+        .ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok());
+    let named = configured
+        .map(|up| crate::key::workspace::normalize(&root.join(up)))
+        .filter(|dir| root.starts_with(dir) && dir.parent().is_some());
+    [git.map(Path::to_path_buf), named]
+        .into_iter()
+        .flatten()
+        .min_by_key(|dir| dir.components().count())
+        .unwrap_or_else(|| root.to_path_buf())
+}
+
 /// A staged key tree for the checkout at `root`.
 #[derive(Debug)]
 pub struct KeyTree {
     staged: stage::Staged,
     root: PathBuf,
+    /// The checkout's top directory ([`checkout_top`]): what the tree
+    /// covers in the namespace.
+    top: PathBuf,
     mechanism: Mechanism,
 }
 
 impl KeyTree {
-    /// Stages the inputs of `manifest` (the key of the checkout at `root`).
-    pub fn stage(root: &Path, manifest: &KeyManifest, mechanism: Mechanism) -> Result<KeyTree> {
-        let staged = stage::stage(root, manifest, None)?;
+    /// Stages the inputs of `manifest` (the key of the workspace at `root`,
+    /// in the checkout whose top directory is `top`).
+    pub fn stage(
+        root: &Path,
+        top: &Path,
+        manifest: &KeyManifest,
+        mechanism: Mechanism,
+    ) -> Result<KeyTree> {
+        let staged = stage::stage(root, top, manifest, None)?;
         Ok(KeyTree {
             staged,
             root: root.to_path_buf(),
+            top: top.to_path_buf(),
             mechanism,
         })
     }
 
-    /// The tree on this process's disk.
+    /// The workspace's tree on this process's disk.
     pub fn dir(&self) -> &Path {
+        &self.staged.tree
+    }
+
+    /// The tree of the whole checkout (its top directory's place).
+    pub fn top_dir(&self) -> &Path {
         self.staged.dir.path()
     }
 
@@ -119,7 +156,7 @@ impl KeyTree {
         let mut dirs: Vec<PathBuf> = output_dirs
             .iter()
             .map(|dir| crate::key::workspace::normalize(dir))
-            .filter(|dir| dir.starts_with(&self.root))
+            .filter(|dir| dir.starts_with(&self.top))
             .collect();
         dirs.sort();
         dirs.dedup();
@@ -135,11 +172,11 @@ impl KeyTree {
         let mut unknown = Vec::new();
         for dir in self.write_through(output_dirs) {
             let rel = dir
-                .strip_prefix(&self.root)
+                .strip_prefix(&self.top)
                 .unwrap_or(&dir)
                 .to_string_lossy()
                 .replace('\\', "/");
-            match git_index::tracked_below(&self.root, &rel, 3)? {
+            match git_index::tracked_below(&self.top, &rel, 3)? {
                 git_index::Tracked::Paths(paths) if !paths.is_empty() => anyhow::bail!(
                     "the checkout commits {} under the build's output directory {}: bound into the key tree, cargo would take it for build output it made; remove it from the repository, or build into a target directory outside the checkout (--target-dir, CARGO_TARGET_DIR)",
                     paths
@@ -177,19 +214,41 @@ impl KeyTree {
             let outside: Vec<PathBuf> = output_dirs
                 .iter()
                 .map(|dir| crate::key::workspace::normalize(dir))
-                .filter(|dir| !dir.starts_with(&self.root))
+                .filter(|dir| !dir.starts_with(&self.top))
                 .collect();
+            if let Some(dir) = output_dirs
+                .iter()
+                .map(|dir| crate::key::workspace::normalize(dir))
+                .find(|dir| self.root.starts_with(dir))
+            {
+                anyhow::bail!(
+                    "the build's output directory {} contains the workspace {}: bound through, it would show the build the checkout; give the build a target directory of its own",
+                    dir.display(),
+                    self.root.display()
+                );
+            }
+            if !cwd.starts_with(&self.root) {
+                anyhow::bail!(
+                    "the build starts in {}, outside the workspace {}",
+                    cwd.display(),
+                    self.root.display()
+                );
+            }
             // They exist before the build, so that they can be kept writable.
             for dir in &outside {
                 std::fs::create_dir_all(dir).with_context(|| {
                     format!("cannot create the output directory {}", dir.display())
                 })?;
             }
+            // The build must start in the workspace tree staged, not in
+            // whatever an earlier build left at the tree's path.
+            let identity = (cwd == self.root).then_some(self.staged.identity);
             let isolation = namespace::Isolation::new(
                 self.mechanism.privilege,
-                self.dir(),
-                &self.root,
+                self.top_dir(),
+                &self.top,
                 cwd,
+                identity,
                 &self.write_through(output_dirs),
                 &outside,
             )?;
@@ -206,16 +265,16 @@ impl KeyTree {
     /// Where the paths a build in the tree used lie on this process's disk.
     pub fn view(&self, output_dirs: &[PathBuf]) -> TreeView {
         TreeView {
-            root: self.root.clone(),
-            tree: self.dir().to_path_buf(),
+            root: self.top.clone(),
+            tree: self.top_dir().to_path_buf(),
             through: self.write_through(output_dirs),
         }
     }
 }
 
-/// The build sees the tree at the checkout's path (`root`), except the
-/// directories bound through from the checkout: this maps its paths to
-/// this process's disk and back.
+/// The build sees the tree at the checkout's path (`root`, the checkout's
+/// top directory), except the directories bound through from the
+/// checkout: this maps its paths to this process's disk and back.
 #[derive(Debug, Clone)]
 pub struct TreeView {
     pub root: PathBuf,
