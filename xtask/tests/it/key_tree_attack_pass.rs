@@ -91,6 +91,16 @@ const PASS_ROWS: &[Row] = &[
         ),
         "echo two > shared.txt",
     )),
+    in_subdir(default_row(
+        "P19",
+        "workspace in ws/, a submodule of the checkout (ws/.git a gitfile): a build script reads ../../shared.txt of the superproject",
+        concat!(
+            monorepo!(),
+            "echo 'gitdir: ../.git/modules/ws' > ws/.git && echo one > shared.txt && EXTRA='println!(\"cargo:rustc-env=EXTRA={}\", std::fs::read_to_string(\"..\\/..\\/shared.txt\").unwrap_or_default().trim());' && ",
+            extra!("ws/app")
+        ),
+        "echo two > shared.txt",
+    )),
     row(
         "P6",
         "a build script embeds `git rev-parse HEAD` of the checkout; the pull request commits an unrelated file",

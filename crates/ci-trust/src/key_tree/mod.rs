@@ -70,23 +70,34 @@ pub fn available() -> std::result::Result<Mechanism, String> {
 }
 
 /// The directory the key tree covers for a workspace at `root`: the whole
-/// checkout, not only the workspace. That is the nearest of `root` and its
-/// ancestors that holds `.git` (what actions/checkout made), or the
-/// policy's `key.repository-root` where that is wider, else `root`. A
-/// workspace in a subdirectory of its repository (`--root repo/rust`)
-/// would otherwise see the rest of the pull request's checkout through
-/// `..`: files no key names, which the trace counts as outside the
-/// repository.
+/// checkout, not only the workspace. A workspace in a subdirectory of its
+/// repository (`--root repo/rust`) would otherwise see the rest of the pull
+/// request's checkout through `..`: files no key names, which the trace
+/// counts as outside the repository. The checkout is the outermost of:
+/// the nearest ancestor of `root` (or `root`) whose `.git` is a directory
+/// (the repository; a `.git` file only marks a submodule or a worktree,
+/// whose superproject's files are the pull request's too), else the
+/// nearest whose `.git` is a file; `$GITHUB_WORKSPACE` where it holds
+/// `root` (what actions/checkout filled); and the policy's
+/// `key.repository-root` where that is wider. Else `root` itself.
 pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
-    let git = root
-        .ancestors()
-        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok());
-    let named = configured
-        .map(|up| crate::key::workspace::normalize(&root.join(up)))
-        .filter(|dir| root.starts_with(dir) && dir.parent().is_some());
-    [git.map(Path::to_path_buf), named]
+    let git = |want_dir: bool| {
+        root.ancestors()
+            .find(|dir| {
+                std::fs::symlink_metadata(dir.join(".git"))
+                    .is_ok_and(|meta| !want_dir || meta.is_dir())
+            })
+            .map(Path::to_path_buf)
+    };
+    let repository = git(true).or_else(|| git(false));
+    let workspace = std::env::var_os("GITHUB_WORKSPACE")
+        .map(PathBuf::from)
+        .map(|dir| crate::key::workspace::normalize(&dir));
+    let named = configured.map(|up| crate::key::workspace::normalize(&root.join(up)));
+    [repository, workspace, named]
         .into_iter()
         .flatten()
+        .filter(|dir| root.starts_with(dir) && dir.parent().is_some())
         .min_by_key(|dir| dir.components().count())
         .unwrap_or_else(|| root.to_path_buf())
 }
@@ -319,6 +330,23 @@ pub fn include_entry(rel: &str, directory: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checkout, not the nearest `.git`: a submodule's gitfile does not
+    /// stop the search for the repository around it; a policy may widen it.
+    #[test]
+    fn the_tree_covers_the_checkout_around_a_workspace_or_submodule() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("repo");
+        let ws = top.join("sub/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        assert_eq!(checkout_top(&ws, None), ws, "no repository: the workspace");
+        std::fs::write(ws.join(".git"), "gitdir: ../../.git/modules/ws\n").unwrap();
+        assert_eq!(checkout_top(&ws, None), ws, "a gitfile alone: a worktree");
+        std::fs::create_dir_all(top.join(".git")).unwrap();
+        assert_eq!(checkout_top(&ws, None), top, "a submodule of the checkout");
+        assert_eq!(checkout_top(&ws, Some("../../..")), dir.path());
+        assert_eq!(checkout_top(&ws, Some("..")), top, "never narrower");
+    }
 
     #[test]
     fn the_view_maps_the_tree_but_not_what_is_bound_through() {

@@ -570,7 +570,64 @@ mod tests {
             assert!(plain(path).is_err(), "{path:?}");
         }
         assert!(plain("a/b.rs").is_ok());
+        assert!(plain("../a").is_err(), "above a workspace that is the top");
         assert!(placement(&input("x", "fifo", b"")).is_err());
+        // A workspace `ws/r` below the checkout's top: leading `..` stay
+        // inside the checkout, and nothing climbs after a name.
+        let sub = Path::new("ws/r");
+        assert_eq!(placed(sub, "src/a.rs").unwrap(), Path::new("ws/r/src/a.rs"));
+        assert_eq!(
+            placed(sub, "../../shared/x").unwrap(),
+            Path::new("shared/x")
+        );
+        for path in ["../../../x", "../..", "a/../../x", "../x/../y"] {
+            assert!(placed(sub, path).is_err(), "{path:?}");
+        }
+    }
+
+    /// A workspace below its checkout: the tree is the checkout's, with the
+    /// workspace's inputs at its place, an input above it at its own, the
+    /// ancestor configuration the key hashed checked against its digest,
+    /// and nothing else of the checkout (the file beside the workspace).
+    #[test]
+    fn a_workspace_below_its_checkout_is_staged_at_its_place_in_a_tree_of_the_checkout() {
+        let checkout = tempfile::tempdir().unwrap();
+        let c = checkout.path();
+        let root = c.join("ws");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(c.join("shared")).unwrap();
+        std::fs::create_dir_all(c.join(".cargo")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "lib").unwrap();
+        std::fs::write(c.join("shared/cfg.txt"), "cfg").unwrap();
+        std::fs::write(c.join("beside.txt"), "not an input").unwrap();
+        std::fs::write(c.join(".cargo/config.toml"), "[env]\n").unwrap();
+        let mut m = manifest(vec![
+            input("src/lib.rs", "file", b"lib"),
+            input("../shared/cfg.txt", "file", b"cfg"),
+        ]);
+        m.components.push(crate::key::Component {
+            name: "cargo-config:../.cargo/config.toml".into(),
+            value: digest(b"[env]\n"),
+        });
+        let parent = tempfile::tempdir().unwrap();
+        let staged = stage(&root, c, &m, Some(parent.path())).unwrap();
+        let t = staged.dir.path();
+        assert_eq!(staged.tree, t.join("ws"));
+        assert_eq!(std::fs::read(t.join("ws/src/lib.rs")).unwrap(), b"lib");
+        assert_eq!(std::fs::read(t.join("shared/cfg.txt")).unwrap(), b"cfg");
+        assert_eq!(
+            std::fs::read(t.join(".cargo/config.toml")).unwrap(),
+            b"[env]\n"
+        );
+        assert!(!t.join("beside.txt").exists());
+        assert_eq!(staged.outside, 1);
+        // The configuration changed after the key was computed.
+        std::fs::write(c.join(".cargo/config.toml"), "[env]\nX = \"1\"\n").unwrap();
+        let err = stage(&root, c, &m, Some(parent.path())).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not what the key hashed"),
+            "{err:#}"
+        );
     }
 
     /// A link the checkout points out of the tree is never made: the key
