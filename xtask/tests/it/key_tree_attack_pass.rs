@@ -469,3 +469,42 @@ fn a_build_that_swaps_the_key_tree_for_a_link_to_the_checkout_cannot_expose_it_t
     );
     assert!(!scratch.join("out/b.tar.zst").exists(), "{text}");
 }
+
+/// A build script that reads a file of the checkout the key lacks, and
+/// carries on without it (`unwrap_or_default`), builds in the key tree
+/// without it. Under strace the log names the file and the `[key]` entry
+/// that adds it (`key_tree::a_probe_for_a_file_the_key_lacks_is_reported_and_built_without`);
+/// under fanotify, which sees no failed lookup and reruns under strace
+/// only when the build fails, nothing says so.
+#[test]
+#[ignore = "known miss: under fanotify a build that reads an undeclared file and carries on without it is not reported (fanotify sees no failed lookup; rerunning every build under strace costs more than the 5% budget)"]
+fn under_fanotify_a_build_that_reads_an_undeclared_file_and_carries_on_is_reported() {
+    let test = "under_fanotify_a_build_that_reads_an_undeclared_file_and_carries_on_is_reported";
+    if !crate::key_tree::have_key_tree(test) || the_tracer() != "fanotify" {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        "[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"-p\", \"app\", \"--bin\", \"app\", \"--offline\"]\nbinaries = [\"app\"]\n[verify]\ntracer = \"fanotify\"\nkey-tree = \"required\"\n",
+    )
+    .file(
+        "app/src/main.rs",
+        "fn main() { println!(\"{}\", env!(\"FOUND\")); }\n",
+    )
+    .file(
+        "app/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let extra = std::fs::read_to_string(\"extra.cfg\").unwrap_or_default();\n    println!(\"cargo::rustc-env=FOUND=extra {}\", extra.trim());\n}\n",
+    )
+    .file("app/extra.cfg", "needed\n");
+    package(&ws, "app", "app");
+    lock(ws.path());
+    let scratch = Fixture::new();
+    let output = gpu_archive(ws.path(), &scratch);
+    let text = stderr(&output);
+    assert!(text.contains("app/extra.cfg"), "{text}");
+}
