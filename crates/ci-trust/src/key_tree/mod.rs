@@ -69,18 +69,11 @@ pub fn available() -> std::result::Result<Mechanism, String> {
     }
 }
 
-/// The directory the key tree covers for a workspace at `root`: the whole
-/// checkout, not only the workspace. A workspace in a subdirectory of its
-/// repository (`--root repo/rust`) would otherwise see the rest of the pull
-/// request's checkout through `..`: files no key names, which the trace
-/// counts as outside the repository. The checkout is the outermost of:
-/// the nearest ancestor of `root` (or `root`) whose `.git` is a directory
-/// (the repository; a `.git` file only marks a submodule or a worktree,
-/// whose superproject's files are the pull request's too), else the
-/// nearest whose `.git` is a file; `$GITHUB_WORKSPACE` where it holds
-/// `root` (what actions/checkout filled); and the policy's
-/// `key.repository-root` where that is wider. Else `root` itself.
-pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
+/// The repository around a workspace at `root`: the nearest of `root` and
+/// its ancestors whose `.git` is a directory (a `.git` file only marks a
+/// submodule or a worktree, whose superproject's files are the pull
+/// request's too), else the nearest whose `.git` is a file (a worktree).
+fn repository_of(root: &Path) -> Option<PathBuf> {
     let git = |want_dir: bool| {
         root.ancestors()
             .find(|dir| {
@@ -89,12 +82,19 @@ pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
             })
             .map(Path::to_path_buf)
     };
-    let repository = git(true).or_else(|| git(false));
-    let workspace = std::env::var_os("GITHUB_WORKSPACE")
-        .map(PathBuf::from)
-        .map(|dir| crate::key::workspace::normalize(&dir));
+    git(true).or_else(|| git(false))
+}
+
+/// The directory the key tree covers for a workspace at `root`: the whole
+/// checkout, not only the workspace. A workspace in a subdirectory of its
+/// repository (`--root repo/rust`) would otherwise see the rest of the pull
+/// request's checkout through `..`: files no key names, which the trace
+/// counts as outside the repository. The checkout is the repository around
+/// `root` ([`repository_of`]), or the policy's `key.repository-root` where
+/// that is wider, else `root` itself.
+pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
     let named = configured.map(|up| crate::key::workspace::normalize(&root.join(up)));
-    [repository, workspace, named]
+    [repository_of(root), named]
         .into_iter()
         .flatten()
         .filter(|dir| root.starts_with(dir) && dir.parent().is_some())
@@ -181,13 +181,17 @@ impl KeyTree {
     /// output. Returns a warning when the checkout has no git index to ask.
     pub fn refuse_committed_output(&self, output_dirs: &[PathBuf]) -> Result<Option<String>> {
         let mut unknown = Vec::new();
+        // The index is the repository's: a wider top (a policy's
+        // `key.repository-root`) holds none of its own.
+        let repository = repository_of(&self.root).unwrap_or_else(|| self.top.clone());
         for dir in self.write_through(output_dirs) {
-            let rel = dir
-                .strip_prefix(&self.top)
-                .unwrap_or(&dir)
-                .to_string_lossy()
-                .replace('\\', "/");
-            match git_index::tracked_below(&self.top, &rel, 3)? {
+            let Ok(rel) = dir.strip_prefix(&repository) else {
+                // Inside the tree's top but outside the repository: not
+                // a directory the pull request's commits can fill.
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            match git_index::tracked_below(&repository, &rel, 3)? {
                 git_index::Tracked::Paths(paths) if !paths.is_empty() => anyhow::bail!(
                     "the checkout commits {} under the build's output directory {}: bound into the key tree, cargo would take it for build output it made; remove it from the repository, or build into a target directory outside the checkout (--target-dir, CARGO_TARGET_DIR)",
                     paths
