@@ -339,6 +339,48 @@ fn a_committed_target_dir_of_a_workspace_below_its_checkout_is_refused() {
     );
 }
 
+/// CI's layout: `$GITHUB_WORKSPACE` holds `trusted/`, `pr/` (the pull
+/// request's repository) and the `--out` directory. The tree covers `pr/`,
+/// and a file `pr/`'s index tracks under its target directory is refused;
+/// a tree widened to `$GITHUB_WORKSPACE` asked a directory with no index
+/// and only warned.
+#[test]
+fn in_ci_s_layout_a_committed_target_dir_of_the_pull_request_is_refused() {
+    let test = "in_ci_s_layout_a_committed_target_dir_of_the_pull_request_is_refused";
+    if !crate::key_tree::have_key_tree(test) || !has_git() {
+        return;
+    }
+    let workspace = Fixture::new();
+    workspace
+        .file("trusted/README.md", "main's checkout\n")
+        .file(
+            "pr/Cargo.toml",
+            "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n",
+        )
+        .file("pr/app/src/main.rs", "fn main() {}\n")
+        .file("pr/target/debug/.fingerprint/app/planted", "planted\n");
+    package(&workspace, "pr/app", "app");
+    let pr = workspace.join("pr");
+    lock(&pr);
+    git(&pr, &["init", "-q"]);
+    git(&pr, &["add", "-A", "-f"]);
+    git(&pr, &["commit", "-qm", "pr"]);
+    let output = xtask(&["verify-key", "--trace", "--key-tree", "--root"])
+        .arg(&pr)
+        .arg("--")
+        .arg(cargo())
+        .args(["build", "--offline", "--quiet"])
+        .env("GITHUB_WORKSPACE", workspace.path())
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("the checkout commits target/debug/.fingerprint/app/planted under the build's output directory target"),
+        "{text}"
+    );
+}
+
 /// A daemon of the build, in a workspace below its checkout, swaps the
 /// binary cargo wrote for a symlink to `<checkout>/secret.bin`, a file of
 /// the pull request's checkout outside the workspace. Inside the namespace
