@@ -550,3 +550,74 @@ fn under_fanotify_a_build_that_reads_an_undeclared_file_and_carries_on_is_report
     let text = stderr(&output);
     assert!(text.contains("app/extra.cfg"), "{text}");
 }
+
+/// The same as the swap of the tree, one level down: in a workspace below
+/// its checkout the workspace's place in the tree is an ordinary directory
+/// of the tree, which the first build renames and replaces with a symlink
+/// to its own absolute path (the checkout's workspace, seen from outside
+/// the namespace). The next build must not start there, the xtask must not
+/// read the checkout through it, and removing the tree must not follow it.
+#[test]
+fn a_build_that_swaps_the_workspace_in_the_tree_for_a_link_cannot_expose_the_checkout() {
+    let test = "a_build_that_swaps_the_workspace_in_the_tree_for_a_link_cannot_expose_the_checkout";
+    if !crate::key_tree::have_key_tree(test) {
+        return;
+    }
+    let repo = Fixture::new();
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    repo.file(
+        "ws/Cargo.toml",
+        "[workspace]\nmembers = [\"a\", \"b\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "ws/.github/ci-trust.toml",
+        &format!(
+            "[[archive]]\nfile = \"a.tar.zst\"\nbuild = [\"-p\", \"a\", \"--bin\", \"a\", \"--offline\"]\nbinaries = [\"a\"]\n[[archive]]\nfile = \"b.tar.zst\"\nbuild = [\"-p\", \"b\", \"--bin\", \"b\", \"--offline\"]\nbinaries = [\"b\"]\n[verify]\ntracer = \"{}\"\nkey-tree = \"required\"\n",
+            the_tracer()
+        ),
+    )
+    .file("ws/a/src/main.rs", "fn main() { println!(\"{}\", env!(\"SWAPPED\")); }\n")
+    .file(
+        "ws/a/build.rs",
+        r#"fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = dir.parent().unwrap().to_path_buf();
+    let moved = root.with_extension("moved");
+    let swapped = std::fs::rename(&root, &moved).is_ok() && std::os::unix::fs::symlink(&root, &root).is_ok();
+    println!("cargo::rustc-env=SWAPPED={swapped}");
+}
+"#,
+    )
+    .file("ws/b/src/main.rs", "fn main() { println!(\"{}\", env!(\"SEEN\")); }\n")
+    .file(
+        "ws/b/build.rs",
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let seen = std::fs::metadata(\"secret.txt\").map(|m| m.len()).unwrap_or(0);\n    println!(\"cargo::rustc-env=SEEN=secret {seen}\");\n}\n",
+    )
+    .file("ws/b/secret.txt", "SECRET\n");
+    package(&repo, "ws/a", "a");
+    package(&repo, "ws/b", "b");
+    lock(&repo.join("ws"));
+    let scratch = Fixture::new();
+    let output = gpu_archive(&repo.join("ws"), &scratch);
+    let text = stderr(&output);
+    assert!(
+        repo.join("ws/b/secret.txt").exists(),
+        "the checkout was removed"
+    );
+    assert!(
+        repo.join("ws/Cargo.toml").exists(),
+        "the checkout was removed"
+    );
+    assert!(
+        std::fs::symlink_metadata(repo.join("ws")).is_ok_and(|m| m.is_dir()),
+        "the checkout's workspace was replaced"
+    );
+    if output.status.success() {
+        // Whatever ran, it ran in the tree: the file the key lacks unseen.
+        let seen = String::from_utf8(unpack(&scratch.join("out/b.tar.zst"), "b")).unwrap();
+        assert_eq!(seen.trim(), "secret 0", "{text}");
+    } else {
+        assert!(!scratch.join("out/b.tar.zst").exists(), "{text}");
+    }
+}
