@@ -477,6 +477,8 @@ fn a_build_that_swaps_the_key_tree_for_a_link_to_the_checkout_cannot_expose_it_t
     if let Some(tree) = source {
         let moved = format!("{tree}.moved");
         if std::fs::rename(&tree, &moved).is_ok() && std::os::unix::fs::symlink(&root, &tree).is_ok() {
+            // Where the test finds what to clean up.
+            let _ = std::fs::write(std::env::var("SWAP_NOTE").unwrap(), &moved);
             swapped = tree;
         }
     }
@@ -494,8 +496,31 @@ fn a_build_that_swaps_the_key_tree_for_a_link_to_the_checkout_cannot_expose_it_t
     package(&ws, "b", "b");
     lock(ws.path());
     let scratch = Fixture::new();
-    let output = gpu_archive(ws.path(), &scratch);
+    let note = scratch.join("swap-note");
+    let output = xtask(&["gpu-archive", "--out"])
+        .arg(scratch.join("out"))
+        .arg("--root")
+        .arg(ws.path())
+        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .env("SWAP_NOTE", &note)
+        .output()
+        .unwrap();
     let text = stderr(&output);
+    // The tree the build moved aside is the build's; the test removes it.
+    if let Ok(moved) = std::fs::read_to_string(&note) {
+        let moved = Path::new(moved.trim());
+        if moved.starts_with(std::env::temp_dir())
+            && moved
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("ci-trust-key-tree-"))
+        {
+            let _ = std::fs::remove_dir_all(moved);
+        }
+    }
+    assert!(
+        note.exists(),
+        "the first build did not swap the tree: {text}"
+    );
     assert!(ws.join("b/secret.txt").exists(), "the checkout was removed");
     assert!(ws.join("Cargo.toml").exists(), "the checkout was removed");
     if output.status.success() {
