@@ -107,7 +107,7 @@ impl flags::BenchKeyTree {
                 let cpu_before = children_cpu_time();
                 let start = Instant::now();
                 let tree = if index == 1 {
-                    let tree = KeyTree::stage(&workspace, &manifest, mechanism)?;
+                    let tree = KeyTree::stage(&workspace, &workspace, &manifest, mechanism)?;
                     if round > 0 {
                         staging.push(tree.staged().elapsed);
                     }

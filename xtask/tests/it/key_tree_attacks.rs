@@ -26,34 +26,26 @@ use std::process::Command;
 use crate::support::{Fixture, stderr, stdout, xtask_cmd};
 
 /// One edit of the table.
-struct Row {
+pub(crate) struct Row {
     /// The row of docs/key-attacks.md (`V8` for the verify-key table).
-    id: &'static str,
-    what: &'static str,
+    pub id: &'static str,
+    pub what: &'static str,
     /// Shell run in the tree to make main's state, then the pull request's.
-    prep: &'static str,
-    edit: &'static str,
+    pub prep: &'static str,
+    pub edit: &'static str,
     /// Tools the row needs besides cargo (a C compiler for a static library).
-    needs: &'static [&'static str],
+    pub needs: &'static [&'static str],
     /// In the default suite.
-    default: bool,
+    pub default: bool,
     /// `CARGO_HOME` is `.cargo-home` of the tree, for the key and the build.
-    cargo_home_inside: bool,
+    pub cargo_home_inside: bool,
+    /// The workspace root (`--root`) below the checkout the row makes
+    /// (empty: the checkout itself; `ws` when `prep` moves the workspace
+    /// into a subdirectory of its repository).
+    pub workspace: &'static str,
 }
 
-const fn row(id: &'static str, what: &'static str, prep: &'static str, edit: &'static str) -> Row {
-    Row {
-        id,
-        what,
-        prep,
-        edit,
-        needs: &[],
-        default: false,
-        cargo_home_inside: false,
-    }
-}
-
-const fn default_row(
+pub(crate) const fn row(
     id: &'static str,
     what: &'static str,
     prep: &'static str,
@@ -65,8 +57,21 @@ const fn default_row(
         prep,
         edit,
         needs: &[],
-        default: true,
+        default: false,
         cargo_home_inside: false,
+        workspace: "",
+    }
+}
+
+pub(crate) const fn default_row(
+    id: &'static str,
+    what: &'static str,
+    prep: &'static str,
+    edit: &'static str,
+) -> Row {
+    Row {
+        default: true,
+        ..row(id, what, prep, edit)
     }
 }
 
@@ -133,6 +138,7 @@ const ROWS: &[Row] = &[
         needs: &["cc", "ar"],
         default: false,
         cargo_home_inside: false,
+        workspace: "",
     },
     default_row(
         "9",
@@ -326,6 +332,7 @@ const ROWS: &[Row] = &[
         needs: &[],
         default: false,
         cargo_home_inside: true,
+        workspace: "",
     },
     row(
         "39",
@@ -376,7 +383,7 @@ const ROWS: &[Row] = &[
 ];
 
 /// The fixture of the campaign (docs/key-attacks.md, "Method").
-fn base() -> Fixture {
+pub(crate) fn base() -> Fixture {
     let f = Fixture::new();
     f.file(
         "Cargo.toml",
@@ -452,7 +459,7 @@ fn xtask(args: &[&str]) -> Command {
 }
 
 /// Copies `from` to `to` as it is (symlinks as links), with `cp -a`.
-fn copy(from: &Path, to: &Path) {
+pub(crate) fn copy(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-a")
         .arg(format!("{}/.", from.display()))
@@ -462,7 +469,7 @@ fn copy(from: &Path, to: &Path) {
     assert!(status.success());
 }
 
-fn shell(dir: &Path, script: &str) -> Result<(), String> {
+pub(crate) fn shell(dir: &Path, script: &str) -> Result<(), String> {
     if script.is_empty() {
         return Ok(());
     }
@@ -480,9 +487,9 @@ fn shell(dir: &Path, script: &str) -> Result<(), String> {
 }
 
 /// The key of `dir`, or why it was refused.
-fn key(dir: &Path, row: &Row) -> Result<String, String> {
+pub(crate) fn key(dir: &Path, row: &Row) -> Result<String, String> {
     let mut cmd = xtask(&["ci-key", "--root"]);
-    cmd.arg(dir);
+    cmd.arg(dir.join(row.workspace));
     if row.cargo_home_inside {
         cmd.env("CARGO_HOME", dir.join(".cargo-home"));
     }
@@ -507,14 +514,14 @@ fn built_in_key_tree(dir: &Path, tracer: &str, row: &Row) -> String {
 }
 
 /// What the build of `dir` made, in its key tree or in the checkout.
-fn built(dir: &Path, tracer: &str, row: &Row, in_key_tree: bool) -> String {
+pub(crate) fn built(dir: &Path, tracer: &str, row: &Row, in_key_tree: bool) -> String {
     let target = Fixture::new();
     let mut cmd = xtask(&["verify-key", "--trace", "--tracer", tracer]);
     if in_key_tree {
         cmd.arg("--key-tree");
     }
     cmd.arg("--root")
-        .arg(dir)
+        .arg(dir.join(row.workspace))
         .arg("--")
         .arg(cargo())
         .args(["build", "--offline", "--quiet", "-p", "app", "--target-dir"])
@@ -553,7 +560,12 @@ fn every_edit_of_the_attack_table_moves_the_key_or_builds_like_main() {
         return;
     }
     let all = std::env::var("CI_TRUST_ATTACK_TABLE").is_ok_and(|v| v == "all");
-    let tracer = if xtask(&[
+    run_table(ROWS, all, "CI_TRUST_ATTACK_TABLE_OUT");
+}
+
+/// The tracer the table's builds run under: fanotify where permitted.
+pub(crate) fn table_tracer() -> &'static str {
+    if xtask(&[
         "verify-key",
         "--trace",
         "--tracer",
@@ -567,7 +579,14 @@ fn every_edit_of_the_attack_table_moves_the_key_or_builds_like_main() {
         "fanotify"
     } else {
         "strace"
-    };
+    }
+}
+
+/// Runs `rows` (those in the default suite, or `all`) and fails on any
+/// whose key is the same and whose key-tree builds differ; writes the
+/// outcome table to the file `$out_var` names.
+pub(crate) fn run_table(rows: &[Row], all: bool, out_var: &str) {
+    let tracer = table_tracer();
     let base = base();
     let mut table = vec![
         "| # | edit | key | key-tree builds |".to_owned(),
@@ -575,7 +594,7 @@ fn every_edit_of_the_attack_table_moves_the_key_or_builds_like_main() {
     ];
     let mut failures = Vec::new();
     let mut ran = 0;
-    for row in ROWS.iter().filter(|r| all || r.default) {
+    for row in rows.iter().filter(|r| all || r.default) {
         if let Some(tool) = row.needs.iter().find(|t| !has(t)) {
             eprintln!("skipped row {}: needs {tool}", row.id);
             table.push(format!(
@@ -630,7 +649,7 @@ fn every_edit_of_the_attack_table_moves_the_key_or_builds_like_main() {
     }
     let table = table.join("\n");
     eprintln!("{table}");
-    if let Ok(path) = std::env::var("CI_TRUST_ATTACK_TABLE_OUT") {
+    if let Ok(path) = std::env::var(out_var) {
         std::fs::write(path, format!("{table}\n")).unwrap();
     }
     assert!(ran > 0, "no row ran");

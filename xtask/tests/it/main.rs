@@ -38,6 +38,8 @@ mod key_scan;
 #[cfg(unix)]
 mod key_tree;
 #[cfg(unix)]
+mod key_tree_attack_pass;
+#[cfg(unix)]
 mod key_tree_attacks;
 mod mutation;
 mod output;

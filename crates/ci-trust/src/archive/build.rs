@@ -206,7 +206,11 @@ fn choose_key_tree(request: &Request, manifest: &KeyManifest) -> Result<(Option<
     }
     match crate::key_tree::available() {
         Ok(mechanism) => {
-            let tree = KeyTree::stage(request.root, manifest, mechanism)
+            let top = crate::key_tree::checkout_top(
+                request.root,
+                request.policy.key.repository_root.as_deref(),
+            );
+            let tree = KeyTree::stage(request.root, &top, manifest, mechanism)
                 .context("cannot make the key tree of the fresh build")?;
             gha::log(&format!(
                 "the fresh build runs in the key tree, which holds exactly the key's inputs: {}",
@@ -390,8 +394,9 @@ fn check_trace(
     )
 }
 
-/// Refuses to pack or publish `path` when it resolves to a file of the
-/// repository outside the build's output directories: the build (or a
+/// Refuses to pack or publish `path` when it resolves to a file outside
+/// the build's output directories (a file of the repository, or of the
+/// checkout around it): the build (or a
 /// daemon it left) may have put a symlink there, in place of the file it
 /// built or of a directory on the way, to have this process pack a
 /// repository file that is not a key input. No trace sees this process's
@@ -403,9 +408,17 @@ fn refuse_repository_file(root: &Path, path: &Path, output_dirs: &[PathBuf]) -> 
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         real.starts_with(dir)
     });
-    if real.starts_with(root) && !in_output {
+    // Anywhere else is refused too: in a workspace that is a subdirectory
+    // of its checkout, a link to `../secret.bin` resolves, for this
+    // process, to a file of the pull request's checkout that no key names.
+    if !in_output {
+        let whose = if real.starts_with(root) {
+            "a file of the repository"
+        } else {
+            "a file outside the build's output directories"
+        };
         bail!(
-            "the build output {} resolves to {}, a file of the repository, not something the build wrote: a symlink planted in the target directory; refused",
+            "the build output {} resolves to {}, {whose}, not something the build wrote: a symlink planted in the target directory; refused",
             path.display(),
             real.display()
         );

@@ -69,27 +69,75 @@ pub fn available() -> std::result::Result<Mechanism, String> {
     }
 }
 
+/// The repository around a workspace at `root`: the nearest of `root` and
+/// its ancestors whose `.git` is a directory (a `.git` file only marks a
+/// submodule or a worktree, whose superproject's files are the pull
+/// request's too), else the nearest whose `.git` is a file (a worktree).
+fn repository_of(root: &Path) -> Option<PathBuf> {
+    let git = |want_dir: bool| {
+        root.ancestors()
+            .find(|dir| {
+                std::fs::symlink_metadata(dir.join(".git"))
+                    .is_ok_and(|meta| !want_dir || meta.is_dir())
+            })
+            .map(Path::to_path_buf)
+    };
+    git(true).or_else(|| git(false))
+}
+
+/// The directory the key tree covers for a workspace at `root`: the whole
+/// checkout, not only the workspace. A workspace in a subdirectory of its
+/// repository (`--root repo/rust`) would otherwise see the rest of the pull
+/// request's checkout through `..`: files no key names, which the trace
+/// counts as outside the repository. The checkout is the repository around
+/// `root` ([`repository_of`]), or the policy's `key.repository-root` where
+/// that is wider, else `root` itself.
+pub fn checkout_top(root: &Path, configured: Option<&str>) -> PathBuf {
+    let named = configured.map(|up| crate::key::workspace::normalize(&root.join(up)));
+    [repository_of(root), named]
+        .into_iter()
+        .flatten()
+        .filter(|dir| root.starts_with(dir) && dir.parent().is_some())
+        .min_by_key(|dir| dir.components().count())
+        .unwrap_or_else(|| root.to_path_buf())
+}
+
 /// A staged key tree for the checkout at `root`.
 #[derive(Debug)]
 pub struct KeyTree {
     staged: stage::Staged,
     root: PathBuf,
+    /// The checkout's top directory ([`checkout_top`]): what the tree
+    /// covers in the namespace.
+    top: PathBuf,
     mechanism: Mechanism,
 }
 
 impl KeyTree {
-    /// Stages the inputs of `manifest` (the key of the checkout at `root`).
-    pub fn stage(root: &Path, manifest: &KeyManifest, mechanism: Mechanism) -> Result<KeyTree> {
-        let staged = stage::stage(root, manifest, None)?;
+    /// Stages the inputs of `manifest` (the key of the workspace at `root`,
+    /// in the checkout whose top directory is `top`).
+    pub fn stage(
+        root: &Path,
+        top: &Path,
+        manifest: &KeyManifest,
+        mechanism: Mechanism,
+    ) -> Result<KeyTree> {
+        let staged = stage::stage(root, top, manifest, None)?;
         Ok(KeyTree {
             staged,
             root: root.to_path_buf(),
+            top: top.to_path_buf(),
             mechanism,
         })
     }
 
-    /// The tree on this process's disk.
+    /// The workspace's tree on this process's disk.
     pub fn dir(&self) -> &Path {
+        &self.staged.tree
+    }
+
+    /// The tree of the whole checkout (its top directory's place).
+    pub fn top_dir(&self) -> &Path {
         self.staged.dir.path()
     }
 
@@ -119,7 +167,7 @@ impl KeyTree {
         let mut dirs: Vec<PathBuf> = output_dirs
             .iter()
             .map(|dir| crate::key::workspace::normalize(dir))
-            .filter(|dir| dir.starts_with(&self.root))
+            .filter(|dir| dir.starts_with(&self.top))
             .collect();
         dirs.sort();
         dirs.dedup();
@@ -133,13 +181,17 @@ impl KeyTree {
     /// output. Returns a warning when the checkout has no git index to ask.
     pub fn refuse_committed_output(&self, output_dirs: &[PathBuf]) -> Result<Option<String>> {
         let mut unknown = Vec::new();
+        // The index is the repository's: a wider top (a policy's
+        // `key.repository-root`) holds none of its own.
+        let repository = repository_of(&self.root).unwrap_or_else(|| self.top.clone());
         for dir in self.write_through(output_dirs) {
-            let rel = dir
-                .strip_prefix(&self.root)
-                .unwrap_or(&dir)
-                .to_string_lossy()
-                .replace('\\', "/");
-            match git_index::tracked_below(&self.root, &rel, 3)? {
+            let Ok(rel) = dir.strip_prefix(&repository) else {
+                // Inside the tree's top but outside the repository: not
+                // a directory the pull request's commits can fill.
+                continue;
+            };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            match git_index::tracked_below(&repository, &rel, 3)? {
                 git_index::Tracked::Paths(paths) if !paths.is_empty() => anyhow::bail!(
                     "the checkout commits {} under the build's output directory {}: bound into the key tree, cargo would take it for build output it made; remove it from the repository, or build into a target directory outside the checkout (--target-dir, CARGO_TARGET_DIR)",
                     paths
@@ -177,19 +229,41 @@ impl KeyTree {
             let outside: Vec<PathBuf> = output_dirs
                 .iter()
                 .map(|dir| crate::key::workspace::normalize(dir))
-                .filter(|dir| !dir.starts_with(&self.root))
+                .filter(|dir| !dir.starts_with(&self.top))
                 .collect();
+            if let Some(dir) = output_dirs
+                .iter()
+                .map(|dir| crate::key::workspace::normalize(dir))
+                .find(|dir| self.root.starts_with(dir))
+            {
+                anyhow::bail!(
+                    "the build's output directory {} contains the workspace {}: bound through, it would show the build the checkout; give the build a target directory of its own",
+                    dir.display(),
+                    self.root.display()
+                );
+            }
+            if !cwd.starts_with(&self.root) {
+                anyhow::bail!(
+                    "the build starts in {}, outside the workspace {}",
+                    cwd.display(),
+                    self.root.display()
+                );
+            }
             // They exist before the build, so that they can be kept writable.
             for dir in &outside {
                 std::fs::create_dir_all(dir).with_context(|| {
                     format!("cannot create the output directory {}", dir.display())
                 })?;
             }
+            // The build must start in the workspace tree staged, not in
+            // whatever an earlier build left at the tree's path.
+            let identity = (cwd == self.root).then_some(self.staged.identity);
             let isolation = namespace::Isolation::new(
                 self.mechanism.privilege,
-                self.dir(),
-                &self.root,
+                self.top_dir(),
+                &self.top,
                 cwd,
+                identity,
                 &self.write_through(output_dirs),
                 &outside,
             )?;
@@ -206,16 +280,16 @@ impl KeyTree {
     /// Where the paths a build in the tree used lie on this process's disk.
     pub fn view(&self, output_dirs: &[PathBuf]) -> TreeView {
         TreeView {
-            root: self.root.clone(),
-            tree: self.dir().to_path_buf(),
+            root: self.top.clone(),
+            tree: self.top_dir().to_path_buf(),
             through: self.write_through(output_dirs),
         }
     }
 }
 
-/// The build sees the tree at the checkout's path (`root`), except the
-/// directories bound through from the checkout: this maps its paths to
-/// this process's disk and back.
+/// The build sees the tree at the checkout's path (`root`, the checkout's
+/// top directory), except the directories bound through from the
+/// checkout: this maps its paths to this process's disk and back.
 #[derive(Debug, Clone)]
 pub struct TreeView {
     pub root: PathBuf,
@@ -260,6 +334,23 @@ pub fn include_entry(rel: &str, directory: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checkout, not the nearest `.git`: a submodule's gitfile does not
+    /// stop the search for the repository around it; a policy may widen it.
+    #[test]
+    fn the_tree_covers_the_checkout_around_a_workspace_or_submodule() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("repo");
+        let ws = top.join("sub/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        assert_eq!(checkout_top(&ws, None), ws, "no repository: the workspace");
+        std::fs::write(ws.join(".git"), "gitdir: ../../.git/modules/ws\n").unwrap();
+        assert_eq!(checkout_top(&ws, None), ws, "a gitfile alone: a worktree");
+        std::fs::create_dir_all(top.join(".git")).unwrap();
+        assert_eq!(checkout_top(&ws, None), top, "a submodule of the checkout");
+        assert_eq!(checkout_top(&ws, Some("../../..")), dir.path());
+        assert_eq!(checkout_top(&ws, Some("..")), top, "never narrower");
+    }
 
     #[test]
     fn the_view_maps_the_tree_but_not_what_is_bound_through() {

@@ -86,12 +86,10 @@ pub struct Isolation {
     /// `/proc/self/uid_map` and `gid_map` lines for a user namespace.
     uid_map: CString,
     gid_map: CString,
-    /// The tree's root directory, as the child must see its working
-    /// directory after the mount: (device, inode).
-    tree_identity: (u64, u64),
-    /// Whether the child should see the tree's root as its working
-    /// directory (it starts in the root).
-    cwd_is_root: bool,
+    /// The directory the child must see as its working directory after
+    /// the mount, (device, inode), when the caller knows it: the
+    /// workspace's tree as it was staged.
+    cwd_identity: Option<(u64, u64)>,
 }
 
 fn c_path(path: &Path) -> Result<CString> {
@@ -112,21 +110,31 @@ fn has_cap_sys_admin() -> bool {
 }
 
 impl Isolation {
-    /// The mounts that put `tree` at `root` for a build started in `cwd`
-    /// (`root` or below it), with `write_through` (directories of the
-    /// checkout the build writes to) bound from the checkout, and
-    /// `writable` (directories outside it the build writes to) left
-    /// writable besides the usual ones.
+    /// The mounts that put `tree` at `root` (the checkout's top directory)
+    /// for a build started in `cwd` (`root` or below it), which must then
+    /// be the directory `cwd_identity` names, with `write_through`
+    /// (directories of the checkout the build writes to) bound from the
+    /// checkout, and `writable` (directories outside it the build writes
+    /// to) left writable besides the usual ones.
     pub fn new(
         privilege: Privilege,
         tree: &Path,
         root: &Path,
         cwd: &Path,
+        cwd_identity: Option<(u64, u64)>,
         write_through: &[PathBuf],
         writable: &[PathBuf],
     ) -> Result<Isolation> {
-        let tree_meta = std::fs::metadata(tree)
+        // The mount source must be the directory itself: never a symlink
+        // an earlier build put at its path.
+        let tree_meta = std::fs::symlink_metadata(tree)
             .with_context(|| format!("cannot read the key tree {}", tree.display()))?;
+        if !tree_meta.is_dir() {
+            bail!(
+                "the key tree {} is no longer a directory (a build replaced it); nothing more is built",
+                tree.display()
+            );
+        }
         let mut binds = Vec::new();
         let mut bound: Vec<PathBuf> = Vec::new();
         let mut dirs: Vec<&PathBuf> = write_through.iter().collect();
@@ -237,8 +245,7 @@ impl Isolation {
             masks,
             uid_map: CString::new(format!("{uid} {uid} 1\n")).context("uid map")?,
             gid_map: CString::new(format!("{gid} {gid} 1\n")).context("gid map")?,
-            tree_identity: (tree_meta.dev(), tree_meta.ino()),
-            cwd_is_root: cwd == root,
+            cwd_identity,
         })
     }
 
@@ -308,13 +315,13 @@ impl Isolation {
         // the checkout's. Enter it again, through the tree.
         // SAFETY: chdir reads a NUL-terminated path.
         check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
-        if self.cwd_is_root {
+        if let Some(identity) = self.cwd_identity {
             // SAFETY: stat writes into the zeroed struct we own.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             check(unsafe { libc::stat(c".".as_ptr(), &mut st) })?;
             #[allow(clippy::unnecessary_cast)]
             let seen = (st.st_dev as u64, st.st_ino as u64);
-            if seen != self.tree_identity {
+            if seen != identity {
                 // Not the tree's root: the mount did not take. An errno
                 // (no allocation between `fork` and `exec`): EXDEV.
                 return Err(std::io::Error::from_raw_os_error(libc::EXDEV));
@@ -539,7 +546,11 @@ pub fn probe() -> std::result::Result<Privilege, String> {
         let (tree, root) = (scratch.path().join("tree"), scratch.path().join("root"));
         std::fs::create_dir(&tree)?;
         std::fs::create_dir(&root)?;
-        let isolation = Isolation::new(privilege, &tree, &root, &root, &[], &[])?;
+        let identity = {
+            let meta = std::fs::metadata(&tree)?;
+            (meta.dev(), meta.ino())
+        };
+        let isolation = Isolation::new(privilege, &tree, &root, &root, Some(identity), &[], &[])?;
         let mut command = std::process::Command::new("/bin/sh");
         command
             .args(["-c", "exit 0"])

@@ -28,7 +28,20 @@ use crate::key::{Input, KeyManifest, hashes_to};
 /// A staged key tree and what making it cost.
 #[derive(Debug)]
 pub struct Staged {
+    /// The tree of the whole checkout (its top directory, which the
+    /// namespace covers): nothing but what the key names.
     pub dir: tempfile::TempDir,
+    /// The workspace root's place in it (`dir` itself, unless the
+    /// workspace is a subdirectory of the checkout).
+    pub tree: PathBuf,
+    /// The workspace tree's (device, inode), taken when it was made: a
+    /// build of an earlier archive that put another directory (or a
+    /// symlink to the checkout) at the tree's path is caught by it.
+    #[cfg(unix)]
+    pub identity: (u64, u64),
+    /// Configuration files outside the workspace but inside the checkout
+    /// (an ancestor's `.cargo/config.toml`) the key hashed as components.
+    pub outside: usize,
     /// Regular files copied, symlinks made, and inputs recorded absent.
     pub files: usize,
     pub symlinks: usize,
@@ -64,28 +77,74 @@ fn placement(input: &Input) -> Result<Placement> {
 
 /// A repository-relative input path, checked to be plain: relative,
 /// `/`-separated normal components only (no `.`, `..`, root or empty part).
+#[cfg(test)]
 fn plain(path: &str) -> Result<PathBuf> {
-    let rel = Path::new(path);
-    let ok = !path.is_empty()
-        && !path.contains("//")
-        && !path.ends_with('/')
-        && rel
-            .components()
-            .all(|component| matches!(component, Component::Normal(_)));
-    if !ok {
-        bail!(
-            "the key input {} is not a plain repository-relative path; the key tree refuses it",
-            escape(path)
-        );
-    }
-    Ok(rel.to_path_buf())
+    placed(Path::new(""), path)
 }
 
-/// Stages the inputs of `manifest`, read from the checkout at `root`, into
+/// Where the input `path` (relative to the workspace, which is `sub`
+/// below the checkout's top directory) lies relative to the top: `/`-
+/// separated normal components, after leading `..` ones that stay inside
+/// the checkout (a workspace in a subdirectory of its repository names
+/// the files above it so: `../shared/cfg.txt`). No `.`, root, empty part,
+/// or `..` after a name.
+fn placed(sub: &Path, path: &str) -> Result<PathBuf> {
+    let refuse = || {
+        anyhow::anyhow!(
+            "the key input {} is not a plain repository-relative path inside the checkout; the key tree refuses it",
+            escape(path)
+        )
+    };
+    if path.is_empty() || path.contains("//") || path.ends_with('/') {
+        return Err(refuse());
+    }
+    let mut placed: Vec<&std::ffi::OsStr> = sub
+        .components()
+        .map(|c| match c {
+            Component::Normal(name) => Ok(name),
+            _ => Err(refuse()),
+        })
+        .collect::<Result<_>>()?;
+    let mut named = false;
+    for component in Path::new(path).components() {
+        match component {
+            Component::ParentDir if !named => {
+                placed.pop().ok_or_else(refuse)?;
+            }
+            Component::Normal(name) => {
+                named = true;
+                placed.push(name);
+            }
+            _ => return Err(refuse()),
+        }
+    }
+    if !named {
+        return Err(refuse());
+    }
+    Ok(placed.iter().collect())
+}
+
+/// Stages the inputs of `manifest`, read from the workspace at `root`, into
 /// a new directory under `parent` (the system's temporary directory when
-/// `None`).
-pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Result<Staged> {
+/// `None`), laid out as the checkout whose top directory is `top` (`root`
+/// or an ancestor of it): the workspace's inputs at `root`'s place, the
+/// configuration files of the directories between `top` and `root` that
+/// the key hashed (components `cargo-config:../…`) at theirs, and nothing
+/// else of the checkout.
+pub fn stage(
+    root: &Path,
+    top: &Path,
+    manifest: &KeyManifest,
+    parent: Option<&Path>,
+) -> Result<Staged> {
     let started = Instant::now();
+    let Ok(sub) = root.strip_prefix(top) else {
+        bail!(
+            "the checkout's top directory {} does not contain the workspace {}",
+            top.display(),
+            root.display()
+        );
+    };
     let mut builder = tempfile::Builder::new();
     builder.prefix("ci-trust-key-tree-");
     let dir = match parent {
@@ -93,10 +152,16 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
         None => builder.tempdir(),
     }
     .context("cannot create a directory for the key tree")?;
+    let workspace_tree = dir.path().join(sub);
+    std::fs::create_dir_all(&workspace_tree)
+        .context("cannot make the workspace's place in the key tree")?;
+    let outside = stage_outside_config(root, top, dir.path(), manifest)?;
+    // Every path below is relative to the checkout's top directory, in the
+    // checkout (`top`) and in the tree (`tree`) alike.
     let tree = dir.path().to_path_buf();
     let mut inputs: Vec<(&Input, PathBuf, Placement)> = Vec::new();
     for input in &manifest.inputs {
-        inputs.push((input, plain(&input.path)?, placement(input)?));
+        inputs.push((input, placed(sub, &input.path)?, placement(input)?));
     }
     if inputs.iter().all(|(_, _, p)| *p == Placement::Absent) {
         bail!("the key has no file input to stage: a key tree of nothing proves nothing");
@@ -144,7 +209,7 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
     let bytes: u64 = files
         .par_iter()
         .map(|(input, rel, placement)| -> Result<u64> {
-            let source = root.join(rel);
+            let source = top.join(rel);
             let target = tree.join(rel);
             if std::fs::symlink_metadata(&target).is_ok() {
                 bail!(
@@ -180,7 +245,7 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
     // 3. Symlinks, last, with the text the key hashed.
     let mut symlinks = 0;
     for (input, rel, _) in direct.iter().filter(|(_, _, p)| *p == Placement::Symlink) {
-        let text = std::fs::read_link(root.join(rel))
+        let text = std::fs::read_link(top.join(rel))
             .with_context(|| format!("cannot read the link {}", escape(&input.path)))?;
         if text.is_absolute() {
             bail!(
@@ -226,8 +291,19 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
             through_links += 1;
         }
     }
+    #[cfg(unix)]
+    let identity = {
+        use std::os::unix::fs::MetadataExt;
+        let meta =
+            std::fs::symlink_metadata(&workspace_tree).context("cannot read the key tree")?;
+        (meta.dev(), meta.ino())
+    };
     Ok(Staged {
         dir,
+        tree: workspace_tree,
+        #[cfg(unix)]
+        identity,
+        outside,
         files: files.len(),
         symlinks,
         absent,
@@ -235,6 +311,65 @@ pub fn stage(root: &Path, manifest: &KeyManifest, parent: Option<&Path>) -> Resu
         bytes,
         elapsed: started.elapsed(),
     })
+}
+
+/// Copies the configuration files between the checkout's `top` and the
+/// workspace `root` that the key hashed as components (an ancestor's
+/// `.cargo/config.toml`, `cargo-config:../.cargo/config.toml`) into the
+/// tree of the checkout at `top_tree`, each checked against the digest the
+/// key holds. Without them the build would not see the configuration its
+/// key names; with anything else of those directories, it would see what
+/// its key does not.
+fn stage_outside_config(
+    root: &Path,
+    top: &Path,
+    top_tree: &Path,
+    manifest: &KeyManifest,
+) -> Result<usize> {
+    use sha2::Digest;
+    let mut staged = 0;
+    for component in &manifest.components {
+        let Some(label) = component.name.strip_prefix("cargo-config:") else {
+            continue;
+        };
+        if !label.starts_with("../") {
+            continue;
+        }
+        let source = crate::key::workspace::normalize(&root.join(label));
+        let Ok(rel) = source.strip_prefix(top) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() || source.starts_with(root) {
+            continue;
+        }
+        let bytes = std::fs::read(&source)
+            .with_context(|| format!("cannot read the configuration {}", source.display()))?;
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if digest != component.value {
+            bail!(
+                "{} is not what the key hashed: the checkout changed after its key was computed; compute the key again",
+                source.display()
+            );
+        }
+        let target = top_tree.join(rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).with_context(|| {
+                format!(
+                    "cannot make the directory of {} in the key tree",
+                    rel.display()
+                )
+            })?;
+        }
+        let mut file = std::fs::File::create_new(&target)
+            .with_context(|| format!("cannot create {} in the key tree", rel.display()))?;
+        std::io::Write::write_all(&mut file, &bytes)
+            .with_context(|| format!("cannot write {} in the key tree", rel.display()))?;
+        staged += 1;
+    }
+    Ok(staged)
 }
 
 /// Fails unless `path` in the tree is what `input` records.
@@ -330,7 +465,7 @@ mod tests {
             input("data/cfg.txt", "file", b"cfg\n"),
             input("app/.cargo/config.toml", "absent", b""),
         ]);
-        let staged = stage(c, &m, Some(outside.path())).unwrap();
+        let staged = stage(c, c, &m, Some(outside.path())).unwrap();
         let t = staged.dir.path();
         assert!(t.starts_with(outside.path()));
         assert_eq!(
@@ -393,6 +528,7 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let err = stage(
             c,
+            c,
             &manifest(vec![input("a.txt", "file", b"keyed\n")]),
             Some(parent.path()),
         )
@@ -411,6 +547,7 @@ mod tests {
         assert!(
             stage(
                 c,
+                c,
                 &manifest(vec![input("l", "symlink", b"a")]),
                 Some(parent.path())
             )
@@ -422,7 +559,7 @@ mod tests {
             input("keyed.txt/../a.txt", "absent", b""),
         ]);
         assert!(
-            stage(c, &m, Some(parent.path())).is_err(),
+            stage(c, c, &m, Some(parent.path())).is_err(),
             "not a plain path"
         );
     }
@@ -433,7 +570,64 @@ mod tests {
             assert!(plain(path).is_err(), "{path:?}");
         }
         assert!(plain("a/b.rs").is_ok());
+        assert!(plain("../a").is_err(), "above a workspace that is the top");
         assert!(placement(&input("x", "fifo", b"")).is_err());
+        // A workspace `ws/r` below the checkout's top: leading `..` stay
+        // inside the checkout, and nothing climbs after a name.
+        let sub = Path::new("ws/r");
+        assert_eq!(placed(sub, "src/a.rs").unwrap(), Path::new("ws/r/src/a.rs"));
+        assert_eq!(
+            placed(sub, "../../shared/x").unwrap(),
+            Path::new("shared/x")
+        );
+        for path in ["../../../x", "../..", "a/../../x", "../x/../y"] {
+            assert!(placed(sub, path).is_err(), "{path:?}");
+        }
+    }
+
+    /// A workspace below its checkout: the tree is the checkout's, with the
+    /// workspace's inputs at its place, an input above it at its own, the
+    /// ancestor configuration the key hashed checked against its digest,
+    /// and nothing else of the checkout (the file beside the workspace).
+    #[test]
+    fn a_workspace_below_its_checkout_is_staged_at_its_place_in_a_tree_of_the_checkout() {
+        let checkout = tempfile::tempdir().unwrap();
+        let c = checkout.path();
+        let root = c.join("ws");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(c.join("shared")).unwrap();
+        std::fs::create_dir_all(c.join(".cargo")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "lib").unwrap();
+        std::fs::write(c.join("shared/cfg.txt"), "cfg").unwrap();
+        std::fs::write(c.join("beside.txt"), "not an input").unwrap();
+        std::fs::write(c.join(".cargo/config.toml"), "[env]\n").unwrap();
+        let mut m = manifest(vec![
+            input("src/lib.rs", "file", b"lib"),
+            input("../shared/cfg.txt", "file", b"cfg"),
+        ]);
+        m.components.push(crate::key::Component {
+            name: "cargo-config:../.cargo/config.toml".into(),
+            value: digest(b"[env]\n"),
+        });
+        let parent = tempfile::tempdir().unwrap();
+        let staged = stage(&root, c, &m, Some(parent.path())).unwrap();
+        let t = staged.dir.path();
+        assert_eq!(staged.tree, t.join("ws"));
+        assert_eq!(std::fs::read(t.join("ws/src/lib.rs")).unwrap(), b"lib");
+        assert_eq!(std::fs::read(t.join("shared/cfg.txt")).unwrap(), b"cfg");
+        assert_eq!(
+            std::fs::read(t.join(".cargo/config.toml")).unwrap(),
+            b"[env]\n"
+        );
+        assert!(!t.join("beside.txt").exists());
+        assert_eq!(staged.outside, 1);
+        // The configuration changed after the key was computed.
+        std::fs::write(c.join(".cargo/config.toml"), "[env]\nX = \"1\"\n").unwrap();
+        let err = stage(&root, c, &m, Some(parent.path())).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not what the key hashed"),
+            "{err:#}"
+        );
     }
 
     /// A link the checkout points out of the tree is never made: the key
@@ -448,7 +642,7 @@ mod tests {
             input("a", "file", b"a"),
             input("l", "symlink", b"/etc/hostname"),
         ]);
-        let err = stage(c, &m, None).unwrap_err();
+        let err = stage(c, c, &m, None).unwrap_err();
         assert!(format!("{err:#}").contains("absolute path"), "{err:#}");
     }
 }

@@ -128,7 +128,7 @@ impl TraceLog {
             let control: Vec<PathBuf> = self
                 .key_tree
                 .iter()
-                .flat_map(|view| ["Cargo.toml", "Cargo.lock"].map(|f| view.tree.join(f)))
+                .flat_map(|view| ["Cargo.toml", "Cargo.lock"].map(|f| view.to_disk(&root.join(f))))
                 .filter(|file| file.is_file())
                 .collect();
             *self.watch.borrow_mut() =

@@ -38,7 +38,8 @@ pub fn verify_command(
     let tree = if key_tree {
         let mechanism = crate::key_tree::available()
             .map_err(|why| anyhow::anyhow!("--key-tree cannot run: {why}"))?;
-        let tree = KeyTree::stage(root, manifest, mechanism)?;
+        let top = crate::key_tree::checkout_top(root, policy.key.repository_root.as_deref());
+        let tree = KeyTree::stage(root, &top, manifest, mechanism)?;
         if let Some(warning) = tree.refuse_committed_output(output_dirs)? {
             crate::gha::warning(&warning);
         }
