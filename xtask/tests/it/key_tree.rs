@@ -664,3 +664,56 @@ fn a_target_dir_the_checkout_commits_files_in_is_refused() {
     );
     assert!(!scratch.join("out/app.tar.zst").exists());
 }
+
+/// Seen on ripgrep 14.1.1: the workspace's root is a package whose build
+/// script names a `rerun-if-changed` path built at run time, so the key
+/// holds the whole package directory, the workspace's own directory (`.`)
+/// included. The key tree used to refuse `.` as "not a plain path", and
+/// with `key-tree = "required"` no archive could be built at all.
+#[test]
+fn a_root_package_watched_whole_by_its_build_script_builds_in_the_key_tree() {
+    let test = "a_root_package_watched_whole_by_its_build_script_builds_in_the_key_tree";
+    if !have_key_tree(test) {
+        return;
+    }
+    let ws = Fixture::new();
+    ws.file(
+        "Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        ".github/ci-trust.toml",
+        "[[archive]]\nfile = \"app.tar.zst\"\nbuild = [\"--bin\", \"app\", \"--offline\"]\nbinaries = [\"app\"]\n[verify]\nkey-tree = \"required\"\n",
+    )
+    .file(
+        "src/main.rs",
+        "fn main() { println!(\"{}\", env!(\"FOUND\")); }\n",
+    )
+    .file("data/manifest.xml", "watched\n")
+    .file(
+        "build.rs",
+        "fn main() {\n    let name = [\"data\", \"manifest.xml\"].join(\"/\");\n    println!(\"cargo:rerun-if-changed={name}\");\n    let found = std::fs::read_to_string(&name).unwrap();\n    println!(\"cargo:rustc-env=FOUND={}\", found.trim());\n}\n",
+    );
+    lock(&ws);
+    let explain = xtask(&["ci-key", "--explain", "--root"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let explained = format!("{}{}", stdout(&explain), stderr(&explain));
+    assert!(explain.status.success(), "{explained}");
+    assert!(
+        explained
+            .lines()
+            .any(|l| l.trim_start().starts_with(". ") && l.contains("[directory]")),
+        "the key names the package's directory itself:\n{explained}"
+    );
+    let scratch = Fixture::new();
+    let output = gpu_archive(&ws, &scratch, &[]);
+    let text = stderr(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("key tree"), "{text}");
+    assert_eq!(
+        run_packed(&scratch.join("out/app.tar.zst"), "app"),
+        "watched"
+    );
+}

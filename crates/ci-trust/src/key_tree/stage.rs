@@ -98,6 +98,11 @@ fn placed(sub: &Path, path: &str) -> Result<PathBuf> {
     if path.is_empty() || path.contains("//") || path.ends_with('/') {
         return Err(refuse());
     }
+    // The workspace's own directory: a whole-package walk of a root
+    // package (a build script watching its package) records its entry set.
+    if path == "." {
+        return Ok(sub.to_path_buf());
+    }
     let mut placed: Vec<&std::ffi::OsStr> = sub
         .components()
         .map(|c| match c {
@@ -580,9 +585,20 @@ mod tests {
             placed(sub, "../../shared/x").unwrap(),
             Path::new("shared/x")
         );
-        for path in ["../../../x", "../..", "a/../../x", "../x/../y"] {
+        for path in [
+            "../../../x",
+            "../..",
+            "a/../../x",
+            "../x/../y",
+            "./x",
+            "a/.",
+            "..",
+        ] {
             assert!(placed(sub, path).is_err(), "{path:?}");
         }
+        // The workspace's own directory, at the checkout's top or below it.
+        assert_eq!(placed(sub, ".").unwrap(), Path::new("ws/r"));
+        assert_eq!(placed(Path::new(""), ".").unwrap(), Path::new(""));
     }
 
     /// A workspace below its checkout: the tree is the checkout's, with the
