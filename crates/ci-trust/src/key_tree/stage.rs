@@ -103,6 +103,10 @@ fn placed(sub: &Path, path: &str) -> Result<PathBuf> {
     if path == "." {
         return Ok(sub.to_path_buf());
     }
+    // `Path::components` drops an inner or trailing `.`; the key writes none.
+    if path.split('/').any(|segment| segment == ".") {
+        return Err(refuse());
+    }
     let mut placed: Vec<&std::ffi::OsStr> = sub
         .components()
         .map(|c| match c {
