@@ -599,7 +599,29 @@ fn a_build_in_the_key_tree_cannot_write_outside_its_output_and_temporary_directo
     if !have_key_tree(test) {
         return;
     }
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A directory outside the temporary one, which the build may write:
+    // the target directory's, unless the checkout itself lies under the
+    // temporary directory (a clone in /tmp), then one in `$HOME`.
+    let tmp = std::env::temp_dir();
+    let tmp = tmp.canonicalize().unwrap_or(tmp);
+    let Some(base) = [
+        Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))),
+        std::env::var_os("HOME").map(std::path::PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|base| {
+        !base
+            .canonicalize()
+            .unwrap_or(base.clone())
+            .starts_with(&tmp)
+    }) else {
+        eprintln!(
+            "skipped {test}: the target directory and $HOME both lie under the temporary directory, which the build may write"
+        );
+        return;
+    };
+    let outside = tempfile::tempdir_in(base).unwrap();
     let writer = "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n    let outside = std::env::var(\"SPY_OUTSIDE\").unwrap();\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    let w = |p: String| std::fs::write(p, \"x\").is_ok();\n    println!(\"cargo::rustc-env=FOUND=outside={} out_dir={} tmp={}\", w(format!(\"{outside}/pwned\")), w(format!(\"{out}/ok\")), w(std::env::temp_dir().join(\"ci-trust-key-tree-write-test\").display().to_string()));\n}\n";
     for tracer in tracers() {
         let ws = app_workspace(
