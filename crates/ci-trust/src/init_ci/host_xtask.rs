@@ -8,6 +8,7 @@
 //! alias, and seeding a lockfile with ci-trust's locked versions.
 //! Must not: change anything of the host's xtask but by adding lines.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -293,6 +294,14 @@ fn main() -> ExitCode {{
 /// built and tested with instead of the newest; cargo drops what the
 /// workspace does not use when it next writes the file. Local packages
 /// (no `source`) are left out.
+///
+/// The host's locked versions win: a package the host locks at another
+/// version is not seeded, and neither is any of ours that depends on one
+/// not seeded, transitively. Seeding `futures 0.3.34` (which needs
+/// `futures-core ^0.3.34`) beside egui's `futures-core 0.3.33` made the
+/// lockfile unsatisfiable: cargo does not move a locked version to
+/// resolve a conflict. What is left out, cargo resolves against the
+/// host's versions.
 pub fn seed_lockfile(current: &str, ours: &str) -> Result<String> {
     let ours_table: toml::Table =
         toml::from_str(ours).context("cannot parse ci-trust's Cargo.lock")?;
@@ -319,19 +328,62 @@ pub fn seed_lockfile(current: &str, ours: &str) -> Result<String> {
     } else {
         current.to_owned()
     };
-    for package in ours_table
+    let packages: Vec<&toml::Value> = ours_table
         .get("package")
         .and_then(|p| p.as_array())
         .into_iter()
         .flatten()
-    {
+        .collect();
+    let name_of = |package: &toml::Value| {
+        package
+            .get("name")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    // Ours that the host locks at another version, then, until nothing
+    // changes, ours that depend on one of them (a dependency entry is
+    // `name` or `name version`).
+    let mut held_back: HashSet<String> = packages
+        .iter()
+        .filter_map(|package| {
+            let name = name_of(package)?;
+            let version = package.get("version")?.as_str()?;
+            let host_has_other = present.iter().any(|(n, v)| *n == name && v != version)
+                && !present.iter().any(|(n, v)| *n == name && v == version);
+            host_has_other.then_some(name)
+        })
+        .collect();
+    loop {
+        let before = held_back.len();
+        for package in &packages {
+            let Some(name) = name_of(package) else {
+                continue;
+            };
+            let depends_on_held = package
+                .get("dependencies")
+                .and_then(|d| d.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str())
+                .any(|d| held_back.contains(d.split(' ').next().unwrap_or(d)));
+            if depends_on_held {
+                held_back.insert(name);
+            }
+        }
+        if held_back.len() == before {
+            break;
+        }
+    }
+    for package in packages {
         let (Some(name), Some(version)) = (
             package.get("name").and_then(|v| v.as_str()),
             package.get("version").and_then(|v| v.as_str()),
         ) else {
             continue;
         };
-        if package.get("source").is_none() || present.iter().any(|(n, v)| n == name && v == version)
+        if package.get("source").is_none()
+            || held_back.contains(name)
+            || present.iter().any(|(n, v)| n == name && v == version)
         {
             continue;
         }
@@ -768,5 +820,26 @@ mod tests {
             "{seeded}"
         );
         assert_eq!(seed_lockfile(&seeded, ours).unwrap(), seeded);
+    }
+
+    /// Seen adopting egui: the host locks `futures-core 0.3.33`; ours
+    /// locks `futures 0.3.34`, which needs `futures-core ^0.3.34`. Neither
+    /// of ours is seeded (cargo resolves `futures` against the host's
+    /// core), and a package of ours that needs neither still is.
+    #[test]
+    fn a_seeded_lockfile_keeps_the_host_s_versions_and_what_depends_on_them() {
+        let registry = "source = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"00\"\n";
+        let host = format!(
+            "version = 4\n\n[[package]]\nname = \"futures-core\"\nversion = \"0.3.33\"\n{registry}"
+        );
+        let ours = format!(
+            "version = 4\n\n[[package]]\nname = \"futures\"\nversion = \"0.3.34\"\n{registry}dependencies = [\"futures-util\"]\n\n[[package]]\nname = \"futures-util\"\nversion = \"0.3.34\"\n{registry}dependencies = [\"futures-core\", \"memchr\"]\n\n[[package]]\nname = \"futures-core\"\nversion = \"0.3.34\"\n{registry}\n[[package]]\nname = \"memchr\"\nversion = \"2.7.4\"\n{registry}"
+        );
+        let seeded = seed_lockfile(&host, &ours).unwrap();
+        for held in ["futures\"", "futures-util\"", "version = \"0.3.34\""] {
+            assert!(!seeded.contains(held), "{held} seeded:\n{seeded}");
+        }
+        assert!(seeded.contains("name = \"memchr\""), "{seeded}");
+        assert!(seeded.contains("version = \"0.3.33\""), "{seeded}");
     }
 }

@@ -44,7 +44,7 @@ pub fn prove(
             );
         }
         bail!(
-            "the host's xtask does not build or does not run `ci-key`:\n{}\nfix it (a git dependency cargo cannot fetch, a toolchain older than {}), then run init-ci again",
+            "the host's xtask does not build or does not run `ci-key`:\n{}\nfix it (a git dependency cargo cannot fetch, a toolchain older than {}, versions the lockfile locks that cannot go together), then run init-ci again",
             tail(&log),
             env!("CARGO_PKG_RUST_VERSION")
         );

@@ -77,7 +77,7 @@ fn placement(input: &Input) -> Result<Placement> {
 
 /// A repository-relative input path, checked to be plain: relative,
 /// `/`-separated normal components only (no `.`, `..`, root or empty part).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 fn plain(path: &str) -> Result<PathBuf> {
     placed(Path::new(""), path)
 }
