@@ -157,7 +157,11 @@ impl flags::InitCi {
         } else {
             build.as_ref()
         };
-        let code = proof::prove(&host, own_lines.as_deref(), build)?;
+        let xtask_manifest = match &shape {
+            Shape::Thin => host.join(host_xtask::XTASK).join("Cargo.toml"),
+            Shape::Own { dir, .. } => dir.join("Cargo.toml"),
+        };
+        let code = proof::prove(&host, &xtask_manifest, own_lines.as_deref(), build)?;
         if code == ExitCode::SUCCESS {
             eprintln!(
                 "adopted: review the changes and commit them{}; then set the `runpod` environment and variables (docs/ci-system.md)",

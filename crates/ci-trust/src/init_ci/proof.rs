@@ -22,6 +22,7 @@ pub struct Build {
 /// with what to do when a step could not run.
 pub fn prove(
     host: &Path,
+    xtask_manifest: &Path,
     own_xtask_lines: Option<&str>,
     build: Option<&Build>,
 ) -> Result<ExitCode> {
@@ -30,10 +31,31 @@ pub fn prove(
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
 
     eprintln!("--- proof 1/4: the host's `cargo xtask` builds and runs ci-trust's subcommands");
-    let help = cmd!(sh, "{cargo} xtask ci-key --help")
+    let mut help = cmd!(sh, "{cargo} xtask ci-key --help")
         .ignore_status()
         .output()
         .context("cannot run cargo")?;
+    // A version the host's lockfile holds may not go with what ci-trust's
+    // dependencies ask for (a feature they turn on needs a newer patch
+    // release): cargo does not move a locked version by itself, so init-ci
+    // moves that one package, says so, and tries again, a bounded number
+    // of times. The lockfile's diff shows what moved.
+    for _ in 0..MAX_LOCK_UPDATES {
+        let log = String::from_utf8_lossy(&help.stderr);
+        let Some(spec) = locked_conflict(&log) else {
+            break;
+        };
+        eprintln!(
+            "note: the lockfile locks {spec}, which ci-trust's dependencies cannot use: `cargo update -p {spec}` (review the lockfile's diff)"
+        );
+        cmd!(sh, "{cargo} update -p {spec} --manifest-path {xtask_manifest}")
+            .run()
+            .with_context(|| format!("`cargo update -p {spec}` failed (above): update it yourself, then run init-ci again"))?;
+        help = cmd!(sh, "{cargo} xtask ci-key --help")
+            .ignore_status()
+            .output()
+            .context("cannot run cargo")?;
+    }
     let help_text = String::from_utf8_lossy(&help.stdout);
     if !help.status.success() || !help_text.contains("--root") {
         let log = String::from_utf8_lossy(&help.stderr);
@@ -124,4 +146,44 @@ pub fn prove(
 fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// How many locked packages init-ci moves before it gives up.
+const MAX_LOCK_UPDATES: usize = 16;
+
+/// The locked package a failed resolution names, as `name@version`:
+/// cargo says "failed to select a version for `X`" and "previously
+/// selected package `X vV`". `None` for any other failure.
+fn locked_conflict(log: &str) -> Option<String> {
+    if !log.contains("failed to select a version for") {
+        return None;
+    }
+    let at = log.find("previously selected package `")? + "previously selected package `".len();
+    let rest = &log[at..];
+    let spec = &rest[..rest.find('`')?];
+    let (name, version) = spec.split_once(" v")?;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+    };
+    (plain(name) && plain(version)).then(|| format!("{name}@{version}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::locked_conflict;
+
+    /// Cargo's words, adopting egui (its lockfile locks `futures-io 0.3.32`;
+    /// octocrab's `futures` turns on what needs 0.3.33).
+    #[test]
+    fn a_locked_version_that_stops_resolution_is_named() {
+        let log = "error: failed to select a version for `futures-io`.\n    ... required by package `futures-util v0.3.33`\nversions that meet the requirements `^0.3.33` are: 0.3.34, 0.3.33\n\nall possible versions conflict with previously selected packages.\n\n  previously selected package `futures-io v0.3.32`\n    ... which satisfies dependency `futures-io = \"^0.3.32\"` (locked to 0.3.32) of package `futures v0.3.32`\n";
+        assert_eq!(locked_conflict(log).as_deref(), Some("futures-io@0.3.32"));
+        assert_eq!(locked_conflict("error: could not find `Cargo.toml`"), None);
+        // Attacker-shaped text is not passed on to cargo.
+        let odd =
+            "failed to select a version for `x`\n  previously selected package `x; rm -rf / v1`\n";
+        assert_eq!(locked_conflict(odd), None);
+    }
 }
