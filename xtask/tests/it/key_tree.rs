@@ -14,11 +14,11 @@ use std::process::{Command, Output};
 
 use crate::support::{Fixture, has_nextest, stderr, stdout, xtask_cmd};
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// Environment a developer's shell may hold that moves the build.
+/// Environment a developer's shell may hold that moves the build or a key.
 const BUILD_ENV: &[&str] = &[
     "RUSTFLAGS",
     "CARGO_ENCODED_RUSTFLAGS",
@@ -29,7 +29,7 @@ const BUILD_ENV: &[&str] = &[
     "CI_TRUST_NO_KEY_TREE",
 ];
 
-fn xtask(args: &[&str]) -> Command {
+pub(crate) fn xtask(args: &[&str]) -> Command {
     let mut cmd = xtask_cmd(args);
     for var in BUILD_ENV {
         cmd.env_remove(var);

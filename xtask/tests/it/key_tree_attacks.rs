@@ -23,7 +23,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{Fixture, stderr, stdout, xtask_cmd};
+use crate::key_tree::{cargo, xtask};
+use crate::support::{Fixture, stderr, stdout};
 
 /// One edit of the table.
 pub(crate) struct Row {
@@ -433,29 +434,6 @@ pub(crate) fn base() -> Fixture {
         .unwrap();
     assert!(lock.status.success(), "{}", stderr(&lock));
     f
-}
-
-fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
-}
-
-/// Environment that moves a build or a key, from the developer's shell.
-const CLEAN_ENV: &[&str] = &[
-    "RUSTFLAGS",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET_DIR",
-    "CARGO_BUILD_BUILD_DIR",
-    "CARGO_BUILD_TARGET",
-    "CI_TRUST_NO_KEY_TREE",
-];
-
-fn xtask(args: &[&str]) -> Command {
-    let mut cmd = xtask_cmd(args);
-    for var in CLEAN_ENV {
-        cmd.env_remove(var);
-    }
-    cmd
 }
 
 /// Copies `from` to `to` as it is (symlinks as links), with `cp -a`.

@@ -40,9 +40,12 @@ pub fn prove(
     // release): cargo does not move a locked version by itself, so init-ci
     // moves that one package, says so, and tries again, a bounded number
     // of times. The lockfile's diff shows what moved.
-    for _ in 0..MAX_LOCK_UPDATES {
+    let mut moved: Vec<String> = Vec::new();
+    while moved.len() < MAX_LOCK_UPDATES {
         let log = String::from_utf8_lossy(&help.stderr);
-        let Some(spec) = locked_conflict(&log) else {
+        // The same package again: `cargo update` could not move it, and
+        // the failure below says what cargo said.
+        let Some(spec) = locked_conflict(&log).filter(|spec| !moved.contains(spec)) else {
             break;
         };
         eprintln!(
@@ -51,6 +54,7 @@ pub fn prove(
         cmd!(sh, "{cargo} update -p {spec} --manifest-path {xtask_manifest}")
             .run()
             .with_context(|| format!("`cargo update -p {spec}` failed (above): update it yourself, then run init-ci again"))?;
+        moved.push(spec);
         help = cmd!(sh, "{cargo} xtask ci-key --help")
             .ignore_status()
             .output()

@@ -24,7 +24,16 @@ fn invocation_names(
     renames: &[(String, String)],
     macro_calls: &[(String, String)],
 ) -> HashSet<String> {
-    let mut names = HashSet::from([name.to_owned()]);
+    callers_closure(HashSet::from([name.to_owned()]), renames, macro_calls)
+}
+
+/// `names`, and every alias of one of them and every `macro_rules!` whose
+/// body calls one of them, until nothing is added.
+fn callers_closure(
+    mut names: HashSet<String>,
+    renames: &[(String, String)],
+    macro_calls: &[(String, String)],
+) -> HashSet<String> {
     loop {
         let before = names.len();
         for (from, to) in renames {
@@ -272,23 +281,7 @@ impl Invokers {
         // be assembled.
         let any = bare_bang_to.iter().any(|m| defined.contains(m))
             || metavariable_callers.iter().any(|m| m.starts_with('$'));
-        let mut may = metavariable_callers.clone();
-        loop {
-            let before = may.len();
-            for (definer, called) in macro_calls {
-                if may.contains(called) {
-                    may.insert(definer.clone());
-                }
-            }
-            for (from, to) in renames {
-                if may.contains(from) {
-                    may.insert(to.clone());
-                }
-            }
-            if may.len() == before {
-                break;
-            }
-        }
+        let may = callers_closure(metavariable_callers.clone(), renames, macro_calls);
         // `pub use T_ as T;` (rust-analyzer's syntax-kind macro): an alias of
         // a workspace macro is the workspace's too.
         let mut defined = defined.clone();
