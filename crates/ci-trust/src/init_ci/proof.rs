@@ -41,7 +41,9 @@ pub fn prove(
     // moves that one package, says so, and tries again, a bounded number
     // of times. The lockfile's diff shows what moved.
     let mut moved: Vec<String> = Vec::new();
-    while moved.len() < MAX_LOCK_UPDATES {
+    // Only a failed build is read: a successful one may print anything
+    // the host's code chooses (a `#[deprecated]` note, a build script).
+    while !help.status.success() && moved.len() < MAX_LOCK_UPDATES {
         let log = String::from_utf8_lossy(&help.stderr);
         // The same package again: `cargo update` could not move it, and
         // the failure below says what cargo said.
@@ -159,19 +161,26 @@ const MAX_LOCK_UPDATES: usize = 16;
 /// cargo says "failed to select a version for `X`" and "previously
 /// selected package `X vV`". `None` for any other failure.
 fn locked_conflict(log: &str) -> Option<String> {
-    if !log.contains("failed to select a version for") {
-        return None;
-    }
-    let at = log.find("previously selected package `")? + "previously selected package `".len();
-    let rest = &log[at..];
+    // Cargo's own error, at the start of a line, and what follows it.
+    let start = log
+        .match_indices("error: failed to select a version for `")
+        .map(|(at, _)| at)
+        .find(|&at| at == 0 || log[..at].ends_with('\n'))?;
+    let block = &log[start..];
+    let at = block.find("\n  previously selected package `")?
+        + "\n  previously selected package `".len();
+    let rest = &block[at..];
     let spec = &rest[..rest.find('`')?];
     let (name, version) = spec.split_once(" v")?;
     let plain = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
     };
-    (plain(name) && plain(version)).then(|| format!("{name}@{version}"))
+    // A crate name starts with a letter or `_`, a version with a digit:
+    // nothing here can read as one of cargo's flags.
+    let named = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let versioned = version.starts_with(|c: char| c.is_ascii_digit());
+    (named && versioned && plain(name) && plain(version)).then(|| format!("{name}@{version}"))
 }
 
 #[cfg(test)]
@@ -189,5 +198,11 @@ mod tests {
         let odd =
             "failed to select a version for `x`\n  previously selected package `x; rm -rf / v1`\n";
         assert_eq!(locked_conflict(odd), None);
+        let flag =
+            "error: failed to select a version for `x`\n  previously selected package `-Zx v1`\n";
+        assert_eq!(locked_conflict(flag), None);
+        // The host's own warning, quoting cargo's words, is not cargo's error.
+        let warning = "warning: use of deprecated function `f`: failed to select a version for `x`\n  previously selected package `memchr v2.8.3`\n";
+        assert_eq!(locked_conflict(warning), None);
     }
 }
