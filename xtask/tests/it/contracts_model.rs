@@ -112,6 +112,74 @@ fn guards_are_evaluated_per_trigger_with_each_triggers_contexts() {
     }
 }
 
+/// `github.repository == 'org/other'` is decided when the repository's
+/// name is known (`--repository`, the policy, the git remotes): a job
+/// guarded to another repository never runs here. Unknown, it may run.
+#[test]
+fn a_guard_naming_another_repository_is_decided_when_the_name_is_known() {
+    let text = PRT_BUILD.replace("IF", "if: github.repository == 'acme/benchmarks'");
+    let json = |extra: &[&str], fixture: &Fixture| {
+        let mut args = vec![
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+        ];
+        args.extend_from_slice(extra);
+        let output = fixture.xtask(&args);
+        serde_json::from_str::<Value>(&stdout(&output))
+            .unwrap_or_else(|err| panic!("{err}: {}", stdout(&output)))
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let secrets = |findings: &[Value]| {
+        findings
+            .iter()
+            .any(|f| f["rule"] == "untrusted-secrets" && f["suppressed"] == false)
+    };
+
+    // Nothing says which repository this is: the guard may hold.
+    let fixture = repo(&[("build.yml", &text)]);
+    assert!(secrets(&json(&[], &fixture)), "unknown name: may run");
+    // Named by the flag: another repository's job.
+    assert!(!secrets(&json(&["--repository", "acme/widgets"], &fixture)));
+    assert!(secrets(&json(
+        &["--repository", "acme/benchmarks"],
+        &fixture
+    )));
+    // Named by the policy.
+    let named = repo(&[("build.yml", &text), (".github/ci-trust.toml", NAMED)]);
+    assert!(!secrets(&json(&[], &named)));
+    // Named by a git remote; a clone of a fork (`me/benchmarks`) may run
+    // the upstream's workflows, so its guard stays undecided.
+    for (remote, runs) in [
+        ("https://github.com/acme/widgets.git", false),
+        ("git@github.com:me/benchmarks.git", true),
+        ("https://github.com/acme/benchmarks", true),
+    ] {
+        let clone = repo(&[
+            ("build.yml", &text),
+            (
+                ".git/config",
+                &format!("[remote \"origin\"]\n\turl = {remote}\n"),
+            ),
+        ]);
+        assert_eq!(secrets(&json(&[], &clone)), runs, "remote {remote}");
+    }
+    // The owner guard too.
+    let owner = repo(&[(
+        "build.yml",
+        &PRT_BUILD.replace("IF", "if: github.repository_owner == 'acme'"),
+    )]);
+    assert!(!secrets(&json(&["--repository", "other/widgets"], &owner)));
+    assert!(secrets(&json(&["--repository", "acme/widgets"], &owner)));
+    // A malformed name is refused, not guessed.
+    let output = fixture.xtask(&["check-contracts", "--repository", "widgets"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+}
+
 const DISPATCH: &str = "on:\n  workflow_dispatch:\n    inputs:\n      pr:\n        type: number\npermissions:\n  contents: read\njobs:\n  rerun:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ inputs.pr }}/head\n          persist-credentials: false\n      - run: make gpu-test\n        env:\n          TOKEN: ${{ secrets.GPU_TOKEN }}\n";
 
 /// A maintainer's dispatch that names a pull request is the recovery path:

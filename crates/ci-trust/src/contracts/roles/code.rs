@@ -139,7 +139,7 @@ fn repository_of(value: &Val, self_names: &[String]) -> Repo {
     for alt in value.alternatives() {
         match alt {
             Val::Null => {}
-            Val::Sym(s) if *s == SELF_REPO => {}
+            Val::Sym(s) | Val::Named(s, _) if *s == SELF_REPO => {}
             Val::Sym(s) if *s == FORK_REPO => taint |= Taint::PR_REF,
             Val::Str(s, t) if s.trim().is_empty() && t.is_empty() => {}
             Val::Str(s, t) => {
