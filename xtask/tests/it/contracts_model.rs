@@ -180,6 +180,39 @@ fn a_guard_naming_another_repository_is_decided_when_the_name_is_known() {
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
 }
 
+/// The token persisted in `.git/config` has the job's token scopes, and
+/// `id-token: write` is none of them: a persisted read-only token is a
+/// question (is the repository private?), the OIDC grant its own error.
+#[test]
+fn a_persisted_token_is_judged_by_its_own_scopes_not_the_oidc_grant() {
+    let text = "on: pull_request_target\npermissions:\n  contents: read\n  id-token: write\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n      - run: make test\n";
+    let (_, findings) = check(&repo(&[("test.yml", text)]));
+    let errors = at(&findings, "error");
+    assert!(
+        errors.contains(&pair("untrusted-write-permissions", "test")),
+        "{}",
+        show(&findings)
+    );
+    assert!(
+        !errors.contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+    assert!(
+        at(&findings, "warning").contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+    // A write scope beside it makes the persisted token an error again.
+    let text = text.replace("  contents: read\n", "  contents: write\n");
+    let (_, findings) = check(&repo(&[("test.yml", &text)]));
+    assert!(
+        at(&findings, "error").contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+}
+
 const DISPATCH: &str = "on:\n  workflow_dispatch:\n    inputs:\n      pr:\n        type: number\npermissions:\n  contents: read\njobs:\n  rerun:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ inputs.pr }}/head\n          persist-credentials: false\n      - run: make gpu-test\n        env:\n          TOKEN: ${{ secrets.GPU_TOKEN }}\n";
 
 /// A maintainer's dispatch that names a pull request is the recovery path:
