@@ -578,6 +578,64 @@ fn a_downloaded_pull_request_artifact_that_is_executed_is_code() {
     assert!(at(&findings, "error").is_empty(), "{}", show(&findings));
 }
 
+/// dawidd6/action-download-artifact names its run as download-artifact
+/// does: a dispatcher's `run_id` is the recovery path (a warning), the
+/// pull request's CI run after `workflow_run` an error, and the newest run
+/// of a workflow (which may be a pull request's) is not trusted either.
+#[test]
+fn another_runs_artifacts_are_judged_by_who_names_the_run() {
+    let text = |on: &str, with: &str| {
+        format!(
+            "on:\n{on}permissions:\n  contents: read\njobs:\n  release:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: dawidd6/action-download-artifact@b6e2e70617bc3265edd6dab6c906732b2f1ae151\n        with:\n          workflow: build.yml\n{with}      - run: pip install wheels/*.whl && python -m pytest\n        env:\n          TOKEN: ${{{{ secrets.RELEASE_TOKEN }}}}\n"
+        )
+    };
+    let dispatch =
+        "  workflow_dispatch:\n    inputs:\n      build_run_id:\n        required: true\n";
+    let after_ci = "  workflow_run:\n    workflows: [CI]\n    types: [completed]\n";
+    for (on, with, error, warning) in [
+        (
+            dispatch,
+            "          run_id: ${{ github.event.inputs.build_run_id }}\n",
+            false,
+            true,
+        ),
+        (
+            dispatch,
+            "          run_id: ${{ inputs.build_run_id }}\n",
+            false,
+            true,
+        ),
+        (
+            after_ci,
+            "          run_id: ${{ github.event.workflow_run.id }}\n",
+            true,
+            false,
+        ),
+        (
+            after_ci,
+            "          pr: ${{ github.event.workflow_run.pull_requests[0].number }}\n",
+            true,
+            false,
+        ),
+        (dispatch, "          branch: main\n", true, false),
+    ] {
+        let (_, findings) = check(&repo(&[("release.yml", &text(on, with))]));
+        let secrets = pair("untrusted-secrets", "release");
+        assert_eq!(
+            at(&findings, "error").contains(&secrets),
+            error,
+            "{with}{}",
+            show(&findings)
+        );
+        assert_eq!(
+            at(&findings, "warning").contains(&secrets),
+            warning,
+            "{with}{}",
+            show(&findings)
+        );
+    }
+}
+
 /// The error keys of a run: (rule, workflow, job, message without digits),
 /// counted, so that inserted lines do not make old findings look new.
 fn error_census(findings: &[Value]) -> BTreeMap<(String, String, String, String), usize> {

@@ -703,20 +703,33 @@ fn step_other_code(
 /// A download of another run's artifacts, with the taint of the run it names.
 fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s Scalar, Taint)> {
     let at = other_run_download(step)?;
-    let taint = if step.uses_action("actions/download-artifact") {
-        let value = scope.value(&at.value);
-        // Another run's artifacts are that run's bytes: a pull request's
-        // when the run id is one's (`github.event.workflow_run.id` after a
-        // pull request), a dispatcher's choice, or, for a run id the
-        // workflow computes, a run the repository does not show.
-        let t = value.taint();
+    // Another run's artifacts are that run's bytes: a pull request's when
+    // the run id is one's (`github.event.workflow_run.id` after a pull
+    // request), a dispatcher's choice, or, for a run id the workflow
+    // computes, a run the repository does not show.
+    let chosen_by = |input: &Scalar| {
+        let t = scope.value(&input.value).taint();
         if t.pr() || t.has(Taint::MAINTAINER) {
             t
         } else {
             t | Taint::UNSEEN
         }
+    };
+    let taint = if step.uses_action("actions/download-artifact") {
+        chosen_by(at)
+    } else if let Some(run) = step.input("run_id") {
+        // dawidd6/action-download-artifact names the run as
+        // download-artifact does.
+        chosen_by(run)
+    } else if step.input("pr").is_some() {
+        // The newest run of a pull request's head.
+        Taint::PR_REF
+    } else if let Some(commit) = step.input("commit") {
+        // The runs of a commit, which may be a pull request's.
+        chosen_by(commit) | Taint::PR_REF
     } else {
-        // The newest run of a workflow, which may be a pull request's.
+        // The newest run of a workflow (on a branch, which a fork's pull
+        // request may also be named), which may be a pull request's.
         Taint::PR_REF | Taint::UNSEEN
     };
     Some((at, taint))
