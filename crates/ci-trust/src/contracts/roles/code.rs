@@ -274,20 +274,52 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
 }
 
 /// Third-party actions that only post what they are given (a comment from
-/// a file or a text) and never run a file of the workspace: after pull
-/// request bytes arrive, using one is no sign that they run. The one list.
-pub(super) const POSTING_ACTIONS: &[&str] = &[
-    "JamesIves/github-pages-deploy-action",
-    "peaceiris/actions-gh-pages",
-    "marocchino/sticky-pull-request-comment",
-    "peter-evans/create-or-update-comment",
-    "peter-evans/find-comment",
-    "thollander/actions-comment-pull-request",
-    "mshick/add-pr-comment",
+/// a file or a text, a directory to a pages branch) and never run a file
+/// of the workspace: after pull request bytes arrive, using one is no sign
+/// that they run. The one list; `runs_git` says which push with git (and
+/// so obey a planted `.git/config`) rather than call the REST API.
+pub(super) const POSTING_ACTIONS: &[PostingAction] = &[
+    PostingAction {
+        name: "JamesIves/github-pages-deploy-action",
+        runs_git: true,
+    },
+    PostingAction {
+        name: "peaceiris/actions-gh-pages",
+        runs_git: true,
+    },
+    PostingAction {
+        name: "marocchino/sticky-pull-request-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "peter-evans/create-or-update-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "peter-evans/find-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "thollander/actions-comment-pull-request",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "mshick/add-pr-comment",
+        runs_git: false,
+    },
 ];
 
+pub(super) struct PostingAction {
+    name: &'static str,
+    runs_git: bool,
+}
+
+fn posting_action(step: &Step) -> Option<&'static PostingAction> {
+    POSTING_ACTIONS.iter().find(|a| step.uses_action(a.name))
+}
+
 pub(super) fn posts_only(step: &Step) -> bool {
-    POSTING_ACTIONS.iter().any(|name| step.uses_action(name))
+    posting_action(step).is_some()
 }
 
 /// The subdirectory an `actions/checkout` step checks out into (`path:
@@ -326,7 +358,8 @@ fn git_in_workspace(later: &[Step]) -> Option<String> {
         }
         if let Some((action, _)) = step.action() {
             let owner = action.split('/').next().unwrap_or("").to_ascii_lowercase();
-            if !matches!(owner.as_str(), "actions" | "github") {
+            let api_only = posting_action(step).is_some_and(|a| !a.runs_git);
+            if !matches!(owner.as_str(), "actions" | "github") && !api_only {
                 return Some(format!(
                     "uses `{action}` where they were unpacked (it may run git there)"
                 ));
