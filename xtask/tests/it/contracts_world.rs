@@ -300,6 +300,25 @@ fn persistent_runner_names_the_trusted_job_that_shares_the_runner() {
         message.contains("`bench` of nightly.yml") && message.contains("secrets.HF_TOKEN"),
         "{message}"
     );
+    // ggml-org/whisper.cpp: the same job runs pull requests and pushes on
+    // the machine; its push runs hold a token that writes the default
+    // branch's cache, which what a pull request left running can take.
+    let both = pr.replace("on: pull_request\n", "on: [push, pull_request]\n");
+    let all = findings(&repo(&[("ci.yml", &both)]));
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["persistent-runner".to_owned()]),
+        "{}",
+        messages(&all)
+    );
+    let message = messages(&all);
+    assert!(
+        message.contains("this job itself") && message.contains("cache"),
+        "{message}"
+    );
+    let read_only = both.replace("    steps:\n", "    cache-mode: read\n    steps:\n");
+    let all = findings(&repo(&[("ci.yml", &read_only)]));
+    assert!(rules(&all).is_empty(), "{}", messages(&all));
     // Runner groups front autoscaled fleets whose ephemerality the workflow
     // cannot show: not reported.
     let grouped = |text: &str| {
