@@ -636,6 +636,46 @@ fn another_runs_artifacts_are_judged_by_who_names_the_run() {
     }
 }
 
+/// bevyengine/bevy's comment bots: the triggering pull request run's
+/// artifact, fetched by `actions/github-script` and unzipped into the
+/// workspace, holds a file whose text becomes a shell variable. Expanded
+/// unquoted into `gh` with a write token, it is split into arguments (a
+/// warning: what extra arguments can do is the question); written to
+/// `$GITHUB_ENV`, it sets later steps' environment (an error).
+#[test]
+fn a_pull_request_runs_artifact_text_is_followed_into_the_shell() {
+    let text = |then: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [CI]\n    types: [completed]\njobs:\n  comment:\n    permissions:\n      pull-requests: write\n    runs-on: ubuntu-latest\n    if: github.event.workflow_run.event == 'pull_request'\n    steps:\n      - uses: actions/github-script@v7\n        with:\n          script: |\n            var artifacts = await github.rest.actions.listWorkflowRunArtifacts({{ owner: context.repo.owner, repo: context.repo.repo, run_id: ${{{{ github.event.workflow_run.id }}}} }});\n            var download = await github.rest.actions.downloadArtifact({{ owner: context.repo.owner, repo: context.repo.repo, artifact_id: artifacts.data.artifacts[0].id, archive_format: 'zip' }});\n            require('fs').writeFileSync('${{{{ github.workspace }}}}/pr.zip', Buffer.from(download.data));\n      - run: unzip pr.zip\n      - env:\n          GH_TOKEN: ${{{{ github.token }}}}\n        run: |\n          PR=`cat ./NR`\n{then}"
+        )
+    };
+    let injection = |findings: &[Value], severity: &str| {
+        at(findings, severity).contains(&pair("privileged-injection", "comment"))
+    };
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text("          gh api /repos/o/r/issues/$PR/comments\n"),
+    )]));
+    assert!(injection(&findings, "warning"), "{}", show(&findings));
+    assert!(!injection(&findings, "error"), "{}", show(&findings));
+    // Quoted, and only compared: nothing to report.
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text("          gh api \"/repos/o/r/issues/$PR/comments\"\n          [ \"$PR\" = 1 ] && echo $PR\n"),
+    )]));
+    assert!(
+        !injection(&findings, "warning") && !injection(&findings, "error"),
+        "{}",
+        show(&findings)
+    );
+    // Into the environment of every later step.
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text("          echo \"PR_NUMBER=$PR\" >> \"$GITHUB_ENV\"\n"),
+    )]));
+    assert!(injection(&findings, "error"), "{}", show(&findings));
+}
+
 /// The error keys of a run: (rule, workflow, job, message without digits),
 /// counted, so that inserted lines do not make old findings look new.
 fn error_census(findings: &[Value]) -> BTreeMap<(String, String, String, String), usize> {

@@ -734,7 +734,10 @@ fn step_other_code(
 }
 
 /// A download of another run's artifacts, with the taint of the run it names.
-fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s Scalar, Taint)> {
+pub(super) fn other_run_download_taint<'s>(
+    step: &'s Step,
+    scope: &JobScope,
+) -> Option<(&'s Scalar, Taint)> {
     let at = other_run_download(step)?;
     // Another run's artifacts are that run's bytes: a pull request's when
     // the run id is one's (`github.event.workflow_run.id` after a pull

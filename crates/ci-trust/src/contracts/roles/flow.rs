@@ -806,16 +806,43 @@ impl<'a> JobScope<'a> {
         Val::any(out).tainted(taint)
     }
 
-    /// The directories of the checkouts before this step whose ref (or
-    /// repository) a pull request controls (`.` for the workspace itself).
-    pub fn pr_checkouts(&self) -> Vec<String> {
+    /// The directories of the workspace that hold a pull request's bytes
+    /// when this step runs (`.` for the workspace itself): checkouts at a
+    /// pull request's ref or of a fork, and the artifacts of a pull
+    /// request's run where they were unpacked (`download-artifact` with its
+    /// `run-id`, dawidd6's action, or an `actions/github-script` that asks
+    /// the API for the triggering run's artifacts and writes them here).
+    pub fn pr_dirs(&self) -> Vec<String> {
         let limit = self.step.unwrap_or(self.job().steps.len());
         let mut dirs = Vec::new();
+        let mut push = |dir: &str| {
+            let dir = dir
+                .trim()
+                .trim_start_matches("./")
+                .trim_matches('/')
+                .to_owned();
+            dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+        };
         for step in self.job().steps.iter().take(limit) {
+            let scope = self.at_step(step.index);
+            if let Some((_, taint)) = super::code::other_run_download_taint(step, &scope) {
+                if taint.pr() {
+                    push(step.input("path").map_or(".", |p| p.value.as_str()));
+                }
+                continue;
+            }
+            if step.uses_action("actions/github-script")
+                && step.input("script").is_some_and(|s| {
+                    s.value.contains("downloadArtifact") && s.value.contains("workflow_run")
+                })
+                && scope.upstream_pr()
+            {
+                push(".");
+                continue;
+            }
             if !step.uses_action("actions/checkout") {
                 continue;
             }
-            let scope = self.at_step(step.index);
             let reference = step
                 .input("ref")
                 .map_or(Val::Null, |r| scope.value(&r.value));
@@ -827,13 +854,7 @@ impl<'a> JobScope<'a> {
                 .iter()
                 .any(|v| matches!(v, Val::Sym(s) if *s == FORK_REPO));
             if reference.taint().pr() || repository.taint().pr() || fork {
-                let dir = step.input("path").map_or(".", |p| p.value.as_str());
-                let dir = dir
-                    .trim()
-                    .trim_start_matches("./")
-                    .trim_matches('/')
-                    .to_owned();
-                dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+                push(step.input("path").map_or(".", |p| p.value.as_str()));
             }
         }
         dirs
@@ -928,7 +949,7 @@ impl<'a> ShellTaint<'a> {
         let mut shell = ShellTaint {
             scope,
             script,
-            pr_dirs: scope.pr_checkouts(),
+            pr_dirs: scope.pr_dirs(),
             shadowed: BTreeMap::new(),
             vars: BTreeMap::new(),
             base: RefCell::new(BTreeMap::new()),
@@ -986,7 +1007,7 @@ impl<'a> ShellTaint<'a> {
                     };
                     Val::Str(text.clone(), taint)
                 }
-                Part::Variable { name } => {
+                Part::Variable { name, .. } => {
                     let assigned = self.vars.get(name).copied();
                     let shadowed = self
                         .shadowed
@@ -1014,6 +1035,18 @@ impl<'a> ShellTaint<'a> {
             Val::Str(s, _) => Val::Str(s, taint),
             other => other.tainted(taint),
         }
+    }
+
+    /// The value of the variable `name` where `at` (a byte of the script)
+    /// expands it.
+    pub fn variable(&self, name: &str, at: usize) -> Val {
+        self.word(&Word {
+            span: at..at,
+            parts: vec![Part::Variable {
+                name: name.to_owned(),
+                quoted: true,
+            }],
+        })
     }
 
     /// The taint of the output of the commands `range` (a substitution).
@@ -1199,11 +1232,12 @@ impl<'a> ShellTaint<'a> {
             {
                 return false;
             }
-            self.pr_dirs.iter().any(|d| {
-                d == "." && (path.contains('/') || path.contains('.'))
-                    || path == d
-                    || path.starts_with(&format!("{d}/"))
-            })
+            // In the workspace itself, a word is a file when it looks like
+            // one (`./NR`, `pr/number`, `report.txt`), not any argument.
+            let path_like = text.starts_with("./") || path.contains('/') || path.contains('.');
+            self.pr_dirs
+                .iter()
+                .any(|d| d == "." && path_like || path == d || path.starts_with(&format!("{d}/")))
         })
     }
 }
