@@ -557,6 +557,25 @@ fn github_env_written_from_pull_request_bytes_is_an_injection() {
         &text("echo \"PR=${{ github.event.pull_request.number }}\" >> \"$GITHUB_ENV\""),
     )]));
     assert!(at(&findings, "error").is_empty(), "{}", show(&findings));
+    // Through a local composite action: the title passed as an input, put
+    // into the inner step's `env:`, piped into `$GITHUB_ENV`.
+    let action = "name: label\ninputs:\n  value:\n    required: true\nruns:\n  using: composite\n  steps:\n    - shell: bash\n      env:\n        VALUE: ${{ inputs.value }}\n      run: |\n        echo \"LABEL=$VALUE\" | tee -a \"$GITHUB_ENV\"\n";
+    let uses = "on: pull_request_target\npermissions:\n  contents: read\njobs:\n  label:\n    runs-on: ubuntu-latest\n    env:\n      TOKEN: ${{ secrets.BOT_TOKEN }}\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: ./.github/actions/label\n        with:\n          value: VALUE\n      - run: ./label.sh\n";
+    for (value, error) in [
+        ("${{ github.event.pull_request.title }}", true),
+        ("${{ github.event.pull_request.number }}", false),
+    ] {
+        let (_, findings) = check(&repo(&[
+            ("label.yml", &uses.replace("VALUE", value)),
+            (".github/actions/label/action.yml", action),
+        ]));
+        assert_eq!(
+            at(&findings, "error").contains(&pair("privileged-injection", "label")),
+            error,
+            "{value}:\n{}",
+            show(&findings)
+        );
+    }
 }
 
 /// An artifact from a pull request's run is data until something executes
@@ -661,7 +680,9 @@ fn a_pull_request_runs_artifact_text_is_followed_into_the_shell() {
     // Quoted, and only compared: nothing to report.
     let (_, findings) = check(&repo(&[(
         "comment.yml",
-        &text("          gh api \"/repos/o/r/issues/$PR/comments\"\n          [ \"$PR\" = 1 ] && echo $PR\n"),
+        &text(
+            "          gh api \"/repos/o/r/issues/$PR/comments\"\n          [ \"$PR\" = 1 ] && echo $PR\n",
+        ),
     )]));
     assert!(
         !injection(&findings, "warning") && !injection(&findings, "error"),
