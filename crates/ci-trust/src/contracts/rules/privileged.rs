@@ -463,6 +463,56 @@ impl Checker<'_> {
                 }
             }
         }
+        // Pull-request text in a variable expanded outside double quotes is
+        // split into words and globbed: extra arguments (`--method DELETE`,
+        // `--repo other/repo`) to a command holding the job's privileges.
+        for step in &job.steps {
+            let (Some(script), Some(run)) = (step.script(), &step.run) else {
+                continue;
+            };
+            for command in script.commands() {
+                if matches!(
+                    command.program().as_deref(),
+                    None | Some("echo" | "printf" | "test" | "[" | "[[" | "export" | "local")
+                ) {
+                    continue;
+                }
+                let split: Vec<&str> = command
+                    .args()
+                    .iter()
+                    .flat_map(|w| w.unquoted_variables().map(move |v| (v, w.span.start)))
+                    .filter(|(name, at)| {
+                        info.starts.iter().filter(|s| !isolated(s)).any(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            scope
+                                .shell(&script)
+                                .variable(name, *at)
+                                .taint()
+                                .has(Taint::PR_TEXT)
+                        })
+                    })
+                    .map(|(name, _)| name)
+                    .collect();
+                let Some(name) = split.first() else { continue };
+                let line = crate::contracts::commands::line(&run.value, &script, command);
+                found.push((
+                    (
+                        Severity::Warning,
+                        Some(format!(
+                            "can extra arguments or a glob in `{}` do harm with this job's credentials?",
+                            command.program().unwrap_or_default()
+                        )),
+                    ),
+                    wf.locate(run.pos, line),
+                    format!(
+                        "`{}` expands `${name}`, text a pull request controls, outside double quotes in a script of {} `{}`, a {why}: the shell splits and globs it into arguments; quote it and check its form (a number, a SHA)",
+                        line.trim(),
+                        self.model.info(info.at).role(),
+                        job.id.value
+                    ),
+                ));
+            }
+        }
         for ((severity, question), pos, message) in found {
             self.push_as(
                 RuleId::PrivilegedInjection,
