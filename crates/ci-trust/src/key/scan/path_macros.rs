@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::asm_bound::{AssemblerBound, included_files, pieces_of};
 use super::path_expr::{Piece, evaluate_into, evaluate_path};
 use super::source::{Range, inner, is_group};
 use super::walker::TokenWalker;
@@ -374,6 +375,12 @@ impl TokenWalker<'_, '_, '_> {
         let src = self.src;
         let ctx = self.ctx;
         let mut targets = Vec::new();
+        // Parts a caller completes, in a body whose callers can be found.
+        let in_body = self
+            .in_macro_rules
+            .clone()
+            .filter(|_| !self.in_generated_macro);
+        let mut from_callers = Vec::new();
         let mut templates = true;
         src.for_each_part(args, MAX_SHAPE_TOKENS, |part, tokens| {
             if !templates {
@@ -442,11 +449,40 @@ impl TokenWalker<'_, '_, '_> {
                         });
                     }
                 }
+                Err(_) if in_body.is_some() => from_callers.push(part),
                 Err(what) => targets.push(EmbedTarget::Unresolved(format!(
                     "{what} (the assembler reads the files its `.incbin`/`.include` directives name)"
                 ))),
             }
         });
+        if let Some(macro_rules) = in_body {
+            let include_str =
+                |name: &str| ctx.include_macro(name).as_deref() == Some("include_str");
+            for part in from_callers {
+                let pieces = pieces_of(src.text, part, &include_str);
+                let files = match included_files(src, &pieces.includes, ctx) {
+                    Ok(files) => files,
+                    Err(what) => {
+                        targets.push(EmbedTarget::Unresolved(format!(
+                            "the template `{}`, which includes {what} (the assembler reads the files its `.incbin`/`.include` directives name)",
+                            src.snippet(part)
+                        )));
+                        continue;
+                    }
+                };
+                self.scan.assembler_bounds.push(AssemblerBound {
+                    macro_name: format!("{}!", known.name),
+                    macro_rules: macro_rules.clone(),
+                    template: src.snippet(part),
+                    site: Site {
+                        file: ctx.file.to_path_buf(),
+                        line,
+                    },
+                    pieces,
+                    files,
+                });
+            }
+        }
         for target in targets {
             self.scan.embeds.push(Embed {
                 macro_name: format!("{}!", known.name),
