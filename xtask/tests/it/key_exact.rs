@@ -1088,3 +1088,82 @@ fn a_linker_response_file_and_the_files_it_names_are_inputs() {
         assert!(report.contains(miss), "{miss}: {report}");
     }
 }
+
+/// Builds `main_rs` (its `blob` symbol holds `secret.bin`'s 8 bytes, read by
+/// the assembler) twice, `secret.bin` edited between: the program changes,
+/// so ci-key must refuse or move the key (the asm-attack review's shape).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembled_secret_is_keyed_or_refused(main_rs: &str) {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        &format!(
+            "{main_rs}\nextern \"C\" {{\n    static blob: [u8; 8];\n}}\nfn main() {{\n    println!(\"{{:?}}\", unsafe {{ blob }});\n}}\n"
+        ),
+    )
+    .file("secret.bin", "AAAAAAAA");
+    lock(&f);
+    let keyed = xtask(&f, &["ci-key"]);
+    if keyed.status.code() == Some(2) {
+        return;
+    }
+    assert!(keyed.status.success(), "{}", stderr(&keyed));
+    let out = Fixture::new();
+    let before = (run_at(f.path(), &out, "before"), key(&f));
+    f.file("secret.bin", "BBBBBBBB");
+    let after = (run_at(f.path(), &out, "after"), key(&f));
+    assert_ne!(after.0, before.0, "secret.bin changes the program");
+    assert_ne!(after.1, before.1, "secret.bin must be an input");
+}
+
+/// `concat!` takes a char literal's value: `'\x2e'` is the `.` of a
+/// `.incbin` no string literal spells.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_template_with_an_escaped_char_literal_is_keyed_or_refused() {
+    an_assembled_secret_is_keyed_or_refused(
+        r#"macro_rules! emit {
+    ($t:literal) => {
+        std::arch::global_asm!(concat!(".section .rodata\n.globl blob\nblob:\n", '\x2e', "incbin \"secret.bin\"\n", $t));
+    };
+}
+emit!(".text\n");"#,
+    );
+}
+
+/// The assembler's macro language pastes `.incbin` from `\a\b`, `.irp`'s
+/// `\d` and `\()`: no substring of the template spells it.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_template_pasting_a_directive_with_assembler_macros_is_keyed_or_refused() {
+    for body in [
+        r#".macro m a, b\n.\\a\\b \"secret.bin\"\n.endm\nm inc, bin"#,
+        r#".irp d, incbin\n.\\d \"secret.bin\"\n.endr"#,
+        r#".macro m\n.inc\\()bin \"secret.bin\"\n.endm\nm"#,
+    ] {
+        an_assembled_secret_is_keyed_or_refused(&format!(
+            "std::arch::global_asm!(\".section .rodata\\n.globl blob\\nblob:\\n{body}\\n.text\\n\");"
+        ));
+        an_assembled_secret_is_keyed_or_refused(&format!(
+            "macro_rules! emit {{\n    ($t:literal) => {{\n        std::arch::global_asm!(concat!(\".section .rodata\\n.globl blob\\nblob:\\n{body}\\n\", $t));\n    }};\n}}\nemit!(\".text\\n\");"
+        ));
+    }
+}
+
+/// A `sym` operand substitutes the symbol's name, which `#[export_name]`
+/// makes `.incbin`: the template holds only `{} "…"`.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[ignore = "open: asm-attack review, a sym operand named by #[export_name] spells the directive"]
+fn an_assembler_sym_operand_exported_as_a_directive_is_keyed_or_refused() {
+    an_assembled_secret_is_keyed_or_refused(
+        r#"#[export_name = ".incbin"]
+pub static MARK: u8 = 0;
+std::arch::global_asm!(".section .rodata\n.globl blob\nblob:\n{} \"secret.bin\"\n.text\n", sym MARK);"#,
+    );
+}

@@ -26,12 +26,15 @@ use super::source::{Range, Source};
 use super::{EmbedTarget, FileContext};
 use crate::key::lexer::{self, Kind, Lexer};
 
-/// The directives that make the assembler read a file, lower case.
-const DIRECTIVES: [&[u8]; 2] = [b".incbin", b".include"];
+/// The directives that make the assembler read a file, lower case, and
+/// those that start the assembler's macro language, whose `\name` and
+/// `\()` substitution can paste a directive from pieces that spell none
+/// ([`super::asm_directives`] refuses them where they can).
+const DIRECTIVES: [&[u8]; 5] = [b".incbin", b".include", b".macro", b".irp", b".altmacro"];
 
 /// How many bytes of an included file can take part in a directive that
 /// crosses its edge: one byte short of the longest directive.
-pub const FILE_EDGE_BYTES: usize = 7;
+pub const FILE_EDGE_BYTES: usize = 8;
 
 /// How many tokens one piece of a template (a transcriber, a call's
 /// arguments) may hold before it is not bounded.
@@ -166,8 +169,21 @@ pub fn pieces_of(text: &str, range: Range, include_str: &dyn Fn(&str) -> bool) -
         let raw = text_of(i);
         pieces.atoms.push(raw.as_bytes().to_vec());
         if token.kind == Kind::Literal {
-            if let Some(value) = lexer::string_value(raw) {
-                pieces.atoms.push(value.into_bytes());
+            // `concat!` takes a char literal's value too: `'\x2e'` is `.`.
+            let value = match raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+                Some("\"") => Some("\"".to_owned()),
+                Some(inner) => lexer::string_value(&format!("\"{inner}\"")),
+                None => lexer::string_value(raw),
+            };
+            match value {
+                Some(value) => pieces.atoms.push(value.into_bytes()),
+                None if raw.starts_with('\'') => {
+                    pieces.opaque = Some(format!(
+                        "the char literal {raw}, whose value ci-key cannot read"
+                    ));
+                    return pieces;
+                }
+                None => {}
             }
         }
         i += 1;
@@ -303,6 +319,9 @@ mod tests {
             "ld.",
         ]));
         assert!(!spells(&[".inc", "bi"]));
+        // The assembler's macro language could paste one.
+        assert!(spells(&["x.", "MACRO"]));
+        assert!(spells(&[".ir", "p"]));
         assert!(!spells(&[]));
     }
 

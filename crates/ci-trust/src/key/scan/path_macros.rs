@@ -190,6 +190,28 @@ pub fn asm_directives(text: &str) -> Vec<Result<(String, bool), String>> {
     let lower = text.to_ascii_lowercase();
     let bytes = lower.as_bytes();
     let mut found = Vec::new();
+    // The assembler's macro language pastes text: `.\a\b` with `a`, `b`
+    // = `inc`, `bin`, or `.inc\()bin`, is `.incbin` that no substring
+    // spells. A macro or repetition is read only when it cannot paste: no
+    // `\` substitution, no Darwin `$n`, not left open for a later block.
+    let starts = |word: &str| {
+        memchr::memmem::find_iter(bytes, word.as_bytes()).any(|at| {
+            !at.checked_sub(1).is_some_and(|i| {
+                bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'$' | b'.')
+            })
+        })
+    };
+    if starts(".altmacro") {
+        found.push(Err(
+            "an `.altmacro` block, whose macros substitute names ci-key does not expand".to_owned(),
+        ));
+    } else if (starts(".macro") || starts(".irp"))
+        && (text.contains(['\\', '$']) || !(starts(".endm") || starts(".endr")))
+    {
+        found.push(Err(
+            "an assembler `.macro`/`.irp` whose substitution can paste a directive ci-key does not expand".to_owned(),
+        ));
+    }
     for (directive, source) in [(".incbin", false), (".include", true)] {
         for at in memchr::memmem::find_iter(bytes, directive.as_bytes()) {
             let before = at.checked_sub(1).map(|i| bytes[i]);
