@@ -1159,7 +1159,6 @@ fn an_assembler_template_pasting_a_directive_with_assembler_macros_is_keyed_or_r
 /// makes `.incbin`: the template holds only `{} "…"`.
 #[test]
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[ignore = "open: asm-attack review, a sym operand named by #[export_name] spells the directive"]
 fn an_assembler_sym_operand_exported_as_a_directive_is_keyed_or_refused() {
     an_assembled_secret_is_keyed_or_refused(
         r#"#[export_name = ".incbin"]

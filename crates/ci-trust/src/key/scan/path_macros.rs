@@ -250,6 +250,38 @@ pub fn asm_directives(text: &str) -> Vec<Result<(String, bool), String>> {
     found
 }
 
+/// Whether a template whose `{…}` placeholders may hold any symbol name
+/// can be made a file directive by them: a placeholder that starts a
+/// statement (the name `.incbin`), touches a `.` or a name (`.{}`,
+/// `.inc{}`), or any quoted string (the file, after a pasted directive).
+/// A placeholder as an instruction's operand (`call {}`, `la a0, {}`) cannot.
+fn sym_may_paste_a_directive(text: &str) -> bool {
+    if text.contains('"') {
+        return true;
+    }
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(open) = text[at..].find('{').map(|i| at + i) {
+        // `{{` is a literal brace.
+        if bytes.get(open + 1) == Some(&b'{') {
+            at = open + 2;
+            continue;
+        }
+        let before = text[..open].trim_end_matches([' ', '\t']);
+        let starts_statement = before.is_empty() || before.ends_with(['\n', ';']);
+        let touches = before.len() == text[..open].len()
+            && before
+                .bytes()
+                .last()
+                .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'$'));
+        if starts_statement || touches {
+            return true;
+        }
+        at = open + 1;
+    }
+    false
+}
+
 pub(super) fn path_macro(name: &str, form: PathMacroForm) -> Option<&'static PathMacro> {
     PATH_MACROS
         .iter()
@@ -397,6 +429,20 @@ impl TokenWalker<'_, '_, '_> {
         let src = self.src;
         let ctx = self.ctx;
         let mut targets = Vec::new();
+        // A `sym` operand pastes a symbol's name where its `{…}` stands,
+        // and `#[export_name]` (in any crate) makes that name any text:
+        // `.incbin`, or a name the assembler reads as a quoted string.
+        let mut has_sym = false;
+        src.for_each_part(args, 0, |part, _| {
+            let mut cursor = src.cursor(part);
+            let first = cursor.peek(0);
+            let third = cursor.peek(2);
+            let named = src.is_punct(cursor.peek(1), b'=');
+            if src.ident_name(first) == Some("sym") || named && src.ident_name(third) == Some("sym")
+            {
+                has_sym = true;
+            }
+        });
         // Parts a caller completes, in a body whose callers can be found.
         let in_body = self
             .in_macro_rules
@@ -460,6 +506,12 @@ impl TokenWalker<'_, '_, '_> {
                 }
             };
             match text {
+                Ok(text) if has_sym && sym_may_paste_a_directive(&text) => {
+                    targets.push(EmbedTarget::Unresolved(format!(
+                        "the template `{}` with a `sym` operand, whose symbol name (`#[export_name]` chooses it) can make a `.incbin`/`.include` or its file",
+                        src.snippet(part)
+                    )));
+                }
                 Ok(text) => {
                     for directive in asm_directives(&text) {
                         targets.push(match directive {
@@ -471,7 +523,8 @@ impl TokenWalker<'_, '_, '_> {
                         });
                     }
                 }
-                Err(_) if in_body.is_some() => from_callers.push(part),
+                // A caller's piece beside a `sym` operand: not bounded.
+                Err(_) if in_body.is_some() && !has_sym => from_callers.push(part),
                 Err(what) => targets.push(EmbedTarget::Unresolved(format!(
                     "{what} (the assembler reads the files its `.incbin`/`.include` directives name)"
                 ))),
@@ -568,5 +621,25 @@ impl TokenWalker<'_, '_, '_> {
                 self.record_path_macro(known, Some(None), line);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod sym_tests {
+    use super::sym_may_paste_a_directive as may;
+
+    #[test]
+    fn a_symbol_name_makes_a_directive_only_where_one_could_stand() {
+        // Operands of instructions: no directive.
+        assert!(!may("call {}"));
+        assert!(!may("la sp, {0}\n j {entry}"));
+        assert!(!may("jal {{}} x, {}"));
+        // A statement of its own, a pasted name, a quoted file: maybe.
+        assert!(may("{} \"secret.bin\""));
+        assert!(may("nop\n  {}"));
+        assert!(may("nop; {}"));
+        assert!(may(".{} {}"));
+        assert!(may(".inc{} x"));
+        assert!(may("call {}\n.ascii \"x\""));
     }
 }
