@@ -141,6 +141,11 @@ pub struct CheckContracts {
     /// the repository does not show). The exit code follows errors only.
     #[arg(long, value_enum, default_value = "regular")]
     pub persona: Persona,
+    /// This repository's `owner/name`, which decides guards such as
+    /// `github.repository == 'org/repo'` (default: the policy's
+    /// `[contracts] repository`, else the checkout's GitHub remotes).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repository: Option<String>,
 }
 
 /// Which findings `check-contracts` shows.

@@ -112,6 +112,107 @@ fn guards_are_evaluated_per_trigger_with_each_triggers_contexts() {
     }
 }
 
+/// `github.repository == 'org/other'` is decided when the repository's
+/// name is known (`--repository`, the policy, the git remotes): a job
+/// guarded to another repository never runs here. Unknown, it may run.
+#[test]
+fn a_guard_naming_another_repository_is_decided_when_the_name_is_known() {
+    let text = PRT_BUILD.replace("IF", "if: github.repository == 'acme/benchmarks'");
+    let json = |extra: &[&str], fixture: &Fixture| {
+        let mut args = vec![
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+        ];
+        args.extend_from_slice(extra);
+        let output = fixture.xtask(&args);
+        serde_json::from_str::<Value>(&stdout(&output))
+            .unwrap_or_else(|err| panic!("{err}: {}", stdout(&output)))
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let secrets = |findings: &[Value]| {
+        findings
+            .iter()
+            .any(|f| f["rule"] == "untrusted-secrets" && f["suppressed"] == false)
+    };
+
+    // Nothing says which repository this is: the guard may hold.
+    let fixture = repo(&[("build.yml", &text)]);
+    assert!(secrets(&json(&[], &fixture)), "unknown name: may run");
+    // Named by the flag: another repository's job.
+    assert!(!secrets(&json(&["--repository", "acme/widgets"], &fixture)));
+    assert!(secrets(&json(
+        &["--repository", "acme/benchmarks"],
+        &fixture
+    )));
+    // Named by the policy.
+    let named = repo(&[("build.yml", &text), (".github/ci-trust.toml", NAMED)]);
+    assert!(!secrets(&json(&[], &named)));
+    // Named by a git remote; a clone of a fork (`me/benchmarks`) may run
+    // the upstream's workflows, so its guard stays undecided.
+    for (remote, runs) in [
+        ("https://github.com/acme/widgets.git", false),
+        ("git@github.com:me/benchmarks.git", true),
+        ("https://github.com/acme/benchmarks", true),
+    ] {
+        let clone = repo(&[
+            ("build.yml", &text),
+            (
+                ".git/config",
+                &format!("[remote \"origin\"]\n\turl = {remote}\n"),
+            ),
+        ]);
+        assert_eq!(secrets(&json(&[], &clone)), runs, "remote {remote}");
+    }
+    // The owner guard too.
+    let owner = repo(&[(
+        "build.yml",
+        &PRT_BUILD.replace("IF", "if: github.repository_owner == 'acme'"),
+    )]);
+    assert!(!secrets(&json(&["--repository", "other/widgets"], &owner)));
+    assert!(secrets(&json(&["--repository", "acme/widgets"], &owner)));
+    // A malformed name is refused, not guessed.
+    let output = fixture.xtask(&["check-contracts", "--repository", "widgets"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+}
+
+/// The token persisted in `.git/config` has the job's token scopes, and
+/// `id-token: write` is none of them: a persisted read-only token is a
+/// question (is the repository private?), the OIDC grant its own error.
+#[test]
+fn a_persisted_token_is_judged_by_its_own_scopes_not_the_oidc_grant() {
+    let text = "on: pull_request_target\npermissions:\n  contents: read\n  id-token: write\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.pull_request.head.sha }}\n      - run: make test\n";
+    let (_, findings) = check(&repo(&[("test.yml", text)]));
+    let errors = at(&findings, "error");
+    assert!(
+        errors.contains(&pair("untrusted-write-permissions", "test")),
+        "{}",
+        show(&findings)
+    );
+    assert!(
+        !errors.contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+    assert!(
+        at(&findings, "warning").contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+    // A write scope beside it makes the persisted token an error again.
+    let text = text.replace("  contents: read\n", "  contents: write\n");
+    let (_, findings) = check(&repo(&[("test.yml", &text)]));
+    assert!(
+        at(&findings, "error").contains(&pair("untrusted-persist-credentials", "test")),
+        "{}",
+        show(&findings)
+    );
+}
+
 const DISPATCH: &str = "on:\n  workflow_dispatch:\n    inputs:\n      pr:\n        type: number\npermissions:\n  contents: read\njobs:\n  rerun:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ inputs.pr }}/head\n          persist-credentials: false\n      - run: make gpu-test\n        env:\n          TOKEN: ${{ secrets.GPU_TOKEN }}\n";
 
 /// A maintainer's dispatch that names a pull request is the recovery path:
@@ -456,6 +557,25 @@ fn github_env_written_from_pull_request_bytes_is_an_injection() {
         &text("echo \"PR=${{ github.event.pull_request.number }}\" >> \"$GITHUB_ENV\""),
     )]));
     assert!(at(&findings, "error").is_empty(), "{}", show(&findings));
+    // Through a local composite action: the title passed as an input, put
+    // into the inner step's `env:`, piped into `$GITHUB_ENV`.
+    let action = "name: label\ninputs:\n  value:\n    required: true\nruns:\n  using: composite\n  steps:\n    - shell: bash\n      env:\n        VALUE: ${{ inputs.value }}\n      run: |\n        echo \"LABEL=$VALUE\" | tee -a \"$GITHUB_ENV\"\n";
+    let uses = "on: pull_request_target\npermissions:\n  contents: read\njobs:\n  label:\n    runs-on: ubuntu-latest\n    env:\n      TOKEN: ${{ secrets.BOT_TOKEN }}\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: ./.github/actions/label\n        with:\n          value: VALUE\n      - run: ./label.sh\n";
+    for (value, error) in [
+        ("${{ github.event.pull_request.title }}", true),
+        ("${{ github.event.pull_request.number }}", false),
+    ] {
+        let (_, findings) = check(&repo(&[
+            ("label.yml", &uses.replace("VALUE", value)),
+            (".github/actions/label/action.yml", action),
+        ]));
+        assert_eq!(
+            at(&findings, "error").contains(&pair("privileged-injection", "label")),
+            error,
+            "{value}:\n{}",
+            show(&findings)
+        );
+    }
 }
 
 /// An artifact from a pull request's run is data until something executes
@@ -475,6 +595,106 @@ fn a_downloaded_pull_request_artifact_that_is_executed_is_code() {
     );
     let (_, findings) = check(&repo(&[("report.yml", &text("cat bench/results.txt"))]));
     assert!(at(&findings, "error").is_empty(), "{}", show(&findings));
+}
+
+/// dawidd6/action-download-artifact names its run as download-artifact
+/// does: a dispatcher's `run_id` is the recovery path (a warning), the
+/// pull request's CI run after `workflow_run` an error, and the newest run
+/// of a workflow (which may be a pull request's) is not trusted either.
+#[test]
+fn another_runs_artifacts_are_judged_by_who_names_the_run() {
+    let text = |on: &str, with: &str| {
+        format!(
+            "on:\n{on}permissions:\n  contents: read\njobs:\n  release:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: dawidd6/action-download-artifact@b6e2e70617bc3265edd6dab6c906732b2f1ae151\n        with:\n          workflow: build.yml\n{with}      - run: pip install wheels/*.whl && python -m pytest\n        env:\n          TOKEN: ${{{{ secrets.RELEASE_TOKEN }}}}\n"
+        )
+    };
+    let dispatch =
+        "  workflow_dispatch:\n    inputs:\n      build_run_id:\n        required: true\n";
+    let after_ci = "  workflow_run:\n    workflows: [CI]\n    types: [completed]\n";
+    for (on, with, error, warning) in [
+        (
+            dispatch,
+            "          run_id: ${{ github.event.inputs.build_run_id }}\n",
+            false,
+            true,
+        ),
+        (
+            dispatch,
+            "          run_id: ${{ inputs.build_run_id }}\n",
+            false,
+            true,
+        ),
+        (
+            after_ci,
+            "          run_id: ${{ github.event.workflow_run.id }}\n",
+            true,
+            false,
+        ),
+        (
+            after_ci,
+            "          pr: ${{ github.event.workflow_run.pull_requests[0].number }}\n",
+            true,
+            false,
+        ),
+        (dispatch, "          branch: main\n", true, false),
+    ] {
+        let (_, findings) = check(&repo(&[("release.yml", &text(on, with))]));
+        let secrets = pair("untrusted-secrets", "release");
+        assert_eq!(
+            at(&findings, "error").contains(&secrets),
+            error,
+            "{with}{}",
+            show(&findings)
+        );
+        assert_eq!(
+            at(&findings, "warning").contains(&secrets),
+            warning,
+            "{with}{}",
+            show(&findings)
+        );
+    }
+}
+
+/// bevyengine/bevy's comment bots: the triggering pull request run's
+/// artifact, fetched by `actions/github-script` and unzipped into the
+/// workspace, holds a file whose text becomes a shell variable. Expanded
+/// unquoted into `gh` with a write token, it is split into arguments (a
+/// warning: what extra arguments can do is the question); written to
+/// `$GITHUB_ENV`, it sets later steps' environment (an error).
+#[test]
+fn a_pull_request_runs_artifact_text_is_followed_into_the_shell() {
+    let text = |then: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [CI]\n    types: [completed]\njobs:\n  comment:\n    permissions:\n      pull-requests: write\n    runs-on: ubuntu-latest\n    if: github.event.workflow_run.event == 'pull_request'\n    steps:\n      - uses: actions/github-script@v7\n        with:\n          script: |\n            var artifacts = await github.rest.actions.listWorkflowRunArtifacts({{ owner: context.repo.owner, repo: context.repo.repo, run_id: ${{{{ github.event.workflow_run.id }}}} }});\n            var download = await github.rest.actions.downloadArtifact({{ owner: context.repo.owner, repo: context.repo.repo, artifact_id: artifacts.data.artifacts[0].id, archive_format: 'zip' }});\n            require('fs').writeFileSync('${{{{ github.workspace }}}}/pr.zip', Buffer.from(download.data));\n      - run: unzip pr.zip\n      - env:\n          GH_TOKEN: ${{{{ github.token }}}}\n        run: |\n          PR=`cat ./NR`\n{then}"
+        )
+    };
+    let injection = |findings: &[Value], severity: &str| {
+        at(findings, severity).contains(&pair("privileged-injection", "comment"))
+    };
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text("          gh api /repos/o/r/issues/$PR/comments\n"),
+    )]));
+    assert!(injection(&findings, "warning"), "{}", show(&findings));
+    assert!(!injection(&findings, "error"), "{}", show(&findings));
+    // Quoted, and only compared: nothing to report.
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text(
+            "          gh api \"/repos/o/r/issues/$PR/comments\"\n          [ \"$PR\" = 1 ] && echo $PR\n",
+        ),
+    )]));
+    assert!(
+        !injection(&findings, "warning") && !injection(&findings, "error"),
+        "{}",
+        show(&findings)
+    );
+    // Into the environment of every later step.
+    let (_, findings) = check(&repo(&[(
+        "comment.yml",
+        &text("          echo \"PR_NUMBER=$PR\" >> \"$GITHUB_ENV\"\n"),
+    )]));
+    assert!(injection(&findings, "error"), "{}", show(&findings));
 }
 
 /// The error keys of a run: (rule, workflow, job, message without digits),

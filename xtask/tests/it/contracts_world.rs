@@ -300,6 +300,25 @@ fn persistent_runner_names_the_trusted_job_that_shares_the_runner() {
         message.contains("`bench` of nightly.yml") && message.contains("secrets.HF_TOKEN"),
         "{message}"
     );
+    // ggml-org/whisper.cpp: the same job runs pull requests and pushes on
+    // the machine; its push runs hold a token that writes the default
+    // branch's cache, which what a pull request left running can take.
+    let both = pr.replace("on: pull_request\n", "on: [push, pull_request]\n");
+    let all = findings(&repo(&[("ci.yml", &both)]));
+    assert_eq!(
+        rules(&all),
+        BTreeSet::from(["persistent-runner".to_owned()]),
+        "{}",
+        messages(&all)
+    );
+    let message = messages(&all);
+    assert!(
+        message.contains("this job itself") && message.contains("cache"),
+        "{message}"
+    );
+    let read_only = both.replace("    steps:\n", "    cache-mode: read\n    steps:\n");
+    let all = findings(&repo(&[("ci.yml", &read_only)]));
+    assert!(rules(&all).is_empty(), "{}", messages(&all));
     // Runner groups front autoscaled fleets whose ephemerality the workflow
     // cannot show: not reported.
     let grouped = |text: &str| {
@@ -591,6 +610,27 @@ fn same_run_artifact_only_pushed_with_git_is_data() {
     ] {
         let all = findings(&repo(&[("rebase.yml", &run(to_temp, inside))]));
         assert!(!on_push(&all).is_empty(), "{inside}{}", messages(&all));
+    }
+    // huggingface/huggingface_hub's style bot: the directory named by a
+    // variable of its own, the patch in it applied with git: data. The
+    // same variable entered, or a loading variable pointed at it: code.
+    let via_var = |env: &str, then: &str| {
+        run(to_temp, then).replace(
+            "      - env:\n          TOKEN: ${{ secrets.PUSH_TOKEN }}\n",
+            &format!("      - env:\n          {env}: ${{{{ runner.temp }}}}/rebased\n          TOKEN: ${{{{ secrets.PUSH_TOKEN }}}}\n"),
+        )
+    };
+    let apply = "          git apply --binary \"$OUT_DIR/style.patch\"\n          git commit -am style && git push\n";
+    let all = findings(&repo(&[("rebase.yml", &via_var("OUT_DIR", apply))]));
+    assert!(on_push(&all).is_empty(), "{}", messages(&all));
+    for (env, then) in [
+        ("OUT_DIR", "          cd \"$OUT_DIR\" && git status\n"),
+        ("OUT_DIR", "          git -C \"${OUT_DIR}\" status\n"),
+        ("HOME", "          git status\n"),
+        ("GIT_DIR", "          git status\n"),
+    ] {
+        let all = findings(&repo(&[("rebase.yml", &via_var(env, then))]));
+        assert!(!on_push(&all).is_empty(), "{env} {then}{}", messages(&all));
     }
     // Handed to an action that may build it.
     let build = run(to_temp, push).replace(

@@ -835,6 +835,157 @@ fn main() {}
     );
 }
 
+/// An assembler template a `macro_rules!` body builds from its callers'
+/// tokens (issue 18, from Rust-CUDA's `optix_device` and `cuda_std`):
+/// `concat!("…", stringify!($num))`, and a workspace macro's output
+/// (`load_scope!($s)`) among the pieces. Nothing a call passes can spell
+/// `.incbin` or `.include`, so no file is read: it keys (it was refused),
+/// and the program is real code that builds and runs.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_template_built_from_a_callers_token_keys() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        r#"macro_rules! width {
+    ($n:tt) => { stringify!($n) };
+}
+macro_rules! report {
+    ($name:ident, $num:tt) => {
+        fn $name() -> u32 {
+            let out: u32;
+            unsafe {
+                std::arch::asm!(
+                    concat!("mov {0:e}, ", stringify!($num)),
+                    concat!("add {0:e}, ", width!($num)),
+                    out(reg) out,
+                );
+            }
+            out
+        }
+    };
+    () => {
+        report!(seven, 7);
+    };
+}
+report!();
+report!(two, 2);
+fn main() {
+    println!("{} {}", seven(), two());
+}
+"#,
+    );
+    lock(&f);
+    let out = Fixture::new();
+    assert_eq!(run_at(f.path(), &out, "main").trim(), "14 4");
+    let keyed = xtask(&f, &["ci-key"]);
+    assert!(keyed.status.success(), "{}", stderr(&keyed));
+}
+
+/// The same shape, but a call whose argument is a literal that makes the
+/// template `.incbin "…"`: the assembler reads a file ci-key does not
+/// expand, so that call is refused, by its line, with the entry to paste;
+/// the other call is not blamed.
+#[test]
+fn a_call_whose_argument_can_spell_an_assembler_include_is_refused_by_name() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        r#"macro_rules! emit {
+    ($t:literal) => {
+        std::arch::global_asm!(concat!(".section .rodata\n", $t));
+    };
+}
+emit!("nop");
+emit!(".incbin \"assets/secret.bin\"");
+fn main() {}
+"#,
+    )
+    .file("assets/secret.bin", "secret");
+    let refused = xtask(&f, &["ci-key"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("crates/a/src/main.rs:7: emit! names arguments `\".incbin \\\"assets/secret.bin\\\"\"` that can spell an `.incbin`/`.include` directive")
+            && err.contains("[[key.dynamic-include]]")
+            && !err.contains("main.rs:6"),
+        "{err}"
+    );
+}
+
+/// tract's benchmark shape (`linalg/benches/arm64simd.rs`): a macro
+/// `include_str!`s an assembler source whose path its callers complete,
+/// through a second macro (`ksimd!` → `kloop!`). Each file it can name is
+/// an input and is read for its own directives: the `.incbin` one of them
+/// holds stays in the key. Edit the source or the file it `.incbin`s: the
+/// program changes, and so must the key.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_source_a_macro_includes_from_its_callers_path_stays_keyed() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        r#"macro_rules! kloop {
+    ($dir:literal, $path:literal) => {
+        std::arch::global_asm!(include_str!(concat!("../asm/", $dir, "/", $path)));
+    };
+}
+macro_rules! ksimd {
+    ($path:literal) => {
+        kloop!("simd", $path);
+    };
+}
+ksimd!("k/one.tmpli");
+extern "C" {
+    static ONE: u8;
+}
+fn main() {
+    let text = unsafe { std::ffi::CStr::from_ptr((&ONE as *const u8).cast()) };
+    println!("{}", text.to_str().unwrap());
+}
+"#,
+    )
+    .file(
+        "crates/a/asm/simd/k/one.tmpli",
+        ".section .rodata\n.global ONE\nONE:\n.incbin \"assets/one.bin\"\n.byte 0\n",
+    )
+    .file("assets/one.bin", "one");
+    lock(&f);
+    let out = Fixture::new();
+    assert_eq!(run_at(f.path(), &out, "main").trim(), "one");
+    for (file, text) in [
+        ("assets/one.bin", "ONE"),
+        (
+            "crates/a/asm/simd/k/one.tmpli",
+            ".section .rodata\n.global ONE\nONE:\n.ascii \"!\"\n.incbin \"assets/one.bin\"\n.byte 0\n",
+        ),
+    ] {
+        let (before, keyed) = (run_at(f.path(), &out, "before"), key(&f));
+        f.file(file, text);
+        assert_ne!(
+            run_at(f.path(), &out, "after"),
+            before,
+            "{file} changes the program"
+        );
+        assert_ne!(key(&f), keyed, "{file} must be an input");
+    }
+}
+
 /// SHA-256 of a built file, to tell two builds apart.
 #[cfg(target_os = "linux")]
 fn digest(path: &Path) -> String {
@@ -936,4 +1087,83 @@ fn a_linker_response_file_and_the_files_it_names_are_inputs() {
     for miss in ["link/args.rsp  (read by", "link/app.map  (read by"] {
         assert!(report.contains(miss), "{miss}: {report}");
     }
+}
+
+/// Builds `main_rs` (its `blob` symbol holds `secret.bin`'s 8 bytes, read by
+/// the assembler) twice, `secret.bin` edited between: the program changes,
+/// so ci-key must refuse or move the key (the asm-attack review's shape).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembled_secret_is_keyed_or_refused(main_rs: &str) {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/a\"]\nresolver = \"2\"\n",
+    );
+    package(&f, "crates/a", "a", "");
+    f.file(
+        "crates/a/src/main.rs",
+        &format!(
+            "{main_rs}\nextern \"C\" {{\n    static blob: [u8; 8];\n}}\nfn main() {{\n    println!(\"{{:?}}\", unsafe {{ blob }});\n}}\n"
+        ),
+    )
+    .file("secret.bin", "AAAAAAAA");
+    lock(&f);
+    let keyed = xtask(&f, &["ci-key"]);
+    if keyed.status.code() == Some(2) {
+        return;
+    }
+    assert!(keyed.status.success(), "{}", stderr(&keyed));
+    let out = Fixture::new();
+    let before = (run_at(f.path(), &out, "before"), key(&f));
+    f.file("secret.bin", "BBBBBBBB");
+    let after = (run_at(f.path(), &out, "after"), key(&f));
+    assert_ne!(after.0, before.0, "secret.bin changes the program");
+    assert_ne!(after.1, before.1, "secret.bin must be an input");
+}
+
+/// `concat!` takes a char literal's value: `'\x2e'` is the `.` of a
+/// `.incbin` no string literal spells.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_template_with_an_escaped_char_literal_is_keyed_or_refused() {
+    an_assembled_secret_is_keyed_or_refused(
+        r#"macro_rules! emit {
+    ($t:literal) => {
+        std::arch::global_asm!(concat!(".section .rodata\n.globl blob\nblob:\n", '\x2e', "incbin \"secret.bin\"\n", $t));
+    };
+}
+emit!(".text\n");"#,
+    );
+}
+
+/// The assembler's macro language pastes `.incbin` from `\a\b`, `.irp`'s
+/// `\d` and `\()`: no substring of the template spells it.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn an_assembler_template_pasting_a_directive_with_assembler_macros_is_keyed_or_refused() {
+    for body in [
+        r#".macro m a, b\n.\\a\\b \"secret.bin\"\n.endm\nm inc, bin"#,
+        r#".irp d, incbin\n.\\d \"secret.bin\"\n.endr"#,
+        r#".macro m\n.inc\\()bin \"secret.bin\"\n.endm\nm"#,
+    ] {
+        an_assembled_secret_is_keyed_or_refused(&format!(
+            "std::arch::global_asm!(\".section .rodata\\n.globl blob\\nblob:\\n{body}\\n.text\\n\");"
+        ));
+        an_assembled_secret_is_keyed_or_refused(&format!(
+            "macro_rules! emit {{\n    ($t:literal) => {{\n        std::arch::global_asm!(concat!(\".section .rodata\\n.globl blob\\nblob:\\n{body}\\n\", $t));\n    }};\n}}\nemit!(\".text\\n\");"
+        ));
+    }
+}
+
+/// A `sym` operand substitutes the symbol's name, which `#[export_name]`
+/// makes `.incbin`: the template holds only `{} "…"`.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[ignore = "open: asm-attack review, a sym operand named by #[export_name] spells the directive"]
+fn an_assembler_sym_operand_exported_as_a_directive_is_keyed_or_refused() {
+    an_assembled_secret_is_keyed_or_refused(
+        r#"#[export_name = ".incbin"]
+pub static MARK: u8 = 0;
+std::arch::global_asm!(".section .rodata\n.globl blob\nblob:\n{} \"secret.bin\"\n.text\n", sym MARK);"#,
+    );
 }

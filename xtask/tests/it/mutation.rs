@@ -633,18 +633,36 @@ fn plant(
         }
         (_, Spelling::Composite) => {
             let action = ".github/actions/mut-action/action.yml".to_owned();
-            let inner = steps
+            let mut inner = steps
                 .replace(&via.expression, "${{ inputs.value }}")
                 .replace("- run: |", "- shell: bash\n  run: |");
+            // A composite action has no `secrets` context: the step that
+            // uses it passes each secret as an input, as real actions do.
+            let mut secret_inputs = String::new();
+            let mut secret_with = String::new();
+            while let Some(start) = inner.find("${{ secrets.") {
+                let Some(len) = inner[start..].find("}}") else {
+                    break;
+                };
+                let reference = inner[start..start + len + 2].to_owned();
+                let name = reference
+                    .trim_start_matches("${{ secrets.")
+                    .trim_end_matches("}}")
+                    .trim()
+                    .to_ascii_lowercase();
+                inner = inner.replace(&reference, &format!("${{{{ inputs.{name} }}}}"));
+                secret_inputs.push_str(&format!("  {name}:\n    required: true\n"));
+                secret_with.push_str(&format!("      {name}: {reference}\n"));
+            }
             tree.insert(
                 action,
                 format!(
-                    "name: mut\ninputs:\n  value:\n    required: true\nruns:\n  using: composite\n  steps:\n{}\n",
+                    "name: mut\ninputs:\n  value:\n    required: true\n{secret_inputs}runs:\n  using: composite\n  steps:\n{}\n",
                     indent(&inner, 4)
                 ),
             );
             let job = format!(
-                "runs-on: {}\n{}{}steps:\n  - uses: actions/checkout@v4\n    with:\n      persist-credentials: false\n  - uses: ./.github/actions/mut-action\n    with:\n      value: \"{}\"\n",
+                "runs-on: {}\n{}{}steps:\n  - uses: actions/checkout@v4\n    with:\n      persist-credentials: false\n  - uses: ./.github/actions/mut-action\n    with:\n      value: \"{}\"\n{secret_with}",
                 plan.runs_on, via.job_extra, plan.job_head, via.expression
             );
             insert_job(&mut doc, &job_name, &job);

@@ -1,8 +1,8 @@
 //! What shell commands mean to the contracts: which ones build or run
 //! code, which bring a pull request's bytes into a working tree, which
 //! run an xtask subcommand. The registries of programs (`RUNNERS`,
-//! `READ_ONLY`, `SCRIPT_INTERPRETERS`, `WORKSPACE_SEARCHES`) live here, one
-//! place each.
+//! `READ_ONLY`, `SCRIPT_INTERPRETERS`, `WORKSPACE_SEARCHES`) and of the
+//! variables programs load through (`LOADING_ENV`) live here, one place each.
 //!
 //! Owns: the meaning of a command, read from [`super::shell::Script`].
 //! Must not: split words itself (that is `shell.rs`), or decide a role or a
@@ -23,6 +23,45 @@ pub const RUNNERS: &[&str] = &[
     "just", "bazel", "bazelisk", "nix", "poetry", "hatch", "maturin", "xargs", "env", "make",
     "cmake", "ninja", "meson",
 ];
+
+/// Environment variables through which programs load code or
+/// configuration from a directory; any `…PATH`, `…_HOME`, `GIT_…`, `LD_…`,
+/// `DYLD_…` and `…CONFIG…` variable counts too. The one list.
+pub const LOADING_ENV: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "HOME",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "NODE_OPTIONS",
+    "PERL5LIB",
+    "PERL5OPT",
+    "RUBYLIB",
+    "RUBYOPT",
+    "CLASSPATH",
+    "RUSTFLAGS",
+    "RUSTC_WRAPPER",
+    "CC",
+    "CXX",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+    "GNUPGHOME",
+    "ZDOTDIR",
+    "PROMPT_COMMAND",
+];
+
+/// True when a variable named `var` can make a program load code or
+/// configuration from where it points ([`LOADING_ENV`]).
+pub fn loads_through(var: &str) -> bool {
+    let upper = var.to_ascii_uppercase();
+    LOADING_ENV.contains(&upper.as_str())
+        || upper.ends_with("PATH")
+        || upper.ends_with("_HOME")
+        || upper.ends_with("_DIR") && upper.starts_with("XDG_")
+        || ["GIT_", "LD_", "DYLD_", "NPM_", "PIP_", "CARGO_", "RUSTUP_"]
+            .iter()
+            .any(|p| upper.starts_with(p))
+        || upper.contains("CONFIG")
+}
 
 /// Programs that only read the files they are given (or delete, or post).
 pub const READ_ONLY: &[&str] = &[

@@ -107,6 +107,10 @@ pub enum Val {
     Str(String, Taint),
     /// A value known only by identity (`this repository`, `a fork`).
     Sym(&'static str),
+    /// An identity whose names are known (this repository, as the policy,
+    /// `--repository` or the git remotes say): equal to `Sym` of the same
+    /// identity, and to a literal only as [`Names::matches`] decides.
+    Named(&'static str, std::sync::Arc<Names>),
     /// A list (a matrix axis, `fromJSON('[…]')`, `labels.*.name`).
     List(Vec<Val>),
     /// Any value; it may be empty.
@@ -116,6 +120,38 @@ pub enum Val {
     Obj(Taint),
     /// One of these.
     Any(Vec<Val>),
+}
+
+/// The names an identity is known by (`owner/name` of this repository, or
+/// its owner), and whether they are all it can be called.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Names {
+    pub names: Vec<String>,
+    /// Said by the policy or `--repository`: a literal that is none of the
+    /// names names something else. Otherwise (git remotes) a literal with
+    /// a known name's last part may be the upstream of a fork's clone.
+    pub authoritative: bool,
+}
+
+impl Names {
+    /// Whether the literal `lit` names this identity.
+    pub fn matches(&self, lit: &str) -> Tri {
+        let lit = lit.trim();
+        if self.names.iter().any(|n| n.eq_ignore_ascii_case(lit)) {
+            return Tri::True;
+        }
+        if self.authoritative {
+            return Tri::False;
+        }
+        let last = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
+        // A clone of a fork (`me/repo`) runs the workflows of `org/repo`.
+        // Without a `/`, `lit` is an owner, which a fork also renames.
+        if !lit.contains('/') || self.names.iter().any(|n| last(n) == last(lit)) {
+            Tri::Maybe
+        } else {
+            Tri::False
+        }
+    }
 }
 
 /// Three-valued truth.
@@ -152,7 +188,7 @@ impl Val {
     /// Every source the value may come from.
     pub fn taint(&self) -> Taint {
         match self {
-            Val::Null | Val::Bool(_) | Val::Num(_) | Val::Sym(_) => Taint::NONE,
+            Val::Null | Val::Bool(_) | Val::Num(_) | Val::Sym(_) | Val::Named(..) => Taint::NONE,
             Val::Str(_, t) | Val::Unknown(t) | Val::Obj(t) => *t,
             Val::List(items) | Val::Any(items) => {
                 items.iter().fold(Taint::NONE, |t, v| t | v.taint())
@@ -209,7 +245,7 @@ impl Val {
             Val::Bool(b) => bool_tri(*b),
             Val::Num(n) => bool_tri(*n != 0.0 && !n.is_nan()),
             Val::Str(s, _) => bool_tri(!s.is_empty()),
-            Val::Sym(_) | Val::List(_) | Val::Obj(_) => Tri::True,
+            Val::Sym(_) | Val::Named(..) | Val::List(_) | Val::Obj(_) => Tri::True,
             Val::Unknown(_) => Tri::Maybe,
             Val::Any(items) => {
                 let mut all_true = true;
@@ -1101,9 +1137,12 @@ fn loose_eq(a: &Val, b: &Val) -> Tri {
         (Val::Obj(_), Val::Obj(_)) => Tri::Maybe,
         (Val::Obj(_), _) | (_, Val::Obj(_)) => Tri::False,
         (Val::Any(_), _) | (_, Val::Any(_)) => compare(CompareOp::Eq, a, b),
-        (Val::Sym(x), Val::Sym(y)) => bool_tri(x == y),
+        (Val::Sym(x) | Val::Named(x, _), Val::Sym(y) | Val::Named(y, _)) => bool_tri(x == y),
+        (Val::Named(_, names), Val::Str(lit, _)) | (Val::Str(lit, _), Val::Named(_, names)) => {
+            names.matches(lit)
+        }
         // An identity against a literal: the literal may name it.
-        (Val::Sym(_), _) | (_, Val::Sym(_)) => Tri::Maybe,
+        (Val::Sym(_) | Val::Named(..), _) | (_, Val::Sym(_) | Val::Named(..)) => Tri::Maybe,
         (Val::Str(x, _), Val::Str(y, _)) => bool_tri(x.to_lowercase() == y.to_lowercase()),
         (Val::Null, Val::Null) => Tri::True,
         (Val::Bool(x), Val::Bool(y)) => bool_tri(x == y),

@@ -33,7 +33,18 @@ use workflow::{Pos, Workflow};
 impl flags::CheckContracts {
     pub fn run(&self) -> Result<ExitCode> {
         let root = self.common.root()?;
-        let policy = self.common.load_policy(&root)?;
+        let mut policy = self.common.load_policy(&root)?;
+        if let Some(name) = &self.repository {
+            if name
+                .split('/')
+                .filter(|part| !part.trim().is_empty())
+                .count()
+                != 2
+            {
+                bail!("--repository {name:?}: give the repository as OWNER/NAME");
+            }
+            policy.contracts.repository = Some(name.trim().to_owned());
+        }
         let mut findings = check(&root, &policy)?;
         // The regular persona sees what fails the check; the auditor also
         // sees the paths that depend on what the repository does not show.

@@ -83,8 +83,10 @@ pub struct Word {
 pub enum Part {
     /// Text, quotes and escapes removed.
     Literal { text: String, quoted: bool },
-    /// `$NAME`, `${NAME}`, `${NAME:-…}` (its default is read as further parts).
-    Variable { name: String },
+    /// `$NAME`, `${NAME}`, `${NAME:-…}` (its default is read as further
+    /// parts); `quoted` inside double quotes, where it is not split into
+    /// words or globbed.
+    Variable { name: String, quoted: bool },
     /// `$(…)`, backquotes, `<(…)`, `>(…)`: the commands (indices into
     /// [`Script::commands`]) whose output this part is.
     Substitution { commands: Range<usize> },
@@ -170,6 +172,18 @@ impl Word {
             }
         }
         out
+    }
+
+    /// The variables the word expands outside double quotes, where the
+    /// shell splits their values into words and globs them.
+    pub fn unquoted_variables(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Variable {
+                name,
+                quoted: false,
+            } => Some(name.as_str()),
+            _ => None,
+        })
     }
 
     /// The variables the word expands.
@@ -903,7 +917,7 @@ impl<'t, 's> Parser<'t, 's> {
                 .unwrap_or_default();
             parts.push(Part::Arithmetic(inner.to_owned()));
             for name in dollar_names(inner) {
-                parts.push(Part::Variable { name });
+                parts.push(Part::Variable { name, quoted: true });
             }
             self.pos = close;
             return true;
@@ -940,6 +954,7 @@ impl<'t, 's> Parser<'t, 's> {
             if !name.is_empty() {
                 parts.push(Part::Variable {
                     name: name.to_owned(),
+                    quoted,
                 });
             }
             // A default, alternative or pattern (`${X:-$Y}`): its own words.
@@ -995,6 +1010,7 @@ impl<'t, 's> Parser<'t, 's> {
         flush(literal, parts, quoted);
         parts.push(Part::Variable {
             name: self.text[at + 1..at + 1 + len].to_owned(),
+            quoted,
         });
         self.pos = at + 1 + len;
         true
@@ -1810,6 +1826,19 @@ mod tests {
     }
 
     #[test]
+    fn variables_know_whether_double_quotes_keep_them_whole() {
+        let s = Script::parse(
+            "gh api /repos/o/r/issues/$PR/comments \"$QUOTED\" ${BRACED} \"a${IN}b\" '$SINGLE'\n",
+        );
+        let unquoted: Vec<&str> = s.commands[0]
+            .words
+            .iter()
+            .flat_map(|w| w.unquoted_variables())
+            .collect();
+        assert_eq!(unquoted, ["PR", "BRACED"]);
+    }
+
+    #[test]
     fn here_documents_are_not_commands_and_expand_when_unquoted() {
         let s = Script::parse(
             "cat > /tmp/x.sh <<'EOS'\n./not-run\nEOS\ncat >> \"$GITHUB_ENV\" <<EOF\nA=$B\nEOF\n./after\n",
@@ -1820,7 +1849,7 @@ mod tests {
         assert!(
             doc.parts
                 .iter()
-                .any(|p| matches!(p, Part::Variable { name } if name == "B"))
+                .any(|p| matches!(p, Part::Variable { name, .. } if name == "B"))
         );
         let quoted = s.commands[0]
             .stdin_text()

@@ -77,6 +77,14 @@ pub(super) struct Expansions {
 const MAX_EXPANSION_DEPTH: usize = 8;
 
 impl Expansions {
+    /// Every definition of `name` the workspace has.
+    pub(super) fn definitions_of(&self, name: &str) -> &[scan::MacroDefinition] {
+        self.definitions
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
     pub(super) fn define(&mut self, definition: &scan::MacroDefinition) {
         let known = self.definitions.entry(definition.name.clone()).or_default();
         if !known.contains(definition) {

@@ -649,14 +649,21 @@ impl InputSet {
 
     /// Adds the files matching a repository-relative glob; returns how many matched.
     pub fn add_glob(&mut self, pattern: &str, reason: &str) -> Result<usize> {
-        self.add_matching(pattern, reason, true)
+        Ok(self.add_matching(pattern, reason, true)?.len())
     }
 
     /// Adds the files a `macro_rules!` embed may name, its metavariables
     /// written as `*`. A metavariable's text may hold `/` (`ptx!("sub/k")`),
     /// so here `*` matches across directories.
     pub fn add_pattern(&mut self, pattern: &str, reason: &str) -> Result<usize> {
-        self.add_matching(pattern, reason, false)
+        Ok(self.add_matching(pattern, reason, false)?.len())
+    }
+
+    /// [`Self::add_pattern`], returning the files (not directories) it matched.
+    pub fn add_pattern_files(&mut self, pattern: &str, reason: &str) -> Result<Vec<PathBuf>> {
+        let mut matched = self.add_matching(pattern, reason, false)?;
+        matched.retain(|path| path.is_file());
+        Ok(matched)
     }
 
     fn add_matching(
@@ -664,7 +671,7 @@ impl InputSet {
         pattern: &str,
         reason: &str,
         literal_separator: bool,
-    ) -> Result<usize> {
+    ) -> Result<Vec<PathBuf>> {
         let matcher = globset::GlobBuilder::new(pattern)
             .literal_separator(literal_separator)
             .build()
@@ -678,11 +685,11 @@ impl InputSet {
             .collect();
         let start = self.root.join(&prefix);
         if start.is_file() || start.is_symlink() {
-            let hit = matcher.is_match(pattern);
-            if hit {
-                self.add(&start, reason)?;
+            if !matcher.is_match(pattern) {
+                return Ok(Vec::new());
             }
-            return Ok(usize::from(hit));
+            self.add(&start, reason)?;
+            return Ok(vec![start]);
         }
         let mut scratch = InputSet::new(&self.root, self.skipped_dirs.clone());
         scratch.bound = self.bound.clone();
@@ -693,7 +700,7 @@ impl InputSet {
         let whole_dir = pattern
             .strip_suffix("/**")
             .filter(|dir| !dir.contains(['*', '?', '[', '{']));
-        let mut count = 0;
+        let mut matched = Vec::new();
         for (rel, entry) in scratch.entries {
             if !matcher.is_match(&rel) && whole_dir != Some(rel.as_str()) {
                 continue;
@@ -702,9 +709,9 @@ impl InputSet {
                 Some(listing) => self.insert_listing(&entry.abs, reason, listing)?,
                 None => self.add(&entry.abs, reason)?,
             }
-            count += 1;
+            matched.push(entry.abs);
         }
-        Ok(count)
+        Ok(matched)
     }
 
     /// Hashes every input in parallel, reusing digests of files already read

@@ -236,6 +236,9 @@ struct Walk<'a> {
     /// macro may invoke it.
     handed_modules: Vec<(String, String, String, String)>,
     macro_embeds: Vec<MacroEmbed>,
+    /// Assembler templates that `macro_rules!` bodies build from their
+    /// callers' tokens, with the root they were read under.
+    assembler_bounds: Vec<(scan::AssemblerBound, usize)>,
 }
 
 impl<'a> Walk<'a> {
@@ -265,6 +268,7 @@ impl<'a> Walk<'a> {
             walked_texts: HashMap::new(),
             handed_modules: Vec::new(),
             macro_embeds: Vec::new(),
+            assembler_bounds: Vec::new(),
         }
     }
 
@@ -377,6 +381,11 @@ impl<'a> Walk<'a> {
         self.bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
         self.macros_defined
             .extend(scan.macro_rules_defined.iter().cloned());
+        self.assembler_bounds.extend(
+            scan.assembler_bounds
+                .iter()
+                .map(|bound| (bound.clone(), job.root)),
+        );
         for definition in &scan.macro_definitions {
             self.expansions.define(definition);
         }
@@ -592,7 +601,7 @@ impl<'a> Walk<'a> {
                 discovery,
             ),
             EmbedTarget::Assembler { path, source } => {
-                self.resolve_assembler_files(job, embed, path, *source, &site);
+                self.resolve_assembler_files(job.root, embed, path, *source, &site);
             }
         }
     }
@@ -602,7 +611,7 @@ impl<'a> Walk<'a> {
     /// source is read for its own directives, transitively.
     fn resolve_assembler_files(
         &mut self,
-        job: &Job,
+        root: usize,
         embed: &scan::Embed,
         path: &Path,
         source: bool,
@@ -610,7 +619,7 @@ impl<'a> Walk<'a> {
     ) {
         /// More assembler files than this from one template is a loop or an attack.
         const MAX_ASSEMBLER_FILES: usize = 1024;
-        let cwd = self.roots[job.root].rustc_cwd.clone();
+        let cwd = self.roots[root].rustc_cwd.clone();
         let mut pending = vec![(cwd.join(path), source)];
         let mut seen = HashSet::new();
         while let Some((file, source)) = pending.pop() {
@@ -942,10 +951,314 @@ impl<'a> Walk<'a> {
         frontier
     }
 
+    /// Assembler templates that `macro_rules!` bodies complete from their
+    /// callers (`concat!("call ", stringify!($n))`,
+    /// `include_str!(concat!("../", $dir, "/", $path))`), once every call
+    /// and definition is known. Every file such a template may include is
+    /// an input and is read for its own directives, exactly. The pieces its
+    /// text can be made of (its tokens, what the workspace macros it calls
+    /// transcribe, every call's arguments, the edges of those files) are
+    /// then checked to spell no `.incbin`/`.include`
+    /// ([`scan::may_spell_directive`]); where they could, the call whose
+    /// arguments could is refused, by name, and where a piece cannot be
+    /// bounded (a registry macro's output, a name handed to a macro that
+    /// may invoke it), the template is.
+    fn bound_assembler_templates(&mut self) {
+        let mut bounds = std::mem::take(&mut self.assembler_bounds);
+        bounds.sort_by(|(a, _), (b, _)| {
+            (&a.site.file, a.site.line, &a.template).cmp(&(&b.site.file, b.site.line, &b.template))
+        });
+        bounds.dedup_by(|(a, _), (b, _)| a.site == b.site && a.template == b.template);
+        if bounds.is_empty() {
+            return;
+        }
+        let mut seen = HashSet::new();
+        let callers: Vec<(PathBuf, usize, String)> = self
+            .walked
+            .iter()
+            .filter(|(file, _, _)| seen.insert(file.clone()))
+            .filter_map(|(file, _, root)| {
+                Some((file.clone(), *root, std::fs::read_to_string(file).ok()?))
+            })
+            .collect();
+        for (bound, root) in &bounds {
+            let site = format!(
+                "{}:{}",
+                display(self.inputs.root(), &bound.site.file),
+                bound.site.line
+            );
+            if let Err(refused) = self.bound_assembler_template(bound, *root, &callers, &site) {
+                let (embed, what) = *refused;
+                let at = format!(
+                    "{}:{}",
+                    display(self.inputs.root(), &embed.site.file),
+                    embed.site.line
+                );
+                declare_or_refuse(
+                    &embed,
+                    &what,
+                    &at,
+                    self.policy,
+                    self.inputs,
+                    &mut self.used_dynamic,
+                    &mut self.discovery,
+                );
+            }
+        }
+    }
+
+    /// One template of [`Self::bound_assembler_templates`]; `Err` is the
+    /// site to refuse (the template, or the call that could spell a
+    /// directive) and why.
+    fn bound_assembler_template(
+        &mut self,
+        bound: &scan::AssemblerBound,
+        root: usize,
+        callers: &[(PathBuf, usize, String)],
+        site: &str,
+    ) -> Result<(), Box<(scan::Embed, String)>> {
+        let refusal = |file: &Path, line: usize, macro_name: String, what: String| {
+            let embed = scan::Embed {
+                macro_name,
+                target: EmbedTarget::Unresolved(what.clone()),
+                site: scan::Site {
+                    file: file.to_path_buf(),
+                    line,
+                },
+                caller_relative: None,
+            };
+            Box::new((embed, what))
+        };
+        let template = &bound.template;
+        let here = |what: String| {
+            refusal(
+                &bound.site.file,
+                bound.site.line,
+                bound.macro_name.clone(),
+                format!(
+                    "the template `{template}` of macro_rules! {}, {what} (the assembler reads the files its `.incbin`/`.include` directives name)",
+                    bound.macro_rules
+                ),
+            )
+        };
+        if let Some(why) = &bound.pieces.opaque {
+            return Err(here(format!("which holds {why}")));
+        }
+        let aliases = self.aliases;
+        let is_include_str = |name: &str| {
+            name == "include_str" || aliases.get(name).map(String::as_str) == Some("include_str")
+        };
+        let mut atoms = bound.pieces.atoms.clone();
+        atoms.extend([b" ".to_vec(), b"\n".to_vec()]);
+        self.transcribed_atoms(bound.pieces.calls.clone(), &mut atoms)
+            .map_err(|why| here(format!("which calls {why}")))?;
+        // Every call, through aliases and the macros that call it, with
+        // what its arguments can add.
+        let mut sites: Vec<(usize, scan::CallSite, Vec<Vec<u8>>)> = Vec::new();
+        if bound.pieces.metavariables || !bound.files.is_empty() {
+            let invokers = self.invokers();
+            let known = MacroKnowledge {
+                renames: &self.renames,
+                macro_calls: &self.macro_calls,
+                invokers: &invokers,
+            };
+            let texts: Vec<&str> = callers.iter().map(|(_, _, text)| text.as_str()).collect();
+            let calls = MacroCalls::read(&[bound.macro_rules.as_str()], &known, &texts)
+                .map_err(|why| here(format!("whose callers cannot be followed: {why}")))?;
+            let names = calls.names_of(&bound.macro_rules);
+            for (index, found) in calls.sites.iter().enumerate() {
+                for call in found.iter().filter(|s| names.contains(&s.name)) {
+                    let file = &callers[index].0;
+                    let at = |what: String| {
+                        refusal(
+                            file,
+                            call.line,
+                            format!("{}!", call.name),
+                            format!(
+                                "{what}, which macro_rules! {} pastes into the assembler template `{template}` ({} at {site}; the assembler reads the files its `.incbin`/`.include` directives name)",
+                                bound.macro_rules, bound.macro_name
+                            ),
+                        )
+                    };
+                    if call.handed_over {
+                        let handed_to = call.handed_to.as_deref().unwrap_or_default();
+                        if invokers.may_invoke(handed_to) {
+                            return Err(at(format!(
+                                "the tokens `{}` is called with where it is handed to {handed_to}!, which may call it as `$m!(…)`",
+                                call.name
+                            )));
+                        }
+                        continue;
+                    }
+                    let pieces = scan::pieces_of(
+                        &call.arguments,
+                        (0, call.arguments.len()),
+                        &is_include_str,
+                    );
+                    if let Some(why) = &pieces.opaque {
+                        return Err(at(format!("arguments holding {why}")));
+                    }
+                    if !pieces.includes.is_empty() {
+                        return Err(at("an `include_str!` among the arguments".to_owned()));
+                    }
+                    let mut call_atoms = pieces.atoms;
+                    self.transcribed_atoms(pieces.calls, &mut call_atoms)
+                        .map_err(|why| at(format!("arguments calling {why}")))?;
+                    sites.push((index, call.clone(), call_atoms));
+                }
+            }
+        }
+        // The files it may include: resolved from its own file and from
+        // each calling file, read for their own directives from the working
+        // directory of each crate that compiles a call.
+        let mut cwd_roots = vec![root];
+        cwd_roots.extend(sites.iter().map(|(index, _, _)| callers[*index].1));
+        cwd_roots.sort_unstable();
+        cwd_roots.dedup();
+        let why = format!("an assembler source of {} at {site}", bound.macro_name);
+        let mut included = Vec::new();
+        for (path, is_pattern, relative) in &bound.files {
+            let mut candidates = vec![path.clone()];
+            if let Some(relative) = relative {
+                candidates.extend(sites.iter().map(|(index, _, _)| {
+                    callers[*index]
+                        .0
+                        .parent()
+                        .unwrap_or(Path::new("/"))
+                        .join(relative)
+                }));
+            }
+            candidates.sort();
+            candidates.dedup();
+            for candidate in candidates {
+                let candidate = super::workspace::normalize(&candidate);
+                if !is_pattern {
+                    included.push(candidate);
+                    continue;
+                }
+                let rel = display(self.inputs.root(), &candidate);
+                if candidate.strip_prefix(self.inputs.root()).is_err() {
+                    return Err(here(format!(
+                        "which includes {rel}, outside the repository"
+                    )));
+                }
+                let files = self
+                    .inputs
+                    .add_pattern_files(&rel, &why)
+                    .map_err(|err| here(format!("whose files {rel} cannot be listed: {err:#}")))?;
+                included.extend(files);
+            }
+        }
+        included.sort();
+        included.dedup();
+        let embed = scan::Embed {
+            macro_name: bound.macro_name.clone(),
+            target: EmbedTarget::Unresolved(String::new()),
+            site: bound.site.clone(),
+            caller_relative: None,
+        };
+        let mut texts = Vec::new();
+        for file in &included {
+            if let Ok(bytes) = std::fs::read(file) {
+                if std::str::from_utf8(&bytes).is_err() {
+                    let rel = display(self.inputs.root(), file);
+                    return Err(here(format!(
+                        "which includes {rel}, not UTF-8 text, so its directives cannot be read"
+                    )));
+                }
+                texts.push(bytes);
+            }
+            for &cwd_root in &cwd_roots {
+                self.resolve_assembler_files(cwd_root, &embed, file, true, site);
+            }
+        }
+        let texts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+        let spells = |extra: Vec<&[u8]>| {
+            scan::may_spell_directive(atoms.iter().map(Vec::as_slice).chain(extra), &texts)
+        };
+        let every_call = sites
+            .iter()
+            .flat_map(|(_, _, call_atoms)| call_atoms.iter().map(Vec::as_slice))
+            .collect();
+        if !spells(every_call) {
+            return Ok(());
+        }
+        if spells(Vec::new()) {
+            return Err(here(
+                "whose own pieces can spell an `.incbin`/`.include` directive, which ci-key does not expand".to_owned(),
+            ));
+        }
+        for (index, call, call_atoms) in &sites {
+            if spells(call_atoms.iter().map(Vec::as_slice).collect()) {
+                return Err(refusal(
+                    &callers[*index].0,
+                    call.line,
+                    format!("{}!", call.name),
+                    format!(
+                        "arguments `{}` that can spell an `.incbin`/`.include` directive in the assembler template `{template}` of macro_rules! {} ({} at {site}), which ci-key does not expand",
+                        call.arguments
+                            .split_whitespace()
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        bound.macro_rules,
+                        bound.macro_name
+                    ),
+                ));
+            }
+        }
+        Err(here(
+            "whose callers' arguments together can spell an `.incbin`/`.include` directive, which ci-key does not expand".to_owned(),
+        ))
+    }
+
+    /// Adds to `atoms` every token a call of the workspace macros `pending`
+    /// (and of the macros their transcribers call) can output; `Err` names
+    /// one whose output is not bounded.
+    fn transcribed_atoms(
+        &self,
+        mut pending: Vec<String>,
+        atoms: &mut Vec<Vec<u8>>,
+    ) -> Result<(), String> {
+        /// More macros than this behind one template is a loop or an attack.
+        const MAX_MACROS: usize = 256;
+        let mut seen = HashSet::new();
+        while let Some(name) = pending.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if seen.len() > MAX_MACROS {
+                return Err(format!("more than {MAX_MACROS} macros"));
+            }
+            let definitions = self.expansions.definitions_of(&name);
+            if definitions.is_empty() {
+                return Err(format!(
+                    "`{name}!`, which is not a macro_rules! of the workspace ci-key can read, so its output is not bounded"
+                ));
+            }
+            for definition in definitions {
+                for (_, transcriber) in &definition.rules {
+                    let pieces = scan::pieces_of(transcriber, (0, transcriber.len()), &|n| {
+                        n == "include_str"
+                    });
+                    if let Some(why) = pieces.opaque {
+                        return Err(format!("`{name}!`, whose expansion holds {why}"));
+                    }
+                    if !pieces.includes.is_empty() {
+                        return Err(format!("`{name}!`, whose expansion includes a file"));
+                    }
+                    atoms.extend(pieces.atoms);
+                    pending.extend(pieces.calls);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Includes no definition could expand, and identifiers handed to a
     /// macro that may invoke them (`$m!(…)`), refused once the walk knows
     /// every `macro_rules!`.
     fn refuse_handed_over(&mut self) {
+        self.bound_assembler_templates();
         self.expansions.refuse_unexpanded(
             self.policy,
             self.inputs,

@@ -139,7 +139,7 @@ fn repository_of(value: &Val, self_names: &[String]) -> Repo {
     for alt in value.alternatives() {
         match alt {
             Val::Null => {}
-            Val::Sym(s) if *s == SELF_REPO => {}
+            Val::Sym(s) | Val::Named(s, _) if *s == SELF_REPO => {}
             Val::Sym(s) if *s == FORK_REPO => taint |= Taint::PR_REF,
             Val::Str(s, t) if s.trim().is_empty() && t.is_empty() => {}
             Val::Str(s, t) => {
@@ -274,20 +274,52 @@ pub fn runs_code(later: &[Step], actions_run: bool) -> Option<String> {
 }
 
 /// Third-party actions that only post what they are given (a comment from
-/// a file or a text) and never run a file of the workspace: after pull
-/// request bytes arrive, using one is no sign that they run. The one list.
-pub(super) const POSTING_ACTIONS: &[&str] = &[
-    "JamesIves/github-pages-deploy-action",
-    "peaceiris/actions-gh-pages",
-    "marocchino/sticky-pull-request-comment",
-    "peter-evans/create-or-update-comment",
-    "peter-evans/find-comment",
-    "thollander/actions-comment-pull-request",
-    "mshick/add-pr-comment",
+/// a file or a text, a directory to a pages branch) and never run a file
+/// of the workspace: after pull request bytes arrive, using one is no sign
+/// that they run. The one list; `runs_git` says which push with git (and
+/// so obey a planted `.git/config`) rather than call the REST API.
+pub(super) const POSTING_ACTIONS: &[PostingAction] = &[
+    PostingAction {
+        name: "JamesIves/github-pages-deploy-action",
+        runs_git: true,
+    },
+    PostingAction {
+        name: "peaceiris/actions-gh-pages",
+        runs_git: true,
+    },
+    PostingAction {
+        name: "marocchino/sticky-pull-request-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "peter-evans/create-or-update-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "peter-evans/find-comment",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "thollander/actions-comment-pull-request",
+        runs_git: false,
+    },
+    PostingAction {
+        name: "mshick/add-pr-comment",
+        runs_git: false,
+    },
 ];
 
+pub(super) struct PostingAction {
+    name: &'static str,
+    runs_git: bool,
+}
+
+fn posting_action(step: &Step) -> Option<&'static PostingAction> {
+    POSTING_ACTIONS.iter().find(|a| step.uses_action(a.name))
+}
+
 pub(super) fn posts_only(step: &Step) -> bool {
-    POSTING_ACTIONS.iter().any(|name| step.uses_action(name))
+    posting_action(step).is_some()
 }
 
 /// The subdirectory an `actions/checkout` step checks out into (`path:
@@ -326,7 +358,8 @@ fn git_in_workspace(later: &[Step]) -> Option<String> {
         }
         if let Some((action, _)) = step.action() {
             let owner = action.split('/').next().unwrap_or("").to_ascii_lowercase();
-            if !matches!(owner.as_str(), "actions" | "github") {
+            let api_only = posting_action(step).is_some_and(|a| !a.runs_git);
+            if !matches!(owner.as_str(), "actions" | "github") && !api_only {
                 return Some(format!(
                     "uses `{action}` where they were unpacked (it may run git there)"
                 ));
@@ -701,22 +734,38 @@ fn step_other_code(
 }
 
 /// A download of another run's artifacts, with the taint of the run it names.
-fn other_run_download_taint<'s>(step: &'s Step, scope: &JobScope) -> Option<(&'s Scalar, Taint)> {
+pub(super) fn other_run_download_taint<'s>(
+    step: &'s Step,
+    scope: &JobScope,
+) -> Option<(&'s Scalar, Taint)> {
     let at = other_run_download(step)?;
-    let taint = if step.uses_action("actions/download-artifact") {
-        let value = scope.value(&at.value);
-        // Another run's artifacts are that run's bytes: a pull request's
-        // when the run id is one's (`github.event.workflow_run.id` after a
-        // pull request), a dispatcher's choice, or, for a run id the
-        // workflow computes, a run the repository does not show.
-        let t = value.taint();
+    // Another run's artifacts are that run's bytes: a pull request's when
+    // the run id is one's (`github.event.workflow_run.id` after a pull
+    // request), a dispatcher's choice, or, for a run id the workflow
+    // computes, a run the repository does not show.
+    let chosen_by = |input: &Scalar| {
+        let t = scope.value(&input.value).taint();
         if t.pr() || t.has(Taint::MAINTAINER) {
             t
         } else {
             t | Taint::UNSEEN
         }
+    };
+    let taint = if step.uses_action("actions/download-artifact") {
+        chosen_by(at)
+    } else if let Some(run) = step.input("run_id") {
+        // dawidd6/action-download-artifact names the run as
+        // download-artifact does.
+        chosen_by(run)
+    } else if step.input("pr").is_some() {
+        // The newest run of a pull request's head.
+        Taint::PR_REF
+    } else if let Some(commit) = step.input("commit") {
+        // The runs of a commit, which may be a pull request's.
+        chosen_by(commit) | Taint::PR_REF
     } else {
-        // The newest run of a workflow, which may be a pull request's.
+        // The newest run of a workflow (on a branch, which a fork's pull
+        // request may also be named), which may be a pull request's.
         Taint::PR_REF | Taint::UNSEEN
     };
     Some((at, taint))

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::code::{other_run_download, posts_only, runs_code};
 use super::{Exposure, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
+use crate::contracts::commands;
 use crate::contracts::shell::{Script, Word};
 use crate::contracts::workflow::{Step, Workflow};
 
@@ -119,7 +120,9 @@ pub(super) fn taint_same_run_downloads(
 /// would read a planted `.git/config`, `.cargo/config.toml` or `.npmrc`),
 /// no later step runs code (`runs_code`: a build, an interpreter, a program
 /// given by path, a local action, a cache save), and no later step works
-/// inside that directory (`working-directory:`, `cd`). A rebased tree that
+/// inside that directory (`working-directory:`, `cd`, `git -C`, directly or
+/// through a variable set to it) or points a loading variable at it
+/// (`PATH`, `PYTHONPATH`, `GIT_DIR`: `commands::loads_through`). A rebased tree that
 /// is only verified and pushed with git, or a report that is only posted,
 /// is data; anything the check cannot show is not.
 pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
@@ -165,7 +168,22 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
     // Working inside it (git reads a `.git/config` there), putting it on
     // the search path or into the environment, or handing it to an action
     // that may build it (a Dockerfile's `RUN`) makes its bytes run.
-    let names_it = |word: &Word| word.text().contains(name);
+    // A variable set to the directory (`DIR: ${{ runner.temp }}/out`)
+    // names it as well; one that programs load code or configuration
+    // through (`PATH`, `PYTHONPATH`, `GIT_DIR`, …) makes its bytes run.
+    let aliases: Vec<String> = later
+        .iter()
+        .flat_map(|step| step.env.iter())
+        .filter(|(_, value)| value.value.contains(name))
+        .map(|(var, _)| var.value.clone())
+        .collect();
+    let names_it = |word: &Word| {
+        let text = word.text();
+        text.contains(name)
+            || aliases
+                .iter()
+                .any(|a| text.contains(&format!("${a}")) || text.contains(&format!("${{{a}}}")))
+    };
     let works_inside = later.iter().any(|step| {
         let third_party = !posts_only(step)
             && step.action().is_some_and(|(action, _)| {
@@ -175,7 +193,9 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
         step.working_directory
             .as_ref()
             .is_some_and(|dir| dir.value.contains(name))
-            || step.env.iter().any(|(_, value)| value.value.contains(name))
+            || step.env.iter().any(|(var, value)| {
+                value.value.contains(name) && commands::loads_through(&var.value)
+            })
             || third_party
                 && step
                     .with

@@ -12,11 +12,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::JobRef;
 use super::starts::Start;
 use crate::contracts::commands;
-use crate::contracts::eval::{self, Scope, Taint, Val};
+use crate::contracts::eval::{self, Names, Scope, Taint, Val};
 use crate::contracts::shell::{Command, Part, RedirectOp, Script, Word};
 use crate::contracts::workflow::{Job, Step, Workflow, lookup};
 use crate::policy::Policy;
@@ -24,15 +25,61 @@ use crate::policy::Policy;
 /// Identities the evaluator compares by identity.
 pub const SELF_REPO: &str = "repo:self";
 pub const FORK_REPO: &str = "repo:fork";
+const SELF_OWNER: &str = "owner:self";
 
 /// How deeply values may refer to each other (`env` → `needs` → `steps` → …).
 const MAX_DEPTH: usize = 24;
 
-/// Values already worked out, shared by every scope of one model: the
-/// same `env.NAME` at the same step under the same start is asked often.
+/// What every scope of one model shares: this repository's names, and
+/// values already worked out (the same `env.NAME` at the same step under
+/// the same start is asked often).
 #[derive(Default)]
 pub struct Memo {
     env: RefCell<BTreeMap<EnvKey, Val>>,
+    /// `github.repository` and `github.repository_owner` where the names
+    /// are known; `Sym` identities otherwise.
+    repository: Option<Arc<Names>>,
+    owner: Option<Arc<Names>>,
+}
+
+impl Memo {
+    /// A memo for a repository known by `names` (`owner/name`; empty when
+    /// nothing says).
+    pub fn new(names: Names) -> Memo {
+        if names.names.is_empty() {
+            return Memo::default();
+        }
+        let mut owners: Vec<String> = names
+            .names
+            .iter()
+            .filter_map(|n| n.split_once('/').map(|(o, _)| o.to_owned()))
+            .collect();
+        owners.sort();
+        owners.dedup();
+        Memo {
+            env: RefCell::default(),
+            owner: Some(Arc::new(Names {
+                names: owners,
+                authoritative: names.authoritative,
+            })),
+            repository: Some(Arc::new(names)),
+        }
+    }
+
+    /// This repository's `owner/name` as an expression sees it.
+    pub fn this_repository(&self) -> Val {
+        match &self.repository {
+            Some(names) => Val::Named(SELF_REPO, names.clone()),
+            None => Val::Sym(SELF_REPO),
+        }
+    }
+
+    fn this_owner(&self) -> Val {
+        match &self.owner {
+            Some(names) => Val::Named(SELF_OWNER, names.clone()),
+            None => Val::Sym(SELF_OWNER),
+        }
+    }
 }
 
 /// `env.NAME` of a job at a step under a start.
@@ -171,10 +218,10 @@ impl<'a> JobScope<'a> {
         match first {
             "event_name" => Val::str(event),
             "repository" | "event_path" => match first {
-                "repository" => Val::Sym(SELF_REPO),
+                "repository" => self.memo.this_repository(),
                 _ => Val::Unknown(Taint::NONE),
             },
-            "repository_owner" => Val::Sym("owner:self"),
+            "repository_owner" => self.memo.this_owner(),
             "head_ref" => {
                 if pr {
                     Val::Unknown(Taint::PR_REF | Taint::PR_TEXT)
@@ -270,7 +317,11 @@ impl<'a> JobScope<'a> {
                     ["head", "sha"] => Val::Unknown(Taint::PR_REF),
                     ["head", "ref"] => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
                     ["head", "repo", "full_name"] => {
-                        Val::Sym(if outsider { FORK_REPO } else { SELF_REPO })
+                        if outsider {
+                            Val::Sym(FORK_REPO)
+                        } else {
+                            self.memo.this_repository()
+                        }
                     }
                     ["head", "repo", "fork"] => Val::Bool(outsider),
                     [
@@ -282,7 +333,7 @@ impl<'a> JobScope<'a> {
                         Val::Unknown(if outsider { Taint::PR_REF } else { Taint::NONE })
                     }
                     ["head", ..] => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
-                    ["base", "repo", "full_name"] => Val::Sym(SELF_REPO),
+                    ["base", "repo", "full_name"] => self.memo.this_repository(),
                     ["base", ..] => Val::Unknown(Taint::NONE),
                     ["author_association"] => association(outsider),
                     [
@@ -343,13 +394,17 @@ impl<'a> JobScope<'a> {
                     ["head_sha"] | ["id"] => Val::Unknown(code),
                     ["head_branch"] => Val::Unknown(code | text),
                     ["head_repository", "full_name"] => {
-                        Val::Sym(if outsider { FORK_REPO } else { SELF_REPO })
+                        if outsider {
+                            Val::Sym(FORK_REPO)
+                        } else {
+                            self.memo.this_repository()
+                        }
                     }
                     ["head_repository", "fork"] => Val::Bool(outsider),
                     ["head_repository", ..] => {
                         Val::Unknown(if outsider { code } else { Taint::NONE })
                     }
-                    ["repository", "full_name"] => Val::Sym(SELF_REPO),
+                    ["repository", "full_name"] => self.memo.this_repository(),
                     ["name"] => Val::Unknown(text),
                     other if text_field(other) => Val::Unknown(text),
                     _ => Val::Unknown(Taint::NONE),
@@ -373,7 +428,7 @@ impl<'a> JobScope<'a> {
                 }
             }
             "repository" => match rest.as_slice() {
-                ["full_name"] => Val::Sym(SELF_REPO),
+                ["full_name"] => self.memo.this_repository(),
                 ["default_branch"] => Val::str(self.policy.default_branch.clone()),
                 _ => Val::Unknown(Taint::NONE),
             },
@@ -751,16 +806,43 @@ impl<'a> JobScope<'a> {
         Val::any(out).tainted(taint)
     }
 
-    /// The directories of the checkouts before this step whose ref (or
-    /// repository) a pull request controls (`.` for the workspace itself).
-    pub fn pr_checkouts(&self) -> Vec<String> {
+    /// The directories of the workspace that hold a pull request's bytes
+    /// when this step runs (`.` for the workspace itself): checkouts at a
+    /// pull request's ref or of a fork, and the artifacts of a pull
+    /// request's run where they were unpacked (`download-artifact` with its
+    /// `run-id`, dawidd6's action, or an `actions/github-script` that asks
+    /// the API for the triggering run's artifacts and writes them here).
+    pub fn pr_dirs(&self) -> Vec<String> {
         let limit = self.step.unwrap_or(self.job().steps.len());
         let mut dirs = Vec::new();
+        let mut push = |dir: &str| {
+            let dir = dir
+                .trim()
+                .trim_start_matches("./")
+                .trim_matches('/')
+                .to_owned();
+            dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+        };
         for step in self.job().steps.iter().take(limit) {
+            let scope = self.at_step(step.index);
+            if let Some((_, taint)) = super::code::other_run_download_taint(step, &scope) {
+                if taint.pr() {
+                    push(step.input("path").map_or(".", |p| p.value.as_str()));
+                }
+                continue;
+            }
+            if step.uses_action("actions/github-script")
+                && step.input("script").is_some_and(|s| {
+                    s.value.contains("downloadArtifact") && s.value.contains("workflow_run")
+                })
+                && scope.upstream_pr()
+            {
+                push(".");
+                continue;
+            }
             if !step.uses_action("actions/checkout") {
                 continue;
             }
-            let scope = self.at_step(step.index);
             let reference = step
                 .input("ref")
                 .map_or(Val::Null, |r| scope.value(&r.value));
@@ -772,13 +854,7 @@ impl<'a> JobScope<'a> {
                 .iter()
                 .any(|v| matches!(v, Val::Sym(s) if *s == FORK_REPO));
             if reference.taint().pr() || repository.taint().pr() || fork {
-                let dir = step.input("path").map_or(".", |p| p.value.as_str());
-                let dir = dir
-                    .trim()
-                    .trim_start_matches("./")
-                    .trim_matches('/')
-                    .to_owned();
-                dirs.push(if dir.is_empty() { ".".to_owned() } else { dir });
+                push(step.input("path").map_or(".", |p| p.value.as_str()));
             }
         }
         dirs
@@ -798,7 +874,7 @@ impl<'a> JobScope<'a> {
             "GITHUB_HEAD_REF" => return github("head_ref"),
             "GITHUB_BASE_REF" => return github("base_ref"),
             "GITHUB_EVENT_NAME" => return github("event_name"),
-            "GITHUB_REPOSITORY" => return Some(Val::Sym(SELF_REPO)),
+            "GITHUB_REPOSITORY" => return Some(self.memo.this_repository()),
             _ => {}
         }
         match self.env(name) {
@@ -873,7 +949,7 @@ impl<'a> ShellTaint<'a> {
         let mut shell = ShellTaint {
             scope,
             script,
-            pr_dirs: scope.pr_checkouts(),
+            pr_dirs: scope.pr_dirs(),
             shadowed: BTreeMap::new(),
             vars: BTreeMap::new(),
             base: RefCell::new(BTreeMap::new()),
@@ -931,7 +1007,7 @@ impl<'a> ShellTaint<'a> {
                     };
                     Val::Str(text.clone(), taint)
                 }
-                Part::Variable { name } => {
+                Part::Variable { name, .. } => {
                     let assigned = self.vars.get(name).copied();
                     let shadowed = self
                         .shadowed
@@ -959,6 +1035,18 @@ impl<'a> ShellTaint<'a> {
             Val::Str(s, _) => Val::Str(s, taint),
             other => other.tainted(taint),
         }
+    }
+
+    /// The value of the variable `name` where `at` (a byte of the script)
+    /// expands it.
+    pub fn variable(&self, name: &str, at: usize) -> Val {
+        self.word(&Word {
+            span: at..at,
+            parts: vec![Part::Variable {
+                name: name.to_owned(),
+                quoted: true,
+            }],
+        })
     }
 
     /// The taint of the output of the commands `range` (a substitution).
@@ -1144,11 +1232,12 @@ impl<'a> ShellTaint<'a> {
             {
                 return false;
             }
-            self.pr_dirs.iter().any(|d| {
-                d == "." && (path.contains('/') || path.contains('.'))
-                    || path == d
-                    || path.starts_with(&format!("{d}/"))
-            })
+            // In the workspace itself, a word is a file when it looks like
+            // one (`./NR`, `pr/number`, `report.txt`), not any argument.
+            let path_like = text.starts_with("./") || path.contains('/') || path.contains('.');
+            self.pr_dirs
+                .iter()
+                .any(|d| d == "." && path_like || path == d || path.starts_with(&format!("{d}/")))
         })
     }
 }

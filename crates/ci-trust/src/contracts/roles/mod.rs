@@ -26,7 +26,7 @@ use flow::Memo;
 use runners::runs_on_pod;
 use starts::Starts;
 
-use super::eval::Taint;
+use super::eval::{Names, Taint};
 
 pub use code::other_run_download;
 pub use runners::is_hosted;
@@ -320,9 +320,10 @@ impl Model {
             }
         }
 
-        let memo = Memo::default();
+        let known = known_names(policy, root);
+        let self_names = self_names(&workflows, &known);
+        let memo = Memo::new(known);
         let starts = Starts::compute(&memo, &workflows, &callers, policy);
-        let self_names = self_names(&workflows, policy, root);
         let publisher_wf: Vec<bool> = (0..workflows.len())
             .map(|w| is_publisher(&workflows, &callers, policy, w, &mut BTreeSet::new()))
             .collect();
@@ -521,26 +522,69 @@ fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
     }]
 }
 
-/// The names this repository goes by (`owner/name`): the policy's
-/// `[contracts] repository`, the `origin` remote of a git checkout at
-/// `root`, and the literals its workflows compare `github.repository` with.
-fn self_names(workflows: &[Workflow], policy: &Policy, root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = policy.contracts.repository.iter().cloned().collect();
-    if let Ok(config) = std::fs::read_to_string(root.join(".git/config")) {
-        for line in config.lines() {
-            let Some(url) = line.trim().strip_prefix("url = ") else {
-                continue;
-            };
-            if let Some(rest) = url.split("github.com").nth(1) {
-                let name = rest
-                    .trim_start_matches([':', '/'])
-                    .trim_end_matches('/')
-                    .trim_end_matches(".git");
-                if name.matches('/').count() == 1 {
-                    names.push(name.to_owned());
-                }
+/// The names this repository is known by (`owner/name`): the policy's
+/// `[contracts] repository` (or `--repository`), which is authoritative;
+/// else every GitHub remote of a git checkout at `root` (a fork's clone has
+/// its own name, so the remotes are not all the repository can be called).
+pub(super) fn known_names(policy: &Policy, root: &Path) -> Names {
+    if let Some(name) = &policy.contracts.repository {
+        return Names {
+            names: vec![name.clone()],
+            authoritative: true,
+        };
+    }
+    let mut names = Vec::new();
+    for line in git_config(root).lines() {
+        let Some(url) = line.trim().strip_prefix("url = ") else {
+            continue;
+        };
+        if let Some(rest) = url.split("github.com").nth(1) {
+            let name = rest
+                .trim_start_matches([':', '/'])
+                .trim_end_matches('/')
+                .trim_end_matches(".git");
+            if name.matches('/').count() == 1 {
+                names.push(name.to_owned());
             }
         }
+    }
+    names.sort();
+    names.dedup();
+    Names {
+        names,
+        authoritative: false,
+    }
+}
+
+/// The git configuration of the checkout at `root` (`.git/config`, or the
+/// common directory's of a worktree or submodule), empty when none.
+fn git_config(root: &Path) -> String {
+    let dot_git = root.join(".git");
+    let dir = if dot_git.is_file() {
+        let Ok(text) = std::fs::read_to_string(&dot_git) else {
+            return String::new();
+        };
+        let Some(gitdir) = text.trim().strip_prefix("gitdir:") else {
+            return String::new();
+        };
+        let gitdir = root.join(gitdir.trim());
+        match std::fs::read_to_string(gitdir.join("commondir")) {
+            Ok(common) => gitdir.join(common.trim()),
+            Err(_) => gitdir,
+        }
+    } else {
+        dot_git
+    };
+    std::fs::read_to_string(dir.join("config")).unwrap_or_default()
+}
+
+/// The names this repository goes by (`owner/name`): the names it is
+/// known by, and (unless the policy says which it is) the literals its
+/// workflows compare `github.repository` with.
+fn self_names(workflows: &[Workflow], known: &Names) -> Vec<String> {
+    let mut names = known.names.clone();
+    if known.authoritative {
+        return names;
     }
     for wf in workflows {
         for line in &wf.lines {

@@ -327,15 +327,17 @@ impl Checker<'_> {
         }
         // A token that can write is a credential the code can use; a
         // read-only one reads what the code could read anyway, unless the
-        // repository is private.
+        // repository is private. `id-token: write` is no power of the
+        // persisted token: an OIDC token is asked for with the runner's own
+        // request token (its own rule, untrusted-write-permissions).
         let writes = info.permissions.iter().any(|p| match &p.permissions {
             None => true,
             Some(Permissions::Shorthand(s)) => {
                 s.value.trim() != "{}" && s.value.trim() != "read-all"
             }
-            Some(Permissions::Map { scopes }) => {
-                scopes.iter().any(|(_, level)| level.value == "write")
-            }
+            Some(Permissions::Map { scopes }) => scopes
+                .iter()
+                .any(|(scope, level)| level.value == "write" && scope.value != "id-token"),
         });
         let (severity, question) = self.job_severity(info.at);
         let (severity, question) = if writes {

@@ -58,6 +58,7 @@ type JobScript<'a> = (
     Scalar,
     Vec<(String, String)>,
     Option<Pos>,
+    Vec<(String, String)>,
 );
 
 impl Checker<'_> {
@@ -265,7 +266,7 @@ impl Checker<'_> {
                 step.input("script")
                     .filter(|_| step.uses_action("actions/github-script")),
             ) {
-                scripts.push((step, script.clone(), Vec::new(), None));
+                scripts.push((step, script.clone(), Vec::new(), None, Vec::new()));
             }
             let mut budget = super::LOCAL_ACTION_BUDGET;
             let mut pending = vec![(step.clone(), Vec::new())];
@@ -282,7 +283,14 @@ impl Checker<'_> {
                 for inner in &action.steps {
                     if let Some(run) = &inner.run {
                         let at = step.uses.as_ref().map_or(step.pos, |u| u.pos);
-                        scripts.push((step, run.clone(), action.inputs.clone(), Some(at)));
+                        // The inner step's `env:`, its inputs resolved to
+                        // what the caller passes.
+                        let env = inner
+                            .env
+                            .iter()
+                            .map(|(k, v)| (k.value.clone(), v.value.clone()))
+                            .collect();
+                        scripts.push((step, run.clone(), action.inputs.clone(), Some(at), env));
                     }
                     if inner.uses.is_some() {
                         pending.push((inner.clone(), action.inputs.clone()));
@@ -290,7 +298,7 @@ impl Checker<'_> {
                 }
             }
         }
-        for (step, script, inputs, place) in &scripts {
+        for (step, script, inputs, place, _) in &scripts {
             let step: &crate::contracts::workflow::Step = step;
             {
                 for (_, body) in expr::expressions(&script.value) {
@@ -400,12 +408,22 @@ impl Checker<'_> {
         }
         // Pull-request bytes written to `$GITHUB_ENV` or `$GITHUB_PATH` set
         // every later step's environment (LD_PRELOAD, PATH, BASH_ENV) in a job
-        // whose steps hold its privileges.
-        for step in &job.steps {
-            let Some(script) = step.script() else {
+        // whose steps hold its privileges. A local composite action's steps
+        // count as the step that uses it: their `env:` (resolved to what the
+        // step passes) and `${{ inputs.NAME }}` are written into the script,
+        // so that the outer step's scope evaluates them.
+        for (step, run, inputs, place, inner_env) in &scripts {
+            let step: &crate::contracts::workflow::Step = step;
+            // A github-script `script:` is JavaScript, not shell.
+            if place.is_none() && step.run.as_ref().is_none_or(|r| r.value != run.value) {
                 continue;
+            }
+            let text = if place.is_some() {
+                composite_script(&run.value, inputs, inner_env)
+            } else {
+                run.value.clone()
             };
-            let Some(run) = &step.run else { continue };
+            let script = crate::contracts::shell::Script::cached(&text);
             for file in ["GITHUB_ENV", "GITHUB_PATH"] {
                 for command in script.commands().filter(|c| c.writes_to(file)) {
                     let tainted: Vec<&Start> = info
@@ -441,7 +459,7 @@ impl Checker<'_> {
                     if tainted.is_empty() {
                         continue;
                     }
-                    let line = crate::contracts::commands::line(&run.value, &script, command);
+                    let line = crate::contracts::commands::line(&text, &script, command);
                     let severity = if certain {
                         (Severity::Error, None)
                     } else {
@@ -452,7 +470,7 @@ impl Checker<'_> {
                     };
                     found.push((
                         severity,
-                        wf.locate(run.pos, line),
+                        place.unwrap_or_else(|| wf.locate(run.pos, line)),
                         format!(
                             "`{}` writes `${file}` from bytes a pull request controls, which set the environment of every later step of {} `{}`, a {why}; keep pull-request values out of `${file}`",
                             line.trim(),
@@ -461,6 +479,56 @@ impl Checker<'_> {
                         ),
                     ));
                 }
+            }
+        }
+        // Pull-request text in a variable expanded outside double quotes is
+        // split into words and globbed: extra arguments (`--method DELETE`,
+        // `--repo other/repo`) to a command holding the job's privileges.
+        for step in &job.steps {
+            let (Some(script), Some(run)) = (step.script(), &step.run) else {
+                continue;
+            };
+            for command in script.commands() {
+                if matches!(
+                    command.program().as_deref(),
+                    None | Some("echo" | "printf" | "test" | "[" | "[[" | "export" | "local")
+                ) {
+                    continue;
+                }
+                let split: Vec<&str> = command
+                    .args()
+                    .iter()
+                    .flat_map(|w| w.unquoted_variables().map(move |v| (v, w.span.start)))
+                    .filter(|(name, at)| {
+                        info.starts.iter().filter(|s| !isolated(s)).any(|start| {
+                            let scope = self.model.scope(info.at, start, Some(step.index));
+                            scope
+                                .shell(&script)
+                                .variable(name, *at)
+                                .taint()
+                                .has(Taint::PR_TEXT)
+                        })
+                    })
+                    .map(|(name, _)| name)
+                    .collect();
+                let Some(name) = split.first() else { continue };
+                let line = crate::contracts::commands::line(&run.value, &script, command);
+                found.push((
+                    (
+                        Severity::Warning,
+                        Some(format!(
+                            "can extra arguments or a glob in `{}` do harm with this job's credentials?",
+                            command.program().unwrap_or_default()
+                        )),
+                    ),
+                    wf.locate(run.pos, line),
+                    format!(
+                        "`{}` expands `${name}`, text a pull request controls, outside double quotes in a script of {} `{}`, a {why}: the shell splits and globs it into arguments; quote it and check its form (a number, a SHA)",
+                        line.trim(),
+                        self.model.info(info.at).role(),
+                        job.id.value
+                    ),
+                ));
             }
         }
         for ((severity, question), pos, message) in found {
@@ -773,6 +841,30 @@ fn substitute_inputs(body: &str, inputs: &[(String, String)]) -> String {
         out = out.replace(&needle, &replacement);
     }
     out
+}
+
+/// A composite action's `run:` as the step that uses it runs it: each
+/// `$NAME` / `${NAME}` of the inner step's `env:` replaced by its value (an
+/// expression of the caller's, or a literal), and `${{ inputs.NAME }}` by
+/// what the caller passes.
+fn composite_script(run: &str, inputs: &[(String, String)], env: &[(String, String)]) -> String {
+    let mut text = run.to_owned();
+    for (name, value) in inputs {
+        for needle in [
+            format!("${{{{ inputs.{name} }}}}"),
+            format!("${{{{inputs.{name}}}}}"),
+        ] {
+            text = text.replace(&needle, value);
+        }
+    }
+    // Longer names first, so that `$VALUE` does not eat `$VALUE_2`.
+    let mut env: Vec<&(String, String)> = env.iter().collect();
+    env.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+    for (name, value) in env {
+        text = text.replace(&format!("${{{name}}}"), value);
+        text = text.replace(&format!("${name}"), value);
+    }
+    text
 }
 
 /// A pull request's own run: its author gains nothing there they lack.

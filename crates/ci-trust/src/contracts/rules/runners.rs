@@ -141,9 +141,26 @@ impl Checker<'_> {
                 .flat_map(|s| expr::secret_refs(&s.value))
                 .find_map(|r| r.name.filter(|n| n != "GITHUB_TOKEN"));
             let saves = other_job.steps.iter().any(|s| cache_save(s).is_some());
+            // A trusted run's cache token is on the machine while it runs
+            // (the runner's worker holds it, under the same user as what
+            // the pull request left running), and it writes the shared
+            // scope of the run's branch.
+            let cache_token = || {
+                other.triggers.iter().any(|t| {
+                    matches!(
+                        t.as_str(),
+                        "push" | "schedule" | "workflow_dispatch" | "merge_group" | "release"
+                    )
+                }) && self
+                    .cache_write_token(other.at, &mut BTreeSet::new())
+                    .is_some()
+            };
             let stake = match (secret, saves || other.publisher) {
                 (Some(name), _) => format!("receives `secrets.{name}`"),
                 (None, true) => "writes the cache".to_owned(),
+                (None, false) if cache_token() => {
+                    "holds a token that can write its branch's cache".to_owned()
+                }
                 (None, false) => return None,
             };
             let which = if other.at == info.at {

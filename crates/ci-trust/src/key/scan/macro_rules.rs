@@ -21,6 +21,9 @@ pub struct CallSite {
     pub definer: Option<String>,
     /// The string literals anywhere in the arguments.
     pub literals: Vec<String>,
+    /// The arguments as written, inside the call's delimiters (empty for
+    /// a name handed over).
+    pub arguments: String,
     /// Why the arguments do not give the path by themselves: a macro call
     /// (`concat!`, `env!`, any other) or a metavariable among them.
     pub opaque: Option<String>,
@@ -130,6 +133,7 @@ fn collect_call_sites<'n>(
                 line,
                 definer: place.definer.map(str::to_owned),
                 literals: Vec::new(),
+                arguments: String::new(),
                 opaque: None,
                 has_macro_call: false,
                 handed_over: handed_to.is_some(),
@@ -172,6 +176,7 @@ fn collect_call_sites<'n>(
 
 /// Fills in what a call's arguments say about the path they give.
 fn read_arguments(src: &Source<'_>, range: Range, call: &mut CallSite) {
+    call.arguments = src.text[range.0..range.1].to_owned();
     let mut pending = vec![range];
     while let Some(part) = pending.pop() {
         let mut cursor = src.cursor(part);

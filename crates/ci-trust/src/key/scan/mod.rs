@@ -24,10 +24,12 @@
 //! rustc's path rules), [`includes`] (`include_*!`, their aliases and
 //! `#[debugger_visualizer]`), [`macro_rules`] (macro bodies and their call
 //! sites), [`path_macros`] (the registry of registry-crate macros that read
-//! files), [`path_expr`] (what an include's argument evaluates to),
+//! files), [`asm_bound`] (an assembler template a macro body builds from its
+//! callers' tokens, and whether it can spell a file-reading directive), [`path_expr`] (what an include's argument evaluates to),
 //! [`expand`] (a workspace `macro_rules!` that gives an include's path) and
 //! [`rerun`] (build-script directive literals).
 
+mod asm_bound;
 mod expand;
 mod includes;
 mod macro_rules;
@@ -44,6 +46,7 @@ mod walker;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use asm_bound::{AssemblerBound, may_spell_directive, pieces_of};
 pub use expand::{MacroDefinition, expand_include_argument};
 pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, use_renames};
 pub use macro_rules::{CallSite, call_sites};
@@ -208,6 +211,9 @@ pub struct FileScan {
     /// `macro_rules!` body: a macro that calls an including macro includes
     /// from *its* callers' files.
     pub macro_rules_calls: Vec<(String, String)>,
+    /// Assembler templates in `macro_rules!` bodies that their callers
+    /// complete: bounded once every call and definition is known.
+    pub assembler_bounds: Vec<AssemblerBound>,
     /// Set when the file cannot be read faithfully: the line and why. The
     /// key is refused.
     pub refused: Option<(usize, String)>,

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::asm_bound::{AssemblerBound, included_files, pieces_of};
 use super::path_expr::{Piece, evaluate_into, evaluate_path};
 use super::source::{Range, inner, is_group};
 use super::walker::TokenWalker;
@@ -189,6 +190,28 @@ pub fn asm_directives(text: &str) -> Vec<Result<(String, bool), String>> {
     let lower = text.to_ascii_lowercase();
     let bytes = lower.as_bytes();
     let mut found = Vec::new();
+    // The assembler's macro language pastes text: `.\a\b` with `a`, `b`
+    // = `inc`, `bin`, or `.inc\()bin`, is `.incbin` that no substring
+    // spells. A macro or repetition is read only when it cannot paste: no
+    // `\` substitution, no Darwin `$n`, not left open for a later block.
+    let starts = |word: &str| {
+        memchr::memmem::find_iter(bytes, word.as_bytes()).any(|at| {
+            !at.checked_sub(1).is_some_and(|i| {
+                bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'$' | b'.')
+            })
+        })
+    };
+    if starts(".altmacro") {
+        found.push(Err(
+            "an `.altmacro` block, whose macros substitute names ci-key does not expand".to_owned(),
+        ));
+    } else if (starts(".macro") || starts(".irp"))
+        && (text.contains(['\\', '$']) || !(starts(".endm") || starts(".endr")))
+    {
+        found.push(Err(
+            "an assembler `.macro`/`.irp` whose substitution can paste a directive ci-key does not expand".to_owned(),
+        ));
+    }
     for (directive, source) in [(".incbin", false), (".include", true)] {
         for at in memchr::memmem::find_iter(bytes, directive.as_bytes()) {
             let before = at.checked_sub(1).map(|i| bytes[i]);
@@ -374,6 +397,12 @@ impl TokenWalker<'_, '_, '_> {
         let src = self.src;
         let ctx = self.ctx;
         let mut targets = Vec::new();
+        // Parts a caller completes, in a body whose callers can be found.
+        let in_body = self
+            .in_macro_rules
+            .clone()
+            .filter(|_| !self.in_generated_macro);
+        let mut from_callers = Vec::new();
         let mut templates = true;
         src.for_each_part(args, MAX_SHAPE_TOKENS, |part, tokens| {
             if !templates {
@@ -442,11 +471,40 @@ impl TokenWalker<'_, '_, '_> {
                         });
                     }
                 }
+                Err(_) if in_body.is_some() => from_callers.push(part),
                 Err(what) => targets.push(EmbedTarget::Unresolved(format!(
                     "{what} (the assembler reads the files its `.incbin`/`.include` directives name)"
                 ))),
             }
         });
+        if let Some(macro_rules) = in_body {
+            let include_str =
+                |name: &str| ctx.include_macro(name).as_deref() == Some("include_str");
+            for part in from_callers {
+                let pieces = pieces_of(src.text, part, &include_str);
+                let files = match included_files(src, &pieces.includes, ctx) {
+                    Ok(files) => files,
+                    Err(what) => {
+                        targets.push(EmbedTarget::Unresolved(format!(
+                            "the template `{}`, which includes {what} (the assembler reads the files its `.incbin`/`.include` directives name)",
+                            src.snippet(part)
+                        )));
+                        continue;
+                    }
+                };
+                self.scan.assembler_bounds.push(AssemblerBound {
+                    macro_name: format!("{}!", known.name),
+                    macro_rules: macro_rules.clone(),
+                    template: src.snippet(part),
+                    site: Site {
+                        file: ctx.file.to_path_buf(),
+                        line,
+                    },
+                    pieces,
+                    files,
+                });
+            }
+        }
         for target in targets {
             self.scan.embeds.push(Embed {
                 macro_name: format!("{}!", known.name),
