@@ -218,8 +218,11 @@ pub struct ContractsPolicy {
     /// default, the seed design's choice) or `"trusted"`.
     #[serde(default)]
     pub same_repository_pull_requests: SameRepositoryPullRequests,
-    /// This repository's `owner/name`, when the workflows name it by a
-    /// literal (`repository: org/repo`) and no git remote says so.
+    /// This repository's `owner/name` (what `--repository` sets): a
+    /// checkout of `repository: org/repo` with this name is this
+    /// repository's, and guards such as `github.repository == 'org/other'`
+    /// are decided by it. Without it, the git remotes say, undecided for a
+    /// literal that may be a fork's upstream.
     #[serde(default)]
     pub repository: Option<String>,
 }

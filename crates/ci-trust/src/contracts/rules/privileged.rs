@@ -8,7 +8,7 @@
 //! `Checker::privilege` (what makes a job privileged), which `remote_code`
 //! reads. It must not touch role inference (`roles/`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
@@ -488,30 +488,39 @@ impl Checker<'_> {
             let (Some(script), Some(run)) = (step.script(), &step.run) else {
                 continue;
             };
-            for command in script.commands() {
-                if matches!(
-                    command.program().as_deref(),
-                    None | Some("echo" | "printf" | "test" | "[" | "[[" | "export" | "local")
-                ) {
-                    continue;
-                }
-                let split: Vec<&str> = command
-                    .args()
-                    .iter()
-                    .flat_map(|w| w.unquoted_variables().map(move |v| (v, w.span.start)))
-                    .filter(|(name, at)| {
-                        info.starts.iter().filter(|s| !isolated(s)).any(|start| {
-                            let scope = self.model.scope(info.at, start, Some(step.index));
-                            scope
-                                .shell(&script)
-                                .variable(name, *at)
+            // Each command once, at its first variable that any start taints.
+            let mut split: BTreeMap<usize, String> = BTreeMap::new();
+            for start in info.starts.iter().filter(|s| !isolated(s)) {
+                let scope = self.model.scope(info.at, start, Some(step.index));
+                let shell = scope.shell(&script);
+                for (index, command) in script.commands().enumerate() {
+                    if split.contains_key(&index)
+                        || matches!(
+                            command.program().as_deref(),
+                            None | Some(
+                                "echo" | "printf" | "test" | "[" | "[[" | "export" | "local"
+                            )
+                        )
+                    {
+                        continue;
+                    }
+                    let tainted = command.args().iter().find_map(|w| {
+                        w.unquoted_variables().find(|name| {
+                            shell
+                                .variable(name, w.span.start)
                                 .taint()
                                 .has(Taint::PR_TEXT)
                         })
-                    })
-                    .map(|(name, _)| name)
-                    .collect();
-                let Some(name) = split.first() else { continue };
+                    });
+                    if let Some(name) = tainted {
+                        split.insert(index, name.to_owned());
+                    }
+                }
+            }
+            for (index, name) in split {
+                let Some(command) = script.commands().nth(index) else {
+                    continue;
+                };
                 let line = crate::contracts::commands::line(&run.value, &script, command);
                 found.push((
                     (
@@ -845,24 +854,31 @@ fn substitute_inputs(body: &str, inputs: &[(String, String)]) -> String {
 
 /// A composite action's `run:` as the step that uses it runs it: each
 /// `$NAME` / `${NAME}` of the inner step's `env:` replaced by its value (an
-/// expression of the caller's, or a literal), and `${{ inputs.NAME }}` by
-/// what the caller passes.
+/// expression of the caller's, or a literal), and every `inputs.NAME` in
+/// an expression by what the caller passes ([`substitute_inputs`]).
 fn composite_script(run: &str, inputs: &[(String, String)], env: &[(String, String)]) -> String {
-    let mut text = run.to_owned();
-    for (name, value) in inputs {
-        for needle in [
-            format!("${{{{ inputs.{name} }}}}"),
-            format!("${{{{inputs.{name}}}}}"),
-        ] {
-            text = text.replace(&needle, value);
+    let with_inputs = |text: &str| {
+        let mut out = String::new();
+        let mut rest = 0;
+        for (start, body) in expr::expressions(text) {
+            let Some(len) = text[start..].find("}}") else {
+                break;
+            };
+            out.push_str(&text[rest..start]);
+            out.push_str(&format!("${{{{ {} }}}}", substitute_inputs(body, inputs)));
+            rest = start + len + 2;
         }
-    }
+        out.push_str(&text[rest..]);
+        out
+    };
+    let mut text = with_inputs(run);
     // Longer names first, so that `$VALUE` does not eat `$VALUE_2`.
     let mut env: Vec<&(String, String)> = env.iter().collect();
     env.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
     for (name, value) in env {
-        text = text.replace(&format!("${{{name}}}"), value);
-        text = text.replace(&format!("${name}"), value);
+        let value = with_inputs(value);
+        text = text.replace(&format!("${{{name}}}"), &value);
+        text = text.replace(&format!("${name}"), &value);
     }
     text
 }
