@@ -743,6 +743,17 @@ impl<'a> Walk<'a> {
         frontier
     }
 
+    /// Reads every file walked so far into `walked_texts`, once each.
+    fn read_walked_texts(&mut self) {
+        for (file, _, _) in &self.walked {
+            if !self.walked_texts.contains_key(file) {
+                if let Ok(text) = std::fs::read_to_string(file) {
+                    self.walked_texts.insert(file.clone(), text);
+                }
+            }
+        }
+    }
+
     /// rustc loads a `macro_rules!` body's `mod x;` from the module where
     /// the macro is called: the calling file's module directory, or the
     /// directory of the inline modules the call stands in.
@@ -753,13 +764,7 @@ impl<'a> Walk<'a> {
     fn follow_macro_modules(&mut self) -> Vec<Job> {
         let mut frontier = Vec::new();
         if !self.macro_modules.is_empty() {
-            for (file, _, _) in &self.walked {
-                if !self.walked_texts.contains_key(file) {
-                    if let Ok(text) = std::fs::read_to_string(file) {
-                        self.walked_texts.insert(file.clone(), text);
-                    }
-                }
-            }
+            self.read_walked_texts();
         }
         let calls = self.macro_module_calls();
         let Some(calls) = calls else {
@@ -972,13 +977,14 @@ impl<'a> Walk<'a> {
         if bounds.is_empty() {
             return;
         }
+        self.read_walked_texts();
         let mut seen = HashSet::new();
         let callers: Vec<(PathBuf, usize, String)> = self
             .walked
             .iter()
             .filter(|(file, _, _)| seen.insert(file.clone()))
             .filter_map(|(file, _, root)| {
-                Some((file.clone(), *root, std::fs::read_to_string(file).ok()?))
+                Some((file.clone(), *root, self.walked_texts.get(file)?.clone()))
             })
             .collect();
         for (bound, root) in &bounds {
