@@ -221,8 +221,10 @@ pub struct ContractsPolicy {
     /// This repository's `owner/name` (what `--repository` sets): a
     /// checkout of `repository: org/repo` with this name is this
     /// repository's, and guards such as `github.repository == 'org/other'`
-    /// are decided by it. Without it, the git remotes say, undecided for a
-    /// literal that may be a fork's upstream.
+    /// are decided by it (a name that cannot be a repository's is refused).
+    /// Without it, the git remotes decide only that a guard naming their
+    /// one repository holds: a renamed repository or fork keeps its old
+    /// remote, so no other literal is decided.
     #[serde(default)]
     pub repository: Option<String>,
 }

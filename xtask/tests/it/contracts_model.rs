@@ -152,10 +152,12 @@ fn a_guard_naming_another_repository_is_decided_when_the_name_is_known() {
     // Named by the policy.
     let named = repo(&[("build.yml", &text), (".github/ci-trust.toml", NAMED)]);
     assert!(!secrets(&json(&[], &named)));
-    // Named by a git remote; a clone of a fork (`me/benchmarks`) may run
-    // the upstream's workflows, so its guard stays undecided.
+    // Named by a git remote, which is evidence, not the name: a clone of a
+    // fork (`me/benchmarks`) runs the upstream's workflows, and a clone
+    // made before `acme/widgets` was renamed `acme/benchmarks` keeps the
+    // old name (GitHub redirects it). The guard stays undecided.
     for (remote, runs) in [
-        ("https://github.com/acme/widgets.git", false),
+        ("https://github.com/acme/widgets.git", true),
         ("git@github.com:me/benchmarks.git", true),
         ("https://github.com/acme/benchmarks", true),
     ] {
@@ -178,6 +180,89 @@ fn a_guard_naming_another_repository_is_decided_when_the_name_is_known() {
     // A malformed name is refused, not guessed.
     let output = fixture.xtask(&["check-contracts", "--repository", "widgets"]);
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+}
+
+/// Attack on the remote-decided guards: a renamed repository's clone
+/// (`url = …/acme/widgets`, now `acme/benchmarks`), a renamed fork's, or
+/// one remote of several never decides that a guard naming another
+/// repository is false, so the job that hands the secret to a pull
+/// request's code is still reported.
+#[test]
+fn git_remotes_never_decide_that_a_job_does_not_run() {
+    let secrets = |fixture: &Fixture| {
+        let output = fixture.xtask(&[
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+        ]);
+        serde_json::from_str::<Value>(&stdout(&output))
+            .unwrap_or_else(|err| panic!("{err}: {}", stdout(&output)))
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "untrusted-secrets" && f["suppressed"] == false)
+    };
+    let config = |urls: &[&str]| {
+        urls.iter()
+            .enumerate()
+            .map(|(i, url)| format!("[remote \"r{i}\"]\n\turl = {url}\n"))
+            .collect::<String>()
+    };
+    for (guard, urls) in [
+        // Renamed since the clone; a fork renamed at creation.
+        (
+            "if: github.repository == 'acme/benchmarks'",
+            &["https://github.com/acme/widgets.git"][..],
+        ),
+        (
+            "if: github.repository == 'acme/benchmarks'",
+            &["git@github.com:me/benchmarks-fork.git"][..],
+        ),
+        // A fork's clone with its upstream: the fork's own jobs run there.
+        (
+            "if: github.repository != 'acme/benchmarks'",
+            &[
+                "git@github.com:me/benchmarks.git",
+                "https://github.com/acme/benchmarks",
+            ][..],
+        ),
+    ] {
+        let clone = repo(&[
+            ("build.yml", &PRT_BUILD.replace("IF", guard)),
+            (".git/config", &config(urls)),
+        ]);
+        assert!(secrets(&clone), "{guard} with remotes {urls:?}");
+    }
+}
+
+/// Attack on `--repository` and `[contracts] repository`: a name that
+/// cannot be a repository's (a clone URL, a `.git` suffix, spaces inside)
+/// would decide every guard false; it is refused instead.
+#[test]
+fn a_repository_name_that_cannot_be_one_is_refused() {
+    let text = PRT_BUILD.replace("IF", "if: github.repository == 'acme/widgets'");
+    let fixture = repo(&[("build.yml", &text)]);
+    for name in ["acme/widgets.git", "acme / widgets", "acme/wid gets"] {
+        let output = fixture.xtask(&["check-contracts", "--repository", name]);
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", stdout(&output));
+    }
+    let output = fixture.xtask(&["check-contracts", "--repository", " acme/widgets "]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    for name in ["https://github.com/acme/widgets", "acme/widgets.git"] {
+        let named = repo(&[
+            ("build.yml", &text),
+            (
+                ".github/ci-trust.toml",
+                &format!("[contracts]\nrepository = \"{name}\"\n"),
+            ),
+        ]);
+        let output = named.xtask(&["check-contracts"]);
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", stdout(&output));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains("[contracts] repository"), "{err}");
+    }
 }
 
 /// The token persisted in `.git/config` has the job's token scopes, and

@@ -137,20 +137,20 @@ impl Names {
     /// Whether the literal `lit` names this identity.
     pub fn matches(&self, lit: &str) -> Tri {
         let lit = lit.trim();
-        if self.names.iter().any(|n| n.eq_ignore_ascii_case(lit)) {
-            return Tri::True;
-        }
+        let named = self.names.iter().any(|n| n.eq_ignore_ascii_case(lit));
         if self.authoritative {
-            return Tri::False;
+            return bool_tri(named);
         }
-        let last = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
-        // A clone of a fork (`me/repo`) runs the workflows of `org/repo`.
-        // Without a `/`, `lit` is an owner, which a fork also renames.
-        if !lit.contains('/') || self.names.iter().any(|n| last(n) == last(lit)) {
-            Tri::Maybe
-        } else {
-            Tri::False
-        }
+        // The git remotes are evidence, not the name: a clone keeps a
+        // renamed repository's old name (GitHub redirects it), a fork may
+        // be renamed (`me/repo-fork` runs the workflows of `org/repo`), and
+        // of several remotes only one is this repository. A literal none of
+        // them names may still be it; one of several may not be.
+        let one = self
+            .names
+            .iter()
+            .all(|n| n.eq_ignore_ascii_case(&self.names[0]));
+        if named && one { Tri::True } else { Tri::Maybe }
     }
 }
 

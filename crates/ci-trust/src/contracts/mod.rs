@@ -34,16 +34,26 @@ impl flags::CheckContracts {
     pub fn run(&self) -> Result<ExitCode> {
         let root = self.common.root()?;
         let mut policy = self.common.load_policy(&root)?;
-        if let Some(name) = &self.repository {
-            if name
-                .split('/')
-                .filter(|part| !part.trim().is_empty())
-                .count()
-                != 2
-            {
-                bail!("--repository {name:?}: give the repository as OWNER/NAME");
+        // A wrong name decides guards wrongly (`github.repository ==
+        // 'org/repo'` false, the job never run): refuse any name that
+        // cannot be a GitHub repository's `owner/name`.
+        match &self.repository {
+            Some(name) => {
+                if let Err(why) = repository_name_problem(name) {
+                    bail!("--repository {name:?}: {why}; give the repository as OWNER/NAME");
+                }
+                policy.contracts.repository = Some(name.trim().to_owned());
             }
-            policy.contracts.repository = Some(name.trim().to_owned());
+            None => {
+                if let Some(name) = &policy.contracts.repository {
+                    if let Err(why) = repository_name_problem(name) {
+                        bail!(
+                            "[contracts] repository = {name:?} in the policy: {why}; give the repository as \"OWNER/NAME\""
+                        );
+                    }
+                    policy.contracts.repository = Some(name.trim().to_owned());
+                }
+            }
         }
         let mut findings = check(&root, &policy)?;
         // The regular persona sees what fails the check; the auditor also
@@ -536,6 +546,30 @@ fn parse_allow(text: &str, rule: &str, line: usize) -> Option<InlineAllow> {
     } else {
         InlineAllow::Reason(reason.to_owned())
     })
+}
+
+/// Why `name` (surrounding spaces aside) cannot be a GitHub repository's
+/// `owner/name`: an owner of letters, digits and `-`, a name of letters,
+/// digits, `.`, `-` and `_` that does not end in `.git`.
+fn repository_name_problem(name: &str) -> std::result::Result<(), &'static str> {
+    let Some((owner, repo)) = name.trim().split_once('/') else {
+        return Err("no `/` between owner and name");
+    };
+    if owner.is_empty() || !owner.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err("the owner is letters, digits and `-`");
+    }
+    if repo.is_empty()
+        || matches!(repo, "." | "..")
+        || !repo
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        return Err("the name is letters, digits, `.`, `-` and `_`");
+    }
+    if repo.to_ascii_lowercase().ends_with(".git") {
+        return Err("the name does not end in `.git` (that is a clone URL's)");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
