@@ -641,6 +641,106 @@ fn same_run_artifact_only_pushed_with_git_is_data() {
     assert!(!on_push(&all).is_empty(), "{}", messages(&all));
 }
 
+/// Attack on the same-run data rule: the artifact directory reached through
+/// a variable the rule did not follow (the job's `env:`, a script's own
+/// assignment, `${{ env.OUT }}`), a loading variable set inside the script
+/// (`GIT_DIR=… git`, `export HOME=…`), git's configuration pointed into it,
+/// or its bytes copied into the workspace (a planted `.git/config` that the
+/// next `git push` obeys) all make its bytes run where the push token is.
+#[test]
+fn same_run_artifact_reached_by_any_name_or_copied_out_is_code() {
+    let run = |job_env: &str, extra: &str, step_env: &str, then: &str| {
+        format!(
+            "on: workflow_dispatch\npermissions: {{}}\njobs:\n  rebase:\n    runs-on: ubuntu-latest\n    permissions: {{ contents: read }}\n    cache-mode: none\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{{{ inputs.pr }}}}/head\n          persist-credentials: false\n      - run: make rebase\n      - uses: actions/upload-artifact@v4\n        with: {{ name: rebased, path: rebased.bundle }}\n  push:\n    needs: rebase\n    runs-on: ubuntu-latest\n{job_env}    permissions:\n      contents: read\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: actions/download-artifact@v4\n        with:\n          name: rebased\n          path: ${{{{ runner.temp }}}}/rebased\n{extra}      - env:\n          TOKEN: ${{{{ secrets.PUSH_TOKEN }}}}\n{step_env}        run: |\n{then}"
+        )
+    };
+    let on_push = |text: &str| -> Vec<String> {
+        let all = findings(&repo(&[("rebase.yml", text)]));
+        reported(&all)
+            .iter()
+            .filter(|f| f["job"] == "push")
+            .map(|f| format!("{}: {}", f["rule"], f["message"]))
+            .collect()
+    };
+    // Still data: a patch applied and pushed with git.
+    let data = run(
+        "",
+        "",
+        "          OUT: ${{ runner.temp }}/rebased\n",
+        "          git apply \"$OUT/x.patch\"\n          git push\n",
+    );
+    assert!(on_push(&data).is_empty(), "{data}");
+    let job_env = "    env:\n      OUT: ${{ runner.temp }}/rebased\n";
+    let step_env = "          OUT: ${{ runner.temp }}/rebased\n";
+    for (job_env, extra, step_env, then) in [
+        (
+            "",
+            "",
+            step_env,
+            "          cd ${{ env.OUT }} && git push\n",
+        ),
+        (
+            "",
+            "      - working-directory: ${{ env.OUT }}\n        env:\n          OUT: ${{ runner.temp }}/rebased\n        run: git status\n",
+            "",
+            "          true\n",
+        ),
+        (job_env, "", "", "          cd \"$OUT\" && git push\n"),
+        (job_env, "", "", "          git -C \"$OUT\" push\n"),
+        (
+            "",
+            "",
+            "",
+            "          D=\"$RUNNER_TEMP/rebased\"\n          cd \"$D\" && git push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          GIT_DIR=\"$RUNNER_TEMP/rebased/.git\" git log\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          export HOME=\"$RUNNER_TEMP/rebased\"\n          git push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          git config --global include.path \"$RUNNER_TEMP/rebased/cfg\"\n          git push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          git -c include.path=\"$RUNNER_TEMP/rebased/cfg\" push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          cp -r \"$RUNNER_TEMP/rebased/.\" .\n          git push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          tar -xf \"$RUNNER_TEMP/rebased/tree.tar\"\n          git push\n",
+        ),
+        (
+            "",
+            "",
+            "",
+            "          cat \"$RUNNER_TEMP/rebased/cfg\" >> .git/config\n          git push\n",
+        ),
+    ] {
+        let text = run(job_env, extra, step_env, then);
+        assert!(!on_push(&text).is_empty(), "silent:\n{text}");
+    }
+}
+
 /// huggingface/diffusers' style and review bots (the corpus): a job that
 /// runs a pull request's code to comment on it holds `pull-requests: write`
 /// because commenting is its purpose. That scope posts, labels and edits

@@ -11,7 +11,7 @@ use super::code::{other_run_download, posts_only, runs_code};
 use super::{Exposure, JobInfo, JobRef, Level, PRIVILEGED_EVENTS, Start};
 use crate::contracts::commands;
 use crate::contracts::shell::{Script, Word};
-use crate::contracts::workflow::{Step, Workflow};
+use crate::contracts::workflow::{Scalar, Step, Workflow};
 
 /// A job in a privileged run that downloads this run's artifacts handles
 /// what any job of the run uploaded; when one of those jobs runs untrusted
@@ -86,11 +86,24 @@ pub(super) fn taint_same_run_downloads(
         let Some((level, source, who, starts)) = source.filter(|_| !privileged.is_empty()) else {
             continue;
         };
-        let job = &workflows[info.at.workflow].jobs[info.at.job];
+        let wf = &workflows[info.at.workflow];
+        let job = &wf.jobs[info.at.job];
+        // The workflow's and the job's `env:` and default directories hold
+        // for every step.
+        let outer_env: Vec<&(Scalar, Scalar)> = wf.env.iter().chain(job.env.iter()).collect();
+        let outer_dirs: Vec<&str> = [
+            &wf.default_working_directory,
+            &job.default_working_directory,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|d| d.value.as_str())
+        .collect();
         let download = job.steps.iter().enumerate().find_map(|(index, step)| {
             let same_run =
                 step.uses_action("actions/download-artifact") && other_run_download(step).is_none();
-            (same_run && !same_run_download_is_data(&job.steps, index)).then_some(step)
+            (same_run && !same_run_download_is_data(&job.steps, index, &outer_env, &outer_dirs))
+                .then_some(step)
         });
         if let Some(step) = download {
             info.exposures.push(Exposure {
@@ -125,7 +138,12 @@ pub(super) fn taint_same_run_downloads(
 /// (`PATH`, `PYTHONPATH`, `GIT_DIR`: `commands::loads_through`). A rebased tree that
 /// is only verified and pushed with git, or a report that is only posted,
 /// is data; anything the check cannot show is not.
-pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
+pub(super) fn same_run_download_is_data(
+    steps: &[Step],
+    index: usize,
+    outer_env: &[&(Scalar, Scalar)],
+    outer_dirs: &[&str],
+) -> bool {
     let Some(path) = steps[index].input("path") else {
         return false;
     };
@@ -165,25 +183,57 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
     }
     // The directory's own name, as later steps would spell it.
     let name = rest.trim_matches('/').rsplit('/').next().unwrap_or(rest);
+    // Every variable that may hold the directory: set to a text naming it
+    // (`OUT: ${{ runner.temp }}/out`) in the workflow's, the job's or a
+    // later step's `env:`, or by a later script (`D="$RUNNER_TEMP/out"`),
+    // or to another such variable, transitively.
+    let scripts: Vec<std::rc::Rc<Script>> = later
+        .iter()
+        .filter_map(|step| step.run.as_ref())
+        .map(|run| Script::cached(&run.value))
+        .collect();
+    let env: Vec<(String, String)> = outer_env
+        .iter()
+        .copied()
+        .chain(later.iter().flat_map(|step| step.env.iter()))
+        .map(|(var, value)| (var.value.clone(), value.value.clone()))
+        .chain(scripts.iter().flat_map(|script| {
+            script
+                .assignments()
+                .into_iter()
+                .map(|(_, a)| (a.name, a.value.text()))
+                .collect::<Vec<_>>()
+        }))
+        .collect();
+    let mut aliases: Vec<String> = Vec::new();
+    loop {
+        let found: Vec<String> = env
+            .iter()
+            .filter(|(var, value)| !aliases.contains(var) && names_dir(value, name, &aliases))
+            .map(|(var, _)| var.clone())
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        aliases.extend(found);
+        aliases.sort();
+        aliases.dedup();
+    }
+    let names = |text: &str| names_dir(text, name, &aliases);
+    let names_it = |word: &Word| names(&word.text());
     // Working inside it (git reads a `.git/config` there), putting it on
     // the search path or into the environment, or handing it to an action
-    // that may build it (a Dockerfile's `RUN`) makes its bytes run.
-    // A variable set to the directory (`DIR: ${{ runner.temp }}/out`)
-    // names it as well; one that programs load code or configuration
-    // through (`PATH`, `PYTHONPATH`, `GIT_DIR`, …) makes its bytes run.
-    let aliases: Vec<String> = later
-        .iter()
-        .flat_map(|step| step.env.iter())
-        .filter(|(_, value)| value.value.contains(name))
-        .map(|(var, _)| var.value.clone())
-        .collect();
-    let names_it = |word: &Word| {
-        let text = word.text();
-        text.contains(name)
-            || aliases
-                .iter()
-                .any(|a| text.contains(&format!("${a}")) || text.contains(&format!("${{{a}}}")))
-    };
+    // that may build it (a Dockerfile's `RUN`) makes its bytes run; so
+    // does a variable that programs load code or configuration through
+    // (`PATH`, `PYTHONPATH`, `GIT_DIR`, …) pointed at it, and copying its
+    // bytes out (`cp -r out/. .` plants a `.git/config` in the workspace).
+    if outer_dirs.iter().any(|dir| names(dir))
+        || env
+            .iter()
+            .any(|(var, value)| commands::loads_through(var) && names(value))
+    {
+        return false;
+    }
     let works_inside = later.iter().any(|step| {
         let third_party = !posts_only(step)
             && step.action().is_some_and(|(action, _)| {
@@ -192,39 +242,97 @@ pub(super) fn same_run_download_is_data(steps: &[Step], index: usize) -> bool {
             });
         step.working_directory
             .as_ref()
-            .is_some_and(|dir| dir.value.contains(name))
-            || step.env.iter().any(|(var, value)| {
-                value.value.contains(name) && commands::loads_through(&var.value)
-            })
-            || third_party
-                && step
-                    .with
-                    .iter()
-                    .any(|(_, value)| value.value.contains(name))
+            .is_some_and(|dir| names(&dir.value))
+            || third_party && step.with.iter().any(|(_, value)| names(&value.value))
             || step.run.as_ref().is_some_and(|run| {
                 let script = Script::cached(&run.value);
                 script.commands().any(|command| {
-                    let enters = matches!(command.program().as_deref(), Some("cd" | "pushd"))
+                    let program = command.program().unwrap_or_default();
+                    let enters = matches!(program.as_str(), "cd" | "pushd")
                         && command.args().iter().any(names_it);
-                    // `git -C dir`, `--git-dir=dir`, `--work-tree dir`.
+                    // `git -C dir`, `--git-dir=dir`, `--work-tree dir`,
+                    // `-c include.path=dir/x`, `git config … dir/x`.
                     let args = &command.words;
                     let points = args.windows(2).any(|pair| {
-                        matches!(pair[0].text().as_str(), "-C" | "--git-dir" | "--work-tree")
-                            && names_it(&pair[1])
+                        matches!(
+                            pair[0].text().as_str(),
+                            "-C" | "--git-dir" | "--work-tree" | "-c" | "--exec-path"
+                        ) && names_it(&pair[1])
                     }) || args.iter().any(|w| {
                         let text = w.text();
-                        (text.starts_with("--git-dir=") || text.starts_with("--work-tree="))
-                            && text.contains(name)
-                    });
+                        text.starts_with("--") && text.contains('=') && names(&text)
+                    }) || program == "git"
+                        && command.args().iter().any(|w| w.text() == "config")
+                        && command.args().iter().any(names_it);
                     let exports = (command.writes_to("GITHUB_PATH")
                         || command.writes_to("GITHUB_ENV"))
-                        && run
-                            .value
-                            .get(command.span.clone())
-                            .is_some_and(|t| t.contains(name));
-                    enters || points || exports
+                        && run.value.get(command.span.clone()).is_some_and(&names);
+                    // Any other program handed the directory may copy,
+                    // move, link or unpack its bytes where they run.
+                    let moves = !DATA_READERS.contains(&program.as_str())
+                        && command.args().iter().any(names_it);
+                    // Its bytes written into git's or the shell's
+                    // configuration.
+                    let configures = command.args().iter().any(names_it)
+                        && command.redirects.iter().any(|r| {
+                            let target = r.target.text();
+                            target.contains(".git")
+                                || target.starts_with('~')
+                                || target.starts_with("$HOME")
+                        });
+                    enters || points || exports || moves || configures
                 })
             })
     });
     !works_inside
+}
+
+/// Programs that only read, hash, post or delete the files they are
+/// given: handed an unpacked directory's files, they leave its bytes data.
+const DATA_READERS: &[&str] = &[
+    "git",
+    "gh",
+    "cat",
+    "head",
+    "tail",
+    "jq",
+    "yq",
+    "grep",
+    "diff",
+    "cmp",
+    "sha256sum",
+    "sha1sum",
+    "md5sum",
+    "b3sum",
+    "wc",
+    "ls",
+    "test",
+    "[",
+    "[[",
+    "echo",
+    "printf",
+    "stat",
+    "file",
+    "du",
+    "rm",
+    "base64",
+    "sort",
+    "uniq",
+    "curl",
+];
+
+/// Whether `text` names the directory `name`, or expands a variable that
+/// may hold it (`$OUT`, `${OUT}`, `${{ env.OUT }}`).
+fn names_dir(text: &str, name: &str, aliases: &[String]) -> bool {
+    text.contains(name)
+        || aliases.iter().any(|a| {
+            [format!("${a}"), format!("${{{a}}}"), format!("env.{a}")]
+                .iter()
+                .any(|form| {
+                    text.match_indices(form.as_str()).any(|(at, _)| {
+                        !text[at + form.len()..]
+                            .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                })
+        })
 }
