@@ -21,6 +21,7 @@ mod architecture;
 #[cfg(unix)]
 mod archive;
 mod contracts;
+mod contracts_gates;
 mod contracts_model;
 mod contracts_own;
 mod contracts_world;

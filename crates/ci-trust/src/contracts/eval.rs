@@ -211,6 +211,18 @@ impl Val {
         }
     }
 
+    /// The value with every taint in it mapped by `f`.
+    pub fn map_taint(self, f: &dyn Fn(Taint) -> Taint) -> Val {
+        match self {
+            Val::Str(s, t) => Val::Str(s, f(t)),
+            Val::Unknown(t) => Val::Unknown(f(t)),
+            Val::Obj(t) => Val::Obj(f(t)),
+            Val::List(items) => Val::List(items.into_iter().map(|v| v.map_taint(f)).collect()),
+            Val::Any(items) => Val::Any(items.into_iter().map(|v| v.map_taint(f)).collect()),
+            other => other,
+        }
+    }
+
     /// One of `values`, flattened; a single value stands for itself.
     pub fn any(values: Vec<Val>) -> Val {
         let mut flat = Vec::new();

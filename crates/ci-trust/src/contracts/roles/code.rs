@@ -81,6 +81,7 @@ pub(super) fn other_code(
                 };
                 out.push(Brought {
                     what: format!("{}{then}", found.what),
+                    taint: here.refine_taint(found.taint),
                     ..found
                 });
             }
@@ -103,7 +104,7 @@ pub(super) fn other_code(
                         "downloads artifacts of another run (`{}`) and then {use_}",
                         at.value
                     ),
-                    taint,
+                    taint: here.refine_taint(taint),
                 });
             }
         }
@@ -185,7 +186,7 @@ fn enclosing_checkout<'j>(judge: &Judge<'j, '_>, path: &str) -> Option<(&'j Step
         let taint = match repository_of(&repo, judge.self_names) {
             Repo::Chosen(t) => t | reference.taint(),
             Repo::This => reference.taint(),
-            Repo::Other => reference.taint() & Taint::PR,
+            Repo::Other => reference.taint() & (Taint::PR | Taint::MAINTAINER),
         };
         found = Some((step, dir, taint));
     }

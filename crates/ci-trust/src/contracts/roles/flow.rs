@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::JobRef;
-use super::starts::Start;
+use super::gates::{self, Checked, Gate};
+use super::starts::{Actor, COMMENT_EVENTS, Start};
 use crate::contracts::commands;
 use crate::contracts::eval::{self, Names, Scope, Taint, Val};
 use crate::contracts::shell::{Command, Part, RedirectOp, Script, Word};
@@ -36,6 +37,10 @@ const MAX_DEPTH: usize = 24;
 #[derive(Default)]
 pub struct Memo {
     env: RefCell<BTreeMap<EnvKey, Val>>,
+    /// What each step is as a gate (`gates::step_gate`), read once.
+    step_gates: RefCell<BTreeMap<(JobRef, usize), Option<Gate>>>,
+    /// What the gates before a step have proved, under a start.
+    gated: RefCell<BTreeMap<StepKey, Gated>>,
     /// `github.repository` and `github.repository_owner` where the names
     /// are known; `Sym` identities otherwise.
     repository: Option<Arc<Names>>,
@@ -58,6 +63,8 @@ impl Memo {
         owners.dedup();
         Memo {
             env: RefCell::default(),
+            step_gates: RefCell::default(),
+            gated: RefCell::default(),
             owner: Some(Arc::new(Names {
                 names: owners,
                 authoritative: names.authoritative,
@@ -81,6 +88,94 @@ impl Memo {
         }
     }
 }
+
+impl Memo {
+    /// The gate step `step` of job `at` is, read once.
+    fn step_gate(&self, at: JobRef, step: &Step) -> Option<Gate> {
+        let key = (at, step.index);
+        if let Some(known) = self.step_gates.borrow().get(&key) {
+            return known.clone();
+        }
+        let owners: Vec<String> = self
+            .owner
+            .as_ref()
+            .map(|n| n.names.clone())
+            .unwrap_or_default();
+        let gate = gates::step_gate(step, &owners);
+        self.step_gates.borrow_mut().insert(key, gate.clone());
+        gate
+    }
+}
+
+/// What the gates a step runs behind have proved: that the user who
+/// started the run (the actor; the commenter on a comment event), or the
+/// pull request's author, may act on this repository.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gated {
+    pub starter: bool,
+    pub pr_author: bool,
+}
+
+impl Gated {
+    fn or(self, other: Gated) -> Gated {
+        Gated {
+            starter: self.starter || other.starter,
+            pr_author: self.pr_author || other.pr_author,
+        }
+    }
+
+    fn with(mut self, gate: &Gate, event: &str) -> Gated {
+        for checked in &gate.checked {
+            match checked {
+                Checked::Actor => self.starter = true,
+                Checked::Commenter => {
+                    if COMMENTED_EVENTS.contains(&event) {
+                        self.starter = true;
+                    }
+                }
+                Checked::PrAuthor => self.pr_author = true,
+            }
+        }
+        self
+    }
+}
+
+/// Events whose actor is the author of `github.event.comment`.
+const COMMENTED_EVENTS: &[&str] = &[
+    "issue_comment",
+    "discussion_comment",
+    "pull_request_review_comment",
+];
+
+/// Events only an account with write access to the repository causes
+/// (pushing, merging, tagging, releasing, dispatching): their `sender` is
+/// such an account.
+const WRITE_ACCESS_EVENTS: &[&str] = &[
+    "push",
+    "create",
+    "delete",
+    "release",
+    "workflow_dispatch",
+    "repository_dispatch",
+    "merge_group",
+    "deployment",
+    "deployment_status",
+];
+
+/// Whether a step or job `if:` runs it after an earlier step failed (or
+/// was cancelled): then no gate before it holds.
+fn runs_after_failure(cond: &str) -> bool {
+    let c = cond.to_ascii_lowercase();
+    c.contains("always(") || c.contains("failure(") || c.contains("cancelled(")
+}
+
+/// A `continue-on-error:` that may be true: the job goes on past a failure.
+fn may_continue(value: Option<&crate::contracts::workflow::Scalar>) -> bool {
+    value.is_some_and(|v| v.value.trim() != "false")
+}
+
+/// A job at a step under a start.
+type StepKey = (JobRef, Option<usize>, Start);
 
 /// `env.NAME` of a job at a step under a start.
 type EnvKey = (JobRef, Option<usize>, Start, String);
@@ -156,6 +251,131 @@ impl<'a> JobScope<'a> {
 
     fn current_step(&self) -> Option<&'a Step> {
         self.step.and_then(|i| self.job().steps.get(i))
+    }
+
+    /// What the gates before this step (and in the jobs it needs) have
+    /// proved under this start. A gate holds only where it provably ran
+    /// (its `if:` true here) and stopped the job (no `continue-on-error`),
+    /// and only for steps and jobs that run under `success()`.
+    pub fn gated(&self) -> Gated {
+        let key = (self.at, self.step, self.start.clone());
+        if let Some(known) = self.memo.gated.borrow().get(&key) {
+            return *known;
+        }
+        let gated = self.guarded(Gated::default(), || self.gated_uncached());
+        self.memo.gated.borrow_mut().insert(key, gated);
+        gated
+    }
+
+    fn gated_uncached(&self) -> Gated {
+        let job = self.job();
+        let mut gated = Gated::default();
+        let own = match self.step.and_then(|i| job.steps.get(i)) {
+            Some(step) => !step
+                .if_cond
+                .as_ref()
+                .is_some_and(|c| runs_after_failure(&c.value)),
+            None => true,
+        };
+        if let (Some(index), true) = (self.step, own) {
+            for earlier in job.steps.iter().take(index) {
+                let Some(gate) = self.memo.step_gate(self.at, earlier) else {
+                    continue;
+                };
+                if may_continue(earlier.continue_on_error.as_ref()) {
+                    continue;
+                }
+                if let Some(cond) = &earlier.if_cond {
+                    let scope = self.at_step(earlier.index);
+                    if eval::condition(&cond.value, &scope) != eval::Tri::True {
+                        continue;
+                    }
+                }
+                gated = gated.with(&gate, &self.start.event);
+            }
+        }
+        // A job runs only when the jobs it needs succeeded, unless its
+        // `if:` says otherwise.
+        if job
+            .if_cond
+            .as_ref()
+            .is_some_and(|c| runs_after_failure(&c.value))
+            || may_continue(job.continue_on_error.as_ref())
+        {
+            return gated;
+        }
+        let wf = self.workflow();
+        for need in &job.needs {
+            let Some(j) = wf.jobs.iter().position(|x| x.id.value == need.value) else {
+                continue;
+            };
+            let other = &wf.jobs[j];
+            if may_continue(other.continue_on_error.as_ref()) {
+                continue;
+            }
+            let at = JobRef {
+                workflow: self.at.workflow,
+                job: j,
+            };
+            let scope = self.another(at, self.start, Some(other.steps.len()));
+            gated = gated.or(scope.gated());
+        }
+        gated
+    }
+
+    /// Whether someone with write access started the run: a member's
+    /// comment (the start's actor), or any start behind a gate on the actor.
+    pub fn started_by_member(&self) -> bool {
+        let event = self.start.event.as_str();
+        COMMENT_EVENTS.contains(&event) && self.start.actor == Actor::Member || self.gated().starter
+    }
+
+    /// Whether `github.event.comment` (or `review`) is a member's text.
+    fn comment_by_member(&self, first: &str) -> bool {
+        let event = self.start.event.as_str();
+        match first {
+            "comment" => {
+                COMMENTED_EVENTS.contains(&event)
+                    && (self.start.actor == Actor::Member && COMMENT_EVENTS.contains(&event)
+                        || self.gated().starter)
+            }
+            "review" => event == "pull_request_review" && self.gated().starter,
+            _ => false,
+        }
+    }
+
+    /// A taint as the gates before this step refine it: pull-request bytes
+    /// that a member chose to run (by a comment, or past a gate on the
+    /// actor) are the recovery path's, a maintainer's choice
+    /// ([`Taint::MAINTAINER`]); those of a pull request whose author a gate
+    /// proved a member are trusted where the policy trusts members.
+    pub fn refine_taint(&self, taint: Taint) -> Taint {
+        if !taint.pr() {
+            return taint;
+        }
+        let starter = self.started_by_member();
+        let gated = self.gated();
+        let comment_event = COMMENT_EVENTS.contains(&self.start.event.as_str());
+        let author = gated.pr_author && (starter || !comment_event);
+        if author
+            && !self
+                .policy
+                .contracts
+                .same_repository_pull_requests_untrusted()
+        {
+            return taint.without(Taint::PR);
+        }
+        if starter {
+            return taint | Taint::MAINTAINER;
+        }
+        taint
+    }
+
+    fn refine(&self, value: Val) -> Val {
+        if !value.taint().pr() {
+            return value;
+        }
+        value.map_taint(&|t| self.refine_taint(t))
     }
 
     /// Evaluates a value as written (`ref: ${{ … }}`, text with expressions).
@@ -372,6 +592,11 @@ impl<'a> JobScope<'a> {
                         "number" | "id" | "state" | "labels" | "pull_request" | "user",
                         ..,
                     ] => Val::Unknown(Taint::NONE),
+                    // A member's own comment is a member's act, as a
+                    // dispatch's input is.
+                    other if text_field(other) && self.comment_by_member(first) => {
+                        Val::Unknown(Taint::MAINTAINER)
+                    }
                     other if text_field(other) => Val::Unknown(Taint::PR_TEXT),
                     _ => Val::Unknown(Taint::NONE),
                 }
@@ -462,6 +687,18 @@ impl<'a> JobScope<'a> {
                     Val::Null
                 }
             }
+            // Who pushed, merged or sent an event only an account with
+            // write access can cause: that account's own login and email,
+            // never a pull request author's text (the pushed commits'
+            // messages and authors stay theirs, under `head_commit`).
+            "pusher" => {
+                if event == "push" {
+                    Val::Unknown(Taint::MAINTAINER)
+                } else {
+                    Val::Null
+                }
+            }
+            "sender" if WRITE_ACCESS_EVENTS.contains(&event) => Val::Unknown(Taint::MAINTAINER),
             "merge_group" => {
                 if event == "merge_group" {
                     Val::Unknown(Taint::NONE)
@@ -696,22 +933,35 @@ impl<'a> JobScope<'a> {
                 "pull_request",
                 "pulls.",
                 "payload.issue",
-                "payload.comment",
-                "payload.review",
                 "payload.workflow_run",
             ]
             .iter()
             .any(|p| script.contains(p));
+            let reads_comment = ["payload.comment", "payload.review"]
+                .iter()
+                .any(|p| script.contains(p));
             let reads_inputs =
                 script.contains("payload.inputs") || script.contains("client_payload");
             let mut own = Taint::NONE;
             if reads_pr {
                 own |= Taint::PR_REF | Taint::PR_TEXT;
             }
+            if reads_comment {
+                let member = if script.contains("payload.review") {
+                    self.comment_by_member("review")
+                } else {
+                    self.comment_by_member("comment")
+                };
+                own |= if member {
+                    Taint::MAINTAINER
+                } else {
+                    Taint::PR_REF | Taint::PR_TEXT
+                };
+            }
             if reads_inputs {
                 own |= Taint::MAINTAINER;
             }
-            return Val::Unknown(own | inputs);
+            return self.refine(Val::Unknown(own | inputs));
         }
         if action.eq_ignore_ascii_case("actions/checkout") {
             let reference = step
@@ -912,7 +1162,7 @@ impl Scope for JobScope<'_> {
             return Val::Unknown(Taint::NONE);
         };
         let rest = &path[1..];
-        match root.as_str() {
+        let value = match root.as_str() {
             "github" => self.github(rest),
             "inputs" => rest
                 .first()
@@ -925,7 +1175,8 @@ impl Scope for JobScope<'_> {
             "matrix" => self.matrix(rest),
             "secrets" => Val::Unknown(Taint::SECRET),
             _ => Val::Unknown(Taint::NONE),
-        }
+        };
+        self.refine(value)
     }
 }
 
@@ -1195,7 +1446,7 @@ impl<'a> ShellTaint<'a> {
         if self.reads_pr_file(command) {
             taint |= Taint::PR_TEXT;
         }
-        taint
+        self.scope.refine_taint(taint)
     }
 
     /// True when the command names a file of a pull-request checkout as an

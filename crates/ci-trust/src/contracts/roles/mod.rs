@@ -9,6 +9,7 @@
 mod code;
 mod downloads;
 mod flow;
+mod gates;
 mod runners;
 mod starts;
 
@@ -232,10 +233,15 @@ fn classify(start: &Start, taint: Taint, policy: &Policy) -> Option<(Level, Stri
     // A ref a dispatcher's input named (a pull request number, a branch):
     // the recovery path, whoever's bytes they are.
     if taint.pr() && taint.has(Taint::MAINTAINER) {
-        return Some((
-            Level::Warning,
-            "a maintainer's dispatch that names a pull request or a ref (the recovery path: the dispatcher chooses the code)".to_owned(),
-        ));
+        let text = match start.actor {
+            Actor::Maintainer => {
+                "a maintainer's dispatch that names a pull request or a ref (the recovery path: the dispatcher chooses the code)"
+            }
+            _ => {
+                "a member's comment, or a run past a gate on its actor, that runs a pull request's code (the recovery path: a member chooses to run it)"
+            }
+        };
+        return Some((Level::Warning, text.to_owned()));
     }
     if taint.pr() {
         return match start.actor {

@@ -70,7 +70,7 @@ const PR_EVENTS: &[&str] = &[
 
 /// Events anyone can cause on issues and discussions (a comment on a pull
 /// request included).
-const COMMENT_EVENTS: &[&str] = &[
+pub const COMMENT_EVENTS: &[&str] = &[
     "issue_comment",
     "issues",
     "discussion",

@@ -307,13 +307,21 @@ impl Checker<'_> {
                     // What the expression is under each start of the job:
                     // text a pull request's author wrote (a boolean or a
                     // number made from it is no text).
+                    // A member's choice (a dispatch's input, a member's
+                    // comment, a run past a gate on its actor) is the
+                    // recovery path's, not the pull request author's.
+                    let mut chosen: Vec<&Start> = Vec::new();
                     let tainted: Vec<&Start> = info
                         .starts
                         .iter()
                         .filter(|start| !isolated(start))
                         .filter(|start| {
                             let scope = self.model.scope(info.at, start, Some(step.index));
-                            eval::eval_body(body, &scope).taint().has(Taint::PR_TEXT)
+                            let taint = eval::eval_body(body, &scope).taint();
+                            if taint.has(Taint::PR_TEXT) && taint.has(Taint::MAINTAINER) {
+                                chosen.push(start);
+                            }
+                            taint.has(Taint::PR_TEXT)
                         })
                         .collect();
                     let text = (!tainted.is_empty()).then(|| {
@@ -358,13 +366,20 @@ impl Checker<'_> {
                         .policy
                         .contracts
                         .same_repository_pull_requests_untrusted();
-                    let text_level = tainted.iter().any(|s| match s.actor {
-                        Actor::Outsider | Actor::Repository => true,
-                        Actor::Member => members,
-                        Actor::Maintainer => false,
-                    });
+                    let text_level =
+                        tainted
+                            .iter()
+                            .filter(|s| !chosen.contains(s))
+                            .any(|s| match s.actor {
+                                Actor::Outsider | Actor::Repository => true,
+                                Actor::Member => members,
+                                Actor::Maintainer => false,
+                            });
                     let text = text.filter(|_| {
-                        text_level || tainted.iter().any(|s| s.actor == Actor::Maintainer)
+                        text_level
+                            || tainted
+                                .iter()
+                                .any(|s| s.actor == Actor::Maintainer || chosen.contains(s))
                     });
                     let (context, severity) = match text {
                         Some(t) => (
@@ -374,7 +389,7 @@ impl Checker<'_> {
                             } else {
                                 (
                                     Severity::Warning,
-                                    Some("the text comes from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                                    Some("the text comes from a pull request that a maintainer's dispatch names or a member's comment runs (the recovery path)".to_owned()),
                                 )
                             },
                         ),
@@ -426,6 +441,7 @@ impl Checker<'_> {
             let script = crate::contracts::shell::Script::cached(&text);
             for file in ["GITHUB_ENV", "GITHUB_PATH"] {
                 for command in script.commands().filter(|c| c.writes_to(file)) {
+                    let mut chosen: Vec<&Start> = Vec::new();
                     let tainted: Vec<&Start> = info
                         .starts
                         .iter()
@@ -445,17 +461,24 @@ impl Checker<'_> {
                             }
                             // Text can carry a new line (a new variable); a
                             // SHA or a number cannot.
+                            if taint.has(Taint::PR_TEXT) && taint.has(Taint::MAINTAINER) {
+                                chosen.push(start);
+                            }
                             taint.has(Taint::PR_TEXT)
                         })
                         .collect();
-                    let certain = tainted.iter().any(|s| match s.actor {
-                        Actor::Outsider | Actor::Repository => true,
-                        Actor::Member => self
-                            .policy
-                            .contracts
-                            .same_repository_pull_requests_untrusted(),
-                        Actor::Maintainer => false,
-                    });
+                    let certain =
+                        tainted
+                            .iter()
+                            .filter(|s| !chosen.contains(s))
+                            .any(|s| match s.actor {
+                                Actor::Outsider | Actor::Repository => true,
+                                Actor::Member => self
+                                    .policy
+                                    .contracts
+                                    .same_repository_pull_requests_untrusted(),
+                                Actor::Maintainer => false,
+                            });
                     if tainted.is_empty() {
                         continue;
                     }
@@ -465,7 +488,7 @@ impl Checker<'_> {
                     } else {
                         (
                             Severity::Warning,
-                            Some("the bytes come from a pull request a maintainer's dispatch names (the recovery path)".to_owned()),
+                            Some("the bytes come from a pull request that a maintainer's dispatch names or a member's comment runs (the recovery path)".to_owned()),
                         )
                     };
                     found.push((

@@ -1,0 +1,1630 @@
+//! Gates written as steps: a step that fails the job unless GitHub says a
+//! named user may act on this repository (a member of its organisation or
+//! of a team of it, or a collaborator with write access). Every later step
+//! that runs under the default `if: success()` runs only for that user, as
+//! a job-level `if:` on `author_association` would decide.
+//!
+//! A gate counts only where it provably stops the job: a recognised call
+//! of GitHub's authorisation API ([`AUTH_APIS`], one place) about a user
+//! whose source is known (the run's actor, the commenter, the pull
+//! request's author), against this repository or its owner, whose failure
+//! (`throw`, `core.setFailed`, `process.exit(1)`, or the call's own error)
+//! is reached on every path where the user is not authorised. Anything the
+//! reader does not follow (a `try` whose `catch` swallows the error, a
+//! condition with another operand, a `return` before the check, a user
+//! from elsewhere, another organisation) is no gate: a gate the checker
+//! cannot read silences nothing.
+//!
+//! Owns: [`AUTH_APIS`], [`step_gate`] and the small JavaScript reader it
+//! needs. Must not: decide what a gate means for a value or a start
+//! (`flow.rs` does, through the same starts as `if:` guards).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::contracts::workflow::Step;
+
+/// Whose standing a gate proves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Checked {
+    /// The run's actor (`github.actor`, `context.actor`, the event's sender).
+    Actor,
+    /// The comment's author (`comment.user.login`): the actor on comment events.
+    Commenter,
+    /// The pull request's (or issue's) author.
+    PrAuthor,
+}
+
+/// What a step's failure proves about the users it checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gate {
+    pub checked: BTreeSet<Checked>,
+}
+
+/// How an authorisation API answers for a user who is not authorised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// An error (404): the awaited call throws.
+    Throws,
+    /// A permission (`admin`, `write`, `read`, `none`) the script must compare.
+    Permission,
+}
+
+/// What the call is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum About {
+    /// `org`: this repository's owner.
+    Org,
+    /// `owner` and `repo`: this repository.
+    Repo,
+}
+
+/// One of GitHub's authorisation APIs: its Octokit method (as
+/// `github.rest.<method>`), its REST route (as `github.request(…)` or
+/// `gh api` names it), and how it answers.
+struct AuthApi {
+    method: &'static str,
+    route: &'static str,
+    about: About,
+    answer: Answer,
+}
+
+/// GitHub's APIs that say whether a user may act on a repository.
+const AUTH_APIS: &[AuthApi] = &[
+    AuthApi {
+        method: "orgs.checkMembershipForUser",
+        route: "/orgs/{org}/members/{username}",
+        about: About::Org,
+        answer: Answer::Throws,
+    },
+    AuthApi {
+        method: "orgs.getMembershipForUser",
+        route: "/orgs/{org}/memberships/{username}",
+        about: About::Org,
+        answer: Answer::Throws,
+    },
+    AuthApi {
+        method: "orgs.getMembershipForUserInOrg",
+        route: "",
+        about: About::Org,
+        answer: Answer::Throws,
+    },
+    AuthApi {
+        method: "teams.getMembershipForUserInOrg",
+        route: "/orgs/{org}/teams/{team_slug}/memberships/{username}",
+        about: About::Org,
+        answer: Answer::Throws,
+    },
+    AuthApi {
+        method: "repos.checkCollaborator",
+        route: "/repos/{owner}/{repo}/collaborators/{username}",
+        about: About::Repo,
+        answer: Answer::Throws,
+    },
+    AuthApi {
+        method: "repos.getCollaboratorPermissionLevel",
+        route: "/repos/{owner}/{repo}/collaborators/{username}/permission",
+        about: About::Repo,
+        answer: Answer::Permission,
+    },
+];
+
+/// The permissions `getCollaboratorPermissionLevel` may answer, and those
+/// that can push.
+const PERMISSIONS: &[&str] = &["admin", "maintain", "write", "triage", "read", "none"];
+const WRITE_PERMISSIONS: &[&str] = &["admin", "maintain", "write"];
+
+/// The gate `step` is, if any: `owners` are the names this repository's
+/// owner is known by (a literal `org:` must be one of them).
+pub fn step_gate(step: &Step, owners: &[String]) -> Option<Gate> {
+    if !step.uses_action("actions/github-script") {
+        return None;
+    }
+    let script = step.input("script")?;
+    let tokens = tokenize(&script.value)?;
+    let reader = Reader { t: &tokens, owners };
+    let stmts = reader.block(0, tokens.len())?;
+    let mut env = Env::default();
+    let checked = reader.scan(&stmts, &mut env);
+    (!checked.is_empty()).then_some(Gate { checked })
+}
+
+// --- A small JavaScript tokenizer -----------------------------------------
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    /// A template literal with substitutions (its raw text).
+    Template(String),
+    Num(String),
+    Punct(&'static str),
+    Regex,
+}
+
+#[derive(Clone, Debug)]
+struct Token {
+    tok: Tok,
+    /// A line break comes before it.
+    newline: bool,
+}
+
+const PUNCTS: &[&str] = &[
+    ">>>=", "...", "===", "!==", "**=", "<<=", ">>=", ">>>", "&&=", "||=", "??=", "=>", "==", "!=",
+    "<=", ">=", "&&", "||", "??", "?.", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=",
+    "**", "<<", ">>", "{", "}", "(", ")", "[", "]", ";", ",", "<", ">", "+", "-", "*", "/", "%",
+    "&", "|", "^", "!", "~", "?", ":", "=", ".", "@", "#",
+];
+
+/// Splits a script into tokens; `None` when it does not tokenize (an
+/// unterminated string or comment).
+fn tokenize(src: &str) -> Option<Vec<Token>> {
+    let b = src.as_bytes();
+    let mut out: Vec<Token> = Vec::new();
+    let mut i = 0;
+    let mut newline = false;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\n' {
+            newline = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if src[i..].starts_with("//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if src[i..].starts_with("/*") {
+            let end = src[i + 2..].find("*/")?;
+            if src[i..i + 2 + end].contains('\n') {
+                newline = true;
+            }
+            i += end + 4;
+            continue;
+        }
+        let tok = if c == b'\'' || c == b'"' {
+            let (text, next) = string(src, i, c)?;
+            i = next;
+            Tok::Str(text)
+        } else if c == b'`' {
+            let start = i;
+            i += 1;
+            let mut subst = false;
+            let mut depth = 0usize;
+            loop {
+                let &ch = b.get(i)?;
+                match ch {
+                    b'\\' => i += 2,
+                    b'`' if depth == 0 => {
+                        i += 1;
+                        break;
+                    }
+                    b'$' if b.get(i + 1) == Some(&b'{') && b.get(i + 2) != Some(&b'{') => {
+                        subst = true;
+                        depth += 1;
+                        i += 2;
+                    }
+                    b'{' if depth > 0 => {
+                        depth += 1;
+                        i += 1;
+                    }
+                    b'}' if depth > 0 => {
+                        depth -= 1;
+                        i += 1;
+                    }
+                    _ => i += 1,
+                }
+            }
+            let raw = &src[start + 1..i - 1];
+            if subst {
+                Tok::Template(raw.to_owned())
+            } else {
+                Tok::Str(raw.to_owned())
+            }
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
+                i += 1;
+            }
+            Tok::Num(src[start..i].to_owned())
+        } else if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 {
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'_' | b'$') || b[i] >= 0x80)
+            {
+                i += 1;
+            }
+            Tok::Ident(src[start..i].to_owned())
+        } else if c == b'/' && regex_allowed(out.last()) {
+            i += 1;
+            let mut class = false;
+            loop {
+                let &ch = b.get(i)?;
+                match ch {
+                    b'\\' => i += 2,
+                    b'[' => {
+                        class = true;
+                        i += 1;
+                    }
+                    b']' => {
+                        class = false;
+                        i += 1;
+                    }
+                    b'/' if !class => {
+                        i += 1;
+                        break;
+                    }
+                    b'\n' => return None,
+                    _ => i += 1,
+                }
+            }
+            while i < b.len() && b[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            Tok::Regex
+        } else {
+            let p = PUNCTS.iter().find(|p| src[i..].starts_with(**p))?;
+            i += p.len();
+            Tok::Punct(p)
+        };
+        out.push(Token { tok, newline });
+        newline = false;
+    }
+    Some(out)
+}
+
+fn string(src: &str, start: usize, quote: u8) -> Option<(String, usize)> {
+    let b = src.as_bytes();
+    let mut i = start + 1;
+    let mut text = String::new();
+    loop {
+        let &ch = b.get(i)?;
+        if ch == quote {
+            return Some((text, i + 1));
+        }
+        if ch == b'\n' {
+            return None;
+        }
+        if ch == b'\\' {
+            let &next = b.get(i + 1)?;
+            text.push(next as char);
+            i += 2;
+            continue;
+        }
+        let len = src[i..].chars().next()?.len_utf8();
+        text.push_str(&src[i..i + len]);
+        i += len;
+    }
+}
+
+/// A `/` starts a regular expression where a value is expected.
+fn regex_allowed(prev: Option<&Token>) -> bool {
+    match prev.map(|t| &t.tok) {
+        None => true,
+        Some(Tok::Punct(p)) => !matches!(*p, ")" | "]" | "}"),
+        Some(Tok::Ident(w)) => matches!(
+            w.as_str(),
+            "return"
+                | "typeof"
+                | "case"
+                | "do"
+                | "else"
+                | "in"
+                | "of"
+                | "new"
+                | "delete"
+                | "void"
+                | "throw"
+                | "await"
+                | "yield"
+        ),
+        _ => false,
+    }
+}
+
+// --- Statements ---------------------------------------------------------
+
+/// A statement, by token ranges.
+#[derive(Clone, Debug)]
+enum Stmt {
+    If {
+        cond: (usize, usize),
+        then: Vec<Stmt>,
+        otherwise: Option<Vec<Stmt>>,
+    },
+    Try {
+        body: Vec<Stmt>,
+        catch: Option<Vec<Stmt>>,
+        finally: Option<Vec<Stmt>>,
+    },
+    Block(Vec<Stmt>),
+    /// `async function NAME(PARAM) { BODY }`.
+    Function {
+        name: String,
+        params: Vec<String>,
+        body: Vec<Stmt>,
+    },
+    /// Anything else, as written (`for`, `while` and `switch` included).
+    Simple(usize, usize),
+}
+
+/// What a name is bound to in the script.
+#[derive(Clone, Debug)]
+enum Bound {
+    User(User),
+    /// The pull request of the event (`pulls.get` with the event's number).
+    PullRequest,
+    /// An API answer, or its `data`, about a user's permission.
+    PermissionAnswer(User, u8),
+    Permission(User),
+    /// True only when the user is authorised.
+    Authorised(User),
+    Repo,
+    Owner,
+    /// A string literal (`const org = 'x'`).
+    Literal(String),
+    /// A list of string literals.
+    Literals(Vec<String>),
+    /// `async (user) => { … }` that returns truthy only when `user` is authorised.
+    Predicate,
+}
+
+/// Whose login a value is (a parameter stands for its caller's argument).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum User {
+    Known(Checked),
+    Param(String),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Env {
+    names: BTreeMap<String, Bound>,
+}
+
+struct Reader<'a> {
+    t: &'a [Token],
+    owners: &'a [String],
+}
+
+impl Reader<'_> {
+    fn ident(&self, i: usize) -> Option<&str> {
+        match self.t.get(i).map(|t| &t.tok) {
+            Some(Tok::Ident(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn punct(&self, i: usize, p: &str) -> bool {
+        matches!(self.t.get(i).map(|t| &t.tok), Some(Tok::Punct(q)) if *q == p)
+    }
+
+    fn is_ident(&self, i: usize, w: &str) -> bool {
+        self.ident(i) == Some(w)
+    }
+
+    /// The index after the group that opens at `open` (`(`, `[`, `{`).
+    fn close(&self, open: usize, end: usize) -> Option<usize> {
+        let mut depth = 0usize;
+        let mut i = open;
+        while i < end {
+            if let Tok::Punct(p) = &self.t[i].tok {
+                match *p {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// The statements of tokens `start..end`.
+    fn block(&self, start: usize, end: usize) -> Option<Vec<Stmt>> {
+        let mut out = Vec::new();
+        let mut i = start;
+        while i < end {
+            if self.punct(i, ";") {
+                i += 1;
+                continue;
+            }
+            let (stmt, next) = self.statement(i, end)?;
+            out.push(stmt);
+            i = next;
+        }
+        Some(out)
+    }
+
+    /// A statement or a `{ … }` block as the body of `if`/`else`.
+    fn body(&self, i: usize, end: usize) -> Option<(Vec<Stmt>, usize)> {
+        if self.punct(i, "{") {
+            let close = self.close(i, end)?;
+            return Some((self.block(i + 1, close - 1)?, close));
+        }
+        let (stmt, next) = self.statement(i, end)?;
+        Some((vec![stmt], next))
+    }
+
+    fn statement(&self, i: usize, end: usize) -> Option<(Stmt, usize)> {
+        if self.punct(i, "{") {
+            let close = self.close(i, end)?;
+            return Some((Stmt::Block(self.block(i + 1, close - 1)?), close));
+        }
+        if self.is_ident(i, "if") && self.punct(i + 1, "(") {
+            let close = self.close(i + 1, end)?;
+            let (then, mut next) = self.body(close, end)?;
+            let mut otherwise = None;
+            if self.is_ident(next, "else") {
+                let (e, after) = self.body(next + 1, end)?;
+                otherwise = Some(e);
+                next = after;
+            }
+            return Some((
+                Stmt::If {
+                    cond: (i + 2, close - 1),
+                    then,
+                    otherwise,
+                },
+                next,
+            ));
+        }
+        if self.is_ident(i, "try") && self.punct(i + 1, "{") {
+            let close = self.close(i + 1, end)?;
+            let body = self.block(i + 2, close - 1)?;
+            let mut next = close;
+            let mut catch = None;
+            let mut finally = None;
+            if self.is_ident(next, "catch") {
+                next += 1;
+                if self.punct(next, "(") {
+                    next = self.close(next, end)?;
+                }
+                if !self.punct(next, "{") {
+                    return None;
+                }
+                let c = self.close(next, end)?;
+                catch = Some(self.block(next + 1, c - 1)?);
+                next = c;
+            }
+            if self.is_ident(next, "finally") && self.punct(next + 1, "{") {
+                let c = self.close(next + 1, end)?;
+                finally = Some(self.block(next + 2, c - 1)?);
+                next = c;
+            }
+            return Some((
+                Stmt::Try {
+                    body,
+                    catch,
+                    finally,
+                },
+                next,
+            ));
+        }
+        let f = if self.is_ident(i, "async") { i + 1 } else { i };
+        if self.is_ident(f, "function") {
+            if let Some(name) = self.ident(f + 1) {
+                if self.punct(f + 2, "(") {
+                    let close = self.close(f + 2, end)?;
+                    let params = self.params(f + 3, close - 1);
+                    if self.punct(close, "{") {
+                        let c = self.close(close, end)?;
+                        let body = self.block(close + 1, c - 1)?;
+                        return Some((
+                            Stmt::Function {
+                                name: name.to_owned(),
+                                params,
+                                body,
+                            },
+                            c,
+                        ));
+                    }
+                }
+            }
+        }
+        // A control statement with a head and a body (`for (…) { … }`).
+        if matches!(self.ident(i), Some("for" | "while" | "switch" | "with"))
+            && self.punct(i + 1, "(")
+        {
+            let close = self.close(i + 1, end)?;
+            let (_, next) = self.body(close, end)?;
+            return Some((Stmt::Simple(i, next), next));
+        }
+        if self.is_ident(i, "do") {
+            let (_, next) = self.body(i + 1, end)?;
+            if self.is_ident(next, "while") && self.punct(next + 1, "(") {
+                let close = self.close(next + 1, end)?;
+                return Some((Stmt::Simple(i, close), close));
+            }
+            return None;
+        }
+        // A simple statement: up to `;`, or a line break where the
+        // statement can end.
+        let mut j = i;
+        while j < end {
+            if let Tok::Punct(p) = &self.t[j].tok {
+                match *p {
+                    "(" | "[" | "{" => {
+                        j = self.close(j, end)?;
+                        continue;
+                    }
+                    ";" => return Some((Stmt::Simple(i, j), j + 1)),
+                    ")" | "]" | "}" => return None,
+                    _ => {}
+                }
+            }
+            j += 1;
+            if j < end && self.t[j].newline && self.can_end(j - 1) && self.starts_statement(j) {
+                return Some((Stmt::Simple(i, j), j));
+            }
+        }
+        Some((Stmt::Simple(i, end), end))
+    }
+
+    /// Whether a statement may end after token `i`.
+    fn can_end(&self, i: usize) -> bool {
+        match &self.t[i].tok {
+            Tok::Punct(p) => matches!(*p, ")" | "]" | "}" | "++" | "--"),
+            _ => true,
+        }
+    }
+
+    /// Whether token `i` can begin a new statement (not continue one).
+    fn starts_statement(&self, i: usize) -> bool {
+        match &self.t[i].tok {
+            Tok::Punct(p) => matches!(*p, "{" | "!" | "++" | "--" | "~"),
+            Tok::Ident(w) => !matches!(w.as_str(), "in" | "of" | "instanceof"),
+            _ => true,
+        }
+    }
+
+    fn params(&self, start: usize, end: usize) -> Vec<String> {
+        (start..end)
+            .filter_map(|k| self.ident(k).map(str::to_owned))
+            .collect()
+    }
+
+    // --- Reading for gates ----------------------------------------------
+
+    /// The users whose authorisation every path through `stmts` that does
+    /// not fail the step has proved, in order, until a statement that may
+    /// end the script without failing it.
+    fn scan(&self, stmts: &[Stmt], env: &mut Env) -> BTreeSet<Checked> {
+        let mut out = BTreeSet::new();
+        for stmt in stmts {
+            match stmt {
+                Stmt::Function { name, params, body } => {
+                    if params.len() == 1 && self.predicate(body, &params[0], env) {
+                        env.names.insert(name.clone(), Bound::Predicate);
+                    }
+                    continue;
+                }
+                Stmt::Simple(a, b) => {
+                    if let Some(user) = self.throwing_check(*a, *b, env) {
+                        out.extend(known(&user));
+                    }
+                    self.bind(*a, *b, env);
+                    if self.may_end(*a, *b) {
+                        return out;
+                    }
+                }
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    if self.fails(then) {
+                        out.extend(self.failing_condition(cond.0, cond.1, env));
+                    }
+                    let ends = self.branch_may_end(then)
+                        || otherwise.as_ref().is_some_and(|o| self.branch_may_end(o));
+                    if ends {
+                        return out;
+                    }
+                }
+                Stmt::Try {
+                    body,
+                    catch,
+                    finally,
+                } => {
+                    // Inside the `try`, a thrown error fails the step only
+                    // when the `catch` fails it on every path.
+                    let rethrows =
+                        finally.is_none() && catch.as_ref().is_some_and(|c| self.fails(c));
+                    if rethrows {
+                        let mut inner = env.clone();
+                        out.extend(self.scan(body, &mut inner));
+                    }
+                    let ends = self.stmts_may_end(body)
+                        || catch.as_ref().is_some_and(|c| self.stmts_may_end(c))
+                        || finally.as_ref().is_some_and(|f| self.stmts_may_end(f));
+                    if ends {
+                        return out;
+                    }
+                }
+                Stmt::Block(inner) => {
+                    let mut scoped = env.clone();
+                    out.extend(self.scan(inner, &mut scoped));
+                    if self.stmts_may_end(inner) {
+                        return out;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when the statements fail the step before anything can end
+    /// the script otherwise: a `core.setFailed(…)`, `throw`, or
+    /// `process.exit(N)` with `N` not 0, at their own level.
+    fn fails(&self, stmts: &[Stmt]) -> bool {
+        for stmt in stmts {
+            match stmt {
+                Stmt::Simple(a, b) => {
+                    if self.is_failure(*a, *b) {
+                        return true;
+                    }
+                    if self.may_end(*a, *b) {
+                        return false;
+                    }
+                }
+                Stmt::Block(inner) => {
+                    if self.fails(inner) {
+                        return true;
+                    }
+                    if self.stmts_may_end(inner) {
+                        return false;
+                    }
+                }
+                other => {
+                    if self.stmts_may_end(std::slice::from_ref(other)) {
+                        return false;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    fn is_failure(&self, a: usize, b: usize) -> bool {
+        if self.is_ident(a, "throw") {
+            return true;
+        }
+        let setfailed = self.is_ident(a, "core")
+            && self.punct(a + 1, ".")
+            && self.is_ident(a + 2, "setFailed")
+            && self.punct(a + 3, "(");
+        let exit = self.is_ident(a, "process")
+            && self.punct(a + 1, ".")
+            && self.is_ident(a + 2, "exit")
+            && self.punct(a + 3, "(")
+            && matches!(self.t.get(a + 4).map(|t| &t.tok), Some(Tok::Num(n)) if n != "0")
+            && self.punct(a + 5, ")");
+        (setfailed || exit) && a + 4 <= b
+    }
+
+    /// Whether a branch may end the script without failing the step (one
+    /// that fails before it returns ends it failed).
+    fn branch_may_end(&self, stmts: &[Stmt]) -> bool {
+        !self.fails(stmts) && self.stmts_may_end(stmts)
+    }
+
+    fn stmts_may_end(&self, stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| match s {
+            Stmt::Simple(a, b) => self.may_end(*a, *b),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                self.branch_may_end(then)
+                    || otherwise.as_ref().is_some_and(|o| self.branch_may_end(o))
+            }
+            Stmt::Try {
+                body,
+                catch,
+                finally,
+            } => {
+                self.stmts_may_end(body)
+                    || catch.as_ref().is_some_and(|c| self.stmts_may_end(c))
+                    || finally.as_ref().is_some_and(|f| self.stmts_may_end(f))
+            }
+            Stmt::Block(inner) => self.stmts_may_end(inner),
+            Stmt::Function { .. } => false,
+        })
+    }
+
+    /// True when tokens `a..b` may end the script without failing it: a
+    /// `return` outside a nested function, or `process.exit`.
+    fn may_end(&self, a: usize, b: usize) -> bool {
+        let mut i = a;
+        while i < b {
+            match &self.t[i].tok {
+                Tok::Ident(w) if w == "return" => return true,
+                Tok::Ident(w)
+                    if w == "process" && self.punct(i + 1, ".") && self.is_ident(i + 2, "exit") =>
+                {
+                    return !self.is_failure(i, b);
+                }
+                Tok::Punct("{") if self.function_body(i) => match self.close(i, b) {
+                    Some(c) => {
+                        i = c;
+                        continue;
+                    }
+                    None => return true,
+                },
+                _ => {}
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// Whether the `{` at `i` opens a function's body.
+    fn function_body(&self, i: usize) -> bool {
+        if i == 0 {
+            return false;
+        }
+        if self.punct(i - 1, "=>") {
+            return true;
+        }
+        if !self.punct(i - 1, ")") {
+            return false;
+        }
+        // Find the `(` that the `)` closes.
+        let mut depth = 0usize;
+        let mut k = i - 1;
+        loop {
+            if let Tok::Punct(p) = &self.t[k].tok {
+                match *p {
+                    ")" | "]" | "}" => depth += 1,
+                    "(" | "[" | "{" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if k == 0 {
+                return false;
+            }
+            k -= 1;
+        }
+        !(k > 0
+            && matches!(
+                self.ident(k - 1),
+                Some("if" | "while" | "for" | "switch" | "catch" | "with")
+            ))
+    }
+
+    /// `await <api>(…)` of a throwing API, as a whole statement (or the
+    /// value of a declaration): the user it checks.
+    fn throwing_check(&self, a: usize, b: usize, env: &Env) -> Option<User> {
+        let mut i = a;
+        if matches!(self.ident(i), Some("const" | "let" | "var")) {
+            i += 1;
+            i = if self.punct(i, "{") || self.punct(i, "[") {
+                self.close(i, b)?
+            } else {
+                self.ident(i)?;
+                i + 1
+            };
+            if !self.punct(i, "=") {
+                return None;
+            }
+            i += 1;
+        }
+        let (api, user, next) = self.auth_call(i, b, env)?;
+        if api.answer != Answer::Throws {
+            return None;
+        }
+        // Only property reads may follow (`.data`), no `.catch(…)`.
+        let mut k = next;
+        while k < b {
+            if self.punct(k, ".")
+                && self
+                    .ident(k + 1)
+                    .is_some_and(|w| !matches!(w, "catch" | "then" | "finally"))
+            {
+                k += 2;
+                continue;
+            }
+            return None;
+        }
+        Some(user)
+    }
+
+    /// `await github.rest.X.Y({…})` or `await github.request('GET …', {…})`
+    /// at `i`: the API, the user it asks about, and the index after the call.
+    fn auth_call(&self, i: usize, b: usize, env: &Env) -> Option<(&'static AuthApi, User, usize)> {
+        if !self.is_ident(i, "await") {
+            return None;
+        }
+        let mut k = i + 1;
+        // A parenthesised call: `(await x(…)).data` is read by the caller.
+        if !self.is_ident(k, "github") {
+            return None;
+        }
+        k += 1;
+        let mut path = Vec::new();
+        while self.punct(k, ".") {
+            path.push(self.ident(k + 1)?.to_owned());
+            k += 2;
+        }
+        if !self.punct(k, "(") {
+            return None;
+        }
+        let close = self.close(k, b)?;
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        let (api, args_at) = match path.as_slice() {
+            ["request"] => {
+                let Some(Tok::Str(route)) = self.t.get(k + 1).map(|t| &t.tok) else {
+                    return None;
+                };
+                let route = route.trim();
+                let route = route.strip_prefix("GET ").unwrap_or(route).trim();
+                let api = AUTH_APIS
+                    .iter()
+                    .find(|a| !a.route.is_empty() && a.route == route)?;
+                if !self.punct(k + 2, ",") {
+                    return None;
+                }
+                (api, k + 3)
+            }
+            [.., ns, method] => {
+                if path.len() > 3 || path.len() == 3 && path[0] != "rest" {
+                    return None;
+                }
+                let name = format!("{ns}.{method}");
+                (AUTH_APIS.iter().find(|a| a.method == name)?, k + 1)
+            }
+            _ => return None,
+        };
+        if !self.punct(args_at, "{") {
+            return None;
+        }
+        let args_end = self.close(args_at, close)?;
+        if args_end != close - 1 {
+            return None;
+        }
+        let props = self.object(args_at, args_end, env)?;
+        let user = match props.get("username") {
+            Some(Bound::User(u)) => u.clone(),
+            _ => return None,
+        };
+        let about = match api.about {
+            About::Org => {
+                matches!(props.get("org"), Some(Bound::Owner))
+                    || matches!(props.get("org"), Some(Bound::Literal(l)) if self.owners.iter().any(|o| o.eq_ignore_ascii_case(l)))
+            }
+            About::Repo => {
+                let owner = matches!(props.get("owner"), Some(Bound::Owner))
+                    || matches!(props.get("owner"), Some(Bound::Literal(l)) if self.owners.iter().any(|o| o.eq_ignore_ascii_case(l)));
+                owner && matches!(props.get("repo"), Some(Bound::Repo))
+            }
+        };
+        if !about {
+            return None;
+        }
+        Some((api, user, close))
+    }
+
+    /// An object literal's properties that the reader knows (`{ org,
+    /// username: x, ...context.repo }`); `None` when a key is repeated or
+    /// computed (a later one would win).
+    fn object(&self, open: usize, end: usize, env: &Env) -> Option<BTreeMap<String, Bound>> {
+        let mut props: BTreeMap<String, Bound> = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        let mut i = open + 1;
+        let last = end - 1;
+        while i < last {
+            // One property: up to the next `,` at this level.
+            let mut j = i;
+            while j < last && !self.punct(j, ",") {
+                j = if matches!(&self.t[j].tok, Tok::Punct("(" | "[" | "{")) {
+                    self.close(j, last)?
+                } else {
+                    j + 1
+                };
+            }
+            if self.punct(i, "...") {
+                // `...context.repo`: owner and repo of this repository.
+                if self.path_is(i + 1, j, &["context", "repo"]) {
+                    for k in ["owner", "repo"] {
+                        if !seen.insert(k.to_owned()) {
+                            return None;
+                        }
+                    }
+                    props.insert("owner".into(), Bound::Owner);
+                    props.insert("repo".into(), Bound::Repo);
+                } else {
+                    return None;
+                }
+            } else {
+                let key = match &self.t[i].tok {
+                    Tok::Ident(k) | Tok::Str(k) => k.clone(),
+                    _ => return None,
+                };
+                if !seen.insert(key.clone()) {
+                    return None;
+                }
+                let value = if j == i + 1 {
+                    env.names
+                        .get(&key)
+                        .cloned()
+                        .or_else(|| self.value(i, j, env))
+                } else if self.punct(i + 1, ":") {
+                    self.value(i + 2, j, env)
+                } else {
+                    return None;
+                };
+                if let Some(v) = value {
+                    props.insert(key, v);
+                }
+            }
+            i = j + 1;
+        }
+        Some(props)
+    }
+
+    fn path_is(&self, a: usize, b: usize, path: &[&str]) -> bool {
+        b - a == path.len() * 2 - 1
+            && path.iter().enumerate().all(|(n, p)| {
+                self.is_ident(a + 2 * n, p) && (n == 0 || self.punct(a + 2 * n - 1, "."))
+            })
+    }
+
+    /// A dotted path at `a..b` (`context.payload.comment.user.login`).
+    fn dotted(&self, a: usize, b: usize) -> Option<Vec<&str>> {
+        let mut out = vec![self.ident(a)?];
+        let mut i = a + 1;
+        while i < b {
+            if !(self.punct(i, ".") || self.punct(i, "?.")) {
+                return None;
+            }
+            out.push(self.ident(i + 1)?);
+            i += 2;
+        }
+        Some(out)
+    }
+
+    /// What the expression `a..b` is, where the reader knows.
+    fn value(&self, a: usize, b: usize, env: &Env) -> Option<Bound> {
+        if b == a + 1 {
+            match &self.t[a].tok {
+                Tok::Str(s) => {
+                    return Some(
+                        expression_user(s).map_or_else(|| Bound::Literal(s.clone()), Bound::User),
+                    );
+                }
+                Tok::Ident(name) => return env.names.get(name).cloned(),
+                _ => return None,
+            }
+        }
+        if self.punct(a, "[") && self.close(a, b) == Some(b) {
+            let mut items = Vec::new();
+            let mut i = a + 1;
+            while i < b - 1 {
+                match &self.t[i].tok {
+                    Tok::Str(s) => items.push(s.clone()),
+                    _ => return None,
+                }
+                i += 1;
+                if self.punct(i, ",") {
+                    i += 1;
+                }
+            }
+            return Some(Bound::Literals(items));
+        }
+        if let Some(path) = self.dotted(a, b) {
+            return path_value(&path, env);
+        }
+        None
+    }
+
+    /// Records what a declaration binds (`const x = …`, `const { data } = …`).
+    fn bind(&self, a: usize, b: usize, env: &mut Env) {
+        let kind = match self.ident(a) {
+            Some(k @ ("const" | "let" | "var")) => k,
+            _ => return,
+        };
+        let rebindable = kind != "const";
+        let target = a + 1;
+        let after = if self.punct(target, "{") {
+            match self.close(target, b) {
+                Some(c) => c,
+                None => return,
+            }
+        } else {
+            target + 1
+        };
+        if !self.punct(after, "=") {
+            return;
+        }
+        let rhs = (after + 1, b);
+        // A name `let`/`var` binds may be assigned again: only a `const`
+        // stands for its value.
+        let bound = self.rhs(rhs.0, rhs.1, env);
+        let names: Vec<(String, Vec<String>)> = if self.punct(target, "{") {
+            self.pattern(target, after)
+        } else if let Some(n) = self.ident(target) {
+            vec![(n.to_owned(), Vec::new())]
+        } else {
+            Vec::new()
+        };
+        for (name, fields) in names {
+            env.names.remove(&name);
+            if rebindable && self.assigned_again(&name) {
+                continue;
+            }
+            let Some(b) = bound.clone() else { continue };
+            if let Some(v) = project(b, &fields) {
+                env.names.insert(name, v);
+            }
+        }
+    }
+
+    /// A name assigned outside its declaration anywhere in the script.
+    fn assigned_again(&self, name: &str) -> bool {
+        let mut count = 0;
+        for i in 0..self.t.len() {
+            if self.is_ident(i, name)
+                && matches!(&self.t.get(i + 1).map(|t| &t.tok), Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=" | "=>"))
+            {
+                count += 1;
+            }
+        }
+        count > 1
+    }
+
+    /// `{ data }`, `{ data: pr }`, `{ data: { permission } }`: each bound
+    /// name with the fields it reads.
+    fn pattern(&self, open: usize, close: usize) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        let mut i = open + 1;
+        let end = close - 1;
+        while i < end {
+            let Some(key) = self.ident(i) else {
+                return Vec::new();
+            };
+            if self.punct(i + 1, ":") {
+                if self.punct(i + 2, "{") {
+                    let Some(c) = self.close(i + 2, end) else {
+                        return Vec::new();
+                    };
+                    for (n, mut f) in self.pattern(i + 2, c) {
+                        f.insert(0, key.to_owned());
+                        out.push((n, f));
+                    }
+                    i = c;
+                } else if let Some(n) = self.ident(i + 2) {
+                    out.push((n.to_owned(), vec![key.to_owned()]));
+                    i += 3;
+                } else {
+                    return Vec::new();
+                }
+            } else {
+                out.push((key.to_owned(), vec![key.to_owned()]));
+                i += 1;
+            }
+            if self.punct(i, ",") {
+                i += 1;
+            } else if i < end {
+                return Vec::new();
+            }
+        }
+        out
+    }
+
+    /// The value of a declaration's right-hand side.
+    fn rhs(&self, a: usize, b: usize, env: &Env) -> Option<Bound> {
+        // A predicate helper: `async (user) => { … }`.
+        if self.is_ident(a, "async") {
+            let (params, arrow) = if self.punct(a + 1, "(") {
+                let c = self.close(a + 1, b)?;
+                (self.params(a + 2, c - 1), c)
+            } else {
+                (vec![self.ident(a + 1)?.to_owned()], a + 2)
+            };
+            if params.len() == 1
+                && self.punct(arrow, "=>")
+                && self.punct(arrow + 1, "{")
+                && self.close(arrow + 1, b) == Some(b)
+            {
+                let body = self.block(arrow + 2, b - 1)?;
+                return self
+                    .predicate(&body, &params[0], env)
+                    .then_some(Bound::Predicate);
+            }
+            return None;
+        }
+        if let Some((api, user, next)) = self.auth_call(a, b, env) {
+            if next != b {
+                return None;
+            }
+            return Some(match api.answer {
+                Answer::Throws => Bound::Authorised(user),
+                Answer::Permission => Bound::PermissionAnswer(user, 0),
+            });
+        }
+        // `await github.rest.pulls.get({ …, pull_number: <the event's> })`.
+        if self.is_ident(a, "await")
+            && self.path_is(a + 1, a + 8, &["github", "rest", "pulls", "get"])
+            && self.punct(a + 8, "(")
+        {
+            let close = self.close(a + 8, b)?;
+            if close != b || !self.punct(a + 9, "{") {
+                return None;
+            }
+            let props = self.object(a + 9, close - 1, env)?;
+            let event_number =
+                matches!(props.get("pull_number"), Some(Bound::Literal(l)) if l == "event-number");
+            let here = matches!(props.get("owner"), Some(Bound::Owner))
+                && matches!(props.get("repo"), Some(Bound::Repo));
+            return (event_number && here).then_some(Bound::PullRequest);
+        }
+        // `await helper(user)`.
+        if self.is_ident(a, "await") {
+            if let (Some(name), true) = (self.ident(a + 1), self.punct(a + 2, "(")) {
+                if matches!(env.names.get(name), Some(Bound::Predicate))
+                    && self.close(a + 2, b) == Some(b)
+                {
+                    if let Some(Bound::User(u)) = self.value(a + 3, b - 1, env) {
+                        return Some(Bound::Authorised(u));
+                    }
+                }
+            }
+        }
+        self.value(a, b, env)
+    }
+
+    /// Whether `body` (of a function of `param`) returns a truthy value
+    /// only after an authorisation of `param` succeeded.
+    fn predicate(&self, body: &[Stmt], param: &str, outer: &Env) -> bool {
+        let mut env = outer.clone();
+        env.names
+            .insert(param.to_owned(), Bound::User(User::Param(param.to_owned())));
+        self.predicate_in(body, &mut env, false)
+    }
+
+    fn predicate_in(&self, body: &[Stmt], env: &mut Env, mut authorised: bool) -> bool {
+        for stmt in body {
+            match stmt {
+                Stmt::Simple(a, b) => {
+                    if self.is_ident(*a, "return") {
+                        if authorised || self.falsy(*a + 1, *b) {
+                            continue;
+                        }
+                        if self.permission_return(*a + 1, *b, env) {
+                            continue;
+                        }
+                        return false;
+                    }
+                    if self.may_end(*a, *b) {
+                        return false;
+                    }
+                    if let Some(User::Param(_)) = self.throwing_check(*a, *b, env) {
+                        authorised = true;
+                    }
+                    self.bind(*a, *b, env);
+                }
+                Stmt::Try {
+                    body,
+                    catch,
+                    finally: None,
+                } => {
+                    let mut inner = env.clone();
+                    if !self.predicate_in(body, &mut inner, authorised) {
+                        return false;
+                    }
+                    if let Some(c) = catch {
+                        if !self.predicate_in(c, &mut env.clone(), authorised) {
+                            return false;
+                        }
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    fn falsy(&self, a: usize, b: usize) -> bool {
+        b == a
+            || b == a + 1
+                && match &self.t[a].tok {
+                    Tok::Ident(w) => matches!(w.as_str(), "false" | "null" | "undefined"),
+                    Tok::Num(n) => n == "0",
+                    Tok::Str(s) => s.is_empty(),
+                    _ => false,
+                }
+    }
+
+    /// `return <condition on the permission>` truthy only for write access.
+    fn permission_return(&self, a: usize, b: usize, env: &Env) -> bool {
+        let Some(atoms) = self.atoms(a, b, env) else {
+            return false;
+        };
+        if atoms.len() != 1 || !matches!(atoms[0].1, Atom::Permission) {
+            return false;
+        }
+        (0..PERMISSIONS.len()).all(|v| {
+            let truthy = self.truth(a, b, env, &atoms, &[v]);
+            match truthy {
+                Some(true) => WRITE_PERMISSIONS.contains(&PERMISSIONS[v]),
+                Some(false) => true,
+                None => false,
+            }
+        })
+    }
+
+    /// The users a condition proves authorised when it is false: the
+    /// condition of an `if` whose body fails the step.
+    fn failing_condition(&self, a: usize, b: usize, env: &Env) -> BTreeSet<Checked> {
+        let Some(atoms) = self.atoms(a, b, env) else {
+            return BTreeSet::new();
+        };
+        if atoms.is_empty() || atoms.len() > 4 {
+            return BTreeSet::new();
+        }
+        // Every assignment of the atoms under which the condition is false
+        // (the step goes on): an atom authorised in all of them is proved.
+        let sizes: Vec<usize> = atoms
+            .iter()
+            .map(|(_, k)| match k {
+                Atom::Authorised => 2,
+                Atom::Permission => PERMISSIONS.len(),
+            })
+            .collect();
+        let mut proved: Vec<bool> = vec![true; atoms.len()];
+        let mut any_pass = false;
+        let mut values = vec![0usize; atoms.len()];
+        loop {
+            match self.truth(a, b, env, &atoms, &values) {
+                None => return BTreeSet::new(),
+                Some(false) => {
+                    any_pass = true;
+                    for (n, (_, kind)) in atoms.iter().enumerate() {
+                        let ok = match kind {
+                            Atom::Authorised => values[n] == 1,
+                            Atom::Permission => WRITE_PERMISSIONS.contains(&PERMISSIONS[values[n]]),
+                        };
+                        if !ok {
+                            proved[n] = false;
+                        }
+                    }
+                }
+                Some(true) => {}
+            }
+            // Next assignment.
+            let mut n = 0;
+            loop {
+                if n == values.len() {
+                    let mut out = BTreeSet::new();
+                    if any_pass {
+                        for (k, (user, _)) in atoms.iter().enumerate() {
+                            if proved[k] {
+                                out.extend(known(user));
+                            }
+                        }
+                    }
+                    return out;
+                }
+                values[n] += 1;
+                if values[n] < sizes[n] {
+                    break;
+                }
+                values[n] = 0;
+                n += 1;
+            }
+        }
+    }
+
+    /// The atoms of a condition: each name or call that says whether a
+    /// user is authorised, or what permission they have. `None` when the
+    /// condition has anything else that is not a literal.
+    fn atoms(&self, a: usize, b: usize, env: &Env) -> Option<Vec<(User, Atom)>> {
+        let mut atoms: Vec<(User, Atom)> = Vec::new();
+        let mut i = a;
+        while i < b {
+            let (atom, next) = self.operand(i, b, env)?;
+            if let Some(atom) = atom {
+                if !atoms.contains(&atom) {
+                    atoms.push(atom);
+                }
+            }
+            i = next;
+        }
+        Some(atoms)
+    }
+
+    /// One operand or operator at `i`: the atom it is, if any, and the
+    /// index after it. `None` for anything the reader does not know.
+    fn operand(&self, i: usize, b: usize, env: &Env) -> Option<(Option<(User, Atom)>, usize)> {
+        match &self.t[i].tok {
+            Tok::Punct("!" | "(" | ")" | "&&" | "||" | "===" | "!==" | "==" | "!=") => {
+                Some((None, i + 1))
+            }
+            Tok::Str(_) => Some((None, i + 1)),
+            Tok::Ident(w) if matches!(w.as_str(), "true" | "false") => Some((None, i + 1)),
+            Tok::Punct("[") => {
+                // `['admin', 'write'].includes(<permission>)`.
+                let close = self.close(i, b)?;
+                let Some(Bound::Literals(_)) = self.value(i, close, env) else {
+                    return None;
+                };
+                self.includes(close, b, env)
+            }
+            Tok::Ident(w) if w == "await" => {
+                let name = self.ident(i + 1)?;
+                if !matches!(env.names.get(name), Some(Bound::Predicate)) || !self.punct(i + 2, "(")
+                {
+                    return None;
+                }
+                let close = self.close(i + 2, b)?;
+                match self.value(i + 3, close - 1, env) {
+                    Some(Bound::User(u)) => Some((Some((u, Atom::Authorised)), close)),
+                    _ => None,
+                }
+            }
+            Tok::Ident(_) => {
+                // A dotted name, possibly `.includes(…)` of a list of literals.
+                let mut j = i + 1;
+                while self.punct(j, ".") && self.ident(j + 1).is_some_and(|w| w != "includes") {
+                    j += 2;
+                }
+                let value = self.value(i, j, env)?;
+                match value {
+                    Bound::Authorised(u) => Some((Some((u, Atom::Authorised)), j)),
+                    Bound::Permission(u) => Some((Some((u, Atom::Permission)), j)),
+                    Bound::Literals(_) => self.includes(j, b, env),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `.includes(<permission>)` at `i`.
+    fn includes(&self, i: usize, b: usize, env: &Env) -> Option<(Option<(User, Atom)>, usize)> {
+        if !(self.punct(i, ".") && self.is_ident(i + 1, "includes") && self.punct(i + 2, "(")) {
+            return None;
+        }
+        let close = self.close(i + 2, b)?;
+        match self.value(i + 3, close - 1, env) {
+            Some(Bound::Permission(u)) => Some((Some((u, Atom::Permission)), close)),
+            _ => None,
+        }
+    }
+
+    /// The truth of the condition `a..b` with each atom given a value
+    /// (`values[n]`: 0/1 for an authorisation, an index of [`PERMISSIONS`]).
+    fn truth(
+        &self,
+        a: usize,
+        b: usize,
+        env: &Env,
+        atoms: &[(User, Atom)],
+        values: &[usize],
+    ) -> Option<bool> {
+        let mut p = Pratt {
+            r: self,
+            env,
+            atoms,
+            values,
+            i: a,
+            end: b,
+        };
+        let v = p.or()?;
+        (p.i == b).then(|| v.truthy())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Atom {
+    Authorised,
+    Permission,
+}
+
+/// A value while a condition is evaluated.
+#[derive(Clone, Debug, PartialEq)]
+enum Cv {
+    Bool(bool),
+    Str(String),
+}
+
+impl Cv {
+    fn truthy(&self) -> bool {
+        match self {
+            Cv::Bool(b) => *b,
+            Cv::Str(s) => !s.is_empty(),
+        }
+    }
+}
+
+/// Evaluates a condition of `!`, `&&`, `||`, `===`/`!==`, literals and
+/// atoms, as JavaScript does.
+struct Pratt<'r, 'a> {
+    r: &'r Reader<'a>,
+    env: &'r Env,
+    atoms: &'r [(User, Atom)],
+    values: &'r [usize],
+    i: usize,
+    end: usize,
+}
+
+impl Pratt<'_, '_> {
+    fn or(&mut self) -> Option<Cv> {
+        let mut left = self.and()?;
+        while self.i < self.end && self.r.punct(self.i, "||") {
+            self.i += 1;
+            let right = self.and()?;
+            left = if left.truthy() { left } else { right };
+        }
+        Some(left)
+    }
+
+    fn and(&mut self) -> Option<Cv> {
+        let mut left = self.eq()?;
+        while self.i < self.end && self.r.punct(self.i, "&&") {
+            self.i += 1;
+            let right = self.eq()?;
+            left = if left.truthy() { right } else { left };
+        }
+        Some(left)
+    }
+
+    fn eq(&mut self) -> Option<Cv> {
+        let left = self.unary()?;
+        for (op, negate) in [("===", false), ("==", false), ("!==", true), ("!=", true)] {
+            if self.i < self.end && self.r.punct(self.i, op) {
+                self.i += 1;
+                let right = self.unary()?;
+                return Some(Cv::Bool((left == right) != negate));
+            }
+        }
+        Some(left)
+    }
+
+    fn unary(&mut self) -> Option<Cv> {
+        if self.r.punct(self.i, "!") {
+            self.i += 1;
+            return Some(Cv::Bool(!self.unary()?.truthy()));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Option<Cv> {
+        if self.i >= self.end {
+            return None;
+        }
+        if self.r.punct(self.i, "(") {
+            let close = self.r.close(self.i, self.end)?;
+            let mut inner = Pratt {
+                end: close - 1,
+                i: self.i + 1,
+                ..*self
+            };
+            let v = inner.or()?;
+            if inner.i != close - 1 {
+                return None;
+            }
+            self.i = close;
+            return Some(v);
+        }
+        match &self.r.t[self.i].tok {
+            Tok::Str(s) => {
+                self.i += 1;
+                return Some(Cv::Str(s.clone()));
+            }
+            Tok::Ident(w) if w == "true" || w == "false" => {
+                self.i += 1;
+                return Some(Cv::Bool(w == "true"));
+            }
+            _ => {}
+        }
+        let (atom, next) = self.r.operand(self.i, self.end, self.env)?;
+        let start = self.i;
+        self.i = next;
+        let atom = atom?;
+        let n = self.atoms.iter().position(|a| *a == atom)?;
+        let v = self.values[n];
+        // `[…].includes(x)` or `list.includes(x)`: membership of the value.
+        let is_includes = (start..next).any(|k| self.r.is_ident(k, "includes"));
+        if is_includes {
+            let list_end = (start..next)
+                .find(|&k| self.r.punct(k, ".") && self.r.is_ident(k + 1, "includes"))?;
+            let Some(Bound::Literals(items)) = self.r.value(start, list_end, self.env) else {
+                return None;
+            };
+            return Some(Cv::Bool(items.iter().any(|i| i == PERMISSIONS[v])));
+        }
+        Some(match atom.1 {
+            Atom::Authorised => Cv::Bool(v == 1),
+            Atom::Permission => Cv::Str(PERMISSIONS[v].to_owned()),
+        })
+    }
+}
+
+/// The checked users a user stands for (a parameter stands for none).
+fn known(user: &User) -> Vec<Checked> {
+    match user {
+        User::Known(c) => vec![*c],
+        User::Param(_) => Vec::new(),
+    }
+}
+
+/// The user a string is when it is one `${{ }}` expression naming one.
+fn expression_user(s: &str) -> Option<User> {
+    let inner = s.trim().strip_prefix("${{")?.strip_suffix("}}")?.trim();
+    let path: Vec<&str> = inner.split('.').collect();
+    match path.as_slice() {
+        ["github", "actor"] | ["github", "event", "sender", "login"] => {
+            Some(User::Known(Checked::Actor))
+        }
+        ["github", "event", "comment", "user", "login"] => Some(User::Known(Checked::Commenter)),
+        ["github", "event", "pull_request" | "issue", "user", "login"] => {
+            Some(User::Known(Checked::PrAuthor))
+        }
+        _ => None,
+    }
+}
+
+/// What a dotted path names (`context.actor`, `pr.user.login`).
+fn path_value(path: &[&str], env: &Env) -> Option<Bound> {
+    Some(match path {
+        ["context", "actor"]
+        | ["context", "payload", "sender", "login"]
+        | ["process", "env", "GITHUB_ACTOR"] => Bound::User(User::Known(Checked::Actor)),
+        ["context", "payload", "comment", "user", "login"] => {
+            Bound::User(User::Known(Checked::Commenter))
+        }
+        [
+            "context",
+            "payload",
+            "pull_request" | "issue",
+            "user",
+            "login",
+        ] => Bound::User(User::Known(Checked::PrAuthor)),
+        ["context", "repo", "owner"] | ["context", "payload", "repository", "owner", "login"] => {
+            Bound::Owner
+        }
+        ["context", "repo", "repo"] | ["context", "payload", "repository", "name"] => Bound::Repo,
+        ["context", "issue", "number"]
+        | ["context", "payload", "issue" | "pull_request", "number"]
+        | ["context", "payload", "number"] => Bound::Literal("event-number".to_owned()),
+        [name, rest @ ..] => {
+            let bound = env.names.get(*name)?.clone();
+            project(
+                bound,
+                &rest.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+            )?
+        }
+        [] => return None,
+    })
+}
+
+/// A bound value's field (`pr.user.login`, `answer.data.permission`).
+fn project(bound: Bound, fields: &[String]) -> Option<Bound> {
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    match (bound, fields.as_slice()) {
+        (b, []) => Some(b),
+        (Bound::PullRequest, ["data"]) => Some(Bound::PullRequest),
+        (Bound::PullRequest, ["data", "user", "login"] | ["user", "login"]) => {
+            Some(Bound::User(User::Known(Checked::PrAuthor)))
+        }
+        (Bound::PermissionAnswer(u, 0), ["data"]) => Some(Bound::PermissionAnswer(u, 1)),
+        (Bound::PermissionAnswer(u, 0), ["data", "permission"])
+        | (Bound::PermissionAnswer(u, 1), ["permission"]) => Some(Bound::Permission(u)),
+        _ => None,
+    }
+}

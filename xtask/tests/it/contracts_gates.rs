@@ -1,0 +1,454 @@
+//! Gates written as steps (issue 19, held-out half 2): a step that fails
+//! the job unless GitHub says a named user may act on the repository gates
+//! every later step that runs under `success()`, and the jobs that need
+//! it, as an `if:` on `author_association` would. Each attack on that
+//! reading (a user the attacker names, a swallowed failure, a step that
+//! runs anyway, another organisation) is kept here as a reproduction that
+//! must stay an error. Also: a push's pusher is an account with write
+//! access, not a pull request's author.
+
+use serde_json::Value;
+
+use crate::contracts::check;
+use crate::support::Fixture;
+
+const NAMED: &str = "[contracts]\nrepository = \"acme/widgets\"\n";
+const NAMED_TRUSTING: &str =
+    "[contracts]\nrepository = \"acme/widgets\"\nsame-repository-pull-requests = \"trusted\"\n";
+
+fn repo(workflow: &str, policy: &str) -> Fixture {
+    let fixture = Fixture::new();
+    fixture.file(".github/workflows/bench.yml", workflow);
+    fixture.file(".github/ci-trust.toml", policy);
+    fixture
+}
+
+/// The unsuppressed findings of `rule` at `severity`, as `job` names.
+fn jobs(findings: &[Value], severity: &str, rule: &str) -> Vec<String> {
+    let mut out: Vec<String> = findings
+        .iter()
+        .filter(|f| f["severity"] == severity && f["rule"] == rule && f["suppressed"] == false)
+        .map(|f| f["job"].as_str().unwrap_or("").to_owned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn show(findings: &[Value]) -> String {
+    findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {}: {}",
+                f["severity"], f["rule"], f["job"], f["message"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// reth's `bench.yml`, cut down: a member's `bench …` comment is parsed by
+/// a script and its arguments spliced into `run:` scripts of this job and
+/// of a job that needs it, both holding secrets. `GATE` is the gate step.
+const BENCH: &str = r#"on:
+  issue_comment:
+    types: [created]
+permissions: {}
+jobs:
+  ack:
+    if: github.event.issue.pull_request && startsWith(github.event.comment.body, 'bench')
+    runs-on: ubuntu-latest
+    permissions:
+      pull-requests: write
+    outputs:
+      blocks: ${{ steps.args.outputs.blocks }}
+    steps:
+GATE
+      - name: Parse arguments
+        id: args
+        uses: actions/github-script@v7
+        with:
+          script: |
+            const body = context.payload.comment.body.trim();
+            const { data: pr } = await github.rest.pulls.get({ ...context.repo, pull_number: context.issue.number });
+            core.setOutput('blocks', body.split(' ')[1]);
+            core.setOutput('head', pr.head.ref);
+      - name: Report
+        IF
+        run: echo "blocks ${{ steps.args.outputs.blocks }} for ${{ github.event.comment.body }}"
+        env:
+          TOKEN: ${{ secrets.BENCH_TOKEN }}
+  bench:
+    needs: ack
+    NEEDS_IF
+    runs-on: ubuntu-latest
+    steps:
+      - run: ./bench --blocks ${{ needs.ack.outputs.blocks }} --note "${{ github.event.comment.body }}"
+        env:
+          TOKEN: ${{ secrets.BENCH_TOKEN }}
+"#;
+
+/// reth's gate: a helper that asks `orgs.checkMembershipForUser` and
+/// answers false on its error, for the commenter and for the author of the
+/// pull request the event names.
+const RETH_GATE: &str = r#"      - name: Check org membership
+        if: github.event_name == 'issue_comment'
+        uses: actions/github-script@v7
+        with:
+          github-token: ${{ secrets.ORG_READ_TOKEN }}
+          script: |
+            const org = 'acme';
+            const checkMembership = async (username) => {
+              try {
+                const { status } = await github.rest.orgs.checkMembershipForUser({ org, username });
+                return status === 204 || status === 302;
+              } catch {
+                return false;
+              }
+            };
+
+            const commenter = context.payload.comment.user.login;
+            if (!await checkMembership(commenter)) {
+              core.setFailed(`@${commenter} is not a member of ${org}`);
+              return;
+            }
+
+            const { data: pr } = await github.rest.pulls.get({
+              owner: context.repo.owner,
+              repo: context.repo.repo,
+              pull_number: context.issue.number,
+            });
+            const prAuthor = pr.user.login;
+            if (!await checkMembership(prAuthor)) {
+              core.setFailed(`PR author @${prAuthor} is not a member of ${org}`);
+            }"#;
+
+fn bench(gate: &str, step_if: &str, needs_if: &str) -> String {
+    BENCH
+        .replace("GATE", gate)
+        .replace("        IF\n", step_if)
+        .replace("    NEEDS_IF\n", needs_if)
+}
+
+fn injection_errors(workflow: &str) -> (Vec<String>, String) {
+    let (_, findings) = check(&repo(workflow, NAMED));
+    (
+        jobs(&findings, "error", "privileged-injection"),
+        show(&findings),
+    )
+}
+
+const NO_GATE: &str = "      - run: echo no gate";
+
+/// Without a gate anyone's comment is spliced into both jobs: errors. With
+/// reth's gate, every byte after it is a member's: no error, in this job or
+/// the one that needs it; what the member's run takes from the pull
+/// request stays the recovery path's warning.
+#[test]
+fn a_member_gate_written_as_a_script_gates_the_later_steps_and_the_jobs_that_need_it() {
+    let (errors, all) = injection_errors(&bench(NO_GATE, "", ""));
+    assert_eq!(errors, ["ack", "bench"], "{all}");
+    let (errors, all) = injection_errors(&bench(RETH_GATE, "", ""));
+    assert!(errors.is_empty(), "{all}");
+}
+
+/// The same gate in the other forms GitHub's API allows: a permission
+/// compared with the write levels, a membership call whose error ends the
+/// script, `github.request` of the REST route, a `catch` that fails.
+#[test]
+fn each_authorisation_api_in_the_registry_gates_when_its_failure_stops_the_job() {
+    let forms = [
+        // getCollaboratorPermissionLevel, compared with the write levels.
+        r#"const { data } = await github.rest.repos.getCollaboratorPermissionLevel({ ...context.repo, username: context.actor });
+            if (!['admin', 'maintain', 'write'].includes(data.permission)) {
+              core.setFailed('no write access');
+            }"#,
+        // A permission compared by `!==`, thrown.
+        r#"const res = await github.rest.repos.getCollaboratorPermissionLevel({ owner: context.repo.owner, repo: context.repo.repo, username: context.payload.comment.user.login });
+            const permission = res.data.permission;
+            if (permission !== 'admin' && permission !== 'write') {
+              throw new Error('not allowed');
+            }"#,
+        // A membership call whose 404 ends the script.
+        "await github.rest.orgs.checkMembershipForUser({ org: context.repo.owner, username: context.actor });",
+        // The REST route, through github.request.
+        "await github.request('GET /orgs/{org}/members/{username}', { org: 'acme', username: '${{ github.actor }}' });",
+        // A team, with a catch that fails the step.
+        r#"try {
+              await github.rest.teams.getMembershipForUserInOrg({ org: 'acme', team_slug: 'core', username: context.actor });
+            } catch (e) {
+              core.setFailed(`not in the team: ${e.message}`);
+            }"#,
+    ];
+    for form in forms {
+        let gate = format!(
+            "      - uses: actions/github-script@v7\n        with:\n          script: |\n            {form}"
+        );
+        let (errors, all) = injection_errors(&bench(&gate, "", ""));
+        assert!(errors.is_empty(), "{form}\n{all}");
+    }
+}
+
+/// Attacks on the gate reading: each leaves a path where the comment's
+/// bytes run while the step gate does not hold, so each stays an error.
+/// (A step or job that runs `always()` still sees only gated outputs of
+/// the steps that ran behind the gate; what it reads from the event itself
+/// is the commenter's.)
+#[test]
+fn a_gate_that_does_not_provably_stop_the_job_silences_nothing() {
+    let script = |body: &str| {
+        format!(
+            "      - uses: actions/github-script@v7\n        with:\n          script: |\n            {body}"
+        )
+    };
+    let member_check =
+        "await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: context.actor });";
+    let attacks: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "a user the commenter names",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: context.payload.comment.body.split(' ')[1] });",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a literal user",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: 'octocat' });",
+            ),
+            "",
+            "",
+        ),
+        (
+            "the fork owner's organisation",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: context.payload.comment.user.login, username: context.actor });",
+            ),
+            "",
+            "",
+        ),
+        (
+            "another organisation",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: 'some-open-org', username: context.actor });",
+            ),
+            "",
+            "",
+        ),
+        (
+            "continue-on-error on the gate",
+            format!(
+                "      - continue-on-error: true\n        uses: actions/github-script@v7\n        with:\n          script: |\n            {member_check}"
+            ),
+            "",
+            "",
+        ),
+        (
+            "a later step that runs always",
+            script(member_check),
+            "        if: always()\n",
+            "",
+        ),
+        (
+            "a later step that runs unless cancelled",
+            script(member_check),
+            "        if: ${{ !cancelled() }}\n",
+            "",
+        ),
+        (
+            "a needing job that runs always",
+            script(member_check),
+            "",
+            "    if: always()\n",
+        ),
+        (
+            "a catch that swallows the error",
+            script(&format!(
+                "try {{\n              {member_check}\n            }} catch (e) {{\n              core.info('not a member');\n            }}"
+            )),
+            "",
+            "",
+        ),
+        (
+            "the call's error caught on the promise",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: context.actor }).catch(() => null);",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a helper that answers true whatever the call says",
+            script(
+                "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); } catch {}\n              return true;\n            };\n            if (!await isMember(context.actor)) { core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a setFailed in a branch that is never taken",
+            script(
+                "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); return true; } catch { return false; }\n            };\n            const ok = await isMember(context.actor);\n            if (false && !ok) { core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a condition with another operand",
+            script(
+                "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); return true; } catch { return false; }\n            };\n            if (!await isMember(context.actor) && context.payload.comment.body.includes('strict')) { core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a return before the check",
+            script(&format!(
+                "if (context.payload.comment.body.includes('fast')) {{\n              return;\n            }}\n            {member_check}"
+            )),
+            "",
+            "",
+        ),
+        (
+            "a permission whose answer is ignored",
+            script(
+                "await github.rest.repos.getCollaboratorPermissionLevel({ ...context.repo, username: context.actor });",
+            ),
+            "",
+            "",
+        ),
+        (
+            "read access counted as enough",
+            script(
+                "const { data } = await github.rest.repos.getCollaboratorPermissionLevel({ ...context.repo, username: context.actor });\n            if (!['admin', 'write', 'read'].includes(data.permission)) { core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a gate step whose own condition the comment decides",
+            format!(
+                "      - if: contains(github.event.comment.body, 'check')\n        uses: actions/github-script@v7\n        with:\n          script: |\n            {member_check}"
+            ),
+            "",
+            "",
+        ),
+        (
+            "a fail call after a return in its branch",
+            script(
+                "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); return true; } catch { return false; }\n            };\n            if (!await isMember(context.actor)) { return; core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+        (
+            "a let reassigned after the check",
+            script(
+                "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); return true; } catch { return false; }\n            };\n            let ok = await isMember(context.actor);\n            ok = true;\n            if (!ok) { core.setFailed('no'); }",
+            ),
+            "",
+            "",
+        ),
+    ];
+    for (what, gate, step_if, needs_if) in attacks {
+        let workflow = bench(&gate, step_if, needs_if);
+        let (errors, all) = injection_errors(&workflow);
+        let expected: &[&str] = match (step_if.is_empty(), needs_if.is_empty()) {
+            (false, _) => &["ack"],
+            (_, false) => &["bench"],
+            _ => &["ack", "bench"],
+        };
+        for job in expected {
+            assert!(
+                errors.iter().any(|e| e == job),
+                "{what}: `{job}` must stay an error\n{workflow}\n{all}"
+            );
+        }
+    }
+}
+
+/// A pull request's head checked out and built behind a gate on the
+/// commenter alone is a member's run of someone else's code: the recovery
+/// path's warning, not an error and not silence. Behind a gate on its
+/// author too, it is a member's code: trusted where the policy trusts
+/// same-repository pull requests.
+const BUILD: &str = r#"on:
+  issue_comment:
+    types: [created]
+permissions:
+  contents: read
+jobs:
+  test:
+    if: github.event.issue.pull_request
+    runs-on: ubuntu-latest
+    steps:
+GATE
+      - uses: actions/checkout@v4
+        with:
+          ref: refs/pull/${{ github.event.issue.number }}/head
+          persist-credentials: false
+      - run: make test
+        env:
+          TOKEN: ${{ secrets.GPU_TOKEN }}
+"#;
+
+#[test]
+fn who_the_gate_checks_decides_whose_code_the_run_is() {
+    let commenter = "      - uses: actions/github-script@v7\n        with:\n          script: |\n            await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: context.payload.comment.user.login });";
+    let both = format!(
+        "{commenter}\n            await github.rest.orgs.checkMembershipForUser({{ org: 'acme', username: context.payload.issue.user.login }});"
+    );
+    let secrets = |gate: &str, policy: &str| {
+        let (_, findings) = check(&repo(&BUILD.replace("GATE", gate), policy));
+        (
+            jobs(&findings, "error", "untrusted-secrets"),
+            jobs(&findings, "warning", "untrusted-secrets"),
+            show(&findings),
+        )
+    };
+    let (errors, _, all) = secrets(NO_GATE, NAMED);
+    assert_eq!(errors, ["test"], "{all}");
+    let (errors, warnings, all) = secrets(commenter, NAMED);
+    assert!(errors.is_empty(), "{all}");
+    assert_eq!(
+        warnings,
+        ["test"],
+        "the recovery path is never silence\n{all}"
+    );
+    // The commenter alone, even where members' pull requests are trusted:
+    // the code may be a fork's.
+    let (errors, warnings, all) = secrets(commenter, NAMED_TRUSTING);
+    assert!(errors.is_empty(), "{all}");
+    assert_eq!(warnings, ["test"], "{all}");
+    let (errors, warnings, all) = secrets(&both, NAMED_TRUSTING);
+    assert!(errors.is_empty() && warnings.is_empty(), "{all}");
+    let (errors, warnings, all) = secrets(&both, NAMED);
+    assert!(errors.is_empty(), "{all}");
+    assert_eq!(warnings, ["test"], "{all}");
+}
+
+/// tauri's `covector-version-or-publish.yml`: on a push, the pusher is the
+/// account that pushed or merged (write access), not a pull request's
+/// author; the pushed commit's message stays its author's text.
+#[test]
+fn a_pushs_pusher_is_an_account_with_write_access() {
+    let workflow = |line: &str| {
+        format!(
+            "on:\n  push:\n    branches: [dev]\npermissions:\n  contents: write\njobs:\n  publish:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: |\n          {line}\n          cargo publish\n        env:\n          CARGO_REGISTRY_TOKEN: ${{{{ secrets.CRATES_TOKEN }}}}\n"
+        )
+    };
+    for line in [
+        r#"git config --global user.name "${{ github.event.pusher.name }}""#,
+        r#"git config --global user.email "${{ github.event.pusher.email }}""#,
+        r#"echo "by ${{ github.event.sender.login }}""#,
+    ] {
+        let (errors, all) = injection_errors(&workflow(line));
+        assert!(errors.is_empty(), "{line}\n{all}");
+    }
+    let (errors, all) = injection_errors(&workflow(
+        r#"echo "${{ github.event.head_commit.message }}""#,
+    ));
+    assert_eq!(errors, ["publish"], "{all}");
+}
