@@ -371,9 +371,8 @@ fn a_gate_that_does_not_provably_stop_the_job_silences_nothing() {
 
 /// A pull request's head checked out and built behind a gate on the
 /// commenter alone is a member's run of someone else's code: the recovery
-/// path's warning, not an error and not silence. Behind a gate on its
-/// author too, it is a member's code: trusted where the policy trusts
-/// same-repository pull requests.
+/// path's warning, not an error and not silence, whatever else the gate
+/// checks.
 const BUILD: &str = r#"on:
   issue_comment:
     types: [created]
@@ -422,11 +421,29 @@ fn who_the_gate_checks_decides_whose_code_the_run_is() {
     let (errors, warnings, all) = secrets(commenter, NAMED_TRUSTING);
     assert!(errors.is_empty(), "{all}");
     assert_eq!(warnings, ["test"], "{all}");
-    let (errors, warnings, all) = secrets(&both, NAMED_TRUSTING);
-    assert!(errors.is_empty() && warnings.is_empty(), "{all}");
-    let (errors, warnings, all) = secrets(&both, NAMED);
-    assert!(errors.is_empty(), "{all}");
-    assert_eq!(warnings, ["test"], "{all}");
+    // Its author too: still the member's choice to run it, and the code
+    // need not be that pull request's (a comment may name another), so a
+    // policy that trusts members' pull requests does not silence it.
+    for policy in [NAMED, NAMED_TRUSTING] {
+        let (errors, warnings, all) = secrets(&both, policy);
+        assert!(errors.is_empty(), "{all}");
+        assert_eq!(warnings, ["test"], "{all}");
+        let named = BUILD.replace("GATE", &both).replace(
+            "refs/pull/${{ github.event.issue.number }}/head",
+            "refs/pull/${{ steps.which.outputs.number }}/head",
+        );
+        let named = named.replace(
+            "      - uses: actions/checkout@v4",
+            "      - id: which\n        run: echo \"number=$(jq -r .comment.body \"$GITHUB_EVENT_PATH\" | cut -d' ' -f2)\" >> \"$GITHUB_OUTPUT\"\n      - uses: actions/checkout@v4",
+        );
+        let (_, findings) = check(&repo(&named, policy));
+        assert!(
+            jobs(&findings, "warning", "untrusted-secrets") == ["test"]
+                || jobs(&findings, "error", "untrusted-secrets") == ["test"],
+            "a pull request the comment names is never trusted by the gate\n{named}\n{}",
+            show(&findings)
+        );
+    }
 }
 
 /// tauri's `covector-version-or-publish.yml`: on a push, the pusher is the
@@ -451,4 +468,95 @@ fn a_pushs_pusher_is_an_account_with_write_access() {
         r#"echo "${{ github.event.head_commit.message }}""#,
     ));
     assert_eq!(errors, ["publish"], "{all}");
+}
+
+/// The same gate in a `run:` script: `gh api` of an authorisation route
+/// fails the step (and so the job) under GitHub's `bash -e`, unless the
+/// script says otherwise.
+#[test]
+fn a_gh_api_check_in_a_run_script_gates_only_where_its_failure_ends_the_step() {
+    let run = |body: &str, extra: &str| {
+        format!(
+            "      - {extra}env:\n          GH_TOKEN: ${{{{ secrets.ORG_READ_TOKEN }}}}\n          COMMENTER: ${{{{ github.event.comment.user.login }}}}\n          BODY: ${{{{ github.event.comment.body }}}}\n        run: |\n          {body}"
+        )
+    };
+    for (gate, extra) in [
+        ("gh api orgs/acme/members/${{ github.actor }}", ""),
+        (
+            "gh api \"/orgs/${{ github.repository_owner }}/members/$COMMENTER\" --silent",
+            "",
+        ),
+        (
+            "gh api repos/${{ github.repository }}/collaborators/$GITHUB_ACTOR",
+            "",
+        ),
+        (
+            "gh api -X GET orgs/acme/teams/core/memberships/$GITHUB_ACTOR",
+            "shell: bash\n        ",
+        ),
+    ] {
+        let (errors, all) = injection_errors(&bench(&run(gate, extra), "", ""));
+        assert!(errors.is_empty(), "{gate}\n{all}");
+    }
+    for (what, gate, extra) in [
+        (
+            "a failure let through",
+            "gh api orgs/acme/members/$GITHUB_ACTOR || true",
+            "",
+        ),
+        (
+            "errexit turned off",
+            "set +e\n          gh api orgs/acme/members/$GITHUB_ACTOR",
+            "",
+        ),
+        (
+            "a check inside a condition",
+            "if gh api orgs/acme/members/$GITHUB_ACTOR; then echo member; fi",
+            "",
+        ),
+        (
+            "an exit before the check",
+            "[ -n \"$BODY\" ] && exit 0\n          gh api orgs/acme/members/$GITHUB_ACTOR",
+            "",
+        ),
+        (
+            "a trap that hides the failure",
+            "trap 'exit 0' EXIT\n          gh api orgs/acme/members/$GITHUB_ACTOR",
+            "",
+        ),
+        (
+            "a shell that goes on",
+            "gh api orgs/acme/members/$GITHUB_ACTOR",
+            "shell: pwsh\n        ",
+        ),
+        (
+            "a POST (a field makes gh post)",
+            "gh api orgs/acme/members/$GITHUB_ACTOR -f x=y",
+            "",
+        ),
+        (
+            "a user the comment names",
+            "gh api orgs/acme/members/$(echo \"$BODY\" | cut -d' ' -f2)",
+            "",
+        ),
+        (
+            "a user variable reassigned",
+            "COMMENTER=\"$BODY\"\n          gh api orgs/acme/members/$COMMENTER",
+            "",
+        ),
+        (
+            "another organisation",
+            "gh api orgs/open-org/members/$GITHUB_ACTOR",
+            "",
+        ),
+        (
+            "a pipeline",
+            "gh api orgs/acme/members/$GITHUB_ACTOR | cat",
+            "",
+        ),
+    ] {
+        let workflow = bench(&run(gate, extra), "", "");
+        let (errors, all) = injection_errors(&workflow);
+        assert_eq!(errors, ["ack", "bench"], "{what}\n{workflow}\n{all}");
+    }
 }

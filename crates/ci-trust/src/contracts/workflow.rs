@@ -51,6 +51,8 @@ pub struct Workflow {
     pub cache_mode: Option<Scalar>,
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
+    /// `defaults.run.shell`.
+    pub default_shell: Option<Scalar>,
     pub jobs: Vec<Job>,
 }
 
@@ -108,6 +110,8 @@ pub struct Job {
     pub with: Vec<(Scalar, Scalar)>,
     pub env: Vec<(Scalar, Scalar)>,
     pub default_working_directory: Option<Scalar>,
+    /// `defaults.run.shell`.
+    pub default_shell: Option<Scalar>,
     /// The jobs named by `needs:` (a name or a list).
     pub needs: Vec<Scalar>,
     /// `continue-on-error:` (a literal or an expression).
@@ -132,6 +136,8 @@ pub struct Step {
     pub continue_on_error: Option<Scalar>,
     /// The step's `if:`.
     pub if_cond: Option<Scalar>,
+    /// `shell:`.
+    pub shell: Option<Scalar>,
 }
 
 impl Step {
@@ -202,6 +208,7 @@ impl Workflow {
             cache_mode: None,
             env: Vec::new(),
             default_working_directory: None,
+            default_shell: None,
             jobs: Vec::new(),
             call_inputs: Vec::new(),
             dispatch_inputs: Vec::new(),
@@ -262,6 +269,7 @@ impl Workflow {
         workflow.run_name = root.get_node("run-name").and_then(scalar);
         workflow.env = ctx.pairs(root.get_node("env"), "env")?;
         workflow.default_working_directory = default_working_directory(root);
+        workflow.default_shell = default_shell(root);
         let Some(jobs) = root.get_node("jobs") else {
             bail!("{rel}:1:1: the workflow has no `jobs:`; GitHub would refuse it");
         };
@@ -584,6 +592,7 @@ impl Ctx<'_> {
             with: self.pairs(map.get_node("with"), "with")?,
             env: self.pairs(map.get_node("env"), "env")?,
             default_working_directory: default_working_directory(map),
+            default_shell: default_shell(map),
             needs: map.get_node("needs").map(scalars_of).unwrap_or_default(),
             continue_on_error: map
                 .get_node("continue-on-error")
@@ -637,8 +646,16 @@ impl Ctx<'_> {
             working_directory: entry("working-directory"),
             continue_on_error: entry("continue-on-error"),
             if_cond: entry("if"),
+            shell: entry("shell"),
         })
     }
+}
+
+fn default_shell(map: &MarkedMappingNode) -> Option<Scalar> {
+    map.get_mapping("defaults")?
+        .get_mapping("run")?
+        .get_node("shell")
+        .and_then(scalar)
 }
 
 fn default_working_directory(map: &MarkedMappingNode) -> Option<Scalar> {

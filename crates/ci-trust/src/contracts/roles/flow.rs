@@ -91,7 +91,7 @@ impl Memo {
 
 impl Memo {
     /// The gate step `step` of job `at` is, read once.
-    fn step_gate(&self, at: JobRef, step: &Step) -> Option<Gate> {
+    fn step_gate(&self, workflows: &[Workflow], at: JobRef, step: &Step) -> Option<Gate> {
         let key = (at, step.index);
         if let Some(known) = self.step_gates.borrow().get(&key) {
             return known.clone();
@@ -101,26 +101,42 @@ impl Memo {
             .as_ref()
             .map(|n| n.names.clone())
             .unwrap_or_default();
-        let gate = gates::step_gate(step, &owners);
+        let (wf, job) = (
+            &workflows[at.workflow],
+            &workflows[at.workflow].jobs[at.job],
+        );
+        let shell = step
+            .shell
+            .as_ref()
+            .or(job.default_shell.as_ref())
+            .or(wf.default_shell.as_ref())
+            .map(|s| s.value.as_str());
+        // A runner that may be Windows runs `pwsh` by default, which goes
+        // on after a failing command.
+        let windows = job.runs_on_unresolved.is_some()
+            || job.runs_on.is_empty()
+            || job.runs_on.iter().any(|l| {
+                l.value.to_ascii_lowercase().contains("windows") || l.value.contains("${{")
+            });
+        let gate = gates::step_gate(step, &owners, shell, windows);
         self.step_gates.borrow_mut().insert(key, gate.clone());
         gate
     }
 }
 
 /// What the gates a step runs behind have proved: that the user who
-/// started the run (the actor; the commenter on a comment event), or the
-/// pull request's author, may act on this repository.
+/// started the run (the actor; the commenter on a comment event) may act
+/// on this repository. (A gate on the pull request's author proves
+/// nothing about the code a job runs, which a comment may name.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gated {
     pub starter: bool,
-    pub pr_author: bool,
 }
 
 impl Gated {
     fn or(self, other: Gated) -> Gated {
         Gated {
             starter: self.starter || other.starter,
-            pr_author: self.pr_author || other.pr_author,
         }
     }
 
@@ -133,7 +149,7 @@ impl Gated {
                         self.starter = true;
                     }
                 }
-                Checked::PrAuthor => self.pr_author = true,
+                Checked::PrAuthor => {}
             }
         }
         self
@@ -279,7 +295,7 @@ impl<'a> JobScope<'a> {
         };
         if let (Some(index), true) = (self.step, own) {
             for earlier in job.steps.iter().take(index) {
-                let Some(gate) = self.memo.step_gate(self.at, earlier) else {
+                let Some(gate) = self.memo.step_gate(self.workflows, self.at, earlier) else {
                     continue;
                 };
                 if may_continue(earlier.continue_on_error.as_ref()) {
@@ -344,31 +360,19 @@ impl<'a> JobScope<'a> {
         }
     }
 
-    /// A taint as the gates before this step refine it: pull-request bytes
-    /// that a member chose to run (by a comment, or past a gate on the
-    /// actor) are the recovery path's, a maintainer's choice
-    /// ([`Taint::MAINTAINER`]); those of a pull request whose author a gate
-    /// proved a member are trusted where the policy trusts members.
+    /// A taint as the start and the gates before this step refine it:
+    /// pull-request bytes that a member chose to run (by a comment, or past
+    /// a gate on the run's actor) are the recovery path's, a maintainer's
+    /// choice ([`Taint::MAINTAINER`]), whatever the policy says of members'
+    /// pull requests: the member may have chosen someone else's. A gate on
+    /// the pull request's author alone changes nothing: the code the job
+    /// runs need not be that pull request's (a comment can name another).
     pub fn refine_taint(&self, taint: Taint) -> Taint {
-        if !taint.pr() {
-            return taint;
+        if taint.pr() && self.started_by_member() {
+            taint | Taint::MAINTAINER
+        } else {
+            taint
         }
-        let starter = self.started_by_member();
-        let gated = self.gated();
-        let comment_event = COMMENT_EVENTS.contains(&self.start.event.as_str());
-        let author = gated.pr_author && (starter || !comment_event);
-        if author
-            && !self
-                .policy
-                .contracts
-                .same_repository_pull_requests_untrusted()
-        {
-            return taint.without(Taint::PR);
-        }
-        if starter {
-            return taint | Taint::MAINTAINER;
-        }
-        taint
     }
 
     fn refine(&self, value: Val) -> Val {

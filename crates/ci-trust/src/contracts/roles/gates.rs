@@ -114,18 +114,239 @@ const PERMISSIONS: &[&str] = &["admin", "maintain", "write", "triage", "read", "
 const WRITE_PERMISSIONS: &[&str] = &["admin", "maintain", "write"];
 
 /// The gate `step` is, if any: `owners` are the names this repository's
-/// owner is known by (a literal `org:` must be one of them).
-pub fn step_gate(step: &Step, owners: &[String]) -> Option<Gate> {
-    if !step.uses_action("actions/github-script") {
+/// owner is known by (a literal `org:` must be one of them); `shell` is
+/// the shell its `run:` runs in (`None`: GitHub's default), `windows`
+/// whether its runner may be Windows (whose default shell goes on after a
+/// failing command).
+pub fn step_gate(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+) -> Option<Gate> {
+    let checked = if step.uses_action("actions/github-script") {
+        let script = step.input("script")?;
+        let tokens = tokenize(&script.value)?;
+        let reader = Reader { t: &tokens, owners };
+        let stmts = reader.block(0, tokens.len())?;
+        let mut env = Env::default();
+        reader.scan(&stmts, &mut env)
+    } else if step.run.is_some() {
+        run_gate(step, owners, shell, windows)?
+    } else {
+        return None;
+    };
+    (!checked.is_empty()).then_some(Gate { checked })
+}
+
+/// A `run:` script that stops at a failing `gh api` of an authorisation
+/// route: GitHub runs `bash -e` (its default on Linux and macOS, and what
+/// `shell: bash` and `sh` mean), so a command outside any condition, list
+/// or pipeline that fails ends the step failed. The checks count up to the
+/// first thing that could change that (`set +e`, a `trap`, an `exit` that
+/// may succeed).
+fn run_gate(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+) -> Option<BTreeSet<Checked>> {
+    let stops = match shell.map(str::trim) {
+        None => !windows,
+        Some("bash" | "sh") => true,
+        _ => false,
+    };
+    if !stops {
         return None;
     }
-    let script = step.input("script")?;
-    let tokens = tokenize(&script.value)?;
-    let reader = Reader { t: &tokens, owners };
-    let stmts = reader.block(0, tokens.len())?;
-    let mut env = Env::default();
-    let checked = reader.scan(&stmts, &mut env);
-    (!checked.is_empty()).then_some(Gate { checked })
+    let text = &step.run.as_ref()?.value;
+    let script = step.script()?;
+    let assigned: BTreeSet<String> = script
+        .assignments()
+        .iter()
+        .map(|(_, a)| a.name.clone())
+        .collect();
+    let mut out = BTreeSet::new();
+    for command in script.commands() {
+        let program = command.program().unwrap_or_default();
+        let args = command.arg_texts();
+        match program.as_str() {
+            "trap" => return Some(out),
+            "set"
+                if args
+                    .iter()
+                    .any(|a| a.starts_with('+') && a.contains('e') || a == "errexit") =>
+            {
+                return Some(out);
+            }
+            "exit" | "return" => {
+                let fails = args
+                    .first()
+                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0));
+                if !fails {
+                    return Some(out);
+                }
+                continue;
+            }
+            "gh" => {}
+            _ => continue,
+        }
+        let before = text.get(..command.span.start).unwrap_or("");
+        let after = text.get(command.span.end..).unwrap_or("");
+        let listed = after.trim_start_matches([' ', '\t']).starts_with("||")
+            || after.trim_start_matches([' ', '\t']).starts_with("&&")
+            || before.trim_end_matches([' ', '\t']).ends_with('!');
+        if command.conditional
+            || command.substituted
+            || command.in_function.is_some()
+            || command.pipe_len > 1
+            || listed
+        {
+            continue;
+        }
+        let words: Vec<String> = command
+            .args()
+            .iter()
+            .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
+            .collect();
+        if let Some(user) = gh_api_check(&words, owners, step, &assigned) {
+            out.insert(user);
+        }
+    }
+    Some(out)
+}
+
+fn unquote(word: &str) -> String {
+    let w = word.trim();
+    for q in ['"', '\''] {
+        if let Some(inner) = w.strip_prefix(q).and_then(|w| w.strip_suffix(q)) {
+            return inner.to_owned();
+        }
+    }
+    w.to_owned()
+}
+
+/// `gh api [flags] ROUTE` of a throwing authorisation route with a GET:
+/// the user it asks about.
+fn gh_api_check(
+    words: &[String],
+    owners: &[String],
+    step: &Step,
+    assigned: &BTreeSet<String>,
+) -> Option<Checked> {
+    if words.first().map(String::as_str) != Some("api") {
+        return None;
+    }
+    let mut route = None;
+    let mut i = 1;
+    while i < words.len() {
+        let w = words[i].as_str();
+        match w {
+            "-X" | "--method" => {
+                if !words
+                    .get(i + 1)
+                    .is_some_and(|m| m.eq_ignore_ascii_case("GET"))
+                {
+                    return None;
+                }
+                i += 2;
+            }
+            "-H" | "--header" | "-q" | "--jq" => i += 2,
+            "--silent" | "-i" | "--include" => i += 1,
+            _ if w.eq_ignore_ascii_case("--method=GET") => i += 1,
+            _ if w.starts_with('-') => return None,
+            _ => {
+                if route.replace(w).is_some() {
+                    return None;
+                }
+                i += 1;
+            }
+        }
+    }
+    let route = route?;
+    let segments: Vec<&str> = route.trim_start_matches('/').split('/').collect();
+    let env_user = |name: &str| -> Option<Checked> {
+        if assigned.contains(name) {
+            return None;
+        }
+        if name == "GITHUB_ACTOR" {
+            return Some(Checked::Actor);
+        }
+        let value = step.env.iter().find(|(k, _)| k.value == name)?;
+        match expression_user(&value.1.value)? {
+            User::Known(c) => Some(c),
+            User::Param(_) => None,
+        }
+    };
+    let user_of = |seg: &str| -> Option<Checked> {
+        if let Some(User::Known(c)) = expression_user(seg) {
+            return Some(c);
+        }
+        let name = seg.strip_prefix('$')?;
+        let name = name
+            .strip_prefix('{')
+            .and_then(|n| n.strip_suffix('}'))
+            .unwrap_or(name);
+        env_user(name)
+    };
+    let is_owner = |seg: &str| {
+        owners.iter().any(|o| o.eq_ignore_ascii_case(seg))
+            || expression_path(seg).as_deref() == Some("github.repository_owner")
+            || matches!(
+                seg,
+                "$GITHUB_REPOSITORY_OWNER" | "${GITHUB_REPOSITORY_OWNER}"
+            )
+    };
+    let is_repository = |seg: &str| {
+        expression_path(seg).as_deref() == Some("github.repository")
+            || matches!(seg, "$GITHUB_REPOSITORY" | "${GITHUB_REPOSITORY}")
+    };
+    for api in AUTH_APIS
+        .iter()
+        .filter(|a| a.answer == Answer::Throws && !a.route.is_empty())
+    {
+        let pattern: Vec<&str> = api.route.trim_start_matches('/').split('/').collect();
+        // `{owner}/{repo}` may be one `${{ github.repository }}`.
+        let patterns: Vec<Vec<&str>> = if api.about == About::Repo {
+            let joined: Vec<&str> = pattern
+                .iter()
+                .copied()
+                .filter(|p| *p != "{repo}")
+                .map(|p| if p == "{owner}" { "{repository}" } else { p })
+                .collect();
+            vec![pattern.clone(), joined]
+        } else {
+            vec![pattern.clone()]
+        };
+        for pattern in patterns {
+            if pattern.len() != segments.len() {
+                continue;
+            }
+            let mut user = None;
+            let ok = pattern.iter().zip(&segments).all(|(p, s)| match *p {
+                "{org}" | "{owner}" => is_owner(s),
+                "{repository}" => is_repository(s),
+                // A repository named by a literal is not known to be this one.
+                "{repo}" => expression_path(s).as_deref() == Some("github.event.repository.name"),
+                "{team_slug}" => !s.is_empty() && !s.contains('$'),
+                "{username}" => {
+                    user = user_of(s);
+                    user.is_some()
+                }
+                literal => literal == *s,
+            });
+            if ok {
+                return user;
+            }
+        }
+    }
+    None
+}
+
+/// The path of a string that is one `${{ }}` expression (`github.actor`).
+fn expression_path(s: &str) -> Option<String> {
+    let inner = s.trim().strip_prefix("${{")?.strip_suffix("}}")?.trim();
+    Some(inner.to_owned())
 }
 
 // --- A small JavaScript tokenizer -----------------------------------------
@@ -1565,7 +1786,7 @@ fn known(user: &User) -> Vec<Checked> {
 
 /// The user a string is when it is one `${{ }}` expression naming one.
 fn expression_user(s: &str) -> Option<User> {
-    let inner = s.trim().strip_prefix("${{")?.strip_suffix("}}")?.trim();
+    let inner = expression_path(s)?;
     let path: Vec<&str> = inner.split('.').collect();
     match path.as_slice() {
         ["github", "actor"] | ["github", "event", "sender", "login"] => {
