@@ -344,6 +344,22 @@ fn a_gate_that_does_not_provably_stop_the_job_silences_nothing() {
             "",
         ),
         (
+            "the exit code reset after the failure",
+            script(&format!(
+                "try {{\n              {member_check}\n            }} catch (e) {{\n              core.setFailed('no');\n            }}\n            process.exitCode = 0;"
+            )),
+            "",
+            "",
+        ),
+        (
+            "the question sent to another host",
+            script(
+                "await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: context.actor, baseUrl: 'https://members.example' });",
+            ),
+            "",
+            "",
+        ),
+        (
             "a let reassigned after the check",
             script(
                 "const isMember = async (u) => {\n              try { await github.rest.orgs.checkMembershipForUser({ org: 'acme', username: u }); return true; } catch { return false; }\n            };\n            let ok = await isMember(context.actor);\n            ok = true;\n            if (!ok) { core.setFailed('no'); }",
@@ -554,9 +570,31 @@ fn a_gh_api_check_in_a_run_script_gates_only_where_its_failure_ends_the_step() {
             "gh api orgs/acme/members/$GITHUB_ACTOR | cat",
             "",
         ),
+        (
+            "another host for gh",
+            "GH_HOST=members.example gh api orgs/acme/members/$GITHUB_ACTOR",
+            "",
+        ),
     ] {
         let workflow = bench(&run(gate, extra), "", "");
         let (errors, all) = injection_errors(&workflow);
         assert_eq!(errors, ["ack", "bench"], "{what}\n{workflow}\n{all}");
     }
+}
+
+/// On a comment event the start's actor is the commenter: a guard on the
+/// issue's (the pull request's) author says nothing of who wrote the
+/// comment, so the comment stays anyone's text.
+#[test]
+fn a_guard_on_the_pull_requests_author_does_not_make_the_comment_a_members() {
+    let workflow = "on:\n  issue_comment:\n    types: [created]\npermissions:\n  contents: read\njobs:\n  echo:\n    if: github.event.issue.author_association == 'MEMBER'\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo \"${{ github.event.comment.body }}\"\n        env:\n          TOKEN: ${{ secrets.TOKEN }}\n";
+    let (errors, all) = injection_errors(workflow);
+    assert_eq!(errors, ["echo"], "{all}");
+    // On the comment's own author: the comment is a member's.
+    let guarded = workflow.replace(
+        "github.event.issue.author_association",
+        "github.event.comment.author_association",
+    );
+    let (errors, all) = injection_errors(&guarded);
+    assert!(errors.is_empty(), "{all}");
 }

@@ -118,7 +118,19 @@ impl Memo {
             || job.runs_on.iter().any(|l| {
                 l.value.to_ascii_lowercase().contains("windows") || l.value.contains("${{")
             });
-        let gate = gates::step_gate(step, &owners, shell, windows);
+        // A job or workflow `env:` that sets what the shell's check reads
+        // (the actor, the host `gh` asks) leaves no shell gate to read.
+        let overridden = job.env.iter().chain(&wf.env).any(|(k, _)| {
+            matches!(
+                k.value.as_str(),
+                "GITHUB_ACTOR"
+                    | "GITHUB_REPOSITORY"
+                    | "GITHUB_REPOSITORY_OWNER"
+                    | "GH_HOST"
+                    | "GH_REPO"
+            )
+        });
+        let gate = gates::step_gate(step, &owners, shell, windows || overridden);
         self.step_gates.borrow_mut().insert(key, gate.clone());
         gate
     }
@@ -590,7 +602,14 @@ impl<'a> JobScope<'a> {
                 if !here {
                     return Val::Null;
                 }
+                // On a comment event the start's actor is the commenter:
+                // the (the pull request's) or the discussion's
+                // author may be anyone, whoever comments.
+                let commented = COMMENTED_EVENTS.contains(&event) && first != "comment";
                 match rest.as_slice() {
+                    ["author_association"] if commented => {
+                        Val::any(vec![association(true), association(false)])
+                    }
                     ["author_association"] => association(outsider),
                     [
                         "number" | "id" | "state" | "labels" | "pull_request" | "user",

@@ -127,6 +127,22 @@ pub fn step_gate(
     let checked = if step.uses_action("actions/github-script") {
         let script = step.input("script")?;
         let tokens = tokenize(&script.value)?;
+        // `process.exitCode = 0` after `core.setFailed` passes the step;
+        // a `github`, `core` or `context` assigned is not GitHub's.
+        let unsafe_name = tokens.iter().enumerate().any(|(i, t)| match &t.tok {
+            Tok::Ident(w) if w == "exitCode" => true,
+            Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") => {
+                matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("=")))
+                    && !matches!(
+                        tokens.get(i.wrapping_sub(1)).map(|t| &t.tok),
+                        Some(Tok::Punct("."))
+                    )
+            }
+            _ => false,
+        });
+        if unsafe_name {
+            return None;
+        }
         let reader = Reader { t: &tokens, owners };
         let stmts = reader.block(0, tokens.len())?;
         let mut env = Env::default();
@@ -157,6 +173,18 @@ fn run_gate(
         _ => false,
     };
     if !stops {
+        return None;
+    }
+    if step.env.iter().any(|(k, _)| {
+        matches!(
+            k.value.as_str(),
+            "GITHUB_ACTOR"
+                | "GITHUB_REPOSITORY"
+                | "GITHUB_REPOSITORY_OWNER"
+                | "GH_HOST"
+                | "GH_REPO"
+        )
+    }) {
         return None;
     }
     let text = &step.run.as_ref()?.value;
@@ -196,7 +224,9 @@ fn run_gate(
         let listed = after.trim_start_matches([' ', '\t']).starts_with("||")
             || after.trim_start_matches([' ', '\t']).starts_with("&&")
             || before.trim_end_matches([' ', '\t']).ends_with('!');
-        if command.conditional
+        // `GH_HOST=… gh api …` asks another host.
+        if !command.assignments.is_empty()
+            || command.conditional
             || command.substituted
             || command.in_function.is_some()
             || command.pipe_len > 1
@@ -1118,6 +1148,16 @@ impl Reader<'_> {
             return None;
         }
         let props = self.object(args_at, args_end, env)?;
+        // Only the route's own parameters: `baseUrl`, `request` and the
+        // like send the question elsewhere.
+        if self.object_keys(args_at, args_end).iter().any(|k| {
+            !matches!(
+                k.as_str(),
+                "org" | "owner" | "repo" | "username" | "team_slug" | "headers" | "..."
+            )
+        }) {
+            return None;
+        }
         let user = match props.get("username") {
             Some(Bound::User(u)) => u.clone(),
             _ => return None,
@@ -1195,6 +1235,37 @@ impl Reader<'_> {
             i = j + 1;
         }
         Some(props)
+    }
+
+    /// The keys an object literal names (`...` for a spread).
+    fn object_keys(&self, open: usize, end: usize) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut i = open + 1;
+        let mut at_key = true;
+        while i < end - 1 {
+            match &self.t[i].tok {
+                Tok::Punct("(" | "[" | "{") => {
+                    i = self.close(i, end).unwrap_or(end);
+                    continue;
+                }
+                Tok::Punct(",") => at_key = true,
+                Tok::Punct("...") if at_key => {
+                    keys.push("...".to_owned());
+                    at_key = false;
+                }
+                Tok::Ident(k) | Tok::Str(k) if at_key => {
+                    keys.push(k.clone());
+                    at_key = false;
+                }
+                _ if at_key => {
+                    keys.push(String::new());
+                    at_key = false;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        keys
     }
 
     fn path_is(&self, a: usize, b: usize, path: &[&str]) -> bool {
