@@ -598,3 +598,67 @@ fn a_guard_on_the_pull_requests_author_does_not_make_the_comment_a_members() {
     let (errors, all) = injection_errors(&guarded);
     assert!(errors.is_empty(), "{all}");
 }
+
+/// vllm-ascend's `/e2e` chain: slash-command-dispatch with `permission:
+/// none` turns anyone's comment into a `repository_dispatch`; the handler
+/// checks the pull request out and runs it with a secret. The dispatch is
+/// started by whoever can start the firing job, as far as the firing step
+/// lets them: anyone here (an error), a commenter with write access under
+/// the action's default (the recovery path), a maintainer's when no
+/// workflow of the repository fires it (as before).
+#[test]
+fn a_comment_bots_dispatch_is_started_by_whoever_can_comment() {
+    let bot = |permission: &str| {
+        format!(
+            "on:\n  issue_comment:\n    types: [created]\njobs:\n  dispatch:\n    if: github.event.issue.pull_request\n    runs-on: ubuntu-latest\n    steps:\n      - uses: peter-evans/slash-command-dispatch@v5\n        with:\n          token: ${{{{ secrets.PAT }}}}\n          commands: |\n            e2e\n            rerun\n{permission}"
+        )
+    };
+    let handler = "on:\n  repository_dispatch:\n    types: [e2e-command]\npermissions:\n  contents: read\njobs:\n  e2e:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.client_payload.pull_request.head.sha }}\n          persist-credentials: false\n      - run: make e2e\n        env:\n          TOKEN: ${{ secrets.E2E_TOKEN }}\n";
+    let secrets = |files: &[(&str, String)]| {
+        let fixture = Fixture::new();
+        for (name, text) in files {
+            fixture.file(&format!(".github/workflows/{name}"), text);
+        }
+        fixture.file(".github/ci-trust.toml", NAMED);
+        let (_, findings) = check(&fixture);
+        (
+            jobs(&findings, "error", "untrusted-secrets"),
+            jobs(&findings, "warning", "untrusted-secrets"),
+            show(&findings),
+        )
+    };
+    let open = [
+        ("bot.yml", bot("          permission: none\n")),
+        ("e2e.yml", handler.to_owned()),
+    ];
+    let (errors, _, all) = secrets(&open);
+    assert_eq!(errors, ["e2e"], "{all}");
+    // Per command, in `config:`.
+    let config = [
+        (
+            "bot.yml",
+            bot(
+                "          config: >\n            [{\"command\": \"e2e\", \"permission\": \"none\"}]\n",
+            ),
+        ),
+        ("e2e.yml", handler.to_owned()),
+    ];
+    let (errors, _, all) = secrets(&config);
+    assert_eq!(errors, ["e2e"], "{all}");
+    for files in [
+        vec![("bot.yml", bot("")), ("e2e.yml", handler.to_owned())],
+        vec![("e2e.yml", handler.to_owned())],
+        // A command of another name fires another type.
+        vec![
+            (
+                "bot.yml",
+                bot("          permission: none\n").replace("e2e\n", "lint\n"),
+            ),
+            ("e2e.yml", handler.to_owned()),
+        ],
+    ] {
+        let (errors, warnings, all) = secrets(&files);
+        assert!(errors.is_empty(), "{all}");
+        assert_eq!(warnings, ["e2e"], "{all}");
+    }
+}

@@ -670,7 +670,12 @@ impl<'a> JobScope<'a> {
             }
             "client_payload" => {
                 if event == "repository_dispatch" {
-                    Val::Unknown(Taint::MAINTAINER)
+                    // A comment bot's dispatch carries the comment and the
+                    // pull request it was made on.
+                    match self.start.actor {
+                        Actor::Outsider | Actor::Member => self.bot_payload(&rest),
+                        _ => Val::Unknown(Taint::MAINTAINER),
+                    }
                 } else {
                     Val::Null
                 }
@@ -736,6 +741,52 @@ impl<'a> JobScope<'a> {
                     Val::Unknown(Taint::NONE)
                 }
             }
+        }
+    }
+
+    /// `client_payload.…` of a `repository_dispatch` that a workflow of
+    /// this repository fired for the event `start.upstream`:
+    /// slash-command-dispatch's `github.payload` is that event's payload,
+    /// its `pull_request` the pull request commented on, its
+    /// `slash_command` the comment's words. Anything else is the pull
+    /// request's bytes.
+    fn bot_payload(&self, rest: &[&str]) -> Val {
+        let owned = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        let as_event = |event: &str, path: &[&str]| {
+            let start = Start {
+                event: event.to_owned(),
+                upstream: None,
+                ..self.start.clone()
+            };
+            let scope = self.another(self.at, &start, self.step);
+            scope.event(&owned(path))
+        };
+        match rest {
+            ["github", "payload", path @ ..] if !path.is_empty() => {
+                match self.start.upstream.as_deref() {
+                    Some(up) if up != "repository_dispatch" => as_event(up, path),
+                    _ => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
+                }
+            }
+            ["pull_request", path @ ..] => {
+                let mut full = vec!["pull_request"];
+                full.extend_from_slice(path);
+                as_event("pull_request_target", &full)
+            }
+            ["slash_command", ..] => {
+                let member = self.start.actor == Actor::Member
+                    && self
+                        .start
+                        .upstream
+                        .as_deref()
+                        .is_some_and(|up| COMMENTED_EVENTS.contains(&up));
+                Val::Unknown(if member {
+                    Taint::MAINTAINER
+                } else {
+                    Taint::PR_TEXT
+                })
+            }
+            _ => Val::Unknown(Taint::PR_REF | Taint::PR_TEXT),
         }
     }
 

@@ -37,6 +37,9 @@ impl Actor {
                 "issue_comment" | "issues" | "discussion" | "discussion_comment" => {
                     "anyone who can comment (the pull request's bytes are its author's, a fork's included)"
                 }
+                "repository_dispatch" => {
+                    "anyone whose comment or pull request a workflow of this repository dispatches on"
+                }
                 _ => "a fork's pull request",
             },
             Actor::Member => "a pull request from a branch of this repository",
@@ -202,6 +205,52 @@ fn starts_of(
             }
             _ if DISPATCH_EVENTS.contains(&event) => {
                 out.push(direct(event, Actor::Maintainer, None));
+                // A `repository_dispatch` a workflow of this repository
+                // fires is started by whoever can start that workflow's
+                // firing job, as far as the firing step lets them.
+                if event == "repository_dispatch" {
+                    let types = trigger.filter("types").unwrap_or_default();
+                    for (u, at, index, step) in dispatchers(workflows, w, types) {
+                        let up =
+                            starts_of(memo, workflows, callers, policy, u, depth + 1, seen, done);
+                        for start in up {
+                            // A fork's `pull_request` run holds a read-only
+                            // token and no secrets: it dispatches nothing.
+                            let fork_pr = start.actor == Actor::Outsider
+                                && matches!(
+                                    start.event.as_str(),
+                                    "pull_request"
+                                        | "pull_request_review"
+                                        | "pull_request_review_comment"
+                                );
+                            if fork_pr
+                                || !start.via.is_empty()
+                                || !job_runs(memo, workflows, callers, policy, at, &start)
+                            {
+                                continue;
+                            }
+                            let firing = &workflows[at.workflow].jobs[at.job].steps[index];
+                            if let Some(cond) = &firing.if_cond {
+                                let scope =
+                                    JobScope::new(memo, workflows, callers, policy, at, &start)
+                                        .at_step(index);
+                                if eval::condition(&cond.value, &scope) == Tri::False {
+                                    continue;
+                                }
+                            }
+                            let actor = match (step, start.actor) {
+                                // The bot lets anyone with at least this
+                                // permission through; below write, anyone.
+                                (Dispatcher::Open, a) => a,
+                                (Dispatcher::WriteOnly, Actor::Outsider | Actor::Member) => {
+                                    Actor::Maintainer
+                                }
+                                (Dispatcher::WriteOnly, a) => a,
+                            };
+                            out.push(direct(event, actor, Some(start.event)));
+                        }
+                    }
+                }
             }
             _ => out.push(direct(event, Actor::Repository, None)),
         }
@@ -211,6 +260,98 @@ fn starts_of(
     out.dedup();
     if seen.is_empty() {
         done.insert(w, out.clone());
+    }
+    out
+}
+
+/// How a firing step lets the people who start its job through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dispatcher {
+    /// Anyone who starts the job dispatches (`peter-evans/repository-dispatch`,
+    /// or slash-command-dispatch with `permission: none`, `read` or `triage`).
+    Open,
+    /// Only a commenter with write access (slash-command-dispatch's default).
+    WriteOnly,
+}
+
+/// The steps of other workflows that fire a `repository_dispatch` of one
+/// of `types` (any, when none is named): the workflow, the job and how it
+/// lets its starters through.
+fn dispatchers(
+    workflows: &[Workflow],
+    w: usize,
+    types: &[crate::contracts::workflow::Scalar],
+) -> Vec<(usize, JobRef, usize, Dispatcher)> {
+    let wanted = |t: &str| types.is_empty() || types.iter().any(|x| x.value == t);
+    let mut out = Vec::new();
+    for (u, wf) in workflows.iter().enumerate() {
+        if u == w {
+            continue;
+        }
+        for (j, job) in wf.jobs.iter().enumerate() {
+            let at = JobRef {
+                workflow: u,
+                job: j,
+            };
+            for step in &job.steps {
+                let input = |name: &str| step.input(name).map(|v| v.value.trim().to_owned());
+                if step.uses_action("peter-evans/repository-dispatch") {
+                    if input("event-type").is_some_and(|t| wanted(&t)) {
+                        out.push((u, at, step.index, Dispatcher::Open));
+                    }
+                    continue;
+                }
+                if !step.uses_action("peter-evans/slash-command-dispatch") {
+                    continue;
+                }
+                if input("dispatch-type").is_some_and(|t| t != "repository") {
+                    continue;
+                }
+                let default = input("permission").unwrap_or_else(|| "write".to_owned());
+                // `config:` (JSON) names each command with its own permission;
+                // otherwise `commands:` share `permission:`.
+                let mut commands: Vec<(String, String)> = Vec::new();
+                if let Some(config) = input("config") {
+                    if let Ok(serde_json::Value::Array(entries)) =
+                        serde_json::from_str::<serde_json::Value>(&config)
+                    {
+                        for e in entries {
+                            if let Some(c) = e.get("command").and_then(|c| c.as_str()) {
+                                let p = e
+                                    .get("permission")
+                                    .and_then(|p| p.as_str())
+                                    .map_or(default.clone(), str::to_owned);
+                                commands.push((c.to_owned(), p));
+                            }
+                        }
+                    }
+                }
+                if commands.is_empty() {
+                    for c in input("commands").unwrap_or_default().split([',', '\n']) {
+                        let c = c.trim();
+                        if !c.is_empty() {
+                            commands.push((c.to_owned(), default.clone()));
+                        }
+                    }
+                }
+                for (command, permission) in commands {
+                    if !wanted(&format!("{command}-command")) {
+                        continue;
+                    }
+                    let open = matches!(permission.as_str(), "none" | "read" | "triage");
+                    out.push((
+                        u,
+                        at,
+                        step.index,
+                        if open {
+                            Dispatcher::Open
+                        } else {
+                            Dispatcher::WriteOnly
+                        },
+                    ));
+                }
+            }
+        }
     }
     out
 }
