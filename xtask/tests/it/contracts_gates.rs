@@ -662,3 +662,31 @@ fn a_comment_bots_dispatch_is_started_by_whoever_can_comment() {
         assert_eq!(warnings, ["e2e"], "{all}");
     }
 }
+
+/// A reusable workflow's `boolean` input is a boolean: a job guarded by
+/// `if: inputs.flag` whose callers leave its `default: false` does not run
+/// (vllm-ascend's coverage upload under `/e2e`); passed `true`, it does.
+#[test]
+fn a_boolean_inputs_false_default_is_false() {
+    let callee = "on:\n  workflow_call:\n    inputs:\n      flag:\n        type: boolean\n        default: false\n      ref:\n        type: string\npermissions:\n  contents: read\njobs:\n  upload:\n    if: ${{ !cancelled() && inputs.flag }}\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ inputs.ref }}\n          persist-credentials: false\n      - run: python3 scripts/upload.py\n        env:\n          KEY: ${{ secrets.UPLOAD_KEY }}\n";
+    let caller = |with: &str| {
+        format!(
+            "on:\n  pull_request_target:\npermissions:\n  contents: read\njobs:\n  call:\n    uses: ./.github/workflows/callee.yml\n    secrets: inherit\n    with:\n      ref: ${{{{ github.event.pull_request.head.sha }}}}\n{with}"
+        )
+    };
+    let secrets = |with: &str| {
+        let fixture = Fixture::new();
+        fixture.file(".github/workflows/callee.yml", callee);
+        fixture.file(".github/workflows/caller.yml", &caller(with));
+        fixture.file(".github/ci-trust.toml", NAMED);
+        let (_, findings) = check(&fixture);
+        (
+            jobs(&findings, "error", "untrusted-secrets"),
+            show(&findings),
+        )
+    };
+    let (errors, all) = secrets("");
+    assert!(errors.is_empty(), "{all}");
+    let (errors, all) = secrets("      flag: true\n");
+    assert!(errors.iter().any(|j| j == "upload"), "{all}");
+}

@@ -38,6 +38,8 @@ pub struct Workflow {
     pub disabled: bool,
     /// The `on.workflow_call.inputs` names and their `default:` (if any).
     pub call_inputs: Vec<(String, Option<String>)>,
+    /// The declared `type:` of each `workflow_call` input (`string` unless said).
+    pub call_input_types: Vec<(String, String)>,
     /// The `on.workflow_dispatch.inputs`.
     pub dispatch_inputs: Vec<DispatchInput>,
     /// The repository-relative path, `/`-separated, as findings report it.
@@ -211,6 +213,7 @@ impl Workflow {
             default_shell: None,
             jobs: Vec::new(),
             call_inputs: Vec::new(),
+            call_input_types: Vec::new(),
             dispatch_inputs: Vec::new(),
         };
         let ctx = Ctx { file: rel };
@@ -231,6 +234,14 @@ impl Workflow {
                     .and_then(|s| s.get_node("default"))
                     .and_then(scalar)
                     .map(|d| d.value);
+                let kind = spec
+                    .as_mapping()
+                    .and_then(|s| s.get_node("type"))
+                    .and_then(scalar)
+                    .map_or_else(|| "string".to_owned(), |t| t.value);
+                workflow
+                    .call_input_types
+                    .push((name.as_str().to_owned(), kind));
                 workflow
                     .call_inputs
                     .push((name.as_str().to_owned(), default));

@@ -832,7 +832,18 @@ impl<'a> JobScope<'a> {
             ..self.start.clone()
         };
         let scope = self.another(*caller, &start, None);
-        self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&text))
+        let value = self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&text));
+        // A `boolean` input is a boolean: its `false` is false.
+        let boolean = wf
+            .call_input_types
+            .iter()
+            .any(|(n, kind)| n == name && kind == "boolean");
+        match value {
+            Val::Str(s, t) if boolean && t.is_empty() && matches!(s.trim(), "true" | "false") => {
+                Val::Bool(s.trim() == "true")
+            }
+            other => other,
+        }
     }
 
     /// `env.NAME` here: the step's own `env:`, the `$GITHUB_ENV` lines of
