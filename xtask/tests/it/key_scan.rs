@@ -648,10 +648,21 @@ pub const L: &str = my_include!("../data/l.txt");
         "code/a/b/deep.rs",
         "macro_rules! wrap { ($p:expr) => { include_str!($p) } }\npub const D: &str = wrap!(concat!(\"../data/\", \"y.txt\"));\n",
     );
+    // The call is expanded as rustc expands it: `include_str!(concat!(…))`.
+    f.file("code/a/data/y.txt", "y");
+    build_and_verify(&f);
+    each_changes_the_key(&f, &["code/a/data/y.txt"]);
+    // A call whose expansion gives no path ci-key can read is refused
+    // there, with the entry to declare it.
+    f.file(
+        "code/a/b/deep.rs",
+        "macro_rules! wrap { ($p:expr) => { include_str!($p) } }\npub const D: &str = wrap!(concat!(env!(\"DATA_DIR\"), \"/y.txt\"));\n",
+    );
     refused(
         &f,
         &[
-            "code/a/b/deep.rs:2: wrap! names the argument of wrap! (a macro call in",
+            "code/a/b/deep.rs:2: wrap! names the argument of wrap!",
+            "expanding the call: env!(\"DATA_DIR\")",
             "site = \"code/a/b/deep.rs\"",
         ],
     );

@@ -479,6 +479,10 @@ impl<'a> Walk<'a> {
         if let Some(relative) = &embed.caller_relative {
             self.macro_embeds.push(MacroEmbed {
                 whole: embed.target == EmbedTarget::FromCallers,
+                at_calls: match &embed.target {
+                    EmbedTarget::AtCalls(what) => Some(what.clone()),
+                    _ => None,
+                },
                 definition: embed.site.file.clone(),
                 site: site.clone(),
                 macro_name: embed.macro_name.clone(),
@@ -566,7 +570,7 @@ impl<'a> Walk<'a> {
                 }
             }
             // Resolved at each caller, once every module file is known.
-            EmbedTarget::FromCallers => {}
+            EmbedTarget::FromCallers | EmbedTarget::AtCalls(_) => {}
             // Expanded once the definitions of the workspace are known.
             EmbedTarget::Expand { .. } => {
                 self.expansions.pending.push((embed.clone(), job.root));
@@ -941,6 +945,7 @@ impl<'a> Walk<'a> {
             &self.macro_embeds,
             &callers,
             &known,
+            &self.expansions,
             self.policy,
             &mut self.used_dynamic,
             self.inputs,

@@ -354,13 +354,18 @@ fn a_path_wholly_chosen_by_the_macro_caller_is_resolved_at_its_callers() {
             .macro_rules,
         "m"
     );
-    // A path that only starts with one may climb anywhere: unresolved.
+    // A path that only starts with one may climb anywhere: no glob can
+    // bound it, so each call's expansion gives it.
     let text = "macro_rules! m { ($d:literal) => { include_str!(concat!($d, \"/x\")) }; }\n";
     let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
     assert!(
-        matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
+        matches!(&got[..], [EmbedTarget::AtCalls(t)] if t.contains("metavariable")),
         "{got:?}"
     );
+    // Outside a macro body there is no call to expand: refused.
+    let text = "const X: &str = include_str!(concat!(env!(\"X\"), \"/x\"));\n";
+    let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
+    assert!(matches!(&got[..], [EmbedTarget::Unresolved(_)]), "{got:?}");
 }
 
 #[test]
