@@ -551,6 +551,31 @@ pub(super) fn resolve_from_callers(
             );
             for &(si, site) in &sites {
                 let at = format!("{caller_rel}:{}", site.line);
+                if site.in_generated && !site.handed_over {
+                    let what = format!(
+                        "a call of {}! (macro_rules! {name} includes a path at {}) in the body of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find",
+                        site.name, embed.site
+                    );
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
                 let failed = if !expandable || site.handed_over {
                     None
                 } else if site.definer.is_none() {

@@ -189,6 +189,11 @@ impl CallExpansion<'_, '_, '_> {
                 }
             };
             let bang = matches!(trees.get(i + 1), Some(Tt::Leaf(l)) if l.kind == LeafKind::Punct && l.text == "!");
+            // A macro the expansion defines is called where its own calls
+            // stand, which this reading does not follow.
+            if bang && name == "macro_rules" {
+                return Err("a macro expansion that defines a macro_rules!".into());
+            }
             let (true, Some(Tt::Group(_, args))) = (bang, trees.get(i + 2)) else {
                 if name == "include_str" || name == "include_bytes" {
                     return Err(format!(
@@ -204,8 +209,6 @@ impl CallExpansion<'_, '_, '_> {
                     macro_name: format!("{name}!"),
                     target,
                 });
-            } else if name == "macro_rules" {
-                return Err("a macro expansion that defines a macro_rules!".into());
             } else if !(self.definitions)(name).is_empty() {
                 self.call(name, args, depth + 1)?;
             } else if path_macro(name, PathMacroForm::Call).is_some() {
