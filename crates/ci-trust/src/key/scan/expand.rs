@@ -73,7 +73,7 @@ pub fn expand_include_argument(
     ctx: &FileContext<'_>,
 ) -> Result<EmbedTarget, String> {
     let rules = parse_rules(definition)?;
-    let Some(trees) = mbe::expand(&rules, &mbe::parse(args)?)? else {
+    let Some(trees) = mbe::expand(&rules, &mbe::parse_call_arguments(args)?)? else {
         return Err(format!(
             "no rule of macro_rules! {} matches `{}`",
             definition.name,
@@ -123,7 +123,7 @@ pub fn expand_call_includes<'d>(
     definitions: &DefinitionsOf<'d>,
     ctx: &FileContext<'_>,
 ) -> Result<Vec<ReachedInclude>, String> {
-    let args = mbe::parse(args)?;
+    let args = mbe::parse_call_arguments(args)?;
     let mut expansion = CallExpansion {
         definitions,
         ctx,

@@ -162,6 +162,45 @@ pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
     }
 }
 
+/// A call's arguments as token trees. rustc passes a doc comment there as
+/// a `#[doc = "…"]` attribute a matcher can see, which this lexer drops:
+/// arguments holding one are refused rather than matched without it.
+pub(super) fn parse_call_arguments(text: &str) -> Result<Vec<Tt>, String> {
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut gap_start = 0;
+    loop {
+        let token = lexer.next_token().map_err(|e| e.what.to_string())?;
+        let gap_end = token.map_or(text.len(), |t| t.start);
+        if holds_doc_comment(&text[gap_start..gap_end]) {
+            return Err(
+                "a doc comment in a macro call's arguments, which rustc passes on as an attribute"
+                    .into(),
+            );
+        }
+        match token {
+            Some(token) => gap_start = token.end,
+            None => return parse(text),
+        }
+    }
+}
+
+/// Whether text between tokens (white space and comments) holds a doc
+/// comment: `///` (not `////`), `//!`, `/**` (not `/***` or `/**/`), `/*!`.
+fn holds_doc_comment(gap: &str) -> bool {
+    let bytes = gap.as_bytes();
+    (0..bytes.len()).any(|i| {
+        let rest = &bytes[i..];
+        let before_is_slash = i > 0 && bytes[i - 1] == b'/';
+        !before_is_slash
+            && (rest.starts_with(b"//!")
+                || (rest.starts_with(b"///") && !rest.starts_with(b"////"))
+                || rest.starts_with(b"/*!")
+                || (rest.starts_with(b"/**")
+                    && !rest.starts_with(b"/***")
+                    && !rest.starts_with(b"/**/")))
+    })
+}
+
 /// Token trees as text, one space between tokens (so that re-lexing
 /// glues nothing that was apart); an opaque fragment as its tokens.
 pub(super) fn render(trees: &[Tt]) -> String {
@@ -907,6 +946,17 @@ mod tests {
         // …and a literal specifier cannot be told apart: refused.
         let rules = vec![Rule::parse("$l:literal", "l").unwrap()];
         assert!(expand(&rules, &forwarded).is_err());
+    }
+
+    #[test]
+    fn a_doc_comment_in_call_arguments_is_refused_not_dropped() {
+        assert!(parse_call_arguments("/// docs\n\"a.txt\"").is_err());
+        assert!(parse_call_arguments("/** docs */ \"a.txt\"").is_err());
+        assert!(parse_call_arguments("//! docs\n\"a.txt\"").is_err());
+        // Plain comments are white space to rustc too.
+        assert!(parse_call_arguments("// note\n//// rule\n/* c */ /**/ \"a.txt\"").is_ok());
+        // Inside a literal it is text.
+        assert!(parse_call_arguments("\"/// not a comment\"").is_ok());
     }
 
     #[test]
