@@ -400,7 +400,7 @@ fn a_macro_rules_embed_resolves_from_each_file_that_calls_it() {
     let text = explain(&f);
     assert!(
         text.contains("cuda/k.ptx")
-            && text.contains("in macro_rules! ptx (src/gpu/mod.rs:1), called from src/lib.rs"),
+            && text.contains("embedded by include_bytes! in the expansion of ptx! at src/lib.rs:3"),
         "{text}"
     );
     let before = key(&f);

@@ -309,7 +309,10 @@ macro_rules! include_spirv_raw {
     refused(
         &f,
         &[
-            "examples/src/boids/mod.rs:2: include_wgsl! names the argument of include_wgsl!",
+            // The workspace's own macro expands to `include_str!(concat!(…))`
+            // and is read; the registry entry for wgpu's `include_wgsl!`
+            // (the same name) evaluates only literals, and refuses.
+            "examples/src/boids/mod.rs:2: include_wgsl! (wgpu) names files with an argument that is not a string literal",
             "[[key.dynamic-include]]\n      site = \"examples/src/boids/mod.rs\"",
         ],
     );
@@ -595,4 +598,266 @@ macro_rules! migrate {
             "app/aslp.pest",
         ],
     );
+}
+
+/// Whether `path` is an input of `f`'s key.
+fn is_input(f: &Fixture, path: &str) -> bool {
+    let output = f.xtask(&["ci-key", "--explain"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    stderr(&output)
+        .lines()
+        .any(|line| line.trim_start().starts_with(&format!("{path} ")))
+}
+
+/// risc0's `risc0/zkvm/src/host/server/prove/tests.rs`: `ext_test_case!`
+/// includes `concat!("../testdata/", stringify!($func_name), ".bin")`; each
+/// call names an identifier, so each call's expansion is one file, read
+/// from the calling file's directory (held-out half 2's wrong refusal).
+#[test]
+fn a_path_a_wrapper_builds_with_stringify_is_read_at_each_call() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file("src/lib.rs", "pub mod prove;\n")
+        .file(
+            "src/prove/mod.rs",
+            r#"macro_rules! ext_test_case {
+    ($func_name:ident) => {
+        pub fn $func_name() -> (&'static str, &'static [u8]) {
+            (
+                stringify!($func_name),
+                include_bytes!(concat!("../testdata/", stringify!($func_name), ".bin")),
+            )
+        }
+    };
+}
+ext_test_case!(bigint2_add);
+ext_test_case!(ecdsa_verify);
+"#,
+        )
+        .file("src/testdata/bigint2_add.bin", "a")
+        .file("src/testdata/ecdsa_verify.bin", "e")
+        .file("src/testdata/unused.bin", "u");
+    build_and_verify(f.path());
+    each_changes_the_key(
+        &f,
+        &[
+            "src/testdata/bigint2_add.bin",
+            "src/testdata/ecdsa_verify.bin",
+        ],
+    );
+    // Exactly what the calls name: no glob of the directory.
+    assert!(is_input(&f, "src/testdata/bigint2_add.bin"));
+}
+
+/// bevy's `bevy_asset/src/io/embedded/mod.rs` and `bevy_shader/src/lib.rs`:
+/// `embedded_asset!($app, $path)` forwards to `embedded_asset!($app, "src",
+/// $path)`, whose `include_bytes!($path)` reads the file the call names
+/// (not "src"); `load_shader_library!(app, "x.wesl", |s| …)` of another
+/// crate calls it through a re-export, with an optional `$(, $settings:expr)?`
+/// closure holding `vec![…]` (held-out half 2's wrong refusal).
+#[test]
+fn a_wrapper_forwarding_to_another_rule_is_expanded_at_each_call() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"asset\", \"shader\", \"render\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "asset/Cargo.toml",
+        "[package]\nname = \"asset\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "asset/src/lib.rs",
+        r#"pub struct App(pub Vec<(&'static str, &'static [u8])>);
+#[macro_export]
+macro_rules! embedded_asset {
+    ($app: expr, $path: expr) => {{
+        $crate::embedded_asset!($app, "src", $path)
+    }};
+
+    ($app: expr, $source_path: expr, $path: expr) => {{
+        let app: &mut $crate::App = $app;
+        app.0.push((concat!($source_path, "/", $path), ::core::include_bytes!($path)));
+    }};
+}
+"#,
+    )
+    .file(
+        "shader/Cargo.toml",
+        "[package]\nname = \"shader\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nasset = { path = \"../asset\" }\n",
+    )
+    .file(
+        "shader/src/lib.rs",
+        r#"pub mod _macro { pub use asset; }
+#[macro_export]
+macro_rules! load_shader_library {
+    ($asset_server_provider: expr, $path: literal $(, $settings: expr)?) => {
+        $crate::_macro::asset::embedded_asset!($asset_server_provider, $path);
+        $( let _settings: fn(u32) -> Vec<u32> = $settings; )?
+    }
+}
+"#,
+    )
+    .file(
+        "render/Cargo.toml",
+        "[package]\nname = \"render\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nasset = { path = \"../asset\" }\nshader = { path = \"../shader\" }\n",
+    )
+    .file("render/src/lib.rs", "pub mod pass;\n")
+    .file(
+        "render/src/pass/mod.rs",
+        r#"pub fn build(app: &mut asset::App) {
+    shader::load_shader_library!(app, "view.wesl", |s| { vec![s, 1] });
+    shader::load_shader_library!(app, "mesh.wesl");
+    asset::embedded_asset!(app, "three.wgsl");
+    asset::embedded_asset!(app, "assets", "four.wgsl");
+}
+"#,
+    )
+    .file("render/src/pass/view.wesl", "v")
+    .file("render/src/pass/mesh.wesl", "m")
+    .file("render/src/pass/three.wgsl", "t")
+    .file("render/src/pass/four.wgsl", "f");
+    build_and_verify(f.path());
+    each_changes_the_key(
+        &f,
+        &[
+            "render/src/pass/view.wesl",
+            "render/src/pass/mesh.wesl",
+            "render/src/pass/three.wgsl",
+            "render/src/pass/four.wgsl",
+        ],
+    );
+}
+
+/// deno's `libs/core/extensions.rs`, `fast_string.rs` and `cli/worker.rs`:
+/// `ascii_str_include!($file:expr_2021)` is `include_str!($file)`; callers
+/// pass `concat!("./", "Cargo.toml")` (here `"../notes.txt"`), a local `test_file!` repeats
+/// `concat!("js/", $file)` over `$($file:literal),*`, and `include_js_files!`
+/// of another crate reaches it through two more macros with repetitions, an
+/// optional `dir`, and `concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir)` of
+/// the calling crate (held-out half 2's wrong refusal).
+#[test]
+fn includes_reached_through_repetitions_of_several_macros_are_read() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"core\", \"ext\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "core/Cargo.toml",
+        "[package]\nname = \"core_js\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "core/src/lib.rs",
+        r#"#[macro_export]
+macro_rules! ascii_str_include {
+  ($file:expr_2021) => {{
+    const S: &str = ::std::include_str!($file);
+    S
+  }};
+}
+#[macro_export]
+macro_rules! include_js_files {
+  ($name:ident $( dir $dir:literal, )? $(
+    $s1:literal
+    $(with_specifier $s2:literal)?
+  ),* $(,)?) => {
+    $crate::__include_detect!(name=$name, dir=$crate::__root_dir!($($dir)?), $([
+      $s1 $(with_specifier $s2)?
+    ]),*)
+  };
+}
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __include_detect {
+  (name=$name:ident, dir=$dir:expr_2021, $([ $file:literal $(with_specifier $spec:literal)? ]),*) => {
+    [ $( $crate::__include_inner!(@item name=$name, dir=$dir, file=$file) ),* ]
+  };
+}
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __root_dir {
+  () => { env!("CARGO_MANIFEST_DIR") };
+  ($dir:expr_2021) => { concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir) };
+}
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __include_inner {
+  (@item name=$name:ident, dir=$dir:expr_2021, file=$file:literal) => {
+    (concat!("ext:", stringify!($name), "/", $file), $crate::ascii_str_include!(concat!($dir, "/", $file)))
+  };
+}
+pub const MANIFEST: &str = ascii_str_include!(concat!("../", "notes.txt"));
+pub fn tests() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    macro_rules! test_file {
+      ($($file:literal),*) => {
+        $(v.push(crate::ascii_str_include!(concat!("js/", $file)));)*
+      }
+    }
+    test_file!("40_test.js", "40_bench.js");
+    v
+}
+"#,
+    )
+    .file("core/notes.txt", "n")
+    .file("core/src/js/40_test.js", "t")
+    .file("core/src/js/40_bench.js", "b")
+    .file(
+        "ext/Cargo.toml",
+        "[package]\nname = \"ext\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ncore_js = { path = \"../core\" }\n",
+    )
+    .file("ext/src/lib.rs", "mod files;\npub use files::FILES;\n")
+    .file(
+        "ext/src/files.rs",
+        "pub const FILES: [(&str, &str); 2] = core_js::include_js_files!(web dir \"js\", \"00_infra.js\", \"01_dom.js\" with_specifier \"ext:web/dom\");\n",
+    )
+    .file("ext/js/00_infra.js", "i")
+    .file("ext/js/01_dom.js", "d");
+    build_and_verify(f.path());
+    each_changes_the_key(
+        &f,
+        &[
+            "core/notes.txt",
+            "core/src/js/40_test.js",
+            "core/src/js/40_bench.js",
+            "ext/js/00_infra.js",
+            "ext/js/01_dom.js",
+        ],
+    );
+}
+
+/// kornia-rs's `crates/kornia/src/lib.rs`: `#![doc =
+/// include_str!(concat!("../", env!("CARGO_PKG_README")))]`. Cargo sets the
+/// variable from the manifest (a workspace-inherited `readme` rebased onto
+/// the package) or to the README it finds in the package (held-out half 3's
+/// wrong refusal).
+#[test]
+fn an_include_of_cargo_pkg_readme_reads_the_readme_cargo_names() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/found\", \"crates/inherited\"]\nresolver = \"2\"\n[workspace.package]\nreadme = \"README.md\"\n",
+    )
+    .file("README.md", "# workspace\n")
+    .file(
+        "crates/found/Cargo.toml",
+        "[package]\nname = \"found\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("crates/found/README.md", "# found\n")
+    .file(
+        "crates/found/src/lib.rs",
+        "#![doc = include_str!(concat!(\"../\", env!(\"CARGO_PKG_README\")))]\n",
+    )
+    .file(
+        "crates/inherited/Cargo.toml",
+        "[package]\nname = \"inherited\"\nversion = \"0.1.0\"\nedition = \"2021\"\nreadme.workspace = true\n",
+    )
+    .file("crates/inherited/README.md", "# not the one cargo names\n")
+    .file(
+        "crates/inherited/src/lib.rs",
+        "#![doc = include_str!(concat!(\"../\", env!(\"CARGO_PKG_README\")))]\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["crates/found/README.md", "README.md"]);
 }

@@ -56,6 +56,9 @@ fn callers_closure(
 pub(super) struct MacroEmbed {
     /// The path is wholly the caller's argument (`include_str!($p)`).
     pub(super) whole: bool,
+    /// The path is known only by expanding each call (what the body's
+    /// argument was, for a refusal).
+    pub(super) at_calls: Option<String>,
     pub(super) definition: PathBuf,
     pub(super) site: String,
     pub(super) macro_name: String,
@@ -136,6 +139,7 @@ impl Expansions {
                 package_dir: &roots[root].package_dir,
                 aliases: &aliases,
                 token_output: &[],
+                cargo_readme: Some(&roots[root].readme),
             };
             let mut targets = Vec::new();
             let mut unresolved = None;
@@ -466,10 +470,13 @@ impl MacroCalls {
 /// whose argument is not plain literals, or a macro handed over as a token
 /// where some `macro_rules!` calls a metavariable, is refused unless
 /// declared. Callers in registry crates are left to `verify-key`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_from_callers(
     macro_embeds: &[MacroEmbed],
     callers: &[(PathBuf, PathBuf)],
     known: &MacroKnowledge<'_>,
+    expansions: &Expansions,
+    readmes: &HashMap<PathBuf, String>,
     policy: &KeyPolicy,
     used_dynamic: &mut HashSet<String>,
     inputs: &mut InputSet,
@@ -516,13 +523,23 @@ pub(super) fn resolve_from_callers(
     // (`macro_rules! fixed { () => { my_include!("a.txt") } }`): the path
     // is resolved from the file of each outermost call of that macro.
     let mut chained: Vec<(usize, String, Vec<String>)> = Vec::new();
+    let mut expanded = CallExpansions::new(&texts, &calls, expansions, readmes);
     for (index, embed) in macro_embeds.iter().enumerate() {
         let name = &embed.relative.macro_rules;
         let names = names(name);
-        for ((caller, package, _), all_sites) in texts.iter().zip(&calls.sites) {
-            let sites: Vec<&scan::CallSite> = all_sites
+        // Every outermost call that reaches the include, expanded as rustc
+        // expands it: what it includes is exactly what rustc reads. A path
+        // macro of a registry crate keeps its own reading.
+        let expandable = embed.relative.reads.is_none();
+        let all_expanded = expandable
+            && expanded
+                .outermost_all_expand(&names, inputs, discovery, &mut included)
+                .is_ok();
+        for (ci, ((caller, package, _), all_sites)) in texts.iter().zip(&calls.sites).enumerate() {
+            let sites: Vec<(usize, &scan::CallSite)> = all_sites
                 .iter()
-                .filter(|s| names.contains(&s.name))
+                .enumerate()
+                .filter(|(_, s)| names.contains(&s.name))
                 .collect();
             if sites.is_empty() {
                 continue;
@@ -532,8 +549,84 @@ pub(super) fn resolve_from_callers(
                 "embedded by {} in macro_rules! {name} ({}), called from {caller_rel}",
                 embed.macro_name, embed.site
             );
-            for site in &sites {
+            for &(si, site) in &sites {
                 let at = format!("{caller_rel}:{}", site.line);
+                if site.in_generated && !site.handed_over {
+                    let what = format!(
+                        "a call of {}! (macro_rules! {name} includes a path at {}) in the body of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find",
+                        site.name, embed.site
+                    );
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
+                let failed = if !expandable || site.handed_over {
+                    None
+                } else if site.definer.is_none() {
+                    match expanded.at(ci, si) {
+                        Ok(_) => continue,
+                        Err(why) => Some(why.clone()),
+                    }
+                } else if let Some(definer) = &site.definer {
+                    // A call inside another macro's body: read where that
+                    // macro's outermost calls expand.
+                    let definer_names = calls.names_of(definer);
+                    if embed.at_calls.is_some() {
+                        continue;
+                    }
+                    match expanded.outermost_all_expand(
+                        &definer_names,
+                        inputs,
+                        discovery,
+                        &mut included,
+                    ) {
+                        Ok(()) => continue,
+                        Err(why) => Some(why),
+                    }
+                } else {
+                    None
+                };
+                if let (Some(body), Some(failed)) = (&embed.at_calls, &failed) {
+                    let what = format!(
+                        "the path of {} in macro_rules! {name} at {} ({body}), which the expansion of this call does not give: {failed}",
+                        embed.macro_name, embed.site
+                    );
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
                 let refusal = if site.handed_over {
                     let handed_to = site.handed_to.as_deref().unwrap_or_default();
                     known.invokers.may_invoke(handed_to).then(|| {
@@ -564,6 +657,12 @@ pub(super) fn resolve_from_callers(
                             site.name, embed.site
                         )
                     })
+                };
+                let refusal = match (refusal, &failed) {
+                    (Some(what), Some(failed)) => {
+                        Some(format!("{what}; expanding the call: {failed}"))
+                    }
+                    (refusal, _) => refusal,
                 };
                 if let Some(what) = refusal {
                     let declared = scan::Embed {
@@ -620,7 +719,12 @@ pub(super) fn resolve_from_callers(
                     }
                 }
             }
-            if embed.whole || *caller == embed.definition || !sites.iter().any(|s| !s.handed_over) {
+            if embed.whole
+                || all_expanded
+                || embed.at_calls.is_some()
+                || *caller == embed.definition
+                || !sites.iter().any(|(_, s)| !s.handed_over)
+            {
                 continue;
             }
             let read = CallerRead {
@@ -696,6 +800,165 @@ pub(super) fn resolve_from_callers(
         }
     }
     included
+}
+
+/// The expansions of outermost macro calls (`calls.sites`, by text and
+/// site), each computed once, and which have had their includes added.
+struct CallExpansions<'a> {
+    texts: &'a [(PathBuf, PathBuf, String)],
+    calls: &'a MacroCalls,
+    expansions: &'a Expansions,
+    /// `CARGO_PKG_README` by package directory.
+    readmes: &'a HashMap<PathBuf, String>,
+    memo: HashMap<(usize, usize), Result<Vec<scan::ReachedInclude>, String>>,
+    added: HashSet<(usize, usize)>,
+}
+
+impl<'a> CallExpansions<'a> {
+    fn new(
+        texts: &'a [(PathBuf, PathBuf, String)],
+        calls: &'a MacroCalls,
+        expansions: &'a Expansions,
+        readmes: &'a HashMap<PathBuf, String>,
+    ) -> Self {
+        CallExpansions {
+            texts,
+            calls,
+            expansions,
+            readmes,
+            memo: HashMap::new(),
+            added: HashSet::new(),
+        }
+    }
+
+    /// The definitions a call of `name` may invoke: the name's own and,
+    /// for an alias (`use crate::m as k;`), those of what it renames.
+    fn definitions_of(&self, name: &str) -> Vec<&'a scan::MacroDefinition> {
+        let mut names = vec![name.to_owned()];
+        let mut next = 0;
+        while next < names.len() && names.len() <= MAX_MACRO_NAMES {
+            for (from, to) in &self.calls.renames {
+                if *to == names[next] && !names.contains(from) {
+                    names.push(from.clone());
+                }
+            }
+            next += 1;
+        }
+        names
+            .iter()
+            .flat_map(|n| self.expansions.definitions_of(n))
+            .collect()
+    }
+
+    /// The includes the outermost call `(text, site)` expands to.
+    fn at(&mut self, text: usize, site: usize) -> Result<Vec<scan::ReachedInclude>, String> {
+        if let Some(known) = self.memo.get(&(text, site)) {
+            return known.clone();
+        }
+        let (caller, package, _) = &self.texts[text];
+        let call = &self.calls.sites[text][site];
+        let aliases = HashMap::new();
+        let ctx = FileContext {
+            file: caller,
+            module_dir: caller.parent().unwrap_or(Path::new("/")),
+            package_dir: package,
+            aliases: &aliases,
+            token_output: &[],
+            cargo_readme: self.readmes.get(package.as_path()).map(String::as_str),
+        };
+        let definitions = |name: &str| self.definitions_of(name);
+        let result = scan::expand_call_includes(&call.name, &call.arguments, &definitions, &ctx);
+        self.memo.insert((text, site), result.clone());
+        result
+    }
+
+    /// Whether every outermost call of one of `names` (in any file)
+    /// expands, or the first that does not and why; the includes of each
+    /// that does are added, once.
+    fn outermost_all_expand(
+        &mut self,
+        names: &HashSet<String>,
+        inputs: &mut InputSet,
+        discovery: &mut Discovery,
+        included: &mut Vec<(PathBuf, PathBuf)>,
+    ) -> Result<(), String> {
+        let mut all = Ok(());
+        let calls = self.calls;
+        for (text, sites) in calls.sites.iter().enumerate() {
+            for (index, call) in sites.iter().enumerate() {
+                if !names.contains(&call.name) || call.definer.is_some() || call.handed_over {
+                    continue;
+                }
+                match self.at(text, index) {
+                    Ok(reached) if self.added.insert((text, index)) => {
+                        let caller = &self.texts[text].0;
+                        let at = format!("{}:{}", display(inputs.root(), caller), call.line);
+                        add_reached(
+                            &reached, caller, &call.name, &at, inputs, discovery, included,
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(why) => {
+                        if all.is_ok() {
+                            let caller = &self.texts[text].0;
+                            all = Err(format!(
+                                "the call at {}:{} does not expand here: {why}",
+                                display(inputs.root(), caller),
+                                call.line
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+}
+
+/// Adds what one expanded call includes; an `include!`d file is walked
+/// like a module of the calling file.
+fn add_reached(
+    reached: &[scan::ReachedInclude],
+    caller: &Path,
+    name: &str,
+    at: &str,
+    inputs: &mut InputSet,
+    discovery: &mut Discovery,
+    included: &mut Vec<(PathBuf, PathBuf)>,
+) {
+    for include in reached {
+        let why = format!(
+            "embedded by {} in the expansion of {name}! at {at}",
+            include.macro_name
+        );
+        match &include.target {
+            EmbedTarget::File(path) => {
+                let path = super::workspace::normalize(path);
+                if path.is_dir() {
+                    discovery.errors.push(format!(
+                        "{at}: {} in the expansion of {name}! names a directory, {}",
+                        include.macro_name,
+                        path.display()
+                    ));
+                } else if let Err(err) = inputs
+                    .add_maybe_absent(&path, &why)
+                    .and_then(|()| inputs.add_link_target(&path, &why))
+                {
+                    discovery.errors.push(format!(
+                        "{at}: {} in the expansion of {name}! cannot be a key input: {err:#}",
+                        include.macro_name
+                    ));
+                } else if include.macro_name == "include!" && path.is_file() {
+                    included.push((path, caller.to_path_buf()));
+                }
+            }
+            EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+            other => discovery.errors.push(format!(
+                "{at}: {} in the expansion of {name}! gives {other:?}, which ci-key cannot read",
+                include.macro_name
+            )),
+        }
+    }
 }
 
 /// What an include in a `macro_rules!` body reads when the macro is

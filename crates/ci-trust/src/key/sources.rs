@@ -63,6 +63,8 @@ pub struct Root {
     /// package's directory outside it): the assembler resolves the files of
     /// `.incbin` and `.include` from there.
     pub rustc_cwd: PathBuf,
+    /// What cargo sets `CARGO_PKG_README` to for the package (`""` for none).
+    pub readme: String,
 }
 
 /// What the walk found besides the inputs it added.
@@ -479,6 +481,10 @@ impl<'a> Walk<'a> {
         if let Some(relative) = &embed.caller_relative {
             self.macro_embeds.push(MacroEmbed {
                 whole: embed.target == EmbedTarget::FromCallers,
+                at_calls: match &embed.target {
+                    EmbedTarget::AtCalls(what) => Some(what.clone()),
+                    _ => None,
+                },
                 definition: embed.site.file.clone(),
                 site: site.clone(),
                 macro_name: embed.macro_name.clone(),
@@ -566,7 +572,7 @@ impl<'a> Walk<'a> {
                 }
             }
             // Resolved at each caller, once every module file is known.
-            EmbedTarget::FromCallers => {}
+            EmbedTarget::FromCallers | EmbedTarget::AtCalls(_) => {}
             // Expanded once the definitions of the workspace are known.
             EmbedTarget::Expand { .. } => {
                 self.expansions.pending.push((embed.clone(), job.root));
@@ -937,10 +943,17 @@ impl<'a> Walk<'a> {
             macro_calls: &self.macro_calls,
             invokers: &invokers,
         };
+        let readmes: HashMap<PathBuf, String> = self
+            .roots
+            .iter()
+            .map(|r| (r.package_dir.clone(), r.readme.clone()))
+            .collect();
         let included = resolve_from_callers(
             &self.macro_embeds,
             &callers,
             &known,
+            &self.expansions,
+            &readmes,
             self.policy,
             &mut self.used_dynamic,
             self.inputs,
@@ -1633,6 +1646,7 @@ fn scan_read(
         package_dir: &root.package_dir,
         aliases,
         token_output: &root.token_output,
+        cargo_readme: Some(&root.readme),
     };
     Outcome::Read {
         hashed,

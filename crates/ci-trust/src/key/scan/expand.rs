@@ -1,20 +1,22 @@
-//! Expanding a workspace `macro_rules!` that an include's argument calls
+//! Expanding calls of the workspace's `macro_rules!` to find the includes
+//! they reach: an include whose argument calls a workspace macro
 //! (`include!(crate::autogen_output!("errors.rs"))`, where
 //! `autogen_output!` gives `concat!(env!("CARGO_MANIFEST_DIR"), "/gen/", $f)`),
-//! as rustc does for the forms a path macro takes: the first rule whose
-//! matcher the call's tokens match is transcribed, and the result is
-//! evaluated like any include argument. Only matchers of plain tokens and
-//! `$name:fragment` are read; a repetition, or a rule this reading cannot
-//! match before the one that applies, leaves the include unresolved.
-//! Must not: touch the file system.
+//! and a call of a wrapper whose body includes a path built from its
+//! arguments (`embedded_asset!(app, "x.wgsl")`, `ext_test_case!(name)` with
+//! `include_bytes!(concat!("../testdata/", stringify!($name), ".bin"))`).
+//! Matching and transcribing is [`super::mbe`]'s, as rustc runs it; each
+//! include reached is evaluated like any include argument, where the
+//! outermost call stands. Must not: touch the file system.
 
-use std::collections::HashMap;
-
+use super::includes::{INCLUDE_MACROS, TOKEN_OUTPUT_MACROS};
+use super::mbe::{self, LeafKind, Tt};
 use super::path_expr::evaluate_path;
+use super::path_macros::{PathMacroForm, path_macro};
 use super::source::{Range, Source, inner, is_group};
 use super::walker::TokenWalker;
-use super::{EmbedTarget, FileContext, MAX_SHAPE_TOKENS};
-use crate::key::lexer::{Kind, Lexer, Token};
+use super::{EmbedTarget, FileContext};
+use crate::key::lexer::Delim;
 
 /// A `macro_rules!` as written: its name and, per rule, the text inside
 /// the matcher's and the transcriber's delimiters.
@@ -25,7 +27,7 @@ pub struct MacroDefinition {
 }
 
 /// The longest body kept for expansion: path macros are short.
-const MAX_BODY_BYTES: usize = 8 * 1024;
+const MAX_BODY_BYTES: usize = 64 * 1024;
 
 impl TokenWalker<'_, '_, '_> {
     /// Keeps the rules of `macro_rules! name { body }` for expansion.
@@ -70,133 +72,263 @@ pub fn expand_include_argument(
     args: &str,
     ctx: &FileContext<'_>,
 ) -> Result<EmbedTarget, String> {
-    let args_src = Source::index(args, 0).map_err(|(_, why)| why)?;
-    for (matcher, transcriber) in &definition.rules {
-        let matcher_src = Source::index(matcher, 0).map_err(|(_, why)| why)?;
-        let Some(bindings) = match_rule(&matcher_src, &args_src)? else {
-            continue;
-        };
-        let text = transcribe(transcriber, &bindings)?;
-        let text = strip_block(&text);
-        let src = Source::index(&text, 0).map_err(|(_, why)| why)?;
-        let (target, _) = evaluate_path(&src, (0, text.len()), ctx);
-        return Ok(target);
-    }
-    Err(format!(
-        "no rule of macro_rules! {} matches `{}`",
-        definition.name,
-        args.trim()
-    ))
+    let rules = parse_rules(definition)?;
+    let Some(trees) = mbe::expand(&rules, &mbe::parse_call_arguments(args)?)? else {
+        return Err(format!(
+            "no rule of macro_rules! {} matches `{}`",
+            definition.name,
+            args.trim()
+        ));
+    };
+    let text = strip_block(&mbe::render(&trees));
+    let src = Source::index(&text, 0).map_err(|(_, why)| why)?;
+    Ok(evaluate_path(&src, (0, text.len()), ctx).0)
 }
 
-/// The bindings of the call's tokens to the matcher's metavariables;
-/// `Ok(None)` when the rule does not match, `Err` when this reading
-/// cannot tell (a repetition, a nested group, an unusual fragment).
-fn match_rule(
-    matcher: &Source<'_>,
-    args: &Source<'_>,
-) -> Result<Option<HashMap<String, String>>, String> {
-    let too_long = || "a macro call too long to expand".to_owned();
-    let m = matcher
-        .shape((0, matcher.text.len()), MAX_SHAPE_TOKENS)
-        .ok_or_else(too_long)?;
-    let a = args
-        .shape((0, args.text.len()), MAX_SHAPE_TOKENS)
-        .ok_or_else(too_long)?;
-    let mut bindings = HashMap::new();
-    let (mut i, mut j) = (0, 0);
-    while i < m.len() {
-        if !matcher.is_punct(Some(m[i]), b'$') {
-            if is_group(Some(m[i]), None) {
-                return Err("a matcher with a nested group".into());
-            }
-            match a.get(j) {
-                Some(&t) if args.text(t) == matcher.text(m[i]) => {}
-                _ => return Ok(None),
-            }
-            i += 1;
-            j += 1;
-            continue;
-        }
-        let (Some(name), true, Some(fragment)) = (
-            matcher.ident_name(m.get(i + 1).copied()),
-            matcher.is_punct(m.get(i + 2).copied(), b':'),
-            matcher.ident_name(m.get(i + 3).copied()),
-        ) else {
-            return Err("a matcher with a repetition".into());
-        };
-        i += 4;
-        let start = j;
-        match fragment {
-            "literal" => {
-                if args.is_punct(a.get(j).copied(), b'-') {
-                    j += 1;
-                }
-                if a.get(j).is_none_or(|t| t.kind != Kind::Literal) {
-                    return Ok(None);
-                }
-                j += 1;
-            }
-            "ident" => {
-                if args.ident_name(a.get(j).copied()).is_none() {
-                    return Ok(None);
-                }
-                j += 1;
-            }
-            "tt" => {
-                if j >= a.len() {
-                    return Ok(None);
-                }
-                j += 1;
-            }
-            "expr" | "ty" | "path" => {
-                // Up to the matcher's next plain token, or the end.
-                let stop = m.get(i).map(|&t| matcher.text(t));
-                while j < a.len() && Some(args.text(a[j])) != stop {
-                    j += 1;
-                }
-                if j == start {
-                    return Ok(None);
-                }
-            }
-            other => return Err(format!("a `${name}:{other}` fragment")),
-        }
-        let text = &args.text[a[start].start..a[j - 1].end];
-        bindings.insert(name.to_owned(), text.to_owned());
-    }
-    Ok((j == a.len()).then_some(bindings))
+fn parse_rules(definition: &MacroDefinition) -> Result<Vec<mbe::Rule>, String> {
+    definition
+        .rules
+        .iter()
+        .map(|(matcher, transcriber)| mbe::Rule::parse(matcher, transcriber))
+        .collect::<Result<_, _>>()
+        .map_err(|why| format!("macro_rules! {}: {why}", definition.name))
 }
 
-/// The transcriber's text with each `$name` replaced by what it bound and
-/// `$crate` by `crate`.
-fn transcribe(transcriber: &str, bindings: &HashMap<String, String>) -> Result<String, String> {
-    let mut lexer = Lexer::new(transcriber, 0, transcriber.len());
-    let mut out = String::new();
-    let mut copied = 0;
-    let mut dollar: Option<Token> = None;
-    while let Some(token) = lexer.next_token().map_err(|e| e.what.to_string())? {
-        let text = &transcriber[token.start..token.end];
-        if let Some(at) = dollar.take() {
-            let name = text.strip_prefix("r#").unwrap_or(text);
-            let value = match token.kind {
-                Kind::Ident | Kind::RawIdent if name == "crate" => "crate",
-                Kind::Ident | Kind::RawIdent => match bindings.get(name) {
-                    Some(value) => value.as_str(),
-                    None => return Err(format!("`${name}`, which the matcher does not bind")),
-                },
-                _ => return Err("a transcriber with a repetition".into()),
+/// An include that expanding a call reaches, and what its argument names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReachedInclude {
+    pub macro_name: String,
+    pub target: EmbedTarget,
+}
+
+/// How deep calls of workspace macros nest in one expansion, and how many
+/// are expanded, before this reading gives up.
+const MAX_CALL_DEPTH: usize = 128;
+const MAX_EXPANDED_CALLS: usize = 4096;
+
+/// The definitions of a macro name that a call may invoke.
+pub type DefinitionsOf<'d> = dyn Fn(&str) -> Vec<&'d MacroDefinition> + 'd;
+
+/// Every include that the call `name!(args)`, standing in `ctx`'s file,
+/// expands to, as rustc expands it: the first matching rule of each
+/// definition of `name` is transcribed, the calls of workspace macros in
+/// the transcription are expanded in turn, and each include's argument is
+/// evaluated where the outermost call stands. `Err` says why the
+/// expansion cannot be known here (no definition or no rule matches, a
+/// form this reading does not model, a path macro or an include handed
+/// over as a token in the expansion).
+pub fn expand_call_includes<'d>(
+    name: &str,
+    args: &str,
+    definitions: &DefinitionsOf<'d>,
+    ctx: &FileContext<'_>,
+) -> Result<Vec<ReachedInclude>, String> {
+    let args = mbe::parse_call_arguments(args)?;
+    let mut expansion = CallExpansion {
+        definitions,
+        ctx,
+        calls: 0,
+        reached: Vec::new(),
+    };
+    expansion.call(name, &args, 0)?;
+    Ok(expansion.reached)
+}
+
+struct CallExpansion<'a, 'd, 'c> {
+    definitions: &'a DefinitionsOf<'d>,
+    ctx: &'a FileContext<'c>,
+    calls: usize,
+    reached: Vec<ReachedInclude>,
+}
+
+impl CallExpansion<'_, '_, '_> {
+    fn call(&mut self, name: &str, args: &[Tt], depth: usize) -> Result<(), String> {
+        self.calls += 1;
+        if depth > MAX_CALL_DEPTH || self.calls > MAX_EXPANDED_CALLS {
+            return Err(format!(
+                "macro calls nested more than {MAX_CALL_DEPTH} deep or more than {MAX_EXPANDED_CALLS} in one expansion"
+            ));
+        }
+        let definitions = (self.definitions)(name);
+        if definitions.is_empty() {
+            return Err(format!("no macro_rules! {name} of the workspace to expand"));
+        }
+        // Several definitions of the name: each may be the one in scope.
+        let mut matched = false;
+        for definition in definitions {
+            if let Some(trees) = mbe::expand(&parse_rules(definition)?, args)? {
+                matched = true;
+                self.read(&trees, depth)?;
+            }
+        }
+        if !matched {
+            return Err(format!(
+                "no rule of macro_rules! {name} matches `{}`",
+                mbe::render(args)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The includes and workspace macro calls in `trees`.
+    fn read(&mut self, trees: &[Tt], depth: usize) -> Result<(), String> {
+        let mut i = 0;
+        while i < trees.len() {
+            let name = match &trees[i] {
+                Tt::Group(_, inner) | Tt::Opaque(_, inner) => {
+                    self.read(inner, depth)?;
+                    i += 1;
+                    continue;
+                }
+                Tt::Leaf(leaf) if leaf.kind == LeafKind::Ident => {
+                    leaf.text.trim_start_matches("r#")
+                }
+                Tt::Leaf(_) => {
+                    i += 1;
+                    continue;
+                }
             };
-            out.push_str(&transcriber[copied..at.start]);
-            out.push_str(value);
-            copied = token.end;
-            continue;
+            let bang = matches!(trees.get(i + 1), Some(Tt::Leaf(l)) if l.kind == LeafKind::Punct && l.text == "!");
+            // A macro the expansion defines is called where its own calls
+            // stand, which this reading does not follow.
+            if bang && name == "macro_rules" {
+                return Err("a macro expansion that defines a macro_rules!".into());
+            }
+            let (true, Some(Tt::Group(_, args))) = (bang, trees.get(i + 2)) else {
+                if name == "include_str" || name == "include_bytes" {
+                    return Err(format!(
+                        "`{name}` handed over as a token in a macro expansion"
+                    ));
+                }
+                i += 1;
+                continue;
+            };
+            if INCLUDE_MACROS.contains(&name) {
+                let target = self.include_target(args)?;
+                self.reached.push(ReachedInclude {
+                    macro_name: format!("{name}!"),
+                    target,
+                });
+            } else if !(self.definitions)(name).is_empty() {
+                self.call(name, args, depth + 1)?;
+            } else if path_macro(name, PathMacroForm::Call).is_some() {
+                return Err(format!(
+                    "`{name}!`, a macro that reads files, in a macro expansion"
+                ));
+            } else if !TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| *n == name) {
+                // A standard or registry macro: its arguments may be
+                // expanded as code (`format!("{}", include_str!(…))`).
+                self.read(args, depth)?;
+            }
+            i += 3;
         }
-        if token.kind == Kind::Punct && text == "$" {
-            dollar = Some(token);
+        Ok(())
+    }
+
+    /// What an include's arguments name, where the outermost call stands.
+    fn include_target(&mut self, args: &[Tt]) -> Result<EmbedTarget, String> {
+        // `concat!` expands the macro calls among its pieces first, as
+        // rustc does: `concat!($crate::root_dir!("js"), "/", "a.js")`.
+        let args = self.expand_pieces(args, 0)?;
+        let text = mbe::render(&args);
+        let src = Source::index(&text, 0).map_err(|(_, why)| why)?;
+        let mut target = evaluate_path(&src, (0, text.len()), self.ctx).0;
+        let mut hops = 0;
+        while let EmbedTarget::Expand { name, args, .. } = &target {
+            hops += 1;
+            let definitions = (self.definitions)(name);
+            let [definition] = definitions.as_slice() else {
+                return Err(format!(
+                    "`{name}!({args})` in an include's argument, with {} definitions in the workspace",
+                    definitions.len()
+                ));
+            };
+            if hops > MAX_CALL_DEPTH {
+                return Err("include arguments nested too deep in macro calls".into());
+            }
+            target = expand_include_argument(definition, args, self.ctx)?;
+        }
+        match target {
+            EmbedTarget::File(_) | EmbedTarget::OutDir => Ok(target),
+            EmbedTarget::Unresolved(why) => Err(why),
+            other => Err(format!(
+                "an include whose expanded argument gives {other:?}"
+            )),
         }
     }
-    out.push_str(&transcriber[copied..]);
-    Ok(out)
+}
+
+impl CallExpansion<'_, '_, '_> {
+    /// `trees` with every call of a workspace macro replaced by what it
+    /// transcribes (a lone block by its contents), the path before the
+    /// name (`$crate::`) dropped.
+    fn expand_pieces(&mut self, trees: &[Tt], depth: usize) -> Result<Vec<Tt>, String> {
+        let mut out: Vec<Tt> = Vec::new();
+        let mut i = 0;
+        while i < trees.len() {
+            let call = match (&trees[i], trees.get(i + 1), trees.get(i + 2)) {
+                (Tt::Leaf(name), Some(Tt::Leaf(bang)), Some(Tt::Group(_, args)))
+                    if name.kind == LeafKind::Ident && bang.text == "!" =>
+                {
+                    let name = name.text.trim_start_matches("r#");
+                    let definitions = (self.definitions)(name);
+                    (!definitions.is_empty()).then_some((name, definitions, args))
+                }
+                _ => None,
+            };
+            let Some((name, definitions, args)) = call else {
+                out.push(match &trees[i] {
+                    Tt::Group(delim, inner) => Tt::Group(*delim, self.expand_pieces(inner, depth)?),
+                    Tt::Opaque(fragment, inner) => {
+                        Tt::Opaque(*fragment, self.expand_pieces(inner, depth)?)
+                    }
+                    leaf => leaf.clone(),
+                });
+                i += 1;
+                continue;
+            };
+            self.calls += 1;
+            if depth > MAX_CALL_DEPTH || self.calls > MAX_EXPANDED_CALLS {
+                return Err(format!(
+                    "macro calls nested more than {MAX_CALL_DEPTH} deep or more than {MAX_EXPANDED_CALLS} in one expansion"
+                ));
+            }
+            // The path before the name: `::`-separated segments.
+            while matches!(out.last(), Some(Tt::Leaf(l)) if l.text == "::") {
+                out.pop();
+                if matches!(out.last(), Some(Tt::Leaf(l)) if l.kind == LeafKind::Ident) {
+                    out.pop();
+                }
+            }
+            let mut expansions = Vec::new();
+            for definition in &definitions {
+                if let Some(trees) = mbe::expand(&parse_rules(definition)?, args)? {
+                    expansions.push(trees);
+                }
+            }
+            let expansion = match expansions.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(format!(
+                        "no rule of macro_rules! {name} matches `{}`",
+                        mbe::render(args)
+                    ));
+                }
+                _ => {
+                    return Err(format!(
+                        "`{name}!`, with several definitions in the workspace, among an include's pieces"
+                    ));
+                }
+            };
+            let expansion = match expansion.as_slice() {
+                [Tt::Group(Delim::Brace, inner)] => inner.clone(),
+                _ => expansion,
+            };
+            out.extend(self.expand_pieces(&expansion, depth + 1)?);
+            i += 3;
+        }
+        Ok(out)
+    }
 }
 
 /// `{ concat!(…) }` (a block, as `=> {{ … }}` gives) is its expression.

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::path_expr::evaluate_path;
 use super::path_macros::{PathMacroForm, PathReads, path_macro};
-use super::source::{Cursor, Range, inner, is_group};
+use super::source::{Cursor, Range, Source, inner, is_group};
 use super::walker::TokenWalker;
 use super::{CallerRelative, Embed, EmbedTarget, FileContext, Site};
 use crate::key::lexer::{self, Delim, Kind, Lexer, Token};
@@ -316,6 +316,15 @@ impl TokenWalker<'_, '_, '_> {
             );
             relative = None;
         }
+        // In a macro body, a path built from the caller's tokens in a way
+        // plain reading cannot follow is left to each call's expansion.
+        if let (EmbedTarget::Unresolved(what), Some(_), false) =
+            (&target, &self.in_macro_rules, self.in_generated_macro)
+            && mentions_metavariable(self.src, args)
+        {
+            target = EmbedTarget::AtCalls(what.clone());
+            relative = Some(String::new());
+        }
         if target == EmbedTarget::FromCallers && self.in_macro_rules.is_none() {
             target = EmbedTarget::Unresolved(
                 "a metavariable outside any macro_rules!, so ci-key cannot find its callers".into(),
@@ -340,4 +349,17 @@ impl TokenWalker<'_, '_, '_> {
             caller_relative,
         });
     }
+}
+
+/// Whether `range` holds a `macro_rules!` metavariable (`$name`).
+fn mentions_metavariable(src: &Source<'_>, range: Range) -> bool {
+    let mut lexer = Lexer::new(src.text, range.0, range.1);
+    let mut after_dollar = false;
+    while let Ok(Some(token)) = lexer.next_token() {
+        if after_dollar && matches!(token.kind, Kind::Ident | Kind::RawIdent) {
+            return true;
+        }
+        after_dollar = token.kind == Kind::Punct && src.text(token) == "$";
+    }
+    false
 }

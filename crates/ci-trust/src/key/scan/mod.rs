@@ -33,6 +33,7 @@ mod asm_bound;
 mod expand;
 mod includes;
 mod macro_rules;
+mod mbe;
 mod modules;
 mod path_expr;
 mod path_macros;
@@ -47,7 +48,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use asm_bound::{AssemblerBound, may_spell_directive, pieces_of};
-pub use expand::{MacroDefinition, expand_include_argument};
+pub use expand::{MacroDefinition, ReachedInclude, expand_call_includes, expand_include_argument};
 pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, use_renames};
 pub use macro_rules::{CallSite, call_sites};
 pub use path_macros::{PATH_MACROS, PathReads, asm_directives};
@@ -101,6 +102,12 @@ pub enum EmbedTarget {
         path: String,
         args: String,
     },
+    /// A path inside a `macro_rules!` body that plain reading cannot
+    /// compute but each call's expansion may
+    /// (`concat!("../testdata/", stringify!($name), ".bin")`): resolved by
+    /// expanding every outermost call, refused at a call that does not
+    /// expand. The text says what the body's argument was.
+    AtCalls(String),
     /// A path this reading cannot compute; the text says what it was.
     Unresolved(String),
     /// A file the assembler reads for an `asm!` template: `.incbin`
@@ -164,6 +171,7 @@ impl MacroModule {
             package_dir,
             aliases: &aliases,
             token_output: &[],
+            cargo_readme: None,
         };
         Some(modules::module_decl(
             &ctx,
@@ -246,6 +254,10 @@ pub struct FileContext<'a> {
     /// include written there is text the macro emits, not one rustc
     /// expands while compiling this crate, so their arguments are not read.
     pub token_output: &'a [&'a str],
+    /// What cargo sets `CARGO_PKG_README` to for the package (the
+    /// manifest's `readme` or the README it found, `""` for none); `None`
+    /// where the package is not known.
+    pub cargo_readme: Option<&'a str>,
 }
 
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The

@@ -1,6 +1,7 @@
 //! What an include macro's argument evaluates to: string literals,
-//! `concat!`, `env!("CARGO_MANIFEST_DIR")` / `env!("OUT_DIR")` and
-//! `macro_rules!` metavariables, nothing else (no other macro is expanded).
+//! `concat!`, `stringify!` of one token, `env!("CARGO_MANIFEST_DIR")` /
+//! `env!("OUT_DIR")` and `macro_rules!` metavariables, nothing else (no
+//! other macro is expanded).
 
 use std::path::Path;
 
@@ -52,6 +53,8 @@ pub(super) enum Piece {
     Text(String),
     ManifestDir,
     OutDir,
+    /// `env!("CARGO_PKG_README")`: what cargo sets it to for the package.
+    PackageReadme,
     MetaVariable,
     /// A call of another macro: `(path before the name, name, arguments)`.
     Call(String, String, String),
@@ -106,6 +109,20 @@ pub(super) fn evaluate_path(
                 text.push('*');
             }
             Piece::Text(t) => text.push_str(t),
+            // Cargo's value, relative to the package (the manifest's
+            // `readme`, rebased when inherited, or the README it found).
+            Piece::PackageReadme => match ctx.cargo_readme {
+                Some(readme) => text.push_str(readme),
+                None => {
+                    return (
+                        EmbedTarget::Unresolved(
+                            "`env!(\"CARGO_PKG_README\")` of a package this reading does not know"
+                                .into(),
+                        ),
+                        None,
+                    );
+                }
+            },
         }
     }
     if pieces.is_empty() {
@@ -203,6 +220,32 @@ pub(super) fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piec
         {
             src.for_each_part(inner(group), 0, |part, _| evaluate_into(src, part, pieces));
         }
+        // `stringify!(name)`: one token is its own text. Several tokens are
+        // spaced as rustc's printer decides, which this reading does not.
+        [name, bang, group]
+            if src.is_name(Some(name), "stringify")
+                && src.is_punct(Some(bang), b'!')
+                && is_group(Some(group), None) =>
+        {
+            match src.shape(inner(group), 2).as_deref() {
+                Some([token]) if !is_group(Some(*token), None) && token.kind != Kind::Punct => {
+                    pieces.push(Piece::Text(src.text(*token).to_owned()));
+                }
+                Some([dollar, name])
+                    if src.is_punct(Some(*dollar), b'$')
+                        && src.ident_name(Some(*name)).is_some() =>
+                {
+                    pieces.push(Piece::Unknown(format!(
+                        "`stringify!({})`, which each call of the macro completes",
+                        src.snippet(inner(group))
+                    )));
+                }
+                _ => pieces.push(Piece::Unknown(format!(
+                    "`stringify!({})` of several tokens, which rustc's printer spaces",
+                    src.snippet(inner(group))
+                ))),
+            }
+        }
         [name, bang, group]
             if src.is_name(Some(name), "env")
                 && src.is_punct(Some(bang), b'!')
@@ -218,6 +261,7 @@ pub(super) fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piec
             match value.as_deref() {
                 Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
                 Some("OUT_DIR") => pieces.push(Piece::OutDir),
+                Some("CARGO_PKG_README") => pieces.push(Piece::PackageReadme),
                 _ => pieces.push(Piece::Unknown(format!(
                     "env!({})",
                     src.snippet(inner(group))

@@ -15,6 +15,7 @@ fn scan(text: &str, file: &str) -> FileScan {
         package_dir: Path::new("/ws/pkg"),
         aliases: &HashMap::new(),
         token_output: &[],
+        cargo_readme: None,
     };
     scan_file(text, &ctx)
 }
@@ -298,6 +299,7 @@ fn path_on_an_inline_module_is_relative_to_the_file_directory() {
             package_dir: Path::new("/ws/pkg"),
             aliases: &HashMap::new(),
             token_output: &[],
+            cargo_readme: None,
         };
         let scan = scan_file(&text, &ctx);
         let p = PathBuf::from;
@@ -354,13 +356,18 @@ fn a_path_wholly_chosen_by_the_macro_caller_is_resolved_at_its_callers() {
             .macro_rules,
         "m"
     );
-    // A path that only starts with one may climb anywhere: unresolved.
+    // A path that only starts with one may climb anywhere: no glob can
+    // bound it, so each call's expansion gives it.
     let text = "macro_rules! m { ($d:literal) => { include_str!(concat!($d, \"/x\")) }; }\n";
     let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
     assert!(
-        matches!(&got[..], [EmbedTarget::Unresolved(t)] if t.contains("metavariable")),
+        matches!(&got[..], [EmbedTarget::AtCalls(t)] if t.contains("metavariable")),
         "{got:?}"
     );
+    // Outside a macro body there is no call to expand: refused.
+    let text = "const X: &str = include_str!(concat!(env!(\"X\"), \"/x\"));\n";
+    let got = targets(&scan(text, "/ws/pkg/src/lib.rs"));
+    assert!(matches!(&got[..], [EmbedTarget::Unresolved(_)]), "{got:?}");
 }
 
 #[test]
@@ -504,6 +511,7 @@ fn prefilter_agrees_with_the_walk_on_a_corpus() {
                 package_dir: Path::new("/ws/pkg"),
                 aliases: &HashMap::new(),
                 token_output: &["quote", "quote_spanned"],
+                cargo_readme: None,
             };
             // (But the `use … as` renames in skipped groups, which matter
             // only for macros the prefilter knows, or are read again from
@@ -698,6 +706,7 @@ fn h() {}
         package_dir: Path::new("/ws/pkg"),
         aliases: &aliases,
         token_output: &[],
+        cargo_readme: None,
     };
     let scan = scan_file(text, &ctx);
     assert!(targets(&scan).contains(&p("c.txt")), "{:?}", targets(&scan));

@@ -1,0 +1,968 @@
+//! Macro by example, as rustc runs it: a `macro_rules!` rule's matcher is
+//! matched against a call's tokens (repetitions, separators and the
+//! fragment specifiers included), the first rule that matches is
+//! transcribed, and a captured fragment other than `tt`, `ident` and
+//! `lifetime` is passed on as one opaque token, which a nested macro's
+//! plain tokens cannot match. Where this reading cannot tell what rustc
+//! does (where an `item` ends, an expression with a bare `<`, a forwarded
+//! fragment against another specifier), it says so (`Err`) rather than
+//! guess: the caller then refuses or falls back. Must not: touch the file
+//! system, or evaluate what it transcribes (that is `expand`).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::key::lexer::{Delim, Kind, Lexer};
+
+/// One token tree of a call's arguments or a transcription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Tt {
+    Leaf(Leaf),
+    Group(Delim, Vec<Tt>),
+    /// A captured fragment passed on whole (an `expr`, a `ty`, …): rustc
+    /// wraps it in invisible delimiters.
+    Opaque(Fragment, Vec<Tt>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Leaf {
+    pub(super) kind: LeafKind,
+    pub(super) text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LeafKind {
+    Ident,
+    Lifetime,
+    Literal,
+    Punct,
+}
+
+/// A fragment specifier (`$x:expr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fragment {
+    Ident,
+    Lifetime,
+    Literal,
+    Tt,
+    Block,
+    Expr,
+    Ty,
+    Path,
+    Pat,
+    PatParam,
+    Stmt,
+    Vis,
+    Item,
+    Meta,
+}
+
+impl Fragment {
+    fn named(name: &str) -> Option<Fragment> {
+        Some(match name {
+            "ident" => Fragment::Ident,
+            "lifetime" => Fragment::Lifetime,
+            "literal" => Fragment::Literal,
+            "tt" => Fragment::Tt,
+            "block" => Fragment::Block,
+            "expr" | "expr_2021" => Fragment::Expr,
+            "ty" => Fragment::Ty,
+            "path" => Fragment::Path,
+            "pat" => Fragment::Pat,
+            "pat_param" => Fragment::PatParam,
+            "stmt" => Fragment::Stmt,
+            "vis" => Fragment::Vis,
+            "item" => Fragment::Item,
+            "meta" => Fragment::Meta,
+            _ => return None,
+        })
+    }
+
+    /// `tt`, `ident` and `lifetime` captures are passed on as the tokens
+    /// themselves; every other capture as one opaque token.
+    fn is_transparent(self) -> bool {
+        matches!(self, Fragment::Tt | Fragment::Ident | Fragment::Lifetime)
+    }
+}
+
+/// rustc's multi-character punctuation, longest first: adjacent punctuation
+/// is glued into these before matching, as rustc's token trees are.
+const COMPOUND_PUNCT: &[&str] = &[
+    "<<=", ">>=", "...", "..=", "::", "->", "=>", "==", "!=", "<=", ">=", "&&", "||", "+=", "-=",
+    "*=", "/=", "%=", "^=", "&=", "|=", "<<", ">>", "..",
+];
+
+/// The most token trees one expansion may hold, and the most matcher
+/// alternatives one call may explore: beyond them this reading gives up.
+const MAX_TREES: usize = 200_000;
+const MAX_ALTERNATIVES: usize = 200_000;
+
+/// Lexes `text` into token trees, punctuation glued as rustc glues it.
+pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut stack: Vec<(Option<Delim>, Vec<Tt>)> = vec![(None, Vec::new())];
+    // The end of the last punctuation token, to glue the next to it.
+    let mut punct_end: Option<usize> = None;
+    let mut count = 0usize;
+    while let Some(token) = lexer.next_token().map_err(|e| e.what.to_string())? {
+        count += 1;
+        if count > MAX_TREES {
+            return Err("a macro expansion too large to read".into());
+        }
+        let piece = &text[token.start..token.end];
+        let leaf = |kind| {
+            Tt::Leaf(Leaf {
+                kind,
+                text: piece.to_owned(),
+            })
+        };
+        let glued = punct_end == Some(token.start);
+        punct_end = None;
+        if let Kind::Open(delim) = token.kind {
+            stack.push((Some(delim), Vec::new()));
+            continue;
+        }
+        if let Kind::Close(delim) = token.kind {
+            let (opened, trees) = stack.pop().ok_or("unbalanced delimiters")?;
+            if opened != Some(delim) {
+                return Err("unbalanced delimiters".into());
+            }
+            stack
+                .last_mut()
+                .ok_or("unbalanced delimiters")?
+                .1
+                .push(Tt::Group(delim, trees));
+            continue;
+        }
+        let top = &mut stack.last_mut().ok_or("unbalanced delimiters")?.1;
+        match token.kind {
+            Kind::Open(_) | Kind::Close(_) => {}
+            Kind::Punct => {
+                punct_end = Some(token.end);
+                if glued
+                    && let Some(Tt::Leaf(last)) = top.last_mut()
+                    && last.kind == LeafKind::Punct
+                {
+                    let joined = format!("{}{piece}", last.text);
+                    if COMPOUND_PUNCT.contains(&joined.as_str()) {
+                        last.text = joined;
+                        continue;
+                    }
+                }
+                top.push(leaf(LeafKind::Punct));
+            }
+            Kind::Ident | Kind::RawIdent => top.push(leaf(LeafKind::Ident)),
+            Kind::Lifetime => top.push(leaf(LeafKind::Lifetime)),
+            Kind::Literal => top.push(leaf(LeafKind::Literal)),
+        }
+    }
+    match stack.pop() {
+        Some((None, trees)) if stack.is_empty() => Ok(trees),
+        _ => Err("unbalanced delimiters".into()),
+    }
+}
+
+/// A call's arguments as token trees. rustc passes a doc comment there as
+/// a `#[doc = "…"]` attribute a matcher can see, which this lexer drops:
+/// arguments holding one are refused rather than matched without it.
+pub(super) fn parse_call_arguments(text: &str) -> Result<Vec<Tt>, String> {
+    let mut lexer = Lexer::new(text, 0, text.len());
+    let mut gap_start = 0;
+    loop {
+        let token = lexer.next_token().map_err(|e| e.what.to_string())?;
+        let gap_end = token.map_or(text.len(), |t| t.start);
+        if holds_doc_comment(&text[gap_start..gap_end]) {
+            return Err(
+                "a doc comment in a macro call's arguments, which rustc passes on as an attribute"
+                    .into(),
+            );
+        }
+        match token {
+            Some(token) => gap_start = token.end,
+            None => return parse(text),
+        }
+    }
+}
+
+/// Whether text between tokens (white space and comments) holds a doc
+/// comment: `///` (not `////`), `//!`, `/**` (not `/***` or `/**/`), `/*!`.
+fn holds_doc_comment(gap: &str) -> bool {
+    let bytes = gap.as_bytes();
+    (0..bytes.len()).any(|i| {
+        let rest = &bytes[i..];
+        let before_is_slash = i > 0 && bytes[i - 1] == b'/';
+        !before_is_slash
+            && (rest.starts_with(b"//!")
+                || (rest.starts_with(b"///") && !rest.starts_with(b"////"))
+                || rest.starts_with(b"/*!")
+                || (rest.starts_with(b"/**")
+                    && !rest.starts_with(b"/***")
+                    && !rest.starts_with(b"/**/")))
+    })
+}
+
+/// Token trees as text, one space between tokens (so that re-lexing
+/// glues nothing that was apart); an opaque fragment as its tokens.
+pub(super) fn render(trees: &[Tt]) -> String {
+    let mut out = String::new();
+    render_into(trees, &mut out);
+    out
+}
+
+fn render_into(trees: &[Tt], out: &mut String) {
+    for (index, tree) in trees.iter().enumerate() {
+        if index > 0 {
+            out.push(' ');
+        }
+        match tree {
+            Tt::Leaf(leaf) => out.push_str(&leaf.text),
+            Tt::Group(delim, inner) => {
+                let (open, close) = match delim {
+                    Delim::Paren => ('(', ')'),
+                    Delim::Brace => ('{', '}'),
+                    Delim::Bracket => ('[', ']'),
+                };
+                out.push(open);
+                render_into(inner, out);
+                out.push(close);
+            }
+            Tt::Opaque(_, inner) => render_into(inner, out),
+        }
+    }
+}
+
+/// One element of a rule's matcher.
+#[derive(Debug, Clone)]
+enum Pat {
+    Leaf(Leaf),
+    Group(Delim, Vec<Pat>),
+    Var(String, Fragment),
+    Rep(Vec<Pat>, Option<Leaf>, RepOp),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RepOp {
+    Star,
+    Plus,
+    Question,
+}
+
+/// One element of a rule's transcriber.
+#[derive(Debug, Clone)]
+enum Tr {
+    Tree(Tt),
+    Group(Delim, Vec<Tr>),
+    Var(String),
+    Rep(Vec<Tr>, Option<Leaf>),
+}
+
+/// What a matcher variable bound: one capture, or one per repetition.
+#[derive(Debug, Clone)]
+enum Bound {
+    One(Fragment, Vec<Tt>),
+    Seq(Vec<Bound>),
+}
+
+type Bindings = HashMap<String, Bound>;
+
+fn is_punct(tree: Option<&Tt>, text: &str) -> bool {
+    matches!(tree, Some(Tt::Leaf(l)) if l.kind == LeafKind::Punct && l.text == text)
+}
+
+fn is_ident(tree: Option<&Tt>, text: &str) -> bool {
+    matches!(tree, Some(Tt::Leaf(l)) if l.kind == LeafKind::Ident && l.text == text)
+}
+
+fn ident_text(tree: Option<&Tt>) -> Option<&str> {
+    match tree {
+        Some(Tt::Leaf(l)) if l.kind == LeafKind::Ident => Some(&l.text),
+        _ => None,
+    }
+}
+
+fn rep_op(tree: Option<&Tt>) -> Option<RepOp> {
+    match tree {
+        Some(t) if is_punct(Some(t), "*") => Some(RepOp::Star),
+        Some(t) if is_punct(Some(t), "+") => Some(RepOp::Plus),
+        Some(t) if is_punct(Some(t), "?") => Some(RepOp::Question),
+        _ => None,
+    }
+}
+
+/// A repetition's separator and operator after `$( … )`: how many trees
+/// they take.
+fn separator_and_op(trees: &[Tt]) -> Result<(Option<Leaf>, RepOp, usize), String> {
+    if let Some(op) = rep_op(trees.first()) {
+        return Ok((None, op, 1));
+    }
+    match (trees.first(), rep_op(trees.get(1))) {
+        (Some(Tt::Leaf(sep)), Some(op)) if op != RepOp::Question => Ok((Some(sep.clone()), op, 2)),
+        _ => Err("a repetition without `*`, `+` or `?`".into()),
+    }
+}
+
+fn parse_matcher(trees: &[Tt]) -> Result<Vec<Pat>, String> {
+    let mut pats = Vec::new();
+    let mut i = 0;
+    while i < trees.len() {
+        let tree = &trees[i];
+        if !is_punct(Some(tree), "$") {
+            pats.push(match tree {
+                Tt::Leaf(leaf) => Pat::Leaf(leaf.clone()),
+                Tt::Group(delim, inner) => Pat::Group(*delim, parse_matcher(inner)?),
+                Tt::Opaque(..) => return Err("a matcher holding a captured fragment".into()),
+            });
+            i += 1;
+            continue;
+        }
+        match trees.get(i + 1) {
+            Some(Tt::Group(Delim::Paren, inner)) => {
+                let (sep, op, taken) = separator_and_op(&trees[i + 2..])?;
+                pats.push(Pat::Rep(parse_matcher(inner)?, sep, op));
+                i += 2 + taken;
+            }
+            Some(name) if ident_text(Some(name)).is_some_and(|n| n != "crate") => {
+                let name = ident_text(Some(name)).unwrap_or_default();
+                let fragment = match (trees.get(i + 2), ident_text(trees.get(i + 3))) {
+                    (colon, Some(kind)) if is_punct(colon, ":") => Fragment::named(kind)
+                        .ok_or_else(|| format!("a `${name}:{kind}` fragment"))?,
+                    _ => return Err(format!("`${name}` without a fragment specifier")),
+                };
+                pats.push(Pat::Var(name.trim_start_matches("r#").to_owned(), fragment));
+                i += 4;
+            }
+            _ => return Err("a `$` in a matcher that is no variable or repetition".into()),
+        }
+    }
+    Ok(pats)
+}
+
+fn parse_transcriber(trees: &[Tt]) -> Result<Vec<Tr>, String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < trees.len() {
+        let tree = &trees[i];
+        if !is_punct(Some(tree), "$") {
+            out.push(match tree {
+                Tt::Group(delim, inner) => Tr::Group(*delim, parse_transcriber(inner)?),
+                other => Tr::Tree(other.clone()),
+            });
+            i += 1;
+            continue;
+        }
+        match trees.get(i + 1) {
+            Some(Tt::Group(Delim::Paren, inner)) => {
+                let (sep, _, taken) = separator_and_op(&trees[i + 2..])?;
+                out.push(Tr::Rep(parse_transcriber(inner)?, sep));
+                i += 2 + taken;
+            }
+            Some(name) if ident_text(Some(name)).is_some() => {
+                let name = ident_text(Some(name)).unwrap_or_default();
+                if name == "crate" {
+                    out.push(Tr::Tree(Tt::Leaf(Leaf {
+                        kind: LeafKind::Ident,
+                        text: "$crate".into(),
+                    })));
+                } else {
+                    out.push(Tr::Var(name.trim_start_matches("r#").to_owned()));
+                }
+                i += 2;
+            }
+            // A lone `$` is transcribed as itself.
+            _ => {
+                out.push(Tr::Tree(tree.clone()));
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where a fragment that runs to a follow token ends, from `start`:
+/// `Ok(None)` when it cannot start there.
+fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
+    let first = trees.get(start);
+    let one = |ok: bool| Ok(ok.then_some(start + 1));
+    match fragment {
+        Fragment::Tt => one(first.is_some()),
+        Fragment::Ident => one(ident_text(first).is_some_and(|n| n != "_")),
+        Fragment::Lifetime => {
+            one(matches!(first, Some(Tt::Leaf(l)) if l.kind == LeafKind::Lifetime))
+        }
+        Fragment::Literal => {
+            let at = start + usize::from(is_punct(first, "-"));
+            let ok = match trees.get(at) {
+                Some(Tt::Leaf(l)) => {
+                    l.kind == LeafKind::Literal
+                        || (at == start
+                            && l.kind == LeafKind::Ident
+                            && matches!(l.text.as_str(), "true" | "false"))
+                }
+                _ => false,
+            };
+            Ok(ok.then_some(at + 1))
+        }
+        Fragment::Block => one(matches!(first, Some(Tt::Group(Delim::Brace, _)))),
+        Fragment::Vis => {
+            if !is_ident(first, "pub") {
+                return Ok(Some(start));
+            }
+            let restricted = matches!(trees.get(start + 1), Some(Tt::Group(Delim::Paren, inner))
+                if ["crate", "self", "super", "in"].iter().any(|k| is_ident(inner.first(), k)));
+            Ok(Some(start + 1 + usize::from(restricted)))
+        }
+        Fragment::Expr | Fragment::Stmt => run_end(trees, start, &[",", ";", "=>"], true),
+        Fragment::Pat => run_end(trees, start, &["=>", ",", "=", "if", "in"], false),
+        Fragment::PatParam => run_end(trees, start, &["=>", ",", "=", "|", "if", "in"], false),
+        Fragment::Ty | Fragment::Path => run_end(
+            trees,
+            start,
+            &["=>", ",", "=", "|", ";", ":", ">", ">>", "as", "where"],
+            false,
+        ),
+        Fragment::Item | Fragment::Meta => Err(format!(
+            "a `{fragment:?}` fragment, whose end this reading does not find"
+        )),
+    }
+}
+
+/// The end of a fragment that runs until one of `stops` at the top level
+/// (outside groups and `<…>` generics). An expression's `|…|` closure
+/// parameters and `::<…>` turbofish are stepped over; any other `<` in an
+/// expression is refused, since a comparison and generics read alike here.
+fn run_end(
+    trees: &[Tt],
+    start: usize,
+    stops: &[&str],
+    expression: bool,
+) -> Result<Option<usize>, String> {
+    let mut i = start;
+    let mut angle = 0usize;
+    while i < trees.len() {
+        let tree = &trees[i];
+        let text = match tree {
+            Tt::Leaf(l) => l.text.as_str(),
+            Tt::Group(Delim::Brace, _) if !expression && i > start => {
+                return Err(
+                    "a type or path followed by a block, whose end this reading does not find"
+                        .into(),
+                );
+            }
+            _ => "",
+        };
+        if angle == 0
+            && stops.contains(&text)
+            && !matches!(tree, Tt::Leaf(l) if l.kind == LeafKind::Literal)
+        {
+            break;
+        }
+        if expression {
+            let starts_operand = i == start
+                || matches!(&trees[i - 1], Tt::Leaf(l) if l.kind == LeafKind::Punct && l.text != ")")
+                || is_ident(trees.get(i - 1), "move");
+            if (text == "|" && starts_operand) || text == "||" {
+                if text == "|" {
+                    // Closure parameters, to the next `|`.
+                    let close = trees[i + 1..].iter().position(|t| is_punct(Some(t), "|"));
+                    match close {
+                        Some(offset) => i += offset + 2,
+                        None => return Err("an unclosed closure parameter list".into()),
+                    }
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            if text == "<" && is_punct(i.checked_sub(1).and_then(|p| trees.get(p)), "::") {
+                angle += 1;
+            } else if text == "<" || text == "<<" || (text == ">" || text == ">>") && angle == 0 {
+                return Err(
+                    "an expression with `<` or `>`, whose end this reading does not find".into(),
+                );
+            } else if text == ">" {
+                angle -= 1;
+            } else if text == ">>" {
+                angle = angle.saturating_sub(2);
+            }
+        } else if text == "<" {
+            angle += 1;
+        } else if text == "<<" {
+            angle += 2;
+        } else if text == ">" && angle > 0 {
+            angle -= 1;
+        } else if text == ">>" && angle > 0 {
+            angle = angle.saturating_sub(2);
+        }
+        i += 1;
+    }
+    Ok((i > start).then_some(i))
+}
+
+/// The variables a matcher binds, at any depth.
+fn variables(pats: &[Pat], out: &mut Vec<String>) {
+    for pat in pats {
+        match pat {
+            Pat::Var(name, _) => out.push(name.clone()),
+            Pat::Group(_, inner) | Pat::Rep(inner, _, _) => variables(inner, out),
+            Pat::Leaf(_) => {}
+        }
+    }
+}
+
+/// The ways `pats` can match a prefix of `trees[start..]`: each end and
+/// its bindings.
+struct Matcher {
+    explored: usize,
+}
+
+impl Matcher {
+    fn budget(&mut self, more: usize) -> Result<(), String> {
+        self.explored += more;
+        if self.explored > MAX_ALTERNATIVES {
+            return Err("a macro call whose matching explores too many alternatives".into());
+        }
+        Ok(())
+    }
+
+    /// The ways `pats` match `trees` from `start`: to the end when `full`,
+    /// else to any point.
+    fn sequence(
+        &mut self,
+        pats: &[Pat],
+        trees: &[Tt],
+        start: usize,
+        full: bool,
+    ) -> Result<Vec<(usize, Bindings)>, String> {
+        let mut states = vec![(start, Bindings::new())];
+        for (index, pat) in pats.iter().enumerate() {
+            let follow = match pats.get(index + 1) {
+                Some(next) => Follow::Pat(next),
+                None if full => Follow::End,
+                None => Follow::Any,
+            };
+            let mut next = Vec::new();
+            for (at, bindings) in states {
+                for (end, more) in self.one(pat, trees, at, follow)? {
+                    let mut merged = bindings.clone();
+                    merged.extend(more);
+                    next.push((end, merged));
+                }
+            }
+            self.budget(next.len())?;
+            if next.is_empty() {
+                return Ok(next);
+            }
+            states = next;
+        }
+        if full {
+            states.retain(|(end, _)| *end == trees.len());
+        }
+        Ok(states)
+    }
+
+    fn one(
+        &mut self,
+        pat: &Pat,
+        trees: &[Tt],
+        at: usize,
+        follow: Follow<'_>,
+    ) -> Result<Vec<(usize, Bindings)>, String> {
+        match pat {
+            Pat::Leaf(leaf) => Ok(match trees.get(at) {
+                Some(Tt::Leaf(got)) if got == leaf => vec![(at + 1, Bindings::new())],
+                _ => Vec::new(),
+            }),
+            Pat::Group(delim, inner) => match trees.get(at) {
+                Some(Tt::Group(got, inside)) if got == delim => Ok(self
+                    .sequence(inner, inside, 0, true)?
+                    .into_iter()
+                    .map(|(_, b)| (at + 1, b))
+                    .collect()),
+                _ => Ok(Vec::new()),
+            },
+            Pat::Var(name, fragment) => {
+                let end = match trees.get(at) {
+                    Some(Tt::Opaque(captured, _)) => {
+                        let accepts = *fragment == Fragment::Tt
+                            || captured == fragment
+                            || (*fragment == Fragment::Expr && *captured == Fragment::Literal);
+                        if !accepts {
+                            return Err(format!(
+                                "a `{captured:?}` fragment passed on to `${name}:{fragment:?}`, which this reading cannot match as rustc does"
+                            ));
+                        }
+                        Some(at + 1)
+                    }
+                    _ => fragment_end(*fragment, trees, at)?,
+                };
+                Ok(end
+                    .map(|end| {
+                        let bound = Bound::One(*fragment, trees[at..end].to_vec());
+                        (end, Bindings::from([(name.clone(), bound)]))
+                    })
+                    .into_iter()
+                    .collect())
+            }
+            Pat::Rep(body, sep, op) => self.repetition(body, sep.as_ref(), *op, trees, at, follow),
+        }
+    }
+
+    /// `$( body ) sep op` from `at`: every number of iterations after
+    /// which what follows can go on, each with its bindings.
+    fn repetition(
+        &mut self,
+        body: &[Pat],
+        sep: Option<&Leaf>,
+        op: RepOp,
+        trees: &[Tt],
+        at: usize,
+        follow: Follow<'_>,
+    ) -> Result<Vec<(usize, Bindings)>, String> {
+        let mut names = Vec::new();
+        variables(body, &mut names);
+        // (position, iterations so far, their bindings newest first): a
+        // shared list, so that a long repetition costs linear time.
+        let mut frontier: Vec<(usize, usize, Option<Rc<Iteration>>)> = vec![(at, 0, None)];
+        let mut done = Vec::new();
+        while let Some((pos, count, iterations)) = frontier.pop() {
+            self.budget(1)?;
+            if (op != RepOp::Plus || count > 0) && follow.may_go_on(trees, pos) {
+                done.push((pos, iterations.clone()));
+            }
+            if op == RepOp::Question && count > 0 {
+                continue;
+            }
+            let from = match (sep, count) {
+                (Some(sep), 1..) => match trees.get(pos) {
+                    Some(Tt::Leaf(got)) if got == sep => pos + 1,
+                    _ => continue,
+                },
+                _ => pos,
+            };
+            for (end, bindings) in self.sequence(body, trees, from, false)? {
+                // An iteration that consumes nothing would repeat forever.
+                if end > pos {
+                    let next = Rc::new(Iteration {
+                        bindings,
+                        previous: iterations.clone(),
+                    });
+                    frontier.push((end, count + 1, Some(next)));
+                }
+            }
+        }
+        Ok(done
+            .into_iter()
+            .map(|(end, iterations)| {
+                let mut each = Vec::new();
+                let mut node = iterations.as_deref();
+                while let Some(iteration) = node {
+                    each.push(&iteration.bindings);
+                    node = iteration.previous.as_deref();
+                }
+                each.reverse();
+                let mut bindings = Bindings::new();
+                for name in &names {
+                    let seq = each.iter().filter_map(|b| b.get(name).cloned()).collect();
+                    bindings.insert(name.clone(), Bound::Seq(seq));
+                }
+                (end, bindings)
+            })
+            .collect())
+    }
+}
+
+/// One iteration of a repetition, and the one before it.
+struct Iteration {
+    bindings: Bindings,
+    previous: Option<Rc<Iteration>>,
+}
+
+/// What must come after a matcher element: the next element, the end of
+/// the tokens, or anything (inside a repetition's body).
+#[derive(Clone, Copy)]
+enum Follow<'p> {
+    Pat(&'p Pat),
+    End,
+    Any,
+}
+
+impl Follow<'_> {
+    /// Whether matching can go on at `pos`: a cheap test that prunes the
+    /// iteration counts of a repetition to those the rest can follow.
+    fn may_go_on(self, trees: &[Tt], pos: usize) -> bool {
+        match self {
+            Follow::End => pos == trees.len(),
+            Follow::Any | Follow::Pat(Pat::Rep(..) | Pat::Var(..)) => true,
+            Follow::Pat(Pat::Leaf(leaf)) => {
+                matches!(trees.get(pos), Some(Tt::Leaf(got)) if got == leaf)
+            }
+            Follow::Pat(Pat::Group(delim, _)) => {
+                matches!(trees.get(pos), Some(Tt::Group(got, _)) if got == delim)
+            }
+        }
+    }
+}
+
+/// A `macro_rules!` rule, parsed.
+pub(super) struct Rule {
+    matcher: Vec<Pat>,
+    transcriber: Vec<Tr>,
+}
+
+impl Rule {
+    pub(super) fn parse(matcher: &str, transcriber: &str) -> Result<Rule, String> {
+        Ok(Rule {
+            matcher: parse_matcher(&parse(matcher)?)?,
+            transcriber: parse_transcriber(&parse(transcriber)?)?,
+        })
+    }
+}
+
+/// What the first of `rules` that matches `args` transcribes; `Ok(None)`
+/// when none matches.
+pub(super) fn expand(rules: &[Rule], args: &[Tt]) -> Result<Option<Vec<Tt>>, String> {
+    for rule in rules {
+        let mut matcher = Matcher { explored: 0 };
+        let complete = matcher
+            .sequence(&rule.matcher, args, 0, true)?
+            .into_iter()
+            .next();
+        if let Some((_, bindings)) = complete {
+            let mut out = Vec::new();
+            transcribe(&rule.transcriber, &bindings, &mut Vec::new(), &mut out)?;
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
+
+/// `bound` at the repetition indices `at` (outermost first), as deep as it
+/// repeats.
+fn lookup<'b>(mut bound: &'b Bound, at: &[usize]) -> Result<&'b Bound, String> {
+    for &index in at {
+        match bound {
+            Bound::Seq(items) => {
+                bound = items
+                    .get(index)
+                    .ok_or("a repetition whose variables repeat a different number of times")?;
+            }
+            Bound::One(..) => break,
+        }
+    }
+    Ok(bound)
+}
+
+/// How many times the variables in `body` repeat at `at`, if any does.
+fn repeat_count(body: &[Tr], bindings: &Bindings, at: &[usize]) -> Result<Option<usize>, String> {
+    let mut count = None;
+    for tr in body {
+        let found = match tr {
+            Tr::Var(name) => match bindings.get(name) {
+                Some(bound) => match lookup(bound, at)? {
+                    Bound::Seq(items) => Some(items.len()),
+                    Bound::One(..) => None,
+                },
+                None => None,
+            },
+            Tr::Group(_, inner) | Tr::Rep(inner, _) => repeat_count(inner, bindings, at)?,
+            Tr::Tree(_) => None,
+        };
+        match (count, found) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(
+                    "a repetition whose variables repeat a different number of times".into(),
+                );
+            }
+            (None, found) => count = found,
+            _ => {}
+        }
+    }
+    Ok(count)
+}
+
+fn transcribe(
+    trs: &[Tr],
+    bindings: &Bindings,
+    at: &mut Vec<usize>,
+    out: &mut Vec<Tt>,
+) -> Result<(), String> {
+    if out.len() > MAX_TREES {
+        return Err("a macro expansion too large to read".into());
+    }
+    for tr in trs {
+        match tr {
+            Tr::Tree(tree) => out.push(tree.clone()),
+            Tr::Group(delim, inner) => {
+                let mut trees = Vec::new();
+                transcribe(inner, bindings, at, &mut trees)?;
+                out.push(Tt::Group(*delim, trees));
+            }
+            Tr::Var(name) => match bindings.get(name) {
+                // Not a variable of the matcher: rustc emits `$name` as
+                // it stands (a nested macro_rules! of the expansion).
+                None => {
+                    out.push(Tt::Leaf(Leaf {
+                        kind: LeafKind::Punct,
+                        text: "$".into(),
+                    }));
+                    out.push(Tt::Leaf(Leaf {
+                        kind: LeafKind::Ident,
+                        text: name.clone(),
+                    }));
+                }
+                Some(bound) => match lookup(bound, at)? {
+                    Bound::One(fragment, trees) if fragment.is_transparent() => {
+                        out.extend(trees.iter().cloned());
+                    }
+                    Bound::One(fragment, trees) => out.push(Tt::Opaque(*fragment, trees.clone())),
+                    Bound::Seq(_) => {
+                        return Err(format!(
+                            "`${name}`, still repeating where it is transcribed"
+                        ));
+                    }
+                },
+            },
+            Tr::Rep(body, sep) => {
+                let Some(count) = repeat_count(body, bindings, at)? else {
+                    return Err(
+                        "a repetition in a transcriber with no variable that repeats".into(),
+                    );
+                };
+                for index in 0..count {
+                    if index > 0
+                        && let Some(sep) = sep
+                    {
+                        out.push(Tt::Leaf(sep.clone()));
+                    }
+                    at.push(index);
+                    let result = transcribe(body, bindings, at, out);
+                    at.pop();
+                    result?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_text(rules: &[(&str, &str)], args: &str) -> Result<Option<String>, String> {
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|(m, t)| Rule::parse(m, t))
+            .collect::<Result<_, _>>()?;
+        Ok(expand(&rules, &parse(args)?)?.map(|t| render(&t)))
+    }
+
+    #[test]
+    fn the_first_matching_rule_is_transcribed_with_its_bindings() {
+        // bevy's embedded_asset!: two arguments forward to three.
+        let rules = [
+            (
+                "$app: expr, $path: expr",
+                "{ $crate::embedded_asset!($app, \"src\", $path) }",
+            ),
+            (
+                "$app: expr, $source: expr, $path: expr",
+                "{ include_bytes!($path) }",
+            ),
+        ];
+        assert_eq!(
+            expand_text(&rules, "app, \"x.wgsl\"").unwrap().unwrap(),
+            "{$crate :: embedded_asset ! (app , \"src\" , \"x.wgsl\")}"
+        );
+        assert_eq!(
+            expand_text(&rules, "app, \"src\", \"x.wgsl\"")
+                .unwrap()
+                .unwrap(),
+            "{include_bytes ! (\"x.wgsl\")}"
+        );
+        assert_eq!(expand_text(&rules, "").unwrap(), None);
+    }
+
+    #[test]
+    fn repetitions_bind_and_transcribe_per_iteration() {
+        // deno's test_file!: `$($file:literal),*`.
+        let rules = [(
+            "$($file:literal),*",
+            "$(include_str!(concat!(\"js/\", $file));)*",
+        )];
+        assert_eq!(
+            expand_text(&rules, "\"a.js\", \"b.js\"").unwrap().unwrap(),
+            "include_str ! (concat ! (\"js/\" , \"a.js\")) ; include_str ! (concat ! (\"js/\" , \"b.js\")) ;"
+        );
+        // An optional trailing group and a nested repetition.
+        let rules = [(
+            "$name:ident $(, deps = [ $( $dep:ident ),* ])?",
+            "$( $( use $dep; )* )?",
+        )];
+        assert_eq!(
+            expand_text(&rules, "ext, deps = [a, b]").unwrap().unwrap(),
+            "use a ; use b ;"
+        );
+        assert_eq!(expand_text(&rules, "ext").unwrap().unwrap(), "");
+    }
+
+    #[test]
+    fn a_repetition_may_end_where_the_rest_of_the_matcher_begins() {
+        // Greedy matching would eat the last `a` and fail; rustc does not.
+        let rules = [("$(a)* a b", "ok")];
+        assert_eq!(expand_text(&rules, "a a a b").unwrap().unwrap(), "ok");
+    }
+
+    #[test]
+    fn expressions_end_at_their_follow_tokens_and_closures_are_stepped_over() {
+        let rules = [("$a:expr, $p:literal $(, $s:expr)?", "$p")];
+        assert_eq!(
+            expand_text(&rules, "app, \"x.wesl\", |s| { vec![s, 1] }")
+                .unwrap()
+                .unwrap(),
+            "\"x.wesl\""
+        );
+        assert_eq!(
+            expand_text(&rules, "f::<A, B>(x), \"y\"").unwrap().unwrap(),
+            "\"y\""
+        );
+        let err = expand_text(&rules, "a < b, \"y\"").unwrap_err();
+        assert!(err.contains("`<`"), "{err}");
+    }
+
+    #[test]
+    fn a_forwarded_expression_is_one_opaque_token() {
+        // A captured expr cannot match plain tokens of a nested matcher.
+        let inner = [("\"x\"", "literal_rule"), ("$e:expr", "expr_rule")];
+        let rules: Vec<Rule> = inner
+            .iter()
+            .map(|(m, t)| Rule::parse(m, t).unwrap())
+            .collect();
+        let forwarded = vec![Tt::Opaque(Fragment::Expr, parse("\"x\"").unwrap())];
+        assert_eq!(
+            render(&expand(&rules, &forwarded).unwrap().unwrap()),
+            "expr_rule"
+        );
+        // …and a literal specifier cannot be told apart: refused.
+        let rules = vec![Rule::parse("$l:literal", "l").unwrap()];
+        assert!(expand(&rules, &forwarded).is_err());
+    }
+
+    #[test]
+    fn a_doc_comment_in_call_arguments_is_refused_not_dropped() {
+        assert!(parse_call_arguments("/// docs\n\"a.txt\"").is_err());
+        assert!(parse_call_arguments("/** docs */ \"a.txt\"").is_err());
+        assert!(parse_call_arguments("//! docs\n\"a.txt\"").is_err());
+        // Plain comments are white space to rustc too.
+        assert!(parse_call_arguments("// note\n//// rule\n/* c */ /**/ \"a.txt\"").is_ok());
+        // Inside a literal it is text.
+        assert!(parse_call_arguments("\"/// not a comment\"").is_ok());
+    }
+
+    #[test]
+    fn punctuation_is_glued_as_rustc_glues_it() {
+        let rules = [("$a:tt $b:tt", "$b")];
+        assert_eq!(expand_text(&rules, "=> x").unwrap().unwrap(), "x");
+        assert_eq!(expand_text(&rules, "= >").unwrap().unwrap(), ">");
+    }
+}
