@@ -526,13 +526,16 @@ pub(super) fn resolve_from_callers(
         let name = &embed.relative.macro_rules;
         let names = names(name);
         // Every outermost call that reaches the include, expanded as rustc
-        // expands it: what it includes is exactly what rustc reads. A path
-        // macro of a registry crate keeps its own reading.
+        // expands it: what it includes is added to what plain reading
+        // gives (the caller's literals, a glob from each caller's
+        // directory), which it never replaces, since this reading may take
+        // another rule than rustc. A path macro of a registry crate keeps
+        // its own reading.
         let expandable = embed.relative.reads.is_none();
-        let all_expanded = expandable
-            && expanded
-                .outermost_all_expand(&names, inputs, discovery, &mut included)
-                .is_ok();
+        if expandable {
+            // A call that does not expand is refused at its site below.
+            let _ = expanded.outermost_all_expand(&names, inputs, discovery, &mut included);
+        }
         for (ci, ((caller, package, _), all_sites)) in texts.iter().zip(&calls.sites).enumerate() {
             let sites: Vec<(usize, &scan::CallSite)> = all_sites
                 .iter()
@@ -549,11 +552,20 @@ pub(super) fn resolve_from_callers(
             );
             for &(si, site) in &sites {
                 let at = format!("{caller_rel}:{}", site.line);
+                // A call that expands still has its literals read (a path
+                // wholly the caller's): this reading of macro by example
+                // may pick another rule than rustc, so the expansion adds
+                // to the over-approximation, never replaces it.
+                let mut expanded_ok = false;
                 let failed = if !expandable || site.handed_over {
                     None
                 } else if site.definer.is_none() {
                     match expanded.at(ci, si) {
-                        Ok(_) => continue,
+                        Ok(_) if !embed.whole => continue,
+                        Ok(_) => {
+                            expanded_ok = true;
+                            None
+                        }
                         Err(why) => Some(why.clone()),
                     }
                 } else if let Some(definer) = &site.definer {
@@ -600,7 +612,9 @@ pub(super) fn resolve_from_callers(
                     );
                     continue;
                 }
-                let refusal = if site.handed_over {
+                let refusal = if expanded_ok {
+                    None
+                } else if site.handed_over {
                     let handed_to = site.handed_to.as_deref().unwrap_or_default();
                     known.invokers.may_invoke(handed_to).then(|| {
                         format!(
@@ -671,6 +685,14 @@ pub(super) fn resolve_from_callers(
                         site.literals.iter().map(|l| Some(l.as_str())).collect()
                     };
                     for text in texts {
+                        // A piece of a path the expansion assembled
+                        // (`concat!("../data/", "y.txt")`) may be a directory.
+                        let piece_is_dir = text.is_some_and(|t| {
+                            caller.parent().is_some_and(|dir| dir.join(t).is_dir())
+                        });
+                        if expanded_ok && piece_is_dir {
+                            continue;
+                        }
                         let why = format!("{why}:{}", site.line);
                         let read = CallerRead {
                             caller,
@@ -683,6 +705,9 @@ pub(super) fn resolve_from_callers(
                                 included.push((path, caller.clone()));
                             }
                             Ok(_) => {}
+                            // The expansion named what this call reads; a
+                            // literal that is no path adds nothing.
+                            Err(_) if expanded_ok => {}
                             Err(err) => discovery.errors.push(format!(
                                 "{at}: {}!({}), which macro_rules! {name} reads: {err:#}",
                                 site.name,
@@ -693,7 +718,6 @@ pub(super) fn resolve_from_callers(
                 }
             }
             if embed.whole
-                || all_expanded
                 || embed.at_calls.is_some()
                 || *caller == embed.definition
                 || !sites.iter().any(|(_, s)| !s.handed_over)
@@ -826,7 +850,24 @@ impl<'a> CallExpansions<'a> {
         }
         let (caller, package, _) = &self.texts[text];
         let call = &self.calls.sites[text][site];
-        let aliases = HashMap::new();
+        // An include macro's aliases (`use std::include_str as inc;`), by
+        // any file's `use`: the expansion may call them by a path.
+        let mut aliases: HashMap<String, String> = HashMap::new();
+        loop {
+            let before = aliases.len();
+            for (from, to) in &self.calls.renames {
+                let include = scan::INCLUDE_MACROS
+                    .contains(&from.as_str())
+                    .then(|| from.clone())
+                    .or_else(|| aliases.get(from).cloned());
+                if let Some(include) = include {
+                    aliases.entry(to.clone()).or_insert(include);
+                }
+            }
+            if aliases.len() == before {
+                break;
+            }
+        }
         let ctx = FileContext {
             file: caller,
             module_dir: caller.parent().unwrap_or(Path::new("/")),

@@ -104,11 +104,17 @@ pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
     // The end of the last punctuation token, to glue the next to it.
     let mut punct_end: Option<usize> = None;
     let mut count = 0usize;
+    // The end of the last token: what lies between two tokens is trivia,
+    // whose doc comments rustc turns into `#[doc = "…"]` tokens.
+    let mut trivia_from = 0usize;
     while let Some(token) = lexer.next_token().map_err(|e| e.what.to_string())? {
         count += 1;
         if count > MAX_TREES {
             return Err("a macro expansion too large to read".into());
         }
+        let top = &mut stack.last_mut().ok_or("unbalanced delimiters")?.1;
+        top.extend(doc_attributes(&text[trivia_from..token.start]));
+        trivia_from = token.end;
         let piece = &text[token.start..token.end];
         let leaf = |kind| {
             Tt::Leaf(Leaf {
@@ -157,9 +163,87 @@ pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
         }
     }
     match stack.pop() {
-        Some((None, trees)) if stack.is_empty() => Ok(trees),
+        Some((None, mut trees)) if stack.is_empty() => {
+            trees.extend(doc_attributes(&text[trivia_from..]));
+            Ok(trees)
+        }
         _ => Err("unbalanced delimiters".into()),
     }
+}
+
+/// The doc comments of `trivia` (white space and comments only) as the
+/// tokens rustc makes of them: `/// x` is `#[doc = " x"]`, `//! x` is
+/// `#![doc = " x"]`, and `/** x */`, `/*! x */` alike. A matcher sees them
+/// (`$(#[$m:meta])*`), so dropping them would match another rule.
+fn doc_attributes(trivia: &str) -> Vec<Tt> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < trivia.len() {
+        let rest = &trivia[i..];
+        let (comment, len) = if rest.starts_with("//") {
+            let len = rest.find('\n').unwrap_or(rest.len());
+            (&rest[..len], len)
+        } else if rest.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut j = 0;
+            let bytes = rest.as_bytes();
+            while j < bytes.len() {
+                if bytes[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if bytes[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            (&rest[..j], j)
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        i += len.max(1);
+        let doc = if (comment.starts_with("///") && !comment.starts_with("////"))
+            || comment.starts_with("//!")
+        {
+            Some((comment.starts_with("//!"), &comment[3..]))
+        } else if (comment.starts_with("/**") && !comment.starts_with("/***") && comment != "/**/")
+            || comment.starts_with("/*!")
+        {
+            let body = comment
+                .get(3..comment.len().saturating_sub(2))
+                .unwrap_or("");
+            Some((comment.starts_with("/*!"), body))
+        } else {
+            None
+        };
+        let Some((inner, body)) = doc else {
+            continue;
+        };
+        let leaf = |kind, text: &str| {
+            Tt::Leaf(Leaf {
+                kind,
+                text: text.to_owned(),
+            })
+        };
+        out.push(leaf(LeafKind::Punct, "#"));
+        if inner {
+            out.push(leaf(LeafKind::Punct, "!"));
+        }
+        out.push(Tt::Group(
+            Delim::Bracket,
+            vec![
+                leaf(LeafKind::Ident, "doc"),
+                leaf(LeafKind::Punct, "="),
+                leaf(LeafKind::Literal, &format!("{body:?}")),
+            ],
+        ));
+    }
+    out
 }
 
 /// Token trees as text, one space between tokens (so that re-lexing
@@ -417,6 +501,16 @@ fn run_end(
         {
             break;
         }
+        if i == start && expression && !may_begin_expression(tree) {
+            return Ok(None);
+        }
+        if i > start && runs_on(&trees[i - 1], tree, expression) {
+            return Err(format!(
+                "a fragment where `{}` follows `{}`, where rustc's parser may end it",
+                render(std::slice::from_ref(tree)),
+                render(&trees[i - 1..i])
+            ));
+        }
         if expression {
             let starts_operand = i == start
                 || matches!(&trees[i - 1], Tt::Leaf(l) if l.kind == LeafKind::Punct && l.text != ")")
@@ -457,6 +551,93 @@ fn run_end(
         i += 1;
     }
     Ok((i > start).then_some(i))
+}
+
+/// Keywords that no expression starts with: a rule whose `$e:expr` stands
+/// there does not match (rustc tries the next rule).
+const NOT_EXPRESSION_STARTS: &[&str] = &[
+    "as", "dyn", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct", "trait",
+    "type", "use", "where", "mut",
+];
+
+/// Whether an expression may start with `tree`, as rustc's
+/// `can_begin_expr` tells (conservatively: what it lets through is parsed
+/// and checked by [`runs_on`]).
+fn may_begin_expression(tree: &Tt) -> bool {
+    match tree {
+        Tt::Leaf(l) => match l.kind {
+            LeafKind::Ident => !NOT_EXPRESSION_STARTS.contains(&l.text.as_str()),
+            LeafKind::Literal | LeafKind::Lifetime => true,
+            LeafKind::Punct => matches!(
+                l.text.as_str(),
+                "-" | "!" | "*" | "&" | "&&" | "|" | "||" | ".." | "..=" | "<" | "<<" | "::" | "#"
+            ),
+        },
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    }
+}
+
+/// Keywords after which a type or pattern goes on with another word
+/// (`dyn Trait`, `&mut T`, `ref mut x`, `extern "C" fn`).
+const TYPE_PREFIX_KEYWORDS: &[&str] = &[
+    "dyn", "impl", "mut", "const", "unsafe", "extern", "fn", "ref", "box", "for",
+];
+
+/// Whether `tree` after `prev` is where rustc's parser ends the fragment
+/// (two operands side by side, `file "x"`, `a b`), or may: this reading runs
+/// to the next follow token, so it cannot say where the fragment ends.
+fn runs_on(prev: &Tt, tree: &Tt, expression: bool) -> bool {
+    let prev_ident = matches!(prev, Tt::Leaf(l) if l.kind == LeafKind::Ident);
+    if expression {
+        let prev_operand = match prev {
+            Tt::Leaf(l) => match l.kind {
+                // A word an operand follows: `&mut x`, `move || x`,
+                // `return x`, `&raw const x`.
+                LeafKind::Ident => !matches!(
+                    l.text.as_str(),
+                    "as" | "move"
+                        | "mut"
+                        | "box"
+                        | "async"
+                        | "const"
+                        | "static"
+                        | "raw"
+                        | "return"
+                        | "break"
+                        | "yield"
+                ),
+                LeafKind::Literal | LeafKind::Lifetime => true,
+                LeafKind::Punct => l.text == "?",
+            },
+            Tt::Group(..) | Tt::Opaque(..) => true,
+        };
+        let operand = match tree {
+            Tt::Leaf(l) => match l.kind {
+                LeafKind::Ident => l.text != "as",
+                LeafKind::Literal | LeafKind::Lifetime => true,
+                LeafKind::Punct => false,
+            },
+            // A call, an index; a struct literal or a keyword's block.
+            Tt::Group(Delim::Paren | Delim::Bracket, _) => false,
+            Tt::Group(Delim::Brace, _) => !prev_ident,
+            Tt::Opaque(..) => true,
+        };
+        return prev_operand && operand;
+    }
+    let prev_word = match prev {
+        Tt::Leaf(l) => match l.kind {
+            LeafKind::Ident => !TYPE_PREFIX_KEYWORDS.contains(&l.text.as_str()),
+            LeafKind::Literal => true,
+            LeafKind::Lifetime | LeafKind::Punct => false,
+        },
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    };
+    let word = match tree {
+        Tt::Leaf(l) => l.kind != LeafKind::Punct,
+        Tt::Group(Delim::Paren, _) => !prev_ident,
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    };
+    prev_word && word
 }
 
 /// The variables a matcher binds, at any depth.
@@ -552,7 +733,39 @@ impl Matcher {
                                 "a `{captured:?}` fragment passed on to `${name}:{fragment:?}`, which this reading cannot match as rustc does"
                             ));
                         }
-                        Some(at + 1)
+                        // `$e + 1` passed on is one expression, which runs
+                        // past the captured fragment.
+                        let stops: &[&str] = match fragment {
+                            Fragment::Expr | Fragment::Stmt => &[",", ";", "=>"],
+                            Fragment::Ty | Fragment::Path => {
+                                &["=>", ",", "=", "|", ";", ":", ">", ">>", "as", "where"]
+                            }
+                            Fragment::Pat => &["=>", ",", "=", "if", "in"],
+                            Fragment::PatParam => &["=>", ",", "=", "|", "if", "in"],
+                            // One token, whatever follows.
+                            _ => &[],
+                        };
+                        let alone = stops.is_empty()
+                            || match trees.get(at + 1) {
+                                None => true,
+                                Some(Tt::Leaf(l)) => {
+                                    l.kind != LeafKind::Literal && stops.contains(&l.text.as_str())
+                                }
+                                Some(Tt::Group(delim, _)) => {
+                                    matches!(fragment, Fragment::Ty | Fragment::Path)
+                                        && *delim != Delim::Paren
+                                }
+                                Some(Tt::Opaque(..)) => false,
+                            };
+                        if alone {
+                            Some(at + 1)
+                        } else if matches!(fragment, Fragment::Expr | Fragment::Stmt) {
+                            fragment_end(*fragment, trees, at)?
+                        } else {
+                            return Err(format!(
+                                "a `{captured:?}` fragment passed on with more tokens after it to `${name}:{fragment:?}`, whose end this reading does not find"
+                            ));
+                        }
                     }
                     _ => fragment_end(*fragment, trees, at)?,
                 };
@@ -907,6 +1120,34 @@ mod tests {
         // …and a literal specifier cannot be told apart: refused.
         let rules = vec![Rule::parse("$l:literal", "l").unwrap()];
         assert!(expand(&rules, &forwarded).is_err());
+    }
+
+    #[test]
+    fn a_rule_rustc_leaves_is_not_taken() {
+        // `@` begins no expression: rustc tries the next rule.
+        let rules = [("$e:expr", "expr"), ("@raw $p:literal", "raw")];
+        assert_eq!(expand_text(&rules, "@raw \"x\"").unwrap().unwrap(), "raw");
+        // rustc's expression is `file`, then the rule fails on the
+        // literal; where that is, this reading does not guess.
+        let rules = [("$e:expr", "expr"), ("file $p:literal", "file")];
+        let err = expand_text(&rules, "file \"x\"").unwrap_err();
+        assert!(err.contains("where rustc's parser may end it"), "{err}");
+        assert_eq!(expand_text(&rules, "&mut x").unwrap().unwrap(), "expr");
+    }
+
+    #[test]
+    fn doc_comments_are_the_attributes_rustc_makes_of_them() {
+        let rules = [
+            ("$n:ident", "bare"),
+            ("$(#[$($a:tt)*])* $n:ident", "$($($a)*)*"),
+        ];
+        assert_eq!(
+            expand_text(&rules, "/// a\n/** b */ // no\n/* no */ x")
+                .unwrap()
+                .unwrap(),
+            "doc = \" a\" doc = \" b \""
+        );
+        assert_eq!(expand_text(&rules, "//// no\n x").unwrap().unwrap(), "bare");
     }
 
     #[test]
