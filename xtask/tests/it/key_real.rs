@@ -962,3 +962,38 @@ fn a_definition_too_large_to_keep_does_not_expand_to_nothing() {
         &["src/deep/mod.rs:1", "a body of more than 65536 bytes"],
     );
 }
+
+/// Fragments whose end or start depends on the edition: edition 2018's
+/// `$a:pat` ends at `|` (rustc takes the first rule and reads
+/// `data/prod.toml`; we ran past the `|` and took the catch-all), and
+/// `$e:expr` matches `_` only from edition 2024 (rustc 2021 takes the
+/// second rule and reads `data/_.toml`). Both were keyed by the wrong rule;
+/// both are refused now.
+#[test]
+fn fragments_that_differ_by_edition_are_refused_not_guessed() {
+    let f = wrapper_fixture(
+        r#"macro_rules! pick {
+    ($a:pat | $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#,
+        "pub fn prod() -> &'static str { pick!(_ | prod) }\n",
+    );
+    f.file("Cargo.toml", &LIB.replace("2021", "2018"));
+    refused(&f, &["src/deep/mod.rs:1", "a top-level `|`"]);
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/macros/defs/mod.rs",
+            r#"macro_rules! pick {
+    ($e:expr) => { include_str!("../../data/default.toml") };
+    ($n:tt) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        )
+        .file(
+            "src/deep/mod.rs",
+            "pub fn prod() -> &'static str { pick!(_) }\n",
+        )
+        .file("data/_.toml", "u");
+    refused(&f, &["src/deep/mod.rs:1", "in some editions only"]);
+}

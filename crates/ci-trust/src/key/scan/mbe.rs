@@ -457,7 +457,20 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
             Ok(Some(start + 1 + usize::from(restricted)))
         }
         Fragment::Expr | Fragment::Stmt => run_end(trees, start, &[",", ";", "=>"], true),
-        Fragment::Pat => run_end(trees, start, &["=>", ",", "=", "if", "in"], false),
+        Fragment::Pat => {
+            let end = run_end(trees, start, &["=>", ",", "=", "if", "in"], false)?;
+            // A top-level `|` is part of a `pat` from edition 2021 on and
+            // ends it before.
+            if let Some(end) = end
+                && trees[start..end].iter().any(|t| is_punct(Some(t), "|"))
+            {
+                return Err(
+                    "a pattern fragment with a top-level `|`, which ends it in editions before 2021"
+                        .into(),
+                );
+            }
+            Ok(end)
+        }
         Fragment::PatParam => run_end(trees, start, &["=>", ",", "=", "|", "if", "in"], false),
         Fragment::Ty | Fragment::Path => run_end(
             trees,
@@ -503,6 +516,15 @@ fn run_end(
         }
         if i == start && expression && !may_begin_expression(tree) {
             return Ok(None);
+        }
+        // `_` and `const { … }` are expressions to edition 2024's `expr`
+        // and not to `expr_2021` or earlier editions' `expr`.
+        if i == start && expression && (is_ident(Some(tree), "_") || is_ident(Some(tree), "const"))
+        {
+            return Err(format!(
+                "an expression fragment starting with `{}`, which it matches in some editions only",
+                render(std::slice::from_ref(tree))
+            ));
         }
         if i > start && runs_on(&trees[i - 1], tree, expression) {
             return Err(format!(
@@ -1133,6 +1155,10 @@ mod tests {
         let err = expand_text(&rules, "file \"x\"").unwrap_err();
         assert!(err.contains("where rustc's parser may end it"), "{err}");
         assert_eq!(expand_text(&rules, "&mut x").unwrap().unwrap(), "expr");
+        // Edition-dependent fragments are refused, not guessed.
+        assert!(expand_text(&rules, "_").is_err());
+        let rules = [("$a:pat | $b:ident", "two"), ("$($t:tt)*", "any")];
+        assert!(expand_text(&rules, "_ | x").is_err());
     }
 
     #[test]
