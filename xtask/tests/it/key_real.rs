@@ -997,3 +997,35 @@ fn fragments_that_differ_by_edition_are_refused_not_guessed() {
         .file("data/_.toml", "u");
     refused(&f, &["src/deep/mod.rs:1", "in some editions only"]);
 }
+
+/// `pick!(@prod)` after a `$t:ty` rule, `pick!(&prod)` after a `$p:path`
+/// rule: no type starts with `@` and no path with `&`, so rustc takes the
+/// second rule and reads `data/prod.toml`; our type and path ran to the end
+/// and took the first.
+#[test]
+fn a_type_or_path_rustc_does_not_start_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! pick {
+    ($t:ty) => { include_str!("../../data/default.toml") };
+    (@ $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        "pub fn prod() -> &'static str { pick!(@prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! pick {
+    ($p:path) => { include_str!("../../data/default.toml") };
+    (& $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { pick!(&prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}

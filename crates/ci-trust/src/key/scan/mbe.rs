@@ -426,6 +426,74 @@ fn parse_transcriber(trees: &[Tt]) -> Result<Vec<Tr>, String> {
 /// Where a fragment that runs to a follow token ends, from `start`:
 /// `Ok(None)` when it cannot start there.
 fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
+    let words = matches!(
+        fragment,
+        Fragment::Ty | Fragment::Path | Fragment::Pat | Fragment::PatParam
+    );
+    if !words {
+        return fragment_run(fragment, trees, start);
+    }
+    // A token no type, path or pattern starts with fails the rule, as in
+    // rustc (`@inner` after a `$t:ty` rule).
+    if let Some(Tt::Leaf(l)) = trees.get(start) {
+        let cannot = match l.kind {
+            LeafKind::Ident => NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str()),
+            LeafKind::Literal => !matches!(fragment, Fragment::Pat | Fragment::PatParam),
+            LeafKind::Lifetime => true,
+            LeafKind::Punct => {
+                let starts: &[&str] = match fragment {
+                    Fragment::Path => &["::", "<"],
+                    Fragment::Ty => &["::", "<", "&", "&&", "*", "!", "?"],
+                    _ => &["::", "<", "&", "&&", "-", "..", "..=", "|"],
+                };
+                !starts.contains(&l.text.as_str())
+            }
+        };
+        if cannot {
+            return Ok(None);
+        }
+    }
+    let end = fragment_run(fragment, trees, start)?;
+    // Punctuation after a word that goes on no type, path or pattern
+    // (`u8 & x`, `a . b`): rustc's parser ends the fragment there, this
+    // reading does not say where.
+    let after_word: &[&str] = match fragment {
+        Fragment::Path => &["::", "<", ">", ">>", ",", "=", "->"],
+        Fragment::Ty => &["::", "<", ">", ">>", ",", "=", "->", "+"],
+        _ => &["::", "<", ">", ">>", ",", "@", "..", "..=", "...", "|"],
+    };
+    if let Some(end) = end {
+        for pair in trees[start..end].windows(2) {
+            let prev_word = match &pair[0] {
+                Tt::Leaf(l) => match l.kind {
+                    LeafKind::Ident => !TYPE_PREFIX_KEYWORDS.contains(&l.text.as_str()),
+                    LeafKind::Literal => true,
+                    LeafKind::Lifetime | LeafKind::Punct => false,
+                },
+                Tt::Group(..) | Tt::Opaque(..) => true,
+            };
+            if let (true, Tt::Leaf(l)) = (prev_word, &pair[1])
+                && l.kind == LeafKind::Punct
+                && !after_word.contains(&l.text.as_str())
+            {
+                return Err(format!(
+                    "a `{fragment:?}` fragment where `{}` follows `{}`, where rustc's parser may end it",
+                    l.text,
+                    render(&pair[..1])
+                ));
+            }
+        }
+    }
+    Ok(end)
+}
+
+/// Keywords no type, path or pattern starts with.
+const NOT_WORD_FRAGMENT_STARTS: &[&str] = &[
+    "as", "enum", "in", "let", "match", "mod", "pub", "struct", "trait", "type", "use", "where",
+    "if", "else", "while", "loop", "return", "break", "continue",
+];
+
+fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
     let first = trees.get(start);
     let one = |ok: bool| Ok(ok.then_some(start + 1));
     match fragment {
@@ -1159,6 +1227,25 @@ mod tests {
         assert!(expand_text(&rules, "_").is_err());
         let rules = [("$a:pat | $b:ident", "two"), ("$($t:tt)*", "any")];
         assert!(expand_text(&rules, "_ | x").is_err());
+    }
+
+    #[test]
+    fn a_type_path_or_pattern_rustc_does_not_start_fails_the_rule() {
+        let rules = [("$t:ty", "ty"), ("@ $n:ident", "at")];
+        assert_eq!(expand_text(&rules, "@prod").unwrap().unwrap(), "at");
+        let rules = [("$p:path", "path"), ("& $n:ident", "and")];
+        assert_eq!(expand_text(&rules, "&prod").unwrap().unwrap(), "and");
+        assert_eq!(expand_text(&rules, "a::b<C>").unwrap().unwrap(), "path");
+        assert!(expand_text(&rules, "a & b").is_err());
+        let rules = [("$t:ty", "ty")];
+        for ty in [
+            "&'a mut Vec<u8>",
+            "Box<dyn Fn(u8) -> u8 + Send>",
+            "[u8; 4]",
+            "*const T",
+        ] {
+            assert_eq!(expand_text(&rules, ty).unwrap().unwrap(), "ty", "{ty}");
+        }
     }
 
     #[test]
