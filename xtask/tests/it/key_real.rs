@@ -917,6 +917,17 @@ fn doc_comments_in_a_call_are_attributes_a_matcher_sees() {
     );
     build_and_verify(f.path());
     each_changes_the_key(&f, &["data/prod.toml"]);
+    // `$(#[$m:meta])*`, the form item-making macros take attributes by.
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! asset {
+    ($n:ident) => { include_str!("../../data/default.toml") };
+    ($(#[$m:meta])* $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
 }
 
 /// `vec![include_str!(…)]` in a wrapper's body is the standard `vec!`

@@ -546,7 +546,39 @@ fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
             &["=>", ",", "=", "|", ";", ":", ">", ">>", "as", "where"],
             false,
         ),
-        Fragment::Item | Fragment::Meta => Err(format!(
+        // An attribute's inside: a simple path, then a delimited group or
+        // `= expression`, or nothing (`doc = " x"`, `cfg(test)`, `inline`).
+        Fragment::Meta => {
+            let mut i = start;
+            if is_punct(trees.get(i), "::") {
+                i += 1;
+            }
+            loop {
+                let Some(name) = ident_text(trees.get(i)) else {
+                    return Ok(None);
+                };
+                if name == "_" {
+                    return Ok(None);
+                }
+                i += 1;
+                if is_punct(trees.get(i), "::") {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            match trees.get(i) {
+                Some(Tt::Group(..)) => Ok(Some(i + 1)),
+                Some(t) if is_punct(Some(t), "=") => {
+                    match run_end(trees, i + 1, &[",", ";", "=>"], true)? {
+                        Some(end) => Ok(Some(end)),
+                        None => Ok(None),
+                    }
+                }
+                _ => Ok(Some(i)),
+            }
+        }
+        Fragment::Item => Err(format!(
             "a `{fragment:?}` fragment, whose end this reading does not find"
         )),
     }
@@ -1261,6 +1293,17 @@ mod tests {
             "doc = \" a\" doc = \" b \""
         );
         assert_eq!(expand_text(&rules, "//// no\n x").unwrap().unwrap(), "bare");
+        // `$(#[$m:meta])*`, as most item-making macros take attributes.
+        let rules = [
+            ("$n:ident", "bare"),
+            ("$(#[$m:meta])* $n:ident", "$(#[$m])* $n"),
+        ];
+        assert_eq!(
+            expand_text(&rules, "/// a\n#[cfg(test)] #[inline] x")
+                .unwrap()
+                .unwrap(),
+            "# [doc = \" a\"] # [cfg (test)] # [inline] x"
+        );
     }
 
     #[test]
