@@ -1040,3 +1040,34 @@ fn a_type_or_path_rustc_does_not_start_takes_the_next_rule() {
     build_and_verify(f.path());
     each_changes_the_key(&f, &["data/prod.toml"]);
 }
+
+/// `prefixed!(asset!(prod))`, whose rule rewrites the call it is handed
+/// (`$m!(secret)`): rustc expands `prefixed!` first and reads
+/// `data/secret.toml`; the inner call, expanded on its own, named
+/// `data/prod.toml`. A call among a workspace macro's arguments is now also
+/// read through that macro's expansion (or refused where it does not expand).
+#[test]
+fn a_call_among_a_workspace_macros_arguments_is_read_as_that_macro_rewrites_it() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset { ($n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) } }
+macro_rules! prefixed { ($m:ident ! ($n:ident)) => { $m!(secret) } }
+"#,
+        "pub fn prod() -> &'static str { prefixed!(asset!(prod)) }\n",
+    );
+    f.file("data/secret.toml", "s");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/secret.toml"]);
+    // A path wholly the caller's (`include_str!($p)`), rewritten likewise.
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! asset { ($p:expr) => { include_str!($p) } }
+macro_rules! prefixed { ($m:ident ! ($p:literal)) => { $m!(concat!("../../data/", $p)) } }
+"#,
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { prefixed!(asset!(\"prod.toml\")) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}

@@ -552,6 +552,47 @@ pub(super) fn resolve_from_callers(
             );
             for &(si, site) in &sites {
                 let at = format!("{caller_rel}:{}", site.line);
+                // A call among a workspace macro's arguments is what that
+                // macro's expansion makes of it: expanded too, or refused.
+                if expandable && site.definer.is_none() {
+                    match expanded.enclosing(ci, si) {
+                        None => {}
+                        Some((_, Ok(reached))) => add_reached(
+                            &reached,
+                            caller,
+                            &site.name,
+                            &at,
+                            inputs,
+                            discovery,
+                            &mut included,
+                        ),
+                        Some((outer, Err(why))) => {
+                            let what = format!(
+                                "a call of {}! (macro_rules! {name} includes a path at {}) among the arguments of {outer}!, whose expansion may rewrite it and does not expand here: {why}",
+                                site.name, embed.site
+                            );
+                            let declared = scan::Embed {
+                                macro_name: format!("{}!", site.name),
+                                target: EmbedTarget::Unresolved(what.clone()),
+                                site: scan::Site {
+                                    file: caller.clone(),
+                                    line: site.line,
+                                },
+                                caller_relative: None,
+                            };
+                            declare_or_refuse(
+                                &declared,
+                                &what,
+                                &at,
+                                policy,
+                                inputs,
+                                used_dynamic,
+                                discovery,
+                            );
+                            continue;
+                        }
+                    }
+                }
                 // A call that expands still has its literals read (a path
                 // wholly the caller's): this reading of macro by example
                 // may pick another rule than rustc, so the expansion adds
@@ -879,6 +920,36 @@ impl<'a> CallExpansions<'a> {
         let result = scan::expand_call_includes(&call.name, &call.arguments, &definitions, &ctx);
         self.memo.insert((text, site), result.clone());
         result
+    }
+
+    /// The includes of the outermost workspace macro call whose arguments
+    /// hold the call `(text, site)`, if any: rustc expands that call first,
+    /// and its rules may rewrite the call (`w!(asset!(a))` giving
+    /// `asset!(b)`). `Ok(None)` when no workspace macro encloses it.
+    fn enclosing(
+        &self,
+        text: usize,
+        site: usize,
+    ) -> Option<(String, Result<Vec<scan::ReachedInclude>, String>)> {
+        let call = &self.calls.sites[text][site];
+        let (name, args) = call
+            .enclosing
+            .iter()
+            .find(|(name, _)| !self.definitions_of(name).is_empty())?;
+        let (caller, package, _) = &self.texts[text];
+        let aliases = HashMap::new();
+        let ctx = FileContext {
+            file: caller,
+            module_dir: caller.parent().unwrap_or(Path::new("/")),
+            package_dir: package,
+            aliases: &aliases,
+            token_output: &[],
+        };
+        let definitions = |name: &str| self.definitions_of(name);
+        Some((
+            name.clone(),
+            scan::expand_call_includes(name, args, &definitions, &ctx),
+        ))
     }
 
     /// Whether every outermost call of one of `names` (in any file)
