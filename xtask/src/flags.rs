@@ -168,7 +168,11 @@ pub struct BenchKeystep {
     /// `--root`: the repository keyed in both paths (default: this one).
     #[command(flatten)]
     pub common: Common,
-    /// Runs of the restore path; the median is reported (the cold build runs once).
+    /// Runs of the restore path; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Pairs of cold builds, (a) and (c) in turn (the order swapped each
+    /// pair); the medians of their wall and CPU times are reported.
+    #[arg(long, default_value_t = 1)]
+    pub cold_runs: usize,
 }

@@ -1071,3 +1071,38 @@ macro_rules! prefixed { ($m:ident ! ($p:literal)) => { $m!(concat!("../../data/"
     build_and_verify(f.path());
     each_changes_the_key(&f, &["data/prod.toml"]);
 }
+
+/// kornia-rs's `crates/kornia/src/lib.rs`: `#![doc =
+/// include_str!(concat!("../", env!("CARGO_PKG_README")))]`. Cargo sets the
+/// variable from the manifest (a workspace-inherited `readme` rebased onto
+/// the package) or to the README it finds in the package (held-out half 3's
+/// wrong refusal).
+#[test]
+fn an_include_of_cargo_pkg_readme_reads_the_readme_cargo_names() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/found\", \"crates/inherited\"]\nresolver = \"2\"\n[workspace.package]\nreadme = \"README.md\"\n",
+    )
+    .file("README.md", "# workspace\n")
+    .file(
+        "crates/found/Cargo.toml",
+        "[package]\nname = \"found\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("crates/found/README.md", "# found\n")
+    .file(
+        "crates/found/src/lib.rs",
+        "#![doc = include_str!(concat!(\"../\", env!(\"CARGO_PKG_README\")))]\n",
+    )
+    .file(
+        "crates/inherited/Cargo.toml",
+        "[package]\nname = \"inherited\"\nversion = \"0.1.0\"\nedition = \"2021\"\nreadme.workspace = true\n",
+    )
+    .file("crates/inherited/README.md", "# not the one cargo names\n")
+    .file(
+        "crates/inherited/src/lib.rs",
+        "#![doc = include_str!(concat!(\"../\", env!(\"CARGO_PKG_README\")))]\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["crates/found/README.md", "README.md"]);
+}

@@ -919,3 +919,33 @@ fn a_rerun_directive_assembled_from_pieces_watches_the_whole_package() {
     build_and_verify(&f);
     each_changes_the_key(&f, &["data/cfg.txt"]);
 }
+
+/// A wrapper called in the body of a `macro_rules! $name` that another
+/// macro defines: rustc resolves the include from wherever the generated
+/// macro is called (`gen!()` in `code/sub/mod.rs` reads
+/// `code/data/x.txt`), and no call of it can be found by name. Before, the
+/// path was read from the defining macro's call (`data/x.txt`, absent) and
+/// the key missed the file the build read; now it is refused, with the
+/// entry to declare it.
+#[test]
+fn a_wrapper_called_in_a_generated_macro_is_refused() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\npath = \"code/lib.rs\"\n",
+    )
+    .file(
+        "code/lib.rs",
+        "macro_rules! my_include { ($p:literal) => { include_str!($p) } }\nmacro_rules! make { ($name:ident) => { macro_rules! $name { () => { my_include!(\"../data/x.txt\") } } } }\nmake!(gen);\nmod sub;\npub const X: &str = sub::Y;\n",
+    )
+    .file("code/sub/mod.rs", "pub const Y: &str = gen!();\n")
+    .file("code/data/x.txt", "x");
+    refused(
+        &f,
+        &[
+            "code/lib.rs:2: my_include! names a call of my_include!",
+            "whose callers ci-key cannot find",
+            "site = \"code/lib.rs\"",
+        ],
+    );
+}

@@ -139,6 +139,7 @@ impl Expansions {
                 package_dir: &roots[root].package_dir,
                 aliases: &aliases,
                 token_output: &[],
+                cargo_readme: Some(&roots[root].readme),
             };
             let mut targets = Vec::new();
             let mut unresolved = None;
@@ -475,6 +476,7 @@ pub(super) fn resolve_from_callers(
     callers: &[(PathBuf, PathBuf)],
     known: &MacroKnowledge<'_>,
     expansions: &Expansions,
+    readmes: &HashMap<PathBuf, String>,
     policy: &KeyPolicy,
     used_dynamic: &mut HashSet<String>,
     inputs: &mut InputSet,
@@ -521,7 +523,7 @@ pub(super) fn resolve_from_callers(
     // (`macro_rules! fixed { () => { my_include!("a.txt") } }`): the path
     // is resolved from the file of each outermost call of that macro.
     let mut chained: Vec<(usize, String, Vec<String>)> = Vec::new();
-    let mut expanded = CallExpansions::new(&texts, &calls, expansions);
+    let mut expanded = CallExpansions::new(&texts, &calls, expansions, readmes);
     for (index, embed) in macro_embeds.iter().enumerate() {
         let name = &embed.relative.macro_rules;
         let names = names(name);
@@ -552,6 +554,31 @@ pub(super) fn resolve_from_callers(
             );
             for &(si, site) in &sites {
                 let at = format!("{caller_rel}:{}", site.line);
+                if site.in_generated && !site.handed_over {
+                    let what = format!(
+                        "a call of {}! (macro_rules! {name} includes a path at {}) in the body of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find",
+                        site.name, embed.site
+                    );
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
                 // A call among a workspace macro's arguments is what that
                 // macro's expansion makes of it: expanded too, or refused.
                 if expandable && site.definer.is_none() {
@@ -846,6 +873,8 @@ struct CallExpansions<'a> {
     texts: &'a [(PathBuf, PathBuf, String)],
     calls: &'a MacroCalls,
     expansions: &'a Expansions,
+    /// `CARGO_PKG_README` by package directory.
+    readmes: &'a HashMap<PathBuf, String>,
     memo: HashMap<(usize, usize), Result<Vec<scan::ReachedInclude>, String>>,
     added: HashSet<(usize, usize)>,
 }
@@ -855,11 +884,13 @@ impl<'a> CallExpansions<'a> {
         texts: &'a [(PathBuf, PathBuf, String)],
         calls: &'a MacroCalls,
         expansions: &'a Expansions,
+        readmes: &'a HashMap<PathBuf, String>,
     ) -> Self {
         CallExpansions {
             texts,
             calls,
             expansions,
+            readmes,
             memo: HashMap::new(),
             added: HashSet::new(),
         }
@@ -915,6 +946,7 @@ impl<'a> CallExpansions<'a> {
             package_dir: package,
             aliases: &aliases,
             token_output: &[],
+            cargo_readme: self.readmes.get(package.as_path()).map(String::as_str),
         };
         let definitions = |name: &str| self.definitions_of(name);
         let result = scan::expand_call_includes(&call.name, &call.arguments, &definitions, &ctx);
@@ -944,6 +976,7 @@ impl<'a> CallExpansions<'a> {
             package_dir: package,
             aliases: &aliases,
             token_output: &[],
+            cargo_readme: self.readmes.get(package.as_path()).map(String::as_str),
         };
         let definitions = |name: &str| self.definitions_of(name);
         Some((

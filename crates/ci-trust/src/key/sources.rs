@@ -63,6 +63,8 @@ pub struct Root {
     /// package's directory outside it): the assembler resolves the files of
     /// `.incbin` and `.include` from there.
     pub rustc_cwd: PathBuf,
+    /// What cargo sets `CARGO_PKG_README` to for the package (`""` for none).
+    pub readme: String,
 }
 
 /// What the walk found besides the inputs it added.
@@ -941,11 +943,17 @@ impl<'a> Walk<'a> {
             macro_calls: &self.macro_calls,
             invokers: &invokers,
         };
+        let readmes: HashMap<PathBuf, String> = self
+            .roots
+            .iter()
+            .map(|r| (r.package_dir.clone(), r.readme.clone()))
+            .collect();
         let included = resolve_from_callers(
             &self.macro_embeds,
             &callers,
             &known,
             &self.expansions,
+            &readmes,
             self.policy,
             &mut self.used_dynamic,
             self.inputs,
@@ -1638,6 +1646,7 @@ fn scan_read(
         package_dir: &root.package_dir,
         aliases,
         token_output: &root.token_output,
+        cargo_readme: Some(&root.readme),
     };
     Outcome::Read {
         hashed,

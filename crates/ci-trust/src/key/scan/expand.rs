@@ -88,7 +88,7 @@ pub fn expand_include_argument(
     ctx: &FileContext<'_>,
 ) -> Result<EmbedTarget, String> {
     let rules = parse_rules(definition)?;
-    let Some(trees) = mbe::expand(&rules, &mbe::parse(args)?)? else {
+    let Some(trees) = mbe::expand(&rules, &mbe::parse_call_arguments(args)?)? else {
         return Err(format!(
             "no rule of macro_rules! {} matches `{}`",
             definition.name,
@@ -141,7 +141,7 @@ pub fn expand_call_includes<'d>(
     definitions: &DefinitionsOf<'d>,
     ctx: &FileContext<'_>,
 ) -> Result<Vec<ReachedInclude>, String> {
-    let args = mbe::parse(args)?;
+    let args = mbe::parse_call_arguments(args)?;
     let mut expansion = CallExpansion {
         definitions,
         ctx,
@@ -207,6 +207,11 @@ impl CallExpansion<'_, '_, '_> {
                 }
             };
             let bang = matches!(trees.get(i + 1), Some(Tt::Leaf(l)) if l.kind == LeafKind::Punct && l.text == "!");
+            // A macro the expansion defines is called where its own calls
+            // stand, which this reading does not follow.
+            if bang && name == "macro_rules" {
+                return Err("a macro expansion that defines a macro_rules!".into());
+            }
             let (true, Some(Tt::Group(_, args))) = (bang, trees.get(i + 2)) else {
                 if name == "include_str" || name == "include_bytes" {
                     return Err(format!(
@@ -223,8 +228,6 @@ impl CallExpansion<'_, '_, '_> {
                     macro_name: format!("{include}!"),
                     target,
                 });
-            } else if name == "macro_rules" {
-                return Err("a macro expansion that defines a macro_rules!".into());
             } else if !(self.definitions)(name).is_empty() {
                 self.call(name, args, depth + 1)?;
                 // A workspace macro named like a standard one (`vec!`) may

@@ -43,6 +43,10 @@ pub struct CallSite {
     /// written), outermost first: rustc expands them first, and a
     /// workspace macro among them may rewrite the call.
     pub enclosing: Vec<(String, String)>,
+    /// The call stands in the body of a `macro_rules! $name` that another
+    /// macro defines under a name its caller chooses: its outermost calls
+    /// cannot be found by name.
+    pub in_generated: bool,
 }
 
 /// Every call of one of `names` (`name!(…)`) in `text`, and every place one
@@ -61,6 +65,7 @@ pub fn call_sites(text: &str, names: &HashSet<String>) -> Result<Vec<CallSite>, 
         inline_moved: false,
         macro_args: None,
         enclosing: Vec::new(),
+        in_generated: false,
     };
     collect_call_sites(&source, (start, text.len()), names, &mut place, &mut sites);
     Ok(sites)
@@ -76,6 +81,8 @@ struct CallPlace<'a, 'n> {
     macro_args: Option<&'n str>,
     /// The macro calls whose arguments the walk is in, outermost first.
     enclosing: Vec<(&'n str, Range)>,
+    /// In the body of a `macro_rules! $name`.
+    in_generated: bool,
 }
 
 fn collect_call_sites<'n>(
@@ -122,6 +129,22 @@ fn collect_call_sites<'n>(
                 continue;
             }
         }
+        // `macro_rules! $name { … }` in another macro's body.
+        if src.is_ident(Some(token), "macro_rules")
+            && src.is_punct(cursor.peek(1), b'!')
+            && src.is_punct(cursor.peek(2), b'$')
+            && src.ident_name(cursor.peek(3)).is_some()
+            && is_group(cursor.peek(4), None)
+            && let Some(body) = cursor.peek(4)
+        {
+            let outer = std::mem::replace(&mut place.in_generated, true);
+            let outer_args = place.macro_args.take();
+            collect_call_sites(src, inner(body), names, place, sites);
+            place.macro_args = outer_args;
+            place.in_generated = outer;
+            cursor.advance(5);
+            continue;
+        }
         if src.is_ident(Some(token), "mod") && is_group(cursor.peek(2), Some(Delim::Brace)) {
             if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(1)), cursor.peek(2)) {
                 place.inline.push(name.to_owned());
@@ -154,6 +177,7 @@ fn collect_call_sites<'n>(
                     .iter()
                     .map(|(name, args)| ((*name).to_owned(), src.text[args.0..args.1].to_owned()))
                     .collect(),
+                in_generated: place.in_generated,
             };
             if src.is_punct(cursor.peek(1), b'!') {
                 if let Some(args) = cursor.peek(2).filter(|g| is_group(Some(*g), None)) {

@@ -246,6 +246,12 @@ fn doc_attributes(trivia: &str) -> Vec<Tt> {
     out
 }
 
+/// A call's arguments as token trees, its doc comments the `#[doc = "…"]`
+/// attributes rustc passes on (see [`parse`]).
+pub(super) fn parse_call_arguments(text: &str) -> Result<Vec<Tt>, String> {
+    parse(text)
+}
+
 /// Token trees as text, one space between tokens (so that re-lexing
 /// glues nothing that was apart); an opaque fragment as its tokens.
 pub(super) fn render(trees: &[Tt]) -> String {
@@ -1304,6 +1310,27 @@ mod tests {
                 .unwrap(),
             "# [doc = \" a\"] # [cfg (test)] # [inline] x"
         );
+    }
+
+    #[test]
+    fn a_doc_comment_in_call_arguments_is_an_attribute_not_dropped() {
+        let doc = |text: &str| render(&parse_call_arguments(text).unwrap());
+        assert_eq!(doc("/// docs\n\"a.txt\""), "# [doc = \" docs\"] \"a.txt\"");
+        assert_eq!(
+            doc("/** docs */ \"a.txt\""),
+            "# [doc = \" docs \"] \"a.txt\""
+        );
+        assert_eq!(
+            doc("//! docs\n\"a.txt\""),
+            "# ! [doc = \" docs\"] \"a.txt\""
+        );
+        // Plain comments are white space to rustc too.
+        assert_eq!(
+            doc("// note\n//// rule\n/* c */ /**/ \"a.txt\""),
+            "\"a.txt\""
+        );
+        // Inside a literal it is text.
+        assert_eq!(doc("\"/// not a comment\""), "\"/// not a comment\"");
     }
 
     #[test]

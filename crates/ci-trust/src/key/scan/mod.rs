@@ -171,6 +171,7 @@ impl MacroModule {
             package_dir,
             aliases: &aliases,
             token_output: &[],
+            cargo_readme: None,
         };
         Some(modules::module_decl(
             &ctx,
@@ -253,6 +254,10 @@ pub struct FileContext<'a> {
     /// include written there is text the macro emits, not one rustc
     /// expands while compiling this crate, so their arguments are not read.
     pub token_output: &'a [&'a str],
+    /// What cargo sets `CARGO_PKG_README` to for the package (the
+    /// manifest's `readme` or the README it found, `""` for none); `None`
+    /// where the package is not known.
+    pub cargo_readme: Option<&'a str>,
 }
 
 /// How deeply groups (`{}`, `()`, `[]`) may nest in a scanned file. The

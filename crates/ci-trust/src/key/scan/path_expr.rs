@@ -53,6 +53,8 @@ pub(super) enum Piece {
     Text(String),
     ManifestDir,
     OutDir,
+    /// `env!("CARGO_PKG_README")`: what cargo sets it to for the package.
+    PackageReadme,
     MetaVariable,
     /// A call of another macro: `(path before the name, name, arguments)`.
     Call(String, String, String),
@@ -107,6 +109,20 @@ pub(super) fn evaluate_path(
                 text.push('*');
             }
             Piece::Text(t) => text.push_str(t),
+            // Cargo's value, relative to the package (the manifest's
+            // `readme`, rebased when inherited, or the README it found).
+            Piece::PackageReadme => match ctx.cargo_readme {
+                Some(readme) => text.push_str(readme),
+                None => {
+                    return (
+                        EmbedTarget::Unresolved(
+                            "`env!(\"CARGO_PKG_README\")` of a package this reading does not know"
+                                .into(),
+                        ),
+                        None,
+                    );
+                }
+            },
         }
     }
     if pieces.is_empty() {
@@ -245,6 +261,7 @@ pub(super) fn evaluate_into(src: &Source<'_>, args: Range, pieces: &mut Vec<Piec
             match value.as_deref() {
                 Some("CARGO_MANIFEST_DIR") => pieces.push(Piece::ManifestDir),
                 Some("OUT_DIR") => pieces.push(Piece::OutDir),
+                Some("CARGO_PKG_README") => pieces.push(Piece::PackageReadme),
                 _ => pieces.push(Piece::Unknown(format!(
                     "env!({})",
                     src.snippet(inner(group))

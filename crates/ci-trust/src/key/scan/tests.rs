@@ -15,6 +15,7 @@ fn scan(text: &str, file: &str) -> FileScan {
         package_dir: Path::new("/ws/pkg"),
         aliases: &HashMap::new(),
         token_output: &[],
+        cargo_readme: None,
     };
     scan_file(text, &ctx)
 }
@@ -298,6 +299,7 @@ fn path_on_an_inline_module_is_relative_to_the_file_directory() {
             package_dir: Path::new("/ws/pkg"),
             aliases: &HashMap::new(),
             token_output: &[],
+            cargo_readme: None,
         };
         let scan = scan_file(&text, &ctx);
         let p = PathBuf::from;
@@ -509,6 +511,7 @@ fn prefilter_agrees_with_the_walk_on_a_corpus() {
                 package_dir: Path::new("/ws/pkg"),
                 aliases: &HashMap::new(),
                 token_output: &["quote", "quote_spanned"],
+                cargo_readme: None,
             };
             // (But the `use … as` renames in skipped groups, which matter
             // only for macros the prefilter knows, or are read again from
@@ -703,6 +706,7 @@ fn h() {}
         package_dir: Path::new("/ws/pkg"),
         aliases: &aliases,
         token_output: &[],
+        cargo_readme: None,
     };
     let scan = scan_file(text, &ctx);
     assert!(targets(&scan).contains(&p("c.txt")), "{:?}", targets(&scan));
