@@ -827,6 +827,251 @@ pub fn tests() -> Vec<&'static str> {
     );
 }
 
+/// A crate whose `macro_rules!` live in `src/macros/defs/mod.rs` and are
+/// called from `src/deep/mod.rs`: the two directories differ, so what the
+/// definition's own directory gives is not what a call reads, and the files
+/// the calls read lie in `data/`, outside `src/` (which is hashed whole).
+/// The attacks of 475e5f5's review (docs: key-attacks): each call expands
+/// by another rule than rustc's, or by another macro than the one in scope.
+fn wrapper_fixture(definitions: &str, caller: &str) -> Fixture {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            "#[macro_use]\npub mod macros;\npub mod deep;\n",
+        )
+        .file("src/macros/mod.rs", "#[macro_use]\npub mod defs;\n")
+        .file("src/macros/defs/mod.rs", definitions)
+        .file("src/deep/mod.rs", caller)
+        .file("data/default.toml", "d")
+        .file("data/prod.toml", "p");
+    f
+}
+
+/// `config!(file "prod.toml")`: our `$default:expr` ran to the end
+/// (`file "prod.toml"`), so the first rule matched and only
+/// `data/default.toml` was keyed; rustc's expression is `file`, the rule
+/// fails, and the second reads `data/prod.toml`. The expansion now adds to
+/// the literals of the call, and an expression rustc ends early is refused.
+#[test]
+fn an_expression_rustc_ends_before_a_word_takes_no_rule_of_ours() {
+    let f = wrapper_fixture(
+        r#"macro_rules! config {
+    ($default:expr) => { (include_str!("../../data/default.toml"), $default) };
+    (file $path:literal) => { (include_str!(concat!("../../data/", $path)), 0) };
+}
+"#,
+        "pub fn prod() -> (&'static str, i32) { config!(file \"prod.toml\") }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+    // A path only the expansion gives (`stringify!`): refused, not keyed.
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! config {
+    ($default:expr) => { (include_str!("../../data/default.toml"), $default) };
+    (file $n:ident) => { (include_str!(concat!("../../data/", stringify!($n), ".toml")), 0) };
+}
+"#,
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> (&'static str, i32) { config!(file prod) }\n",
+    );
+    refused(
+        &f,
+        &["src/deep/mod.rs:1", "where rustc's parser may end it"],
+    );
+}
+
+/// `inner!($e + 1, $n)`: a captured expression with an operator after it
+/// is one expression to rustc; ours took the opaque capture alone, the
+/// first rule failed, and the catch-all's `default.toml` was keyed.
+#[test]
+fn an_expression_passed_on_with_an_operator_is_one_expression() {
+    let f = wrapper_fixture(
+        r#"macro_rules! inner {
+    ($e:expr, $n:ident) => { ($e, include_str!(concat!("../../data/", stringify!($n), ".toml"))) };
+    ($($t:tt)*) => { (0, include_str!("../../data/default.toml")) };
+}
+macro_rules! outer { ($e:expr, $n:ident) => { inner!($e + 1, $n) } }
+"#,
+        "pub fn prod() -> (i32, &'static str) { outer!(1, prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
+/// A doc comment in a call is `#[doc = "…"]` to rustc's matcher: the first
+/// rule (no attribute) fails and the second reads `data/prod.toml`. Our
+/// lexer dropped comments, so the first rule matched.
+#[test]
+fn doc_comments_in_a_call_are_attributes_a_matcher_sees() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($n:ident) => { include_str!("../../data/default.toml") };
+    ($(#[$($a:tt)*])* $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        "pub fn prod() -> &'static str { asset!(\n    /// The production configuration.\n    prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+    // `$(#[$m:meta])*`, the form item-making macros take attributes by.
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! asset {
+    ($n:ident) => { include_str!("../../data/default.toml") };
+    ($(#[$m:meta])* $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
+/// `vec![include_str!(…)]` in a wrapper's body is the standard `vec!`
+/// where the call stands, though a private module of the workspace
+/// defines a `macro_rules! vec` that drops its tokens: expanding by name
+/// alone keyed nothing.
+#[test]
+fn a_workspace_macro_named_like_a_standard_one_still_has_its_arguments_read() {
+    let f = wrapper_fixture(
+        "macro_rules! load { ($n:ident) => { vec![include_str!(concat!(\"../../data/\", stringify!($n), \".toml\"))] } }\n",
+        "pub fn prod() -> Vec<&'static str> { load!(prod) }\nmod helpers {\n    macro_rules! vec { ($($t:tt)*) => { () } }\n    pub fn unit() { vec![1] }\n}\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
+/// `$crate::macros::defs::inc!(…)` with `pub use std::include_str as inc;`:
+/// the expansion's include by an alias was read as an unknown macro.
+#[test]
+fn an_include_by_an_alias_in_an_expansion_is_an_include() {
+    let f = wrapper_fixture(
+        "pub use std::include_str as inc;\nmacro_rules! asset { ($n:ident) => { $crate::macros::defs::inc!(concat!(\"../../data/\", stringify!($n), \".toml\")) } }\n",
+        "pub fn prod() -> &'static str { asset!(prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
+/// A `macro_rules!` whose body is over the 64 KiB kept for expansion was
+/// not recorded, so a call of it in an expansion read as a registry
+/// macro's: its arguments hold no include, and nothing was keyed.
+#[test]
+fn a_definition_too_large_to_keep_does_not_expand_to_nothing() {
+    let padding = "x".repeat(70_000);
+    let f = wrapper_fixture(
+        &format!(
+            "macro_rules! big {{ ($n:ident) => {{ include_str!(concat!(\"../../data/\", stringify!($n), \".toml\")) }}; /* {padding} */ }}\nmacro_rules! asset {{ ($n:ident) => {{ big!($n) }} }}\n"
+        ),
+        "pub fn prod() -> &'static str { asset!(prod) }\n",
+    );
+    refused(
+        &f,
+        &["src/deep/mod.rs:1", "a body of more than 65536 bytes"],
+    );
+}
+
+/// Fragments whose end or start depends on the edition: edition 2018's
+/// `$a:pat` ends at `|` (rustc takes the first rule and reads
+/// `data/prod.toml`; we ran past the `|` and took the catch-all), and
+/// `$e:expr` matches `_` only from edition 2024 (rustc 2021 takes the
+/// second rule and reads `data/_.toml`). Both were keyed by the wrong rule;
+/// both are refused now.
+#[test]
+fn fragments_that_differ_by_edition_are_refused_not_guessed() {
+    let f = wrapper_fixture(
+        r#"macro_rules! pick {
+    ($a:pat | $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#,
+        "pub fn prod() -> &'static str { pick!(_ | prod) }\n",
+    );
+    f.file("Cargo.toml", &LIB.replace("2021", "2018"));
+    refused(&f, &["src/deep/mod.rs:1", "a top-level `|`"]);
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/macros/defs/mod.rs",
+            r#"macro_rules! pick {
+    ($e:expr) => { include_str!("../../data/default.toml") };
+    ($n:tt) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        )
+        .file(
+            "src/deep/mod.rs",
+            "pub fn prod() -> &'static str { pick!(_) }\n",
+        )
+        .file("data/_.toml", "u");
+    refused(&f, &["src/deep/mod.rs:1", "in some editions only"]);
+}
+
+/// `pick!(@prod)` after a `$t:ty` rule, `pick!(&prod)` after a `$p:path`
+/// rule: no type starts with `@` and no path with `&`, so rustc takes the
+/// second rule and reads `data/prod.toml`; our type and path ran to the end
+/// and took the first.
+#[test]
+fn a_type_or_path_rustc_does_not_start_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! pick {
+    ($t:ty) => { include_str!("../../data/default.toml") };
+    (@ $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        "pub fn prod() -> &'static str { pick!(@prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! pick {
+    ($p:path) => { include_str!("../../data/default.toml") };
+    (& $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { pick!(&prod) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
+/// `prefixed!(asset!(prod))`, whose rule rewrites the call it is handed
+/// (`$m!(secret)`): rustc expands `prefixed!` first and reads
+/// `data/secret.toml`; the inner call, expanded on its own, named
+/// `data/prod.toml`. A call among a workspace macro's arguments is now also
+/// read through that macro's expansion (or refused where it does not expand).
+#[test]
+fn a_call_among_a_workspace_macros_arguments_is_read_as_that_macro_rewrites_it() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset { ($n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) } }
+macro_rules! prefixed { ($m:ident ! ($n:ident)) => { $m!(secret) } }
+"#,
+        "pub fn prod() -> &'static str { prefixed!(asset!(prod)) }\n",
+    );
+    f.file("data/secret.toml", "s");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/secret.toml"]);
+    // A path wholly the caller's (`include_str!($p)`), rewritten likewise.
+    f.file(
+        "src/macros/defs/mod.rs",
+        r#"macro_rules! asset { ($p:expr) => { include_str!($p) } }
+macro_rules! prefixed { ($m:ident ! ($p:literal)) => { $m!(concat!("../../data/", $p)) } }
+"#,
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { prefixed!(asset!(\"prod.toml\")) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml"]);
+}
+
 /// kornia-rs's `crates/kornia/src/lib.rs`: `#![doc =
 /// include_str!(concat!("../", env!("CARGO_PKG_README")))]`. Cargo sets the
 /// variable from the manifest (a workspace-inherited `readme` rebased onto

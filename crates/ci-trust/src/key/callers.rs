@@ -528,13 +528,16 @@ pub(super) fn resolve_from_callers(
         let name = &embed.relative.macro_rules;
         let names = names(name);
         // Every outermost call that reaches the include, expanded as rustc
-        // expands it: what it includes is exactly what rustc reads. A path
-        // macro of a registry crate keeps its own reading.
+        // expands it: what it includes is added to what plain reading
+        // gives (the caller's literals, a glob from each caller's
+        // directory), which it never replaces, since this reading may take
+        // another rule than rustc. A path macro of a registry crate keeps
+        // its own reading.
         let expandable = embed.relative.reads.is_none();
-        let all_expanded = expandable
-            && expanded
-                .outermost_all_expand(&names, inputs, discovery, &mut included)
-                .is_ok();
+        if expandable {
+            // A call that does not expand is refused at its site below.
+            let _ = expanded.outermost_all_expand(&names, inputs, discovery, &mut included);
+        }
         for (ci, ((caller, package, _), all_sites)) in texts.iter().zip(&calls.sites).enumerate() {
             let sites: Vec<(usize, &scan::CallSite)> = all_sites
                 .iter()
@@ -576,11 +579,61 @@ pub(super) fn resolve_from_callers(
                     );
                     continue;
                 }
+                // A call among a workspace macro's arguments is what that
+                // macro's expansion makes of it: expanded too, or refused.
+                if expandable && site.definer.is_none() {
+                    match expanded.enclosing(ci, si) {
+                        None => {}
+                        Some((_, Ok(reached))) => add_reached(
+                            &reached,
+                            caller,
+                            &site.name,
+                            &at,
+                            inputs,
+                            discovery,
+                            &mut included,
+                        ),
+                        Some((outer, Err(why))) => {
+                            let what = format!(
+                                "a call of {}! (macro_rules! {name} includes a path at {}) among the arguments of {outer}!, whose expansion may rewrite it and does not expand here: {why}",
+                                site.name, embed.site
+                            );
+                            let declared = scan::Embed {
+                                macro_name: format!("{}!", site.name),
+                                target: EmbedTarget::Unresolved(what.clone()),
+                                site: scan::Site {
+                                    file: caller.clone(),
+                                    line: site.line,
+                                },
+                                caller_relative: None,
+                            };
+                            declare_or_refuse(
+                                &declared,
+                                &what,
+                                &at,
+                                policy,
+                                inputs,
+                                used_dynamic,
+                                discovery,
+                            );
+                            continue;
+                        }
+                    }
+                }
+                // A call that expands still has its literals read (a path
+                // wholly the caller's): this reading of macro by example
+                // may pick another rule than rustc, so the expansion adds
+                // to the over-approximation, never replaces it.
+                let mut expanded_ok = false;
                 let failed = if !expandable || site.handed_over {
                     None
                 } else if site.definer.is_none() {
                     match expanded.at(ci, si) {
-                        Ok(_) => continue,
+                        Ok(_) if !embed.whole => continue,
+                        Ok(_) => {
+                            expanded_ok = true;
+                            None
+                        }
                         Err(why) => Some(why.clone()),
                     }
                 } else if let Some(definer) = &site.definer {
@@ -627,7 +680,9 @@ pub(super) fn resolve_from_callers(
                     );
                     continue;
                 }
-                let refusal = if site.handed_over {
+                let refusal = if expanded_ok {
+                    None
+                } else if site.handed_over {
                     let handed_to = site.handed_to.as_deref().unwrap_or_default();
                     known.invokers.may_invoke(handed_to).then(|| {
                         format!(
@@ -698,6 +753,14 @@ pub(super) fn resolve_from_callers(
                         site.literals.iter().map(|l| Some(l.as_str())).collect()
                     };
                     for text in texts {
+                        // A piece of a path the expansion assembled
+                        // (`concat!("../data/", "y.txt")`) may be a directory.
+                        let piece_is_dir = text.is_some_and(|t| {
+                            caller.parent().is_some_and(|dir| dir.join(t).is_dir())
+                        });
+                        if expanded_ok && piece_is_dir {
+                            continue;
+                        }
                         let why = format!("{why}:{}", site.line);
                         let read = CallerRead {
                             caller,
@@ -710,6 +773,9 @@ pub(super) fn resolve_from_callers(
                                 included.push((path, caller.clone()));
                             }
                             Ok(_) => {}
+                            // The expansion named what this call reads; a
+                            // literal that is no path adds nothing.
+                            Err(_) if expanded_ok => {}
                             Err(err) => discovery.errors.push(format!(
                                 "{at}: {}!({}), which macro_rules! {name} reads: {err:#}",
                                 site.name,
@@ -720,7 +786,6 @@ pub(super) fn resolve_from_callers(
                 }
             }
             if embed.whole
-                || all_expanded
                 || embed.at_calls.is_some()
                 || *caller == embed.definition
                 || !sites.iter().any(|(_, s)| !s.handed_over)
@@ -857,7 +922,24 @@ impl<'a> CallExpansions<'a> {
         }
         let (caller, package, _) = &self.texts[text];
         let call = &self.calls.sites[text][site];
-        let aliases = HashMap::new();
+        // An include macro's aliases (`use std::include_str as inc;`), by
+        // any file's `use`: the expansion may call them by a path.
+        let mut aliases: HashMap<String, String> = HashMap::new();
+        loop {
+            let before = aliases.len();
+            for (from, to) in &self.calls.renames {
+                let include = scan::INCLUDE_MACROS
+                    .contains(&from.as_str())
+                    .then(|| from.clone())
+                    .or_else(|| aliases.get(from).cloned());
+                if let Some(include) = include {
+                    aliases.entry(to.clone()).or_insert(include);
+                }
+            }
+            if aliases.len() == before {
+                break;
+            }
+        }
         let ctx = FileContext {
             file: caller,
             module_dir: caller.parent().unwrap_or(Path::new("/")),
@@ -870,6 +952,37 @@ impl<'a> CallExpansions<'a> {
         let result = scan::expand_call_includes(&call.name, &call.arguments, &definitions, &ctx);
         self.memo.insert((text, site), result.clone());
         result
+    }
+
+    /// The includes of the outermost workspace macro call whose arguments
+    /// hold the call `(text, site)`, if any: rustc expands that call first,
+    /// and its rules may rewrite the call (`w!(asset!(a))` giving
+    /// `asset!(b)`). `Ok(None)` when no workspace macro encloses it.
+    fn enclosing(
+        &self,
+        text: usize,
+        site: usize,
+    ) -> Option<(String, Result<Vec<scan::ReachedInclude>, String>)> {
+        let call = &self.calls.sites[text][site];
+        let (name, args) = call
+            .enclosing
+            .iter()
+            .find(|(name, _)| !self.definitions_of(name).is_empty())?;
+        let (caller, package, _) = &self.texts[text];
+        let aliases = HashMap::new();
+        let ctx = FileContext {
+            file: caller,
+            module_dir: caller.parent().unwrap_or(Path::new("/")),
+            package_dir: package,
+            aliases: &aliases,
+            token_output: &[],
+            cargo_readme: self.readmes.get(package.as_path()).map(String::as_str),
+        };
+        let definitions = |name: &str| self.definitions_of(name);
+        Some((
+            name.clone(),
+            scan::expand_call_includes(name, args, &definitions, &ctx),
+        ))
     }
 
     /// Whether every outermost call of one of `names` (in any file)

@@ -9,7 +9,7 @@
 //! include reached is evaluated like any include argument, where the
 //! outermost call stands. Must not: touch the file system.
 
-use super::includes::{INCLUDE_MACROS, TOKEN_OUTPUT_MACROS};
+use super::includes::{STD_MACROS, TOKEN_OUTPUT_MACROS};
 use super::mbe::{self, LeafKind, Tt};
 use super::path_expr::evaluate_path;
 use super::path_macros::{PathMacroForm, path_macro};
@@ -24,6 +24,10 @@ use crate::key::lexer::Delim;
 pub struct MacroDefinition {
     pub name: String,
     pub rules: Vec<(String, String)>,
+    /// Why its rules were not kept (a body too large, a shape this reading
+    /// does not know): a call of it does not expand, rather than expanding
+    /// by the other definitions of the name alone.
+    pub unreadable: Option<String>,
 }
 
 /// The longest body kept for expansion: path macros are short.
@@ -32,7 +36,15 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 impl TokenWalker<'_, '_, '_> {
     /// Keeps the rules of `macro_rules! name { body }` for expansion.
     pub(super) fn record_macro_definition(&mut self, name: &str, body: Range) {
+        let unreadable = |why: String| MacroDefinition {
+            name: name.to_owned(),
+            rules: Vec::new(),
+            unreadable: Some(why),
+        };
         if body.1 - body.0 > MAX_BODY_BYTES {
+            let why =
+                format!("a body of more than {MAX_BODY_BYTES} bytes, which ci-key does not read");
+            self.scan.macro_definitions.push(unreadable(why));
             return;
         }
         let src = self.src;
@@ -51,6 +63,8 @@ impl TokenWalker<'_, '_, '_> {
                 src.is_punct(gt, b'>'),
                 transcriber.filter(|t| is_group(Some(*t), None)),
             ) else {
+                let why = "a body whose rules ci-key cannot tell apart".to_owned();
+                self.scan.macro_definitions.push(unreadable(why));
                 return;
             };
             let (m, t) = (inner(matcher), inner(transcriber));
@@ -60,6 +74,7 @@ impl TokenWalker<'_, '_, '_> {
         self.scan.macro_definitions.push(MacroDefinition {
             name: name.to_owned(),
             rules,
+            unreadable: None,
         });
     }
 }
@@ -86,6 +101,9 @@ pub fn expand_include_argument(
 }
 
 fn parse_rules(definition: &MacroDefinition) -> Result<Vec<mbe::Rule>, String> {
+    if let Some(why) = &definition.unreadable {
+        return Err(format!("macro_rules! {}: {why}", definition.name));
+    }
     definition
         .rules
         .iter()
@@ -203,14 +221,25 @@ impl CallExpansion<'_, '_, '_> {
                 i += 1;
                 continue;
             };
-            if INCLUDE_MACROS.contains(&name) {
+            // An include, or an alias of one (`use std::include_str as inc;`).
+            if let Some(include) = self.ctx.include_macro(name) {
                 let target = self.include_target(args)?;
                 self.reached.push(ReachedInclude {
-                    macro_name: format!("{name}!"),
+                    macro_name: format!("{include}!"),
                     target,
                 });
             } else if !(self.definitions)(name).is_empty() {
                 self.call(name, args, depth + 1)?;
+                // A workspace macro named like a standard one (`vec!`) may
+                // not be the one in scope here: the standard macro's
+                // arguments are read as code too.
+                let foreign_path = i >= 2
+                    && matches!(&trees[i - 1], Tt::Leaf(l) if l.text == "::")
+                    && matches!(&trees[i - 2], Tt::Leaf(l) if l.kind == LeafKind::Ident
+                        && !matches!(l.text.as_str(), "$crate" | "crate" | "self" | "super"));
+                if STD_MACROS.contains(&name) || foreign_path {
+                    self.read(args, depth)?;
+                }
             } else if path_macro(name, PathMacroForm::Call).is_some() {
                 return Err(format!(
                     "`{name}!`, a macro that reads files, in a macro expansion"

@@ -39,6 +39,10 @@ pub struct CallSite {
     pub inline: Vec<String>,
     /// One of them is moved by `#[path]` or `cfg_attr`.
     pub inline_moved: bool,
+    /// The macro calls whose arguments hold the call (name, arguments as
+    /// written), outermost first: rustc expands them first, and a
+    /// workspace macro among them may rewrite the call.
+    pub enclosing: Vec<(String, String)>,
     /// The call stands in the body of a `macro_rules! $name` that another
     /// macro defines under a name its caller chooses: its outermost calls
     /// cannot be found by name.
@@ -60,6 +64,7 @@ pub fn call_sites(text: &str, names: &HashSet<String>) -> Result<Vec<CallSite>, 
         inline: &mut inline,
         inline_moved: false,
         macro_args: None,
+        enclosing: Vec::new(),
         in_generated: false,
     };
     collect_call_sites(&source, (start, text.len()), names, &mut place, &mut sites);
@@ -74,6 +79,8 @@ struct CallPlace<'a, 'n> {
     inline_moved: bool,
     /// The macro whose arguments the walk is in, innermost.
     macro_args: Option<&'n str>,
+    /// The macro calls whose arguments the walk is in, outermost first.
+    enclosing: Vec<(&'n str, Range)>,
     /// In the body of a `macro_rules! $name`.
     in_generated: bool,
 }
@@ -113,7 +120,9 @@ fn collect_call_sites<'n>(
             if let (Some(name), Some(body)) = (src.ident_name(cursor.peek(2)), cursor.peek(3)) {
                 let outer = place.definer.replace(name);
                 let outer_args = place.macro_args.take();
+                let outer_calls = std::mem::take(&mut place.enclosing);
                 collect_call_sites(src, inner(body), names, place, sites);
+                place.enclosing = outer_calls;
                 place.macro_args = outer_args;
                 place.definer = outer;
                 cursor.advance(4);
@@ -163,6 +172,11 @@ fn collect_call_sites<'n>(
                 handed_to: handed_to.map(str::to_owned),
                 inline: place.inline.clone(),
                 inline_moved: place.inline_moved,
+                enclosing: place
+                    .enclosing
+                    .iter()
+                    .map(|(name, args)| ((*name).to_owned(), src.text[args.0..args.1].to_owned()))
+                    .collect(),
                 in_generated: place.in_generated,
             };
             if src.is_punct(cursor.peek(1), b'!') {
@@ -185,10 +199,15 @@ fn collect_call_sites<'n>(
         }
         if is_group(Some(token), None) {
             let outer = place.macro_args;
-            if let Some(called) = cursor.macro_behind() {
+            let called = cursor.macro_behind();
+            if let Some(called) = called {
                 place.macro_args = Some(called);
+                place.enclosing.push((called, inner(token)));
             }
             collect_call_sites(src, inner(token), names, place, sites);
+            if called.is_some() {
+                place.enclosing.pop();
+            }
             place.macro_args = outer;
             if is_group(Some(token), Some(Delim::Brace)) {
                 moving_attribute = false;

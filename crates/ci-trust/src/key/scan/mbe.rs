@@ -104,11 +104,17 @@ pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
     // The end of the last punctuation token, to glue the next to it.
     let mut punct_end: Option<usize> = None;
     let mut count = 0usize;
+    // The end of the last token: what lies between two tokens is trivia,
+    // whose doc comments rustc turns into `#[doc = "…"]` tokens.
+    let mut trivia_from = 0usize;
     while let Some(token) = lexer.next_token().map_err(|e| e.what.to_string())? {
         count += 1;
         if count > MAX_TREES {
             return Err("a macro expansion too large to read".into());
         }
+        let top = &mut stack.last_mut().ok_or("unbalanced delimiters")?.1;
+        top.extend(doc_attributes(&text[trivia_from..token.start]));
+        trivia_from = token.end;
         let piece = &text[token.start..token.end];
         let leaf = |kind| {
             Tt::Leaf(Leaf {
@@ -157,48 +163,93 @@ pub(super) fn parse(text: &str) -> Result<Vec<Tt>, String> {
         }
     }
     match stack.pop() {
-        Some((None, trees)) if stack.is_empty() => Ok(trees),
+        Some((None, mut trees)) if stack.is_empty() => {
+            trees.extend(doc_attributes(&text[trivia_from..]));
+            Ok(trees)
+        }
         _ => Err("unbalanced delimiters".into()),
     }
 }
 
-/// A call's arguments as token trees. rustc passes a doc comment there as
-/// a `#[doc = "…"]` attribute a matcher can see, which this lexer drops:
-/// arguments holding one are refused rather than matched without it.
-pub(super) fn parse_call_arguments(text: &str) -> Result<Vec<Tt>, String> {
-    let mut lexer = Lexer::new(text, 0, text.len());
-    let mut gap_start = 0;
-    loop {
-        let token = lexer.next_token().map_err(|e| e.what.to_string())?;
-        let gap_end = token.map_or(text.len(), |t| t.start);
-        if holds_doc_comment(&text[gap_start..gap_end]) {
-            return Err(
-                "a doc comment in a macro call's arguments, which rustc passes on as an attribute"
-                    .into(),
-            );
+/// The doc comments of `trivia` (white space and comments only) as the
+/// tokens rustc makes of them: `/// x` is `#[doc = " x"]`, `//! x` is
+/// `#![doc = " x"]`, and `/** x */`, `/*! x */` alike. A matcher sees them
+/// (`$(#[$m:meta])*`), so dropping them would match another rule.
+fn doc_attributes(trivia: &str) -> Vec<Tt> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < trivia.len() {
+        let rest = &trivia[i..];
+        let (comment, len) = if rest.starts_with("//") {
+            let len = rest.find('\n').unwrap_or(rest.len());
+            (&rest[..len], len)
+        } else if rest.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut j = 0;
+            let bytes = rest.as_bytes();
+            while j < bytes.len() {
+                if bytes[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if bytes[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            (&rest[..j], j)
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        i += len.max(1);
+        let doc = if (comment.starts_with("///") && !comment.starts_with("////"))
+            || comment.starts_with("//!")
+        {
+            Some((comment.starts_with("//!"), &comment[3..]))
+        } else if (comment.starts_with("/**") && !comment.starts_with("/***") && comment != "/**/")
+            || comment.starts_with("/*!")
+        {
+            let body = comment
+                .get(3..comment.len().saturating_sub(2))
+                .unwrap_or("");
+            Some((comment.starts_with("/*!"), body))
+        } else {
+            None
+        };
+        let Some((inner, body)) = doc else {
+            continue;
+        };
+        let leaf = |kind, text: &str| {
+            Tt::Leaf(Leaf {
+                kind,
+                text: text.to_owned(),
+            })
+        };
+        out.push(leaf(LeafKind::Punct, "#"));
+        if inner {
+            out.push(leaf(LeafKind::Punct, "!"));
         }
-        match token {
-            Some(token) => gap_start = token.end,
-            None => return parse(text),
-        }
+        out.push(Tt::Group(
+            Delim::Bracket,
+            vec![
+                leaf(LeafKind::Ident, "doc"),
+                leaf(LeafKind::Punct, "="),
+                leaf(LeafKind::Literal, &format!("{body:?}")),
+            ],
+        ));
     }
+    out
 }
 
-/// Whether text between tokens (white space and comments) holds a doc
-/// comment: `///` (not `////`), `//!`, `/**` (not `/***` or `/**/`), `/*!`.
-fn holds_doc_comment(gap: &str) -> bool {
-    let bytes = gap.as_bytes();
-    (0..bytes.len()).any(|i| {
-        let rest = &bytes[i..];
-        let before_is_slash = i > 0 && bytes[i - 1] == b'/';
-        !before_is_slash
-            && (rest.starts_with(b"//!")
-                || (rest.starts_with(b"///") && !rest.starts_with(b"////"))
-                || rest.starts_with(b"/*!")
-                || (rest.starts_with(b"/**")
-                    && !rest.starts_with(b"/***")
-                    && !rest.starts_with(b"/**/")))
-    })
+/// A call's arguments as token trees, its doc comments the `#[doc = "…"]`
+/// attributes rustc passes on (see [`parse`]).
+pub(super) fn parse_call_arguments(text: &str) -> Result<Vec<Tt>, String> {
+    parse(text)
 }
 
 /// Token trees as text, one space between tokens (so that re-lexing
@@ -381,6 +432,74 @@ fn parse_transcriber(trees: &[Tt]) -> Result<Vec<Tr>, String> {
 /// Where a fragment that runs to a follow token ends, from `start`:
 /// `Ok(None)` when it cannot start there.
 fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
+    let words = matches!(
+        fragment,
+        Fragment::Ty | Fragment::Path | Fragment::Pat | Fragment::PatParam
+    );
+    if !words {
+        return fragment_run(fragment, trees, start);
+    }
+    // A token no type, path or pattern starts with fails the rule, as in
+    // rustc (`@inner` after a `$t:ty` rule).
+    if let Some(Tt::Leaf(l)) = trees.get(start) {
+        let cannot = match l.kind {
+            LeafKind::Ident => NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str()),
+            LeafKind::Literal => !matches!(fragment, Fragment::Pat | Fragment::PatParam),
+            LeafKind::Lifetime => true,
+            LeafKind::Punct => {
+                let starts: &[&str] = match fragment {
+                    Fragment::Path => &["::", "<"],
+                    Fragment::Ty => &["::", "<", "&", "&&", "*", "!", "?"],
+                    _ => &["::", "<", "&", "&&", "-", "..", "..=", "|"],
+                };
+                !starts.contains(&l.text.as_str())
+            }
+        };
+        if cannot {
+            return Ok(None);
+        }
+    }
+    let end = fragment_run(fragment, trees, start)?;
+    // Punctuation after a word that goes on no type, path or pattern
+    // (`u8 & x`, `a . b`): rustc's parser ends the fragment there, this
+    // reading does not say where.
+    let after_word: &[&str] = match fragment {
+        Fragment::Path => &["::", "<", ">", ">>", ",", "=", "->"],
+        Fragment::Ty => &["::", "<", ">", ">>", ",", "=", "->", "+"],
+        _ => &["::", "<", ">", ">>", ",", "@", "..", "..=", "...", "|"],
+    };
+    if let Some(end) = end {
+        for pair in trees[start..end].windows(2) {
+            let prev_word = match &pair[0] {
+                Tt::Leaf(l) => match l.kind {
+                    LeafKind::Ident => !TYPE_PREFIX_KEYWORDS.contains(&l.text.as_str()),
+                    LeafKind::Literal => true,
+                    LeafKind::Lifetime | LeafKind::Punct => false,
+                },
+                Tt::Group(..) | Tt::Opaque(..) => true,
+            };
+            if let (true, Tt::Leaf(l)) = (prev_word, &pair[1])
+                && l.kind == LeafKind::Punct
+                && !after_word.contains(&l.text.as_str())
+            {
+                return Err(format!(
+                    "a `{fragment:?}` fragment where `{}` follows `{}`, where rustc's parser may end it",
+                    l.text,
+                    render(&pair[..1])
+                ));
+            }
+        }
+    }
+    Ok(end)
+}
+
+/// Keywords no type, path or pattern starts with.
+const NOT_WORD_FRAGMENT_STARTS: &[&str] = &[
+    "as", "enum", "in", "let", "match", "mod", "pub", "struct", "trait", "type", "use", "where",
+    "if", "else", "while", "loop", "return", "break", "continue",
+];
+
+fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
     let first = trees.get(start);
     let one = |ok: bool| Ok(ok.then_some(start + 1));
     match fragment {
@@ -412,7 +531,20 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
             Ok(Some(start + 1 + usize::from(restricted)))
         }
         Fragment::Expr | Fragment::Stmt => run_end(trees, start, &[",", ";", "=>"], true),
-        Fragment::Pat => run_end(trees, start, &["=>", ",", "=", "if", "in"], false),
+        Fragment::Pat => {
+            let end = run_end(trees, start, &["=>", ",", "=", "if", "in"], false)?;
+            // A top-level `|` is part of a `pat` from edition 2021 on and
+            // ends it before.
+            if let Some(end) = end
+                && trees[start..end].iter().any(|t| is_punct(Some(t), "|"))
+            {
+                return Err(
+                    "a pattern fragment with a top-level `|`, which ends it in editions before 2021"
+                        .into(),
+                );
+            }
+            Ok(end)
+        }
         Fragment::PatParam => run_end(trees, start, &["=>", ",", "=", "|", "if", "in"], false),
         Fragment::Ty | Fragment::Path => run_end(
             trees,
@@ -420,7 +552,39 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
             &["=>", ",", "=", "|", ";", ":", ">", ">>", "as", "where"],
             false,
         ),
-        Fragment::Item | Fragment::Meta => Err(format!(
+        // An attribute's inside: a simple path, then a delimited group or
+        // `= expression`, or nothing (`doc = " x"`, `cfg(test)`, `inline`).
+        Fragment::Meta => {
+            let mut i = start;
+            if is_punct(trees.get(i), "::") {
+                i += 1;
+            }
+            loop {
+                let Some(name) = ident_text(trees.get(i)) else {
+                    return Ok(None);
+                };
+                if name == "_" {
+                    return Ok(None);
+                }
+                i += 1;
+                if is_punct(trees.get(i), "::") {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            match trees.get(i) {
+                Some(Tt::Group(..)) => Ok(Some(i + 1)),
+                Some(t) if is_punct(Some(t), "=") => {
+                    match run_end(trees, i + 1, &[",", ";", "=>"], true)? {
+                        Some(end) => Ok(Some(end)),
+                        None => Ok(None),
+                    }
+                }
+                _ => Ok(Some(i)),
+            }
+        }
+        Fragment::Item => Err(format!(
             "a `{fragment:?}` fragment, whose end this reading does not find"
         )),
     }
@@ -455,6 +619,25 @@ fn run_end(
             && !matches!(tree, Tt::Leaf(l) if l.kind == LeafKind::Literal)
         {
             break;
+        }
+        if i == start && expression && !may_begin_expression(tree) {
+            return Ok(None);
+        }
+        // `_` and `const { … }` are expressions to edition 2024's `expr`
+        // and not to `expr_2021` or earlier editions' `expr`.
+        if i == start && expression && (is_ident(Some(tree), "_") || is_ident(Some(tree), "const"))
+        {
+            return Err(format!(
+                "an expression fragment starting with `{}`, which it matches in some editions only",
+                render(std::slice::from_ref(tree))
+            ));
+        }
+        if i > start && runs_on(&trees[i - 1], tree, expression) {
+            return Err(format!(
+                "a fragment where `{}` follows `{}`, where rustc's parser may end it",
+                render(std::slice::from_ref(tree)),
+                render(&trees[i - 1..i])
+            ));
         }
         if expression {
             let starts_operand = i == start
@@ -496,6 +679,93 @@ fn run_end(
         i += 1;
     }
     Ok((i > start).then_some(i))
+}
+
+/// Keywords that no expression starts with: a rule whose `$e:expr` stands
+/// there does not match (rustc tries the next rule).
+const NOT_EXPRESSION_STARTS: &[&str] = &[
+    "as", "dyn", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct", "trait",
+    "type", "use", "where", "mut",
+];
+
+/// Whether an expression may start with `tree`, as rustc's
+/// `can_begin_expr` tells (conservatively: what it lets through is parsed
+/// and checked by [`runs_on`]).
+fn may_begin_expression(tree: &Tt) -> bool {
+    match tree {
+        Tt::Leaf(l) => match l.kind {
+            LeafKind::Ident => !NOT_EXPRESSION_STARTS.contains(&l.text.as_str()),
+            LeafKind::Literal | LeafKind::Lifetime => true,
+            LeafKind::Punct => matches!(
+                l.text.as_str(),
+                "-" | "!" | "*" | "&" | "&&" | "|" | "||" | ".." | "..=" | "<" | "<<" | "::" | "#"
+            ),
+        },
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    }
+}
+
+/// Keywords after which a type or pattern goes on with another word
+/// (`dyn Trait`, `&mut T`, `ref mut x`, `extern "C" fn`).
+const TYPE_PREFIX_KEYWORDS: &[&str] = &[
+    "dyn", "impl", "mut", "const", "unsafe", "extern", "fn", "ref", "box", "for",
+];
+
+/// Whether `tree` after `prev` is where rustc's parser ends the fragment
+/// (two operands side by side, `file "x"`, `a b`), or may: this reading runs
+/// to the next follow token, so it cannot say where the fragment ends.
+fn runs_on(prev: &Tt, tree: &Tt, expression: bool) -> bool {
+    let prev_ident = matches!(prev, Tt::Leaf(l) if l.kind == LeafKind::Ident);
+    if expression {
+        let prev_operand = match prev {
+            Tt::Leaf(l) => match l.kind {
+                // A word an operand follows: `&mut x`, `move || x`,
+                // `return x`, `&raw const x`.
+                LeafKind::Ident => !matches!(
+                    l.text.as_str(),
+                    "as" | "move"
+                        | "mut"
+                        | "box"
+                        | "async"
+                        | "const"
+                        | "static"
+                        | "raw"
+                        | "return"
+                        | "break"
+                        | "yield"
+                ),
+                LeafKind::Literal | LeafKind::Lifetime => true,
+                LeafKind::Punct => l.text == "?",
+            },
+            Tt::Group(..) | Tt::Opaque(..) => true,
+        };
+        let operand = match tree {
+            Tt::Leaf(l) => match l.kind {
+                LeafKind::Ident => l.text != "as",
+                LeafKind::Literal | LeafKind::Lifetime => true,
+                LeafKind::Punct => false,
+            },
+            // A call, an index; a struct literal or a keyword's block.
+            Tt::Group(Delim::Paren | Delim::Bracket, _) => false,
+            Tt::Group(Delim::Brace, _) => !prev_ident,
+            Tt::Opaque(..) => true,
+        };
+        return prev_operand && operand;
+    }
+    let prev_word = match prev {
+        Tt::Leaf(l) => match l.kind {
+            LeafKind::Ident => !TYPE_PREFIX_KEYWORDS.contains(&l.text.as_str()),
+            LeafKind::Literal => true,
+            LeafKind::Lifetime | LeafKind::Punct => false,
+        },
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    };
+    let word = match tree {
+        Tt::Leaf(l) => l.kind != LeafKind::Punct,
+        Tt::Group(Delim::Paren, _) => !prev_ident,
+        Tt::Group(..) | Tt::Opaque(..) => true,
+    };
+    prev_word && word
 }
 
 /// The variables a matcher binds, at any depth.
@@ -591,7 +861,39 @@ impl Matcher {
                                 "a `{captured:?}` fragment passed on to `${name}:{fragment:?}`, which this reading cannot match as rustc does"
                             ));
                         }
-                        Some(at + 1)
+                        // `$e + 1` passed on is one expression, which runs
+                        // past the captured fragment.
+                        let stops: &[&str] = match fragment {
+                            Fragment::Expr | Fragment::Stmt => &[",", ";", "=>"],
+                            Fragment::Ty | Fragment::Path => {
+                                &["=>", ",", "=", "|", ";", ":", ">", ">>", "as", "where"]
+                            }
+                            Fragment::Pat => &["=>", ",", "=", "if", "in"],
+                            Fragment::PatParam => &["=>", ",", "=", "|", "if", "in"],
+                            // One token, whatever follows.
+                            _ => &[],
+                        };
+                        let alone = stops.is_empty()
+                            || match trees.get(at + 1) {
+                                None => true,
+                                Some(Tt::Leaf(l)) => {
+                                    l.kind != LeafKind::Literal && stops.contains(&l.text.as_str())
+                                }
+                                Some(Tt::Group(delim, _)) => {
+                                    matches!(fragment, Fragment::Ty | Fragment::Path)
+                                        && *delim != Delim::Paren
+                                }
+                                Some(Tt::Opaque(..)) => false,
+                            };
+                        if alone {
+                            Some(at + 1)
+                        } else if matches!(fragment, Fragment::Expr | Fragment::Stmt) {
+                            fragment_end(*fragment, trees, at)?
+                        } else {
+                            return Err(format!(
+                                "a `{captured:?}` fragment passed on with more tokens after it to `${name}:{fragment:?}`, whose end this reading does not find"
+                            ));
+                        }
                     }
                     _ => fragment_end(*fragment, trees, at)?,
                 };
@@ -949,14 +1251,86 @@ mod tests {
     }
 
     #[test]
-    fn a_doc_comment_in_call_arguments_is_refused_not_dropped() {
-        assert!(parse_call_arguments("/// docs\n\"a.txt\"").is_err());
-        assert!(parse_call_arguments("/** docs */ \"a.txt\"").is_err());
-        assert!(parse_call_arguments("//! docs\n\"a.txt\"").is_err());
+    fn a_rule_rustc_leaves_is_not_taken() {
+        // `@` begins no expression: rustc tries the next rule.
+        let rules = [("$e:expr", "expr"), ("@raw $p:literal", "raw")];
+        assert_eq!(expand_text(&rules, "@raw \"x\"").unwrap().unwrap(), "raw");
+        // rustc's expression is `file`, then the rule fails on the
+        // literal; where that is, this reading does not guess.
+        let rules = [("$e:expr", "expr"), ("file $p:literal", "file")];
+        let err = expand_text(&rules, "file \"x\"").unwrap_err();
+        assert!(err.contains("where rustc's parser may end it"), "{err}");
+        assert_eq!(expand_text(&rules, "&mut x").unwrap().unwrap(), "expr");
+        // Edition-dependent fragments are refused, not guessed.
+        assert!(expand_text(&rules, "_").is_err());
+        let rules = [("$a:pat | $b:ident", "two"), ("$($t:tt)*", "any")];
+        assert!(expand_text(&rules, "_ | x").is_err());
+    }
+
+    #[test]
+    fn a_type_path_or_pattern_rustc_does_not_start_fails_the_rule() {
+        let rules = [("$t:ty", "ty"), ("@ $n:ident", "at")];
+        assert_eq!(expand_text(&rules, "@prod").unwrap().unwrap(), "at");
+        let rules = [("$p:path", "path"), ("& $n:ident", "and")];
+        assert_eq!(expand_text(&rules, "&prod").unwrap().unwrap(), "and");
+        assert_eq!(expand_text(&rules, "a::b<C>").unwrap().unwrap(), "path");
+        assert!(expand_text(&rules, "a & b").is_err());
+        let rules = [("$t:ty", "ty")];
+        for ty in [
+            "&'a mut Vec<u8>",
+            "Box<dyn Fn(u8) -> u8 + Send>",
+            "[u8; 4]",
+            "*const T",
+        ] {
+            assert_eq!(expand_text(&rules, ty).unwrap().unwrap(), "ty", "{ty}");
+        }
+    }
+
+    #[test]
+    fn doc_comments_are_the_attributes_rustc_makes_of_them() {
+        let rules = [
+            ("$n:ident", "bare"),
+            ("$(#[$($a:tt)*])* $n:ident", "$($($a)*)*"),
+        ];
+        assert_eq!(
+            expand_text(&rules, "/// a\n/** b */ // no\n/* no */ x")
+                .unwrap()
+                .unwrap(),
+            "doc = \" a\" doc = \" b \""
+        );
+        assert_eq!(expand_text(&rules, "//// no\n x").unwrap().unwrap(), "bare");
+        // `$(#[$m:meta])*`, as most item-making macros take attributes.
+        let rules = [
+            ("$n:ident", "bare"),
+            ("$(#[$m:meta])* $n:ident", "$(#[$m])* $n"),
+        ];
+        assert_eq!(
+            expand_text(&rules, "/// a\n#[cfg(test)] #[inline] x")
+                .unwrap()
+                .unwrap(),
+            "# [doc = \" a\"] # [cfg (test)] # [inline] x"
+        );
+    }
+
+    #[test]
+    fn a_doc_comment_in_call_arguments_is_an_attribute_not_dropped() {
+        let doc = |text: &str| render(&parse_call_arguments(text).unwrap());
+        assert_eq!(doc("/// docs\n\"a.txt\""), "# [doc = \" docs\"] \"a.txt\"");
+        assert_eq!(
+            doc("/** docs */ \"a.txt\""),
+            "# [doc = \" docs \"] \"a.txt\""
+        );
+        assert_eq!(
+            doc("//! docs\n\"a.txt\""),
+            "# ! [doc = \" docs\"] \"a.txt\""
+        );
         // Plain comments are white space to rustc too.
-        assert!(parse_call_arguments("// note\n//// rule\n/* c */ /**/ \"a.txt\"").is_ok());
+        assert_eq!(
+            doc("// note\n//// rule\n/* c */ /**/ \"a.txt\""),
+            "\"a.txt\""
+        );
         // Inside a literal it is text.
-        assert!(parse_call_arguments("\"/// not a comment\"").is_ok());
+        assert_eq!(doc("\"/// not a comment\""), "\"/// not a comment\"");
     }
 
     #[test]
