@@ -1106,3 +1106,33 @@ fn an_include_of_cargo_pkg_readme_reads_the_readme_cargo_names() {
     build_and_verify(f.path());
     each_changes_the_key(&f, &["crates/found/README.md", "README.md"]);
 }
+
+/// deno's `tests/bench_util/benches/utf8.rs`: `extension!(bench_setup, js =
+/// ["ext:…" = { source = r#"…"# }])` hands a wrapper a script's text as a
+/// literal, and a `|op| match op.name { … }` closure. The call expands, so
+/// its literals only add inputs: one that cannot be a path adds nothing
+/// (before: "File name too long", a tool error), and a `match` expression
+/// is one expression (before: refused as two operands side by side).
+#[test]
+fn a_wrapper_handed_a_script_and_a_match_closure_is_read_where_it_expands() {
+    let f = Fixture::new();
+    let source = "const hello = \"hello world\\n\";\n".repeat(20);
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            "#[macro_use]\nmod macros;\npub mod deep;\n",
+        )
+        .file(
+            "src/macros.rs",
+            "macro_rules! js {\n    ($name:ident, $file:literal, $middleware:expr, $src:literal) => {\n        pub fn $name() -> (&'static str, fn(u8) -> u8, &'static str) { (include_str!($file), $middleware, $src) }\n    };\n}\n",
+        )
+        .file(
+            "src/deep/mod.rs",
+            &format!(
+                "js!(setup, \"../../data/a.js\", |op| match op {{ 1 => 2, _ => op }}, r#\"{source}\"#);\n"
+            ),
+        )
+        .file("data/a.js", "a");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/a.js"]);
+}

@@ -761,6 +761,19 @@ pub(super) fn resolve_from_callers(
                         if expanded_ok && piece_is_dir {
                             continue;
                         }
+                        // Where the expansion named what the call reads,
+                        // the call's literals only add inputs: one that
+                        // cannot be a path (a script's text, a name too
+                        // long) adds nothing.
+                        if expanded_ok
+                            && text.is_some_and(|t| {
+                                let path = caller.parent().unwrap_or(Path::new("/")).join(t);
+                                std::fs::symlink_metadata(&path)
+                                    .is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound)
+                            })
+                        {
+                            continue;
+                        }
                         let why = format!("{why}:{}", site.line);
                         let read = CallerRead {
                             caller,

@@ -602,6 +602,7 @@ fn run_end(
 ) -> Result<Option<usize>, String> {
     let mut i = start;
     let mut angle = 0usize;
+    let mut awaiting_block = false;
     while i < trees.len() {
         let tree = &trees[i];
         let text = match tree {
@@ -632,7 +633,20 @@ fn run_end(
                 render(std::slice::from_ref(tree))
             ));
         }
-        if i > start && runs_on(&trees[i - 1], tree, expression) {
+        // `if`, `while`, `match`, `for … in`: their condition or
+        // scrutinee ends at the first block (no struct literal there).
+        if expression
+            && ["if", "while", "match", "for"]
+                .iter()
+                .any(|k| is_ident(Some(tree), k))
+        {
+            awaiting_block = true;
+        }
+        let is_keyword_block = awaiting_block && matches!(tree, Tt::Group(Delim::Brace, _));
+        if is_keyword_block {
+            awaiting_block = false;
+        }
+        if i > start && !is_keyword_block && runs_on(&trees[i - 1], tree, expression) {
             return Err(format!(
                 "a fragment where `{}` follows `{}`, where rustc's parser may end it",
                 render(std::slice::from_ref(tree)),
@@ -720,7 +734,9 @@ fn runs_on(prev: &Tt, tree: &Tt, expression: bool) -> bool {
         let prev_operand = match prev {
             Tt::Leaf(l) => match l.kind {
                 // A word an operand follows: `&mut x`, `move || x`,
-                // `return x`, `&raw const x`.
+                // `return x`, `&raw const x`, and the keywords that lead an
+                // expression (`match x { … }`, `if c { … } else { … }`,
+                // `for p in it { … }`, `while let Some(x) = y { … }`).
                 LeafKind::Ident => !matches!(
                     l.text.as_str(),
                     "as" | "move"
@@ -733,6 +749,15 @@ fn runs_on(prev: &Tt, tree: &Tt, expression: bool) -> bool {
                         | "return"
                         | "break"
                         | "yield"
+                        | "match"
+                        | "if"
+                        | "while"
+                        | "for"
+                        | "in"
+                        | "let"
+                        | "else"
+                        | "loop"
+                        | "unsafe"
                 ),
                 LeafKind::Literal | LeafKind::Lifetime => true,
                 LeafKind::Punct => l.text == "?",
@@ -741,7 +766,11 @@ fn runs_on(prev: &Tt, tree: &Tt, expression: bool) -> bool {
         };
         let operand = match tree {
             Tt::Leaf(l) => match l.kind {
-                LeafKind::Ident => l.text != "as",
+                // A keyword that goes on an expression (`x as T`,
+                // `for p in it`, `} else {`) is no operand.
+                LeafKind::Ident => {
+                    l.text != "else" && !NOT_EXPRESSION_STARTS.contains(&l.text.as_str())
+                }
                 LeafKind::Literal | LeafKind::Lifetime => true,
                 LeafKind::Punct => false,
             },
@@ -1331,6 +1360,28 @@ mod tests {
         );
         // Inside a literal it is text.
         assert_eq!(doc("\"/// not a comment\""), "\"/// not a comment\"");
+    }
+
+    #[test]
+    fn keyword_led_expressions_run_to_their_follow_token() {
+        // deno's `extension!(…, middleware = |op| match op.name { … }, …)`.
+        let rules = [("$a:expr, $b:expr", "$b")];
+        for args in [
+            "|op| match op.name { \"x\" => 1, _ => 2 }, \"p\"",
+            "if c { 1 } else { 2 }, \"p\"",
+            "for x in it { f(x) }, \"p\"",
+            "while let Some(x) = y.next() { f(x) }, \"p\"",
+            "loop { break 1 }, \"p\"",
+            "x as u8, \"p\"",
+        ] {
+            assert_eq!(
+                expand_text(&rules, args).unwrap().unwrap(),
+                "\"p\"",
+                "{args}"
+            );
+        }
+        // Two operands side by side still end where rustc may end them.
+        assert!(expand_text(&rules, "file prod, \"p\"").is_err());
     }
 
     #[test]
