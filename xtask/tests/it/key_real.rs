@@ -902,6 +902,42 @@ macro_rules! outer { ($e:expr, $n:ident) => { inner!($e + 1, $n) } }
     each_changes_the_key(&f, &["data/prod.toml"]);
 }
 
+/// `asset!(let prod = 1)`: rustc's `expr` never starts at `let` (nor at
+/// `else`), so the first rule fails and the second reads `data/prod.toml`
+/// through `stringify!`, which nothing but the expansion names. Ours took
+/// `let prod = 1` for the expression, expanded the first rule and keyed
+/// only `data/default.toml`.
+#[test]
+fn an_expression_rustc_does_not_start_at_let_or_else_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($e:expr) => { ($e, include_str!("../../data/default.toml")).1 };
+    (let $n:ident = $v:expr) => { { let $n = $v; include_str!(concat!("../../data/", stringify!($n), ".toml")) } };
+    (else $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        "pub fn prod() -> &'static str { asset!(let prod = 1) }\npub fn other() -> &'static str { asset!(else default) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml", "data/default.toml"]);
+}
+
+/// `asset!(fn helper() {}; prod)`: a `stmt` is an item too, so rustc takes
+/// the first rule and reads `data/prod.toml`; ours ended the statement at
+/// `fn`, failed the rule and expanded the catch-all (`default.toml`).
+#[test]
+fn a_statement_that_is_an_item_is_refused_not_skipped() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($s:stmt; $n:ident) => { { $s include_str!(concat!("../../data/", stringify!($n), ".toml")) } };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#,
+        "pub fn prod() -> &'static str { asset!(fn helper() {}; prod) }\n",
+    );
+    refused(&f, &["src/deep/mod.rs:1", "an item to rustc"]);
+}
+
 /// A doc comment in a call is `#[doc = "…"]` to rustc's matcher: the first
 /// rule (no attribute) fails and the second reads `data/prod.toml`. Our
 /// lexer dropped comments, so the first rule matched.

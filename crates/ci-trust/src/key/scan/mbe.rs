@@ -530,7 +530,20 @@ fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
                 if ["crate", "self", "super", "in"].iter().any(|k| is_ident(inner.first(), k)));
             Ok(Some(start + 1 + usize::from(restricted)))
         }
-        Fragment::Expr | Fragment::Stmt => run_end(trees, start, &[",", ";", "=>"], true),
+        // rustc's `expr` never starts at `let` (a rule kept for backward
+        // compatibility): the rule fails and the next is tried.
+        Fragment::Expr if is_ident(first, "let") => Ok(None),
+        Fragment::Expr => run_end(trees, start, &[",", ";", "=>"], true),
+        // A `stmt` starts at anything but a closing delimiter: one that no
+        // expression starts with is an item (`fn f() {}`, `struct S;`) to
+        // rustc, whose end this reading does not find.
+        Fragment::Stmt => match first {
+            Some(tree) if !may_begin_expression(tree) => Err(format!(
+                "a statement fragment starting with `{}`, an item to rustc, whose end this reading does not find",
+                render(std::slice::from_ref(tree))
+            )),
+            _ => run_end(trees, start, &[",", ";", "=>"], true),
+        },
         Fragment::Pat => {
             let end = run_end(trees, start, &["=>", ",", "=", "if", "in"], false)?;
             // A top-level `|` is part of a `pat` from edition 2021 on and
@@ -696,10 +709,13 @@ fn run_end(
 }
 
 /// Keywords that no expression starts with: a rule whose `$e:expr` stands
-/// there does not match (rustc tries the next rule).
+/// there does not match (rustc tries the next rule). rustc's
+/// `ident_can_begin_expr`: every reserved word but the few that lead an
+/// expression, the reserved-for-later ones (`priv`, `typeof`) included.
 const NOT_EXPRESSION_STARTS: &[&str] = &[
-    "as", "dyn", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct", "trait",
-    "type", "use", "where", "mut",
+    "as", "dyn", "else", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct",
+    "trait", "type", "use", "where", "mut", "abstract", "become", "final", "macro", "override",
+    "priv", "typeof", "unsized", "virtual",
 ];
 
 /// Whether an expression may start with `tree`, as rustc's
@@ -1294,6 +1310,21 @@ mod tests {
         assert!(expand_text(&rules, "_").is_err());
         let rules = [("$a:pat | $b:ident", "two"), ("$($t:tt)*", "any")];
         assert!(expand_text(&rules, "_ | x").is_err());
+    }
+
+    #[test]
+    fn an_expression_never_starts_at_let_or_else_and_an_item_statement_is_refused() {
+        // rustc's `expr` does not start at `let` (nor `else`, nor a
+        // reserved word): the next rule is taken.
+        let rules = [("$e:expr", "expr"), ("let $n:ident = $v:expr", "let")];
+        assert_eq!(expand_text(&rules, "let a = 1").unwrap().unwrap(), "let");
+        let rules = [("$e:expr", "expr"), ("else $n:ident", "else")];
+        assert_eq!(expand_text(&rules, "else a").unwrap().unwrap(), "else");
+        // A `stmt` is `let` too, and an item, whose end is not found here.
+        let rules = [("$s:stmt", "stmt"), ("$($t:tt)*", "any")];
+        assert_eq!(expand_text(&rules, "let a = 1").unwrap().unwrap(), "stmt");
+        let err = expand_text(&rules, "fn f() {}").unwrap_err();
+        assert!(err.contains("an item to rustc"), "{err}");
     }
 
     #[test]
