@@ -938,6 +938,24 @@ fn a_statement_that_is_an_item_is_refused_not_skipped() {
     refused(&f, &["src/deep/mod.rs:1", "an item to rustc"]);
 }
 
+/// `asset!(true)` after a `($t:ty)` rule: `true` begins no type to rustc
+/// (a reserved word), so the `literal` rule reads `data/true.toml`, which
+/// only the expansion names; ours took `true` for a type.
+#[test]
+fn a_reserved_word_begins_no_type_and_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($t:ty) => { include_str!("../../data/default.toml") };
+    ($b:literal) => { include_str!(concat!("../../data/", stringify!($b), ".toml")) };
+}
+"#,
+        "pub fn on() -> &'static str { asset!(true) }\n",
+    );
+    f.file("data/true.toml", "t");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/true.toml"]);
+}
+
 /// A doc comment in a call is `#[doc = "…"]` to rustc's matcher: the first
 /// rule (no attribute) fails and the second reads `data/prod.toml`. Our
 /// lexer dropped comments, so the first rule matched.

@@ -443,7 +443,10 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
     // rustc (`@inner` after a `$t:ty` rule).
     if let Some(Tt::Leaf(l)) = trees.get(start) {
         let cannot = match l.kind {
-            LeafKind::Ident => NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str()),
+            LeafKind::Ident => {
+                NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str())
+                    || (fragment == Fragment::Ty && NOT_TYPE_STARTS.contains(&l.text.as_str()))
+            }
             LeafKind::Literal => !matches!(fragment, Fragment::Pat | Fragment::PatParam),
             LeafKind::Lifetime => true,
             LeafKind::Punct => {
@@ -497,6 +500,16 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
 const NOT_WORD_FRAGMENT_STARTS: &[&str] = &[
     "as", "enum", "in", "let", "match", "mod", "pub", "struct", "trait", "type", "use", "where",
     "if", "else", "while", "loop", "return", "break", "continue",
+];
+
+/// The other reserved words no type starts with (rustc's
+/// `ident_can_begin_type`: a reserved word begins a type only if it is a
+/// path segment, `_`, `for`, `impl`, `fn`, `unsafe`, `extern` or `dyn`):
+/// `asset!(true)` after a `$t:ty` rule takes the next rule.
+const NOT_TYPE_STARTS: &[&str] = &[
+    "true", "false", "const", "static", "move", "mut", "ref", "box", "async", "await", "do",
+    "yield", "try", "abstract", "become", "final", "macro", "override", "priv", "unsized",
+    "virtual",
 ];
 
 fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
@@ -1329,6 +1342,9 @@ mod tests {
 
     #[test]
     fn a_type_path_or_pattern_rustc_does_not_start_fails_the_rule() {
+        let rules = [("$t:ty", "ty"), ("$b:literal", "literal")];
+        assert_eq!(expand_text(&rules, "true").unwrap().unwrap(), "literal");
+        assert_eq!(expand_text(&rules, "bool").unwrap().unwrap(), "ty");
         let rules = [("$t:ty", "ty"), ("@ $n:ident", "at")];
         assert_eq!(expand_text(&rules, "@prod").unwrap().unwrap(), "at");
         let rules = [("$p:path", "path"), ("& $n:ident", "and")];
