@@ -956,6 +956,39 @@ fn a_reserved_word_begins_no_type_and_takes_the_next_rule() {
     each_changes_the_key(&f, &["data/true.toml"]);
 }
 
+/// `paste::paste! { … asset!([<pr od>]) … }`: paste rewrites the call to
+/// `asset!(prod)` before rustc expands it, so the `ident` rule reads
+/// `data/prod.toml`; ours expanded the call as written, took the catch-all
+/// and keyed `data/default.toml` only. Also inside a workspace macro's body.
+#[test]
+fn a_call_a_foreign_macro_may_rewrite_is_refused_not_expanded_as_written() {
+    let definitions = r#"macro_rules! asset {
+    ($n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#;
+    let f = wrapper_fixture(
+        definitions,
+        "paste::paste! { pub fn prod() -> &'static str { asset!([<pr od>]) } }\n",
+    );
+    f.file(
+        "Cargo.toml",
+        &format!("{LIB}\n[dependencies]\npaste = \"1\"\n"),
+    );
+    refused(&f, &["src/deep/mod.rs:1", "among the arguments of paste!"]);
+    f.file(
+        "src/macros/defs/mod.rs",
+        &format!(
+            "{definitions}macro_rules! named {{ ($a:ident $b:ident) => {{ paste::paste! {{ asset!([<$a $b>]) }} }} }}\n"
+        ),
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { named!(pr od) }\n",
+    );
+    refused(&f, &["among the arguments of `paste!`"]);
+}
+
 /// A doc comment in a call is `#[doc = "…"]` to rustc's matcher: the first
 /// rule (no attribute) fails and the second reads `data/prod.toml`. Our
 /// lexer dropped comments, so the first rule matched.
