@@ -902,6 +902,93 @@ macro_rules! outer { ($e:expr, $n:ident) => { inner!($e + 1, $n) } }
     each_changes_the_key(&f, &["data/prod.toml"]);
 }
 
+/// `asset!(let prod = 1)`: rustc's `expr` never starts at `let` (nor at
+/// `else`), so the first rule fails and the second reads `data/prod.toml`
+/// through `stringify!`, which nothing but the expansion names. Ours took
+/// `let prod = 1` for the expression, expanded the first rule and keyed
+/// only `data/default.toml`.
+#[test]
+fn an_expression_rustc_does_not_start_at_let_or_else_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($e:expr) => { ($e, include_str!("../../data/default.toml")).1 };
+    (let $n:ident = $v:expr) => { { let $n = $v; include_str!(concat!("../../data/", stringify!($n), ".toml")) } };
+    (else $n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+}
+"#,
+        "pub fn prod() -> &'static str { asset!(let prod = 1) }\npub fn other() -> &'static str { asset!(else default) }\n",
+    );
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/prod.toml", "data/default.toml"]);
+}
+
+/// `asset!(fn helper() {}; prod)`: a `stmt` is an item too, so rustc takes
+/// the first rule and reads `data/prod.toml`; ours ended the statement at
+/// `fn`, failed the rule and expanded the catch-all (`default.toml`).
+#[test]
+fn a_statement_that_is_an_item_is_refused_not_skipped() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($s:stmt; $n:ident) => { { $s include_str!(concat!("../../data/", stringify!($n), ".toml")) } };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#,
+        "pub fn prod() -> &'static str { asset!(fn helper() {}; prod) }\n",
+    );
+    refused(&f, &["src/deep/mod.rs:1", "an item to rustc"]);
+}
+
+/// `asset!(true)` after a `($t:ty)` rule: `true` begins no type to rustc
+/// (a reserved word), so the `literal` rule reads `data/true.toml`, which
+/// only the expansion names; ours took `true` for a type.
+#[test]
+fn a_reserved_word_begins_no_type_and_takes_the_next_rule() {
+    let f = wrapper_fixture(
+        r#"macro_rules! asset {
+    ($t:ty) => { include_str!("../../data/default.toml") };
+    ($b:literal) => { include_str!(concat!("../../data/", stringify!($b), ".toml")) };
+}
+"#,
+        "pub fn on() -> &'static str { asset!(true) }\n",
+    );
+    f.file("data/true.toml", "t");
+    build_and_verify(f.path());
+    each_changes_the_key(&f, &["data/true.toml"]);
+}
+
+/// `paste::paste! { … asset!([<pr od>]) … }`: paste rewrites the call to
+/// `asset!(prod)` before rustc expands it, so the `ident` rule reads
+/// `data/prod.toml`; ours expanded the call as written, took the catch-all
+/// and keyed `data/default.toml` only. Also inside a workspace macro's body.
+#[test]
+fn a_call_a_foreign_macro_may_rewrite_is_refused_not_expanded_as_written() {
+    let definitions = r#"macro_rules! asset {
+    ($n:ident) => { include_str!(concat!("../../data/", stringify!($n), ".toml")) };
+    ($($t:tt)*) => { include_str!("../../data/default.toml") };
+}
+"#;
+    let f = wrapper_fixture(
+        definitions,
+        "paste::paste! { pub fn prod() -> &'static str { asset!([<pr od>]) } }\n",
+    );
+    f.file(
+        "Cargo.toml",
+        &format!("{LIB}\n[dependencies]\npaste = \"1\"\n"),
+    );
+    refused(&f, &["src/deep/mod.rs:1", "among the arguments of paste!"]);
+    f.file(
+        "src/macros/defs/mod.rs",
+        &format!(
+            "{definitions}macro_rules! named {{ ($a:ident $b:ident) => {{ paste::paste! {{ asset!([<$a $b>]) }} }} }}\n"
+        ),
+    )
+    .file(
+        "src/deep/mod.rs",
+        "pub fn prod() -> &'static str { named!(pr od) }\n",
+    );
+    refused(&f, &["among the arguments of `paste!`"]);
+}
+
 /// A doc comment in a call is `#[doc = "…"]` to rustc's matcher: the first
 /// rule (no attribute) fails and the second reads `data/prod.toml`. Our
 /// lexer dropped comments, so the first rule matched.

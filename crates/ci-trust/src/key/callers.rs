@@ -579,6 +579,43 @@ pub(super) fn resolve_from_callers(
                     );
                     continue;
                 }
+                // A call among the arguments of a macro of no workspace
+                // crate (`paste!`, `seq!`, any proc macro): rustc expands
+                // that macro first, and it may rewrite the call
+                // (`asset!([<pr od>])` becomes `asset!(prod)`). A path only
+                // the expansion gives is not read from the call as written.
+                if embed.at_calls.is_some()
+                    && !site.handed_over
+                    && site.definer.is_none()
+                    && let Some((outer, _)) = site.enclosing.iter().find(|(outer, _)| {
+                        expanded.definitions_of(outer).is_empty()
+                            && !scan::STD_MACROS.contains(&outer.as_str())
+                    })
+                {
+                    let what = format!(
+                        "a call of {}! (macro_rules! {name} includes a path only its expansion gives, at {}) among the arguments of {outer}!, a macro of no workspace crate (a proc macro such as paste! or seq!) that may rewrite the call before it expands",
+                        site.name, embed.site
+                    );
+                    let declared = scan::Embed {
+                        macro_name: format!("{}!", site.name),
+                        target: EmbedTarget::Unresolved(what.clone()),
+                        site: scan::Site {
+                            file: caller.clone(),
+                            line: site.line,
+                        },
+                        caller_relative: None,
+                    };
+                    declare_or_refuse(
+                        &declared,
+                        &what,
+                        &at,
+                        policy,
+                        inputs,
+                        used_dynamic,
+                        discovery,
+                    );
+                    continue;
+                }
                 // A call among a workspace macro's arguments is what that
                 // macro's expansion makes of it: expanded too, or refused.
                 if expandable && site.definer.is_none() {

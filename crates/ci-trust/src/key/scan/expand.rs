@@ -147,6 +147,7 @@ pub fn expand_call_includes<'d>(
         ctx,
         calls: 0,
         reached: Vec::new(),
+        foreign: None,
     };
     expansion.call(name, &args, 0)?;
     Ok(expansion.reached)
@@ -157,6 +158,9 @@ struct CallExpansion<'a, 'd, 'c> {
     ctx: &'a FileContext<'c>,
     calls: usize,
     reached: Vec<ReachedInclude>,
+    /// The macro of no workspace crate whose arguments are being read:
+    /// it may rewrite the workspace calls among them before they expand.
+    foreign: Option<String>,
 }
 
 impl CallExpansion<'_, '_, '_> {
@@ -170,6 +174,13 @@ impl CallExpansion<'_, '_, '_> {
         let definitions = (self.definitions)(name);
         if definitions.is_empty() {
             return Err(format!("no macro_rules! {name} of the workspace to expand"));
+        }
+        // `paste! { asset!([<pr od>]) }`: what rustc expands is the call
+        // the foreign macro makes of it, which this reading does not know.
+        if let Some(foreign) = &self.foreign {
+            return Err(format!(
+                "`{name}!` among the arguments of `{foreign}!`, a macro of no workspace crate (a proc macro such as `paste!` or `seq!`) that may rewrite the call before it expands"
+            ));
         }
         // Several definitions of the name: each may be the one in scope.
         let mut matched = false;
@@ -246,8 +257,15 @@ impl CallExpansion<'_, '_, '_> {
                 ));
             } else if !TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| *n == name) {
                 // A standard or registry macro: its arguments may be
-                // expanded as code (`format!("{}", include_str!(…))`).
-                self.read(args, depth)?;
+                // expanded as code (`format!("{}", include_str!(…))`); a
+                // registry one may rewrite them first.
+                let outer = self.foreign.clone();
+                if !STD_MACROS.contains(&name) && outer.is_none() {
+                    self.foreign = Some(name.to_owned());
+                }
+                let read = self.read(args, depth);
+                self.foreign = outer;
+                read?;
             }
             i += 3;
         }

@@ -443,7 +443,10 @@ fn fragment_end(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
     // rustc (`@inner` after a `$t:ty` rule).
     if let Some(Tt::Leaf(l)) = trees.get(start) {
         let cannot = match l.kind {
-            LeafKind::Ident => NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str()),
+            LeafKind::Ident => {
+                NOT_WORD_FRAGMENT_STARTS.contains(&l.text.as_str())
+                    || (fragment == Fragment::Ty && NOT_TYPE_STARTS.contains(&l.text.as_str()))
+            }
             LeafKind::Literal => !matches!(fragment, Fragment::Pat | Fragment::PatParam),
             LeafKind::Lifetime => true,
             LeafKind::Punct => {
@@ -499,6 +502,16 @@ const NOT_WORD_FRAGMENT_STARTS: &[&str] = &[
     "if", "else", "while", "loop", "return", "break", "continue",
 ];
 
+/// The other reserved words no type starts with (rustc's
+/// `ident_can_begin_type`: a reserved word begins a type only if it is a
+/// path segment, `_`, `for`, `impl`, `fn`, `unsafe`, `extern` or `dyn`):
+/// `asset!(true)` after a `$t:ty` rule takes the next rule.
+const NOT_TYPE_STARTS: &[&str] = &[
+    "true", "false", "const", "static", "move", "mut", "ref", "box", "async", "await", "do",
+    "yield", "try", "abstract", "become", "final", "macro", "override", "priv", "unsized",
+    "virtual",
+];
+
 fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option<usize>, String> {
     let first = trees.get(start);
     let one = |ok: bool| Ok(ok.then_some(start + 1));
@@ -530,7 +543,20 @@ fn fragment_run(fragment: Fragment, trees: &[Tt], start: usize) -> Result<Option
                 if ["crate", "self", "super", "in"].iter().any(|k| is_ident(inner.first(), k)));
             Ok(Some(start + 1 + usize::from(restricted)))
         }
-        Fragment::Expr | Fragment::Stmt => run_end(trees, start, &[",", ";", "=>"], true),
+        // rustc's `expr` never starts at `let` (a rule kept for backward
+        // compatibility): the rule fails and the next is tried.
+        Fragment::Expr if is_ident(first, "let") => Ok(None),
+        Fragment::Expr => run_end(trees, start, &[",", ";", "=>"], true),
+        // A `stmt` starts at anything but a closing delimiter: one that no
+        // expression starts with is an item (`fn f() {}`, `struct S;`) to
+        // rustc, whose end this reading does not find.
+        Fragment::Stmt => match first {
+            Some(tree) if !may_begin_expression(tree) => Err(format!(
+                "a statement fragment starting with `{}`, an item to rustc, whose end this reading does not find",
+                render(std::slice::from_ref(tree))
+            )),
+            _ => run_end(trees, start, &[",", ";", "=>"], true),
+        },
         Fragment::Pat => {
             let end = run_end(trees, start, &["=>", ",", "=", "if", "in"], false)?;
             // A top-level `|` is part of a `pat` from edition 2021 on and
@@ -696,10 +722,13 @@ fn run_end(
 }
 
 /// Keywords that no expression starts with: a rule whose `$e:expr` stands
-/// there does not match (rustc tries the next rule).
+/// there does not match (rustc tries the next rule). rustc's
+/// `ident_can_begin_expr`: every reserved word but the few that lead an
+/// expression, the reserved-for-later ones (`priv`, `typeof`) included.
 const NOT_EXPRESSION_STARTS: &[&str] = &[
-    "as", "dyn", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct", "trait",
-    "type", "use", "where", "mut",
+    "as", "dyn", "else", "enum", "extern", "fn", "impl", "in", "mod", "pub", "ref", "struct",
+    "trait", "type", "use", "where", "mut", "abstract", "become", "final", "macro", "override",
+    "priv", "typeof", "unsized", "virtual",
 ];
 
 /// Whether an expression may start with `tree`, as rustc's
@@ -1297,7 +1326,25 @@ mod tests {
     }
 
     #[test]
+    fn an_expression_never_starts_at_let_or_else_and_an_item_statement_is_refused() {
+        // rustc's `expr` does not start at `let` (nor `else`, nor a
+        // reserved word): the next rule is taken.
+        let rules = [("$e:expr", "expr"), ("let $n:ident = $v:expr", "let")];
+        assert_eq!(expand_text(&rules, "let a = 1").unwrap().unwrap(), "let");
+        let rules = [("$e:expr", "expr"), ("else $n:ident", "else")];
+        assert_eq!(expand_text(&rules, "else a").unwrap().unwrap(), "else");
+        // A `stmt` is `let` too, and an item, whose end is not found here.
+        let rules = [("$s:stmt", "stmt"), ("$($t:tt)*", "any")];
+        assert_eq!(expand_text(&rules, "let a = 1").unwrap().unwrap(), "stmt");
+        let err = expand_text(&rules, "fn f() {}").unwrap_err();
+        assert!(err.contains("an item to rustc"), "{err}");
+    }
+
+    #[test]
     fn a_type_path_or_pattern_rustc_does_not_start_fails_the_rule() {
+        let rules = [("$t:ty", "ty"), ("$b:literal", "literal")];
+        assert_eq!(expand_text(&rules, "true").unwrap().unwrap(), "literal");
+        assert_eq!(expand_text(&rules, "bool").unwrap().unwrap(), "ty");
         let rules = [("$t:ty", "ty"), ("@ $n:ident", "at")];
         assert_eq!(expand_text(&rules, "@prod").unwrap().unwrap(), "at");
         let rules = [("$p:path", "path"), ("& $n:ident", "and")];
