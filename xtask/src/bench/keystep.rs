@@ -199,27 +199,11 @@ fn host_cold_build(
     .run()
     .context("cannot settle the thin xtask's lockfile")?;
     let target = scratch.join(format!("host-target-{pair}"));
-    let cpu_before = children_cpu();
-    let started = Instant::now();
-    let build = cmd!(sh, "{cargo} build --locked --manifest-path {manifest}")
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTC_WRAPPER")
-        .ignore_status()
-        .quiet()
-        .output()
-        .context("cannot run cargo build")?;
-    let wall = started.elapsed();
-    let cpu = children_cpu().saturating_sub(cpu_before);
-    let log = String::from_utf8_lossy(&build.stderr);
-    if !build.status.success() {
-        bail!("the host's cold build of the thin xtask failed:\n{log}");
-    }
-    Ok(ColdBuild {
-        wall,
-        cpu,
-        crates: compiled_crates(&log),
+    timed_build(
+        cmd!(sh, "{cargo} build --locked --manifest-path {manifest}"),
         target,
-    })
+        "the host's cold build of the thin xtask",
+    )
 }
 
 /// One cold build: wall time, CPU time of the build's processes, the
@@ -241,23 +225,35 @@ fn xtask_cold_build(
     pair: usize,
 ) -> Result<ColdBuild> {
     let target = scratch.join(format!("cold-target-{pair}"));
+    let _cwd = sh.push_dir(repo);
+    timed_build(
+        cmd!(sh, "{cargo} build --package xtask --locked"),
+        target,
+        "the cold build of the xtask",
+    )
+}
+
+/// Runs one cargo build into a fresh `target`, timing its wall and CPU
+/// time; `what` names it when it fails.
+fn timed_build(
+    build: xshell::Cmd<'_>,
+    target: std::path::PathBuf,
+    what: &str,
+) -> Result<ColdBuild> {
     let cpu_before = children_cpu();
     let started = Instant::now();
-    let build = {
-        let _cwd = sh.push_dir(repo);
-        cmd!(sh, "{cargo} build --package xtask --locked")
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("RUSTC_WRAPPER")
-            .ignore_status()
-            .quiet()
-            .output()
-            .context("cannot run cargo build")?
-    };
+    let output = build
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTC_WRAPPER")
+        .ignore_status()
+        .quiet()
+        .output()
+        .context("cannot run cargo build")?;
     let wall = started.elapsed();
     let cpu = children_cpu().saturating_sub(cpu_before);
-    let log = String::from_utf8_lossy(&build.stderr);
-    if !build.status.success() {
-        bail!("the cold build of the xtask failed:\n{log}");
+    let log = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        bail!("{what} failed:\n{log}");
     }
     Ok(ColdBuild {
         wall,

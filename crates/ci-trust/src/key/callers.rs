@@ -559,17 +559,9 @@ pub(super) fn resolve_from_callers(
                         "a call of {}! (macro_rules! {name} includes a path at {}) in the body of a macro_rules! that another macro defines under a name its caller chooses (`macro_rules! $name`), whose callers ci-key cannot find",
                         site.name, embed.site
                     );
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
+                    refuse_call(
+                        caller,
+                        site,
                         &what,
                         &at,
                         policy,
@@ -596,17 +588,9 @@ pub(super) fn resolve_from_callers(
                         "a call of {}! (macro_rules! {name} includes a path only its expansion gives, at {}) among the arguments of {outer}!, a macro of no workspace crate (a proc macro such as paste! or seq!) that may rewrite the call before it expands",
                         site.name, embed.site
                     );
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
+                    refuse_call(
+                        caller,
+                        site,
                         &what,
                         &at,
                         policy,
@@ -635,17 +619,9 @@ pub(super) fn resolve_from_callers(
                                 "a call of {}! (macro_rules! {name} includes a path at {}) among the arguments of {outer}!, whose expansion may rewrite it and does not expand here: {why}",
                                 site.name, embed.site
                             );
-                            let declared = scan::Embed {
-                                macro_name: format!("{}!", site.name),
-                                target: EmbedTarget::Unresolved(what.clone()),
-                                site: scan::Site {
-                                    file: caller.clone(),
-                                    line: site.line,
-                                },
-                                caller_relative: None,
-                            };
-                            declare_or_refuse(
-                                &declared,
+                            refuse_call(
+                                caller,
+                                site,
                                 &what,
                                 &at,
                                 policy,
@@ -697,17 +673,9 @@ pub(super) fn resolve_from_callers(
                         "the path of {} in macro_rules! {name} at {} ({body}), which the expansion of this call does not give: {failed}",
                         embed.macro_name, embed.site
                     );
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
+                    refuse_call(
+                        caller,
+                        site,
                         &what,
                         &at,
                         policy,
@@ -757,17 +725,9 @@ pub(super) fn resolve_from_callers(
                     (refusal, _) => refusal,
                 };
                 if let Some(what) = refusal {
-                    let declared = scan::Embed {
-                        macro_name: format!("{}!", site.name),
-                        target: EmbedTarget::Unresolved(what.clone()),
-                        site: scan::Site {
-                            file: caller.clone(),
-                            line: site.line,
-                        },
-                        caller_relative: None,
-                    };
-                    declare_or_refuse(
-                        &declared,
+                    refuse_call(
+                        caller,
+                        site,
                         &what,
                         &at,
                         policy,
@@ -915,6 +875,31 @@ pub(super) fn resolve_from_callers(
         }
     }
     included
+}
+
+/// Refuses the call `site` in `caller`, saying `what`, unless the policy
+/// declares what it reads.
+#[allow(clippy::too_many_arguments)]
+fn refuse_call(
+    caller: &Path,
+    site: &scan::CallSite,
+    what: &str,
+    at: &str,
+    policy: &KeyPolicy,
+    inputs: &mut InputSet,
+    used_dynamic: &mut HashSet<String>,
+    discovery: &mut Discovery,
+) {
+    let declared = scan::Embed {
+        macro_name: format!("{}!", site.name),
+        target: EmbedTarget::Unresolved(what.to_owned()),
+        site: scan::Site {
+            file: caller.to_path_buf(),
+            line: site.line,
+        },
+        caller_relative: None,
+    };
+    declare_or_refuse(&declared, what, at, policy, inputs, used_dynamic, discovery);
 }
 
 /// The expansions of outermost macro calls (`calls.sites`, by text and

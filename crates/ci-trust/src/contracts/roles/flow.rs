@@ -120,16 +120,11 @@ impl Memo {
             });
         // A job or workflow `env:` that sets what the shell's check reads
         // (the actor, the host `gh` asks) leaves no shell gate to read.
-        let overridden = job.env.iter().chain(&wf.env).any(|(k, _)| {
-            matches!(
-                k.value.as_str(),
-                "GITHUB_ACTOR"
-                    | "GITHUB_REPOSITORY"
-                    | "GITHUB_REPOSITORY_OWNER"
-                    | "GH_HOST"
-                    | "GH_REPO"
-            )
-        });
+        let overridden = job
+            .env
+            .iter()
+            .chain(&wf.env)
+            .any(|(k, _)| gates::SHELL_GATE_ENV.contains(&k.value.as_str()));
         let gate = gates::step_gate(step, &owners, shell, windows || overridden);
         self.step_gates.borrow_mut().insert(key, gate.clone());
         gate

@@ -175,16 +175,11 @@ fn run_gate(
     if !stops {
         return None;
     }
-    if step.env.iter().any(|(k, _)| {
-        matches!(
-            k.value.as_str(),
-            "GITHUB_ACTOR"
-                | "GITHUB_REPOSITORY"
-                | "GITHUB_REPOSITORY_OWNER"
-                | "GH_HOST"
-                | "GH_REPO"
-        )
-    }) {
+    if step
+        .env
+        .iter()
+        .any(|(k, _)| SHELL_GATE_ENV.contains(&k.value.as_str()))
+    {
         return None;
     }
     let text = &step.run.as_ref()?.value;
@@ -1920,3 +1915,13 @@ fn project(bound: Bound, fields: &[String]) -> Option<Bound> {
         _ => None,
     }
 }
+
+/// What a shell gate's check reads from the environment (who acts, on which
+/// repository, through which host): an `env:` setting one leaves no gate.
+pub(super) const SHELL_GATE_ENV: &[&str] = &[
+    "GITHUB_ACTOR",
+    "GITHUB_REPOSITORY",
+    "GITHUB_REPOSITORY_OWNER",
+    "GH_HOST",
+    "GH_REPO",
+];
