@@ -167,6 +167,158 @@ fn an_include_name_handed_to_an_alias_of_a_workspace_macro_is_no_include() {
     ci_key(&f);
 }
 
+/// biome's generated `crates/biome_css_syntax/src/generated/kind.rs`
+/// (`#[macro_export] macro_rules ! T { [!] => { $ crate :: … :: BANG } ;
+/// [include] => { $ crate :: … :: INCLUDE_KW } ; … }`, spaced as `quote!`
+/// prints it) and the parser's `T![include]` beside `T![!]`: a macro whose
+/// transcribers hold no metavariable emits only its own tokens, so neither
+/// the include name nor the `!` it is handed can become a call. (holdout4,
+/// found after its one run.) A rule that transcribes what it is handed
+/// makes the same calls refused.
+#[test]
+fn an_include_name_and_a_bang_handed_to_a_macro_emitting_only_its_own_tokens_are_no_call() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"syntax\", \"parser\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "syntax/Cargo.toml",
+        "[package]\nname = \"syntax\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "syntax/src/lib.rs",
+        &format!("{CALLS_A_METAVARIABLE}pub mod generated;\n"),
+    )
+    .file(
+        "syntax/src/generated.rs",
+        "pub struct Kind(pub u8);\nimpl Kind { pub const BANG: u8 = 1; pub const INCLUDE_KW: u8 = 2; pub const SEMI: u8 = 3; }\n#[macro_export]\nmacro_rules ! T { [;] => { $ crate :: generated :: Kind :: SEMI } ; [!] => { $ crate :: generated :: Kind :: BANG } ; [include] => { $ crate :: generated :: Kind :: INCLUDE_KW } ; }\n",
+    )
+    .file(
+        "parser/Cargo.toml",
+        "[package]\nname = \"parser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsyntax = { path = \"../syntax\" }\n",
+    )
+    .file(
+        "parser/src/lib.rs",
+        "use syntax::T;\npub fn at_rule(kind: u8) -> u8 {\n    match kind {\n        T![include] => 10,\n        T![!] => 20,\n        T![;] => 30,\n        _ => 0,\n    }\n}\n",
+    );
+    ci_key(&f);
+    build_and_verify(f.path());
+    // A rule that hands back what it is given may assemble `include ! (…)`.
+    let generated = std::fs::read_to_string(f.join("syntax/src/generated.rs")).unwrap();
+    f.file(
+        "syntax/src/generated.rs",
+        &generated.replace(
+            "[;] =>",
+            "[$m:ident $b:tt] => { $m $b (\"../data/a.txt\") } ; [;] =>",
+        ),
+    );
+    refused(
+        &f,
+        &[
+            "parser/src/lib.rs:4: include! names a path chosen where `include` is handed to T! as a token",
+        ],
+    );
+    // With `decl_macro`, a `macro T` item (whose rules ci-key does not
+    // read) may define the name too: refused again with the inert rules.
+    f.file("syntax/src/generated.rs", &generated);
+    ci_key(&f);
+    f.file(
+        "syntax/src/lib.rs",
+        &format!(
+            "#![cfg_attr(nightly, feature(decl_macro))]\n{CALLS_A_METAVARIABLE}pub mod generated;\n"
+        ),
+    );
+    refused(
+        &f,
+        &[
+            "parser/src/lib.rs:4: include! names a path chosen where `include` is handed to T! as a token",
+        ],
+    );
+}
+
+/// tikv's `[patch.crates-io] tempdir = { path = "patches/tempdir" }`: a
+/// package inside the workspace's directory that `members` neither lists
+/// nor `exclude` keeps out. `cargo metadata` on its manifest fails ("believes
+/// it's in a workspace when it's not") while cargo reads it fine as a
+/// dependency, so it is read the way cargo reads a dependency, with its own
+/// relative path dependency; its files are inputs, and nothing is written
+/// in the checkout. (holdout4, found after its one run.) A package that
+/// inherits `workspace = true` fields there is refused with cargo's words.
+#[test]
+fn a_patch_inside_the_workspace_directory_that_is_no_member_is_keyed() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n[workspace.package]\nversion = \"0.3.7\"\n[patch.crates-io]\ntempdir = { path = \"patches/tempdir\" }\n",
+    )
+    .file(
+        "app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("app/src/lib.rs", "pub fn app() {}\n")
+    .file(
+        "patches/tempdir/Cargo.toml",
+        "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n[dependencies]\nhelper = { path = \"../helper\" }\n",
+    )
+    .file("patches/tempdir/src/lib.rs", "pub use helper::dir;\n")
+    .file(
+        "patches/helper/Cargo.toml",
+        "[package]\nname = \"helper\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file("patches/helper/src/lib.rs", "pub fn dir() {}\n");
+    let listing = |root: &std::path::Path| {
+        let mut all: Vec<_> = walkdir::WalkDir::new(root)
+            .into_iter()
+            .map(|e| e.unwrap().path().to_path_buf())
+            .collect();
+        all.sort();
+        all
+    };
+    let before = listing(f.path());
+    let explain = f.xtask(&["ci-key", "--explain"]);
+    let text = stderr(&explain);
+    assert!(explain.status.success(), "{}", stderr(&explain));
+    for needle in [
+        "manifest of tempdir ([patch.crates-io] `tempdir` in Cargo.toml)",
+        "patches/tempdir/src/lib.rs",
+        "manifest of helper (path dependency `helper` of tempdir)",
+        "patches/helper/src/lib.rs",
+    ] {
+        assert!(text.contains(needle), "--explain lacks {needle:?}:\n{text}");
+    }
+    assert_eq!(listing(f.path()), before, "ci-key wrote in the checkout");
+    each_changes_the_key(
+        &f,
+        &["patches/tempdir/src/lib.rs", "patches/helper/src/lib.rs"],
+    );
+    let key = ci_key(&f);
+    f.file(
+        "patches/helper/Cargo.toml",
+        "[package]\nname = \"helper\"\nversion = \"0.1.0\"\nedition = \"2021\"\n# changed\n",
+    );
+    assert_ne!(
+        ci_key(&f),
+        key,
+        "changing patches/helper/Cargo.toml must change the key"
+    );
+    // Inheriting from the workspace it is no member of: cargo's own error.
+    f.file(
+        "patches/tempdir/Cargo.toml",
+        "[package]\nname = \"tempdir\"\nversion.workspace = true\nedition = \"2021\"\n",
+    );
+    let output = f.xtask(&["ci-key"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    for needle in [
+        "[patch.crates-io] `tempdir` in Cargo.toml",
+        "lies inside the workspace's directory but is no member",
+        "believes it's in a workspace when it's not",
+    ] {
+        assert!(err.contains(needle), "lacks {needle:?}:\n{err}");
+    }
+}
+
 /// burn's `burn-cubecl/src/template/base.rs`: `struct SourceKernel<K> {
 /// kernel_source: K }` and `self.kernel_source.id()` beside the
 /// `#[macro_export] macro_rules! kernel_source` that includes its `$file`,

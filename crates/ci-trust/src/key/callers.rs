@@ -88,6 +88,19 @@ impl Expansions {
             .unwrap_or_default()
     }
 
+    /// For each name the workspace defines by `macro_rules!`, whether no
+    /// definition of it transcribes what a call hands it
+    /// ([`scan::MacroDefinition::transcribes_input`]).
+    pub(super) fn emit_only_their_own(&self) -> HashMap<String, bool> {
+        self.definitions
+            .iter()
+            .map(|(name, definitions)| {
+                let own = definitions.iter().all(|d| !d.transcribes_input());
+                (name.clone(), own)
+            })
+            .collect()
+    }
+
     pub(super) fn define(&mut self, definition: &scan::MacroDefinition) {
         let known = self.definitions.entry(definition.name.clone()).or_default();
         if !known.contains(definition) {
@@ -278,6 +291,11 @@ pub(super) struct Invokers {
     /// `macro_rules! $name` whose callers cannot be found: any macro may.
     any: bool,
     defined: HashSet<String>,
+    /// Macros that emit only their own tokens: every definition of the
+    /// name, and of each name a `use … as` renames to it, transcribes
+    /// nothing a call hands it. Handed an include name or a `!`, such a
+    /// macro calls neither.
+    inert: HashSet<String>,
 }
 
 impl Invokers {
@@ -287,12 +305,8 @@ impl Invokers {
         defined: &HashSet<String>,
         renames: &[(String, String)],
         macro_calls: &[(String, String)],
+        emit_only_their_own: &HashMap<String, bool>,
     ) -> Invokers {
-        // A `!` handed to a registry macro (syn's `Token![!]`) is that
-        // crate's business; handed to one of the workspace's, any call may
-        // be assembled.
-        let any = bare_bang_to.iter().any(|m| defined.contains(m))
-            || metavariable_callers.iter().any(|m| m.starts_with('$'));
         let may = callers_closure(metavariable_callers.clone(), renames, macro_calls);
         // `pub use T_ as T;` (rust-analyzer's syntax-kind macro): an alias of
         // a workspace macro is the workspace's too.
@@ -308,13 +322,34 @@ impl Invokers {
                 break;
             }
         }
-        Invokers { may, any, defined }
+        let inert = inert_macros(emit_only_their_own, renames);
+        // A `!` handed to a registry macro (syn's `Token![!]`) is that
+        // crate's business; handed to one of the workspace's (or an alias
+        // of one) that may transcribe it, any call may be assembled.
+        let any = bare_bang_to
+            .iter()
+            .any(|m| defined.contains(m) && !inert.contains(m))
+            || metavariable_callers.iter().any(|m| m.starts_with('$'));
+        Invokers {
+            may,
+            any,
+            defined,
+            inert,
+        }
+    }
+
+    /// Whether `name!` emits only its own tokens (see `inert`).
+    pub(super) fn is_inert(&self, name: &str) -> bool {
+        self.inert.contains(name)
     }
 
     /// Whether `handed_to!` may invoke an identifier it is handed. A
     /// token-output macro (`quote!`) emits it as text, unless a
     /// `macro_rules!` of the workspace takes its name.
     pub(super) fn may_invoke(&self, handed_to: &str) -> bool {
+        if self.inert.contains(handed_to) {
+            return false;
+        }
         if self.may.contains(handed_to) {
             return true;
         }
@@ -356,6 +391,43 @@ impl Invokers {
             || scan::TOKEN_OUTPUT_MACROS
                 .iter()
                 .any(|(name, _)| *name == handed_to))
+    }
+}
+
+/// The names that emit only their own tokens: a name is, when it has a
+/// definition or a rename to it, and every definition of it emits only its
+/// own tokens and every name renamed to it is such a name. A name known
+/// only by a rename from an unknown one (a registry crate's macro) is not;
+/// neither is one in a cycle of renames.
+fn inert_macros(
+    emit_only_their_own: &HashMap<String, bool>,
+    renames: &[(String, String)],
+) -> HashSet<String> {
+    let mut sources: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (from, to) in renames {
+        sources.entry(to.as_str()).or_default().push(from.as_str());
+    }
+    let mut names: HashSet<&str> = sources.keys().copied().collect();
+    names.extend(emit_only_their_own.keys().map(String::as_str));
+    let mut inert: HashSet<String> = HashSet::new();
+    loop {
+        let before = inert.len();
+        for &name in &names {
+            if inert.contains(name) {
+                continue;
+            }
+            let own = emit_only_their_own.get(name).copied();
+            let froms = sources.get(name).map(Vec::as_slice).unwrap_or_default();
+            if own != Some(false)
+                && (own.is_some() || !froms.is_empty())
+                && froms.iter().all(|from| inert.contains(*from))
+            {
+                inert.insert(name.to_owned());
+            }
+        }
+        if inert.len() == before {
+            return inert;
+        }
     }
 }
 
@@ -1184,7 +1256,14 @@ mod tests {
 
     #[test]
     fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
-        let invokers = Invokers::new(&HashSet::new(), &HashSet::new(), &HashSet::new(), &[], &[]);
+        let invokers = Invokers::new(
+            &HashSet::new(),
+            &HashSet::new(),
+            &HashSet::new(),
+            &[],
+            &[],
+            &HashMap::new(),
+        );
         let known = MacroKnowledge {
             renames: &[],
             macro_calls: &[],
@@ -1207,7 +1286,14 @@ mod tests {
 
     #[test]
     fn too_many_macro_names_are_refused_not_followed() {
-        let invokers = Invokers::new(&HashSet::new(), &HashSet::new(), &HashSet::new(), &[], &[]);
+        let invokers = Invokers::new(
+            &HashSet::new(),
+            &HashSet::new(),
+            &HashSet::new(),
+            &[],
+            &[],
+            &HashMap::new(),
+        );
         let known = MacroKnowledge {
             renames: &[],
             macro_calls: &[],
@@ -1219,5 +1305,70 @@ mod tests {
             .err()
             .expect("refused");
         assert!(err.contains("refuses to follow that many"), "{err}");
+    }
+
+    fn definition(name: &str, transcriber: &str) -> scan::MacroDefinition {
+        scan::MacroDefinition {
+            name: name.to_owned(),
+            rules: vec![("[x]".to_owned(), transcriber.to_owned())],
+            unreadable: None,
+        }
+    }
+
+    #[test]
+    fn only_a_transcriber_without_metavariables_emits_only_its_own_tokens() {
+        for own in ["$crate::K::BANG", "$ crate :: K", "1 + 2", "crate::x!()"] {
+            assert!(!definition("T", own).transcribes_input(), "{own}");
+        }
+        for handed in [
+            "$m!(\"a\")",
+            "$ m",
+            "$($t)*",
+            "$crate::x!($p)",
+            "$crates",
+            "$",
+        ] {
+            assert!(definition("T", handed).transcribes_input(), "{handed}");
+        }
+        let mut unread = definition("T", "1");
+        unread.unreadable = Some("too large".to_owned());
+        assert!(unread.transcribes_input());
+    }
+
+    #[test]
+    fn a_name_is_inert_only_when_every_definition_and_rename_to_it_is() {
+        let own: HashMap<String, bool> = [("T_", true), ("Bad", false), ("Same", true)]
+            .into_iter()
+            .map(|(n, b)| (n.to_owned(), b))
+            .collect();
+        let renames: Vec<(String, String)> = [
+            ("T_", "T"),
+            ("Bad", "Same"),
+            ("Unknown", "Reg"),
+            ("A", "B"),
+            ("B", "A"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect();
+        let inert = inert_macros(&own, &renames);
+        let mut inert: Vec<_> = inert.into_iter().collect();
+        inert.sort();
+        // `Same` is also a rename of `Bad`; `Reg` a registry crate's; `A`
+        // and `B` only rename each other.
+        assert_eq!(inert, ["T", "T_"]);
+        let invokers = Invokers::new(
+            &HashSet::from(["apply".to_owned()]),
+            &HashSet::from(["T".to_owned(), "Same".to_owned()]),
+            &HashSet::from(["T_".to_owned(), "Bad".to_owned(), "Same".to_owned()]),
+            &renames,
+            &[],
+            &own,
+        );
+        assert!(!invokers.may_invoke("T"), "emits only its own tokens");
+        assert!(
+            invokers.may_invoke("Same"),
+            "a `!` handed to `Same` may be assembled"
+        );
     }
 }

@@ -216,6 +216,8 @@ struct Walk<'a> {
     metavariable_callers: HashSet<String>,
     bare_bang_to: HashSet<String>,
     macros_defined: HashSet<String>,
+    /// A file named `decl_macro`: a `macro` item may define any name.
+    decl_macro: bool,
     passed_include: Vec<scan::PassedInclude>,
     /// Includes whose path a macro call gives, and every `macro_rules!`
     /// definition seen: expanded once the definitions are known.
@@ -261,6 +263,7 @@ impl<'a> Walk<'a> {
             metavariable_callers: HashSet::new(),
             bare_bang_to: HashSet::new(),
             macros_defined: HashSet::new(),
+            decl_macro: false,
             passed_include: Vec::new(),
             expansions: Expansions::default(),
             visited: HashSet::new(),
@@ -383,6 +386,7 @@ impl<'a> Walk<'a> {
         self.bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
         self.macros_defined
             .extend(scan.macro_rules_defined.iter().cloned());
+        self.decl_macro |= scan.names_decl_macro;
         self.assembler_bounds.extend(
             scan.assembler_bounds
                 .iter()
@@ -695,6 +699,11 @@ impl<'a> Walk<'a> {
             &self.macros_defined,
             &self.renames,
             &self.macro_calls,
+            &if self.decl_macro {
+                HashMap::new()
+            } else {
+                self.expansions.emit_only_their_own()
+            },
         )
     }
 
@@ -708,7 +717,9 @@ impl<'a> Walk<'a> {
             .iter()
             .map(|p| p.handed_to.as_str())
             .chain(self.handed_modules.iter().map(|h| h.3.as_str()))
-            .filter(|name| invokers.is_unknown(name))
+            // An inert macro's renames too: a `use other::m as T;` in a
+            // group the scan skipped would make `T` another macro.
+            .filter(|name| invokers.is_unknown(name) || invokers.is_inert(name))
             .collect();
         names.sort_unstable();
         names.dedup();

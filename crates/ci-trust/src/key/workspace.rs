@@ -155,7 +155,8 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
     }
     for (manifest, origin) in patched_paths(&workspace_root, repo_root, &workspace.config)? {
         if seen.insert(manifest.clone()) {
-            let (package, root) = load_path_package(neutral_dir.path(), &manifest, origin)?;
+            let (package, root) =
+                load_path_package(neutral_dir.path(), repo_root, &manifest, origin)?;
             workspace.manifests.extend(root);
             pending.push_back(package);
         }
@@ -164,7 +165,8 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
         for (dep_name, dep_manifest) in &package.path_dependencies {
             if seen.insert(dep_manifest.clone()) {
                 let origin = format!("path dependency `{dep_name}` of {}", package.name);
-                let (dep, root) = load_path_package(neutral_dir.path(), dep_manifest, origin)?;
+                let (dep, root) =
+                    load_path_package(neutral_dir.path(), repo_root, dep_manifest, origin)?;
                 workspace.manifests.extend(root);
                 pending.push_back(dep);
             }
@@ -203,6 +205,7 @@ pub fn load(repo_root: &Path) -> Result<Workspace> {
 /// so it is an input like the package's own.
 fn load_path_package(
     neutral_dir: &Path,
+    repo_root: &Path,
     manifest: &Path,
     origin: String,
 ) -> Result<(Package, Option<PathBuf>)> {
@@ -212,7 +215,20 @@ fn load_path_package(
             manifest.display()
         );
     }
-    let metadata = cargo_metadata_no_deps(neutral_dir, manifest)?;
+    let metadata = match cargo_metadata_no_deps(neutral_dir, manifest) {
+        Ok(metadata) => metadata,
+        Err(error) if format!("{error:#}").contains(NOT_A_MEMBER) => {
+            metadata_of_unlisted_package(neutral_dir, repo_root, manifest)
+                .with_context(|| format!("{error:#}"))
+                .with_context(|| {
+                    format!(
+                        "{origin} ({}) lies inside the workspace's directory but is no member, and reading it as cargo reads a dependency failed",
+                        manifest.display()
+                    )
+                })?
+        }
+        Err(error) => return Err(error),
+    };
     let package = metadata
         .packages
         .iter()
@@ -226,6 +242,103 @@ fn load_path_package(
     let root_manifest = metadata.workspace_root.as_std_path().join("Cargo.toml");
     let root_manifest = (root_manifest != manifest).then_some(root_manifest);
     Ok((convert(package, origin), root_manifest))
+}
+
+/// What `cargo metadata` says of a package inside a workspace's directory
+/// that the workspace neither lists nor excludes (tikv's `[patch.crates-io]
+/// tempdir = { path = "patches/tempdir" }`).
+const NOT_A_MEMBER: &str = "believes it's in a workspace when it's not";
+
+/// The metadata of such a package as cargo reads it when it is a
+/// dependency: without looking for the workspace it lies in. cargo offers
+/// no flag for that, so the package is read through a mirror of the
+/// repository in a scratch directory: each directory from the repository
+/// root down to the package is a real directory holding links to its
+/// entries but the way down and its `Cargo.toml`, and the package's own
+/// entries are links. Relative paths (`path = "../x"`, `readme`) resolve as
+/// in the checkout, no workspace manifest is found above the package, and
+/// every path cargo reports is mapped back into the repository. Nothing is
+/// written in the checkout. A package that inherits `workspace = true`
+/// fields finds no workspace there, and is refused with cargo's error.
+#[cfg(unix)]
+fn metadata_of_unlisted_package(
+    neutral_dir: &Path,
+    repo_root: &Path,
+    manifest: &Path,
+) -> Result<cargo_metadata::Metadata> {
+    let package_dir = manifest.parent().context("a manifest has a directory")?;
+    let way_down = package_dir.strip_prefix(repo_root).with_context(|| {
+        format!(
+            "{} is outside {}",
+            package_dir.display(),
+            repo_root.display()
+        )
+    })?;
+    let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+    let mirror_root = scratch.path().join("repository");
+    let (mut real, mut mirror) = (repo_root.to_path_buf(), mirror_root.clone());
+    std::fs::create_dir(&mirror).with_context(|| format!("cannot create {}", mirror.display()))?;
+    let mut steps = way_down.components().map(|c| c.as_os_str().to_owned());
+    loop {
+        let step = steps.next();
+        let entries = std::fs::read_dir(&real)
+            .with_context(|| format!("cannot read the directory {}", real.display()))?;
+        for entry in entries {
+            let name = entry
+                .with_context(|| format!("cannot read the directory {}", real.display()))?
+                .file_name();
+            if step.as_ref().is_some_and(|step| *step == name)
+                || (step.is_some() && name == "Cargo.toml")
+            {
+                continue;
+            }
+            std::os::unix::fs::symlink(real.join(&name), mirror.join(&name))
+                .with_context(|| format!("cannot link {}", mirror.join(&name).display()))?;
+        }
+        let Some(step) = step else { break };
+        real.push(&step);
+        mirror.push(&step);
+        std::fs::create_dir(&mirror)
+            .with_context(|| format!("cannot create {}", mirror.display()))?;
+    }
+    let json = cargo_metadata_json(neutral_dir, &mirror.join("Cargo.toml"))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&json).context("cannot parse the output of `cargo metadata`")?;
+    map_paths(&mut value, &mirror_root, repo_root);
+    serde_json::from_value(value).context("cannot parse the output of `cargo metadata`")
+}
+
+#[cfg(not(unix))]
+fn metadata_of_unlisted_package(
+    _neutral_dir: &Path,
+    _repo_root: &Path,
+    _manifest: &Path,
+) -> Result<cargo_metadata::Metadata> {
+    bail!("add the package to the workspace's `members` or `exclude`")
+}
+
+/// Rewrites every string of `value` that is a path under `from` to the
+/// same path under `to`.
+#[cfg(unix)]
+fn map_paths(value: &mut serde_json::Value, from: &Path, to: &Path) {
+    match value {
+        serde_json::Value::String(text) => {
+            if let Ok(rest) = Path::new(text.as_str()).strip_prefix(from) {
+                *text = to.join(rest).to_string_lossy().into_owned();
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                map_paths(item, from, to);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for item in fields.values_mut() {
+                map_paths(item, from, to);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn convert(package: &cargo_metadata::Package, origin: String) -> Package {
@@ -289,6 +402,13 @@ pub fn cargo_metadata_no_deps(
     neutral_dir: &Path,
     manifest: &Path,
 ) -> Result<cargo_metadata::Metadata> {
+    let json = cargo_metadata_json(neutral_dir, manifest)?;
+    cargo_metadata::MetadataCommand::parse(&json)
+        .context("cannot parse the output of `cargo metadata`")
+}
+
+/// The JSON `cargo metadata --no-deps --offline` prints for `manifest`.
+fn cargo_metadata_json(neutral_dir: &Path, manifest: &Path) -> Result<String> {
     let sh = Shell::new()?;
     sh.change_dir(neutral_dir);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -312,8 +432,7 @@ pub fn cargo_metadata_no_deps(
             String::from_utf8_lossy(&output.stderr).trim_end()
         );
     }
-    cargo_metadata::MetadataCommand::parse(String::from_utf8_lossy(&output.stdout).as_ref())
-        .context("cannot parse the output of `cargo metadata`")
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// The target directory the build writes to: `CARGO_TARGET_DIR` /

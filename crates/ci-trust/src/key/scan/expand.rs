@@ -30,6 +30,41 @@ pub struct MacroDefinition {
     pub unreadable: Option<String>,
 }
 
+impl MacroDefinition {
+    /// Whether a transcriber may emit tokens the call hands it: it holds a
+    /// `$` that is not `$crate` (a metavariable, a repetition), or the body
+    /// was not read. A macro none of whose transcribers does emits only
+    /// its own tokens, so nothing handed to it is ever called or assembled
+    /// into a call (biome's generated `T![include]`, `T![!]`).
+    pub fn transcribes_input(&self) -> bool {
+        self.unreadable.is_some()
+            || self
+                .rules
+                .iter()
+                .any(|(_, transcriber)| has_metavariable(transcriber))
+    }
+}
+
+/// Whether `text` holds a `$` other than `$crate` (`$ crate` as quote!
+/// spaces it). A `$` in a string or comment counts too: erring that way
+/// only keeps a refusal.
+fn has_metavariable(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.iter().enumerate().any(|(at, &b)| {
+        if b != b'$' {
+            return false;
+        }
+        let rest = text[at + 1..].trim_start();
+        let after = rest.strip_prefix("crate");
+        !after.is_some_and(|after| {
+            !after
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    })
+}
+
 /// The longest body kept for expansion: path macros are short.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 

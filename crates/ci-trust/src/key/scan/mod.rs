@@ -207,6 +207,10 @@ pub struct FileScan {
     pub bare_bang_to: Vec<String>,
     /// Every `macro_rules!` this file defines, by name.
     pub macro_rules_defined: Vec<String>,
+    /// The file names `decl_macro` (the feature of `macro` items, whose
+    /// rules ci-key does not read): no macro of the workspace is then known
+    /// to emit only its own tokens.
+    pub names_decl_macro: bool,
     /// The rules of the `macro_rules!` this file defines, for expanding a
     /// call that gives an include's path.
     pub macro_definitions: Vec<MacroDefinition>,
@@ -298,6 +302,7 @@ fn scan_file_with(text: &str, ctx: &FileContext<'_>, skip_quiet: bool) -> FileSc
         ));
         return scan;
     }
+    scan.names_decl_macro = memchr::memmem::find(text.as_bytes(), b"decl_macro").is_some();
     let start = shebang_end(text);
     match Source::index(text, start) {
         Ok(source) => {

@@ -17,12 +17,15 @@ use super::path_macros::PATH_MACROS;
 /// script's `rustc-link-arg` directive, whose literal files are inputs;
 /// `macro_rules`,
 /// so that every `macro_rules!` of the workspace is known by name (a macro
-/// handed an include macro is the workspace's or a registry's).
+/// handed an include macro is the workspace's or a registry's);
+/// `decl_macro`, the feature without which no `macro` item (whose rules
+/// ci-key does not read) can be defined.
 static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
     let mut words = vec![
         "include",
         "quote",
         "macro_rules",
+        "decl_macro",
         "rerun-if-changed",
         super::rerun::LINK_ARG_DIRECTIVE,
         "debugger_visualizer",

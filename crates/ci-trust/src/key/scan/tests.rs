@@ -424,6 +424,7 @@ fn walk_finds_something(text: &str) -> bool {
         || !scan.bare_bang_to.is_empty()
         || !scan.passed_include.is_empty()
         || !scan.macro_rules_defined.is_empty()
+        || scan.names_decl_macro
         // Renames of aliases are found by the alias fixpoint in `sources`.
         || scan
             .use_renames
