@@ -219,20 +219,67 @@ fn an_include_name_and_a_bang_handed_to_a_macro_emitting_only_its_own_tokens_are
             "parser/src/lib.rs:4: include! names a path chosen where `include` is handed to T! as a token",
         ],
     );
-    // With `decl_macro`, a `macro T` item (whose rules ci-key does not
-    // read) may define the name too: refused again with the inert rules.
+    // A mention of `decl_macro` is no definition (rust-analyzer's hir
+    // names it, in code and in test fixtures, and its re-run refused
+    // rust-analyzer with the first reading of this rule), nor is `macro T`
+    // in a string or a comment.
     f.file("syntax/src/generated.rs", &generated);
-    ci_key(&f);
     f.file(
         "syntax/src/lib.rs",
         &format!(
-            "#![cfg_attr(nightly, feature(decl_macro))]\n{CALLS_A_METAVARIABLE}pub mod generated;\n"
+            "#![cfg_attr(nightly, feature(decl_macro))]\n{CALLS_A_METAVARIABLE}pub mod generated;\n// a macro T {{}} in prose\npub const FIXTURE: &str = \"pub macro T($x:tt) {{ $x!() }}\";\npub fn is_decl_macro() -> bool {{ true }}\n"
+        ),
+    );
+    ci_key(&f);
+    // A `macro T` item (macros 2.0, whose rules ci-key does not read) may
+    // define the name too, in a group no include word marks, with or
+    // without a file naming the feature (`-Zcrate-attr` enables it).
+    f.file(
+        "syntax/src/lib.rs",
+        &format!(
+            "{CALLS_A_METAVARIABLE}pub mod generated;\nmod two {{\n    pub macro T($m:ident $b:tt) {{ $m $b (\"../data/a.txt\") }}\n}}\n"
         ),
     );
     refused(
         &f,
         &[
             "parser/src/lib.rs:4: include! names a path chosen where `include` is handed to T! as a token",
+        ],
+    );
+    // So may a `macro_rules! $name` a macro's body generates.
+    f.file(
+        "syntax/src/lib.rs",
+        &format!(
+            "{CALLS_A_METAVARIABLE}pub mod generated;\nmacro_rules! make {{ ($name:ident) => {{ macro_rules! $name {{ () => {{ 1 }} }} }} }}\nmake!(unused);\n"
+        ),
+    );
+    refused(
+        &f,
+        &[
+            "parser/src/lib.rs:4: include! names a path chosen where `include` is handed to T! as a token",
+        ],
+    );
+}
+
+/// An alias of a workspace macro handed a `!` on its own may assemble a
+/// call from it: `pub use T_ as T;` with `T_` transcribing `$m $b ($p)`,
+/// called `T!(include_str, !, "../data/data.txt")`. The binary before
+/// `5b4d89c` took only the workspace's own names for the macros a `!` is
+/// handed to, so this keyed without `data/data.txt`, which the build reads
+/// (found while checking rust-analyzer's re-run).
+#[test]
+fn a_bang_handed_to_an_alias_of_a_workspace_macro_may_assemble_a_call() {
+    let f = Fixture::new();
+    f.file("Cargo.toml", LIB)
+        .file(
+            "src/lib.rs",
+            "mod kinds {\n    #[macro_export]\n    macro_rules! T_ { ($m:ident, $b:tt, $p:literal) => { $m $b ($p) }; }\n}\npub use T_ as T;\npub fn data() -> &'static str { T!(include_str, !, \"../data/data.txt\") }\n",
+        )
+        .file("data/data.txt", "hello\n");
+    refused(
+        &f,
+        &[
+            "src/lib.rs:6: include_str! names a path chosen where `include_str` is handed to T! as a token",
         ],
     );
 }
@@ -574,6 +621,65 @@ pub fn shader(input: TokenStream) -> TokenStream {
     );
     build_and_verify(f.path());
     each_changes_the_key(&f, &["macros/data/s.txt"]);
+}
+
+/// rust-analyzer: `crates/syntax` renames its own `quote_` to `quote`
+/// (`pub(crate) use quote_ as quote;`), and `xtask`, which depends on the
+/// quote crate and not on `syntax`, generates the parser's `macro_rules! T_`
+/// inside `quote! { … #([#p] => { … };)* … }`. That `quote!` is still
+/// quote's: its tokens are output, not a second definition of `T_` whose
+/// rules cannot be read. (Before, one package's `macro_rules! quote` made
+/// every package's `quote!` code, and rust-analyzer's re-run refused its
+/// `define_symbols!(… include_bytes, …)` table.) A package that can name
+/// the renamed `quote` still has its arguments read.
+#[test]
+fn a_quote_one_package_takes_is_still_token_output_in_packages_that_cannot_name_it() {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"syntax\", \"intern\", \"xtask\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "syntax/Cargo.toml",
+        "[package]\nname = \"syntax\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "syntax/src/lib.rs",
+        "macro_rules! quote_ { ($($t:tt)*) => { stringify!($($t)*) } }\npub(crate) use quote_ as quote;\npub const Q: &str = quote!(a b);\npub mod generated;\npub use T_ as T;\npub fn bang(k: u8) -> bool { k == T![!] }\n",
+    )
+    .file(
+        "syntax/src/generated.rs",
+        "#[macro_export]\nmacro_rules ! T_ { [!] => { 1 } ; [;] => { 2 } ; }\n",
+    )
+    .file(
+        "intern/Cargo.toml",
+        "[package]\nname = \"intern\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "intern/src/lib.rs",
+        "macro_rules! define_symbols { (@PLAIN: $($name:ident,)*) => { $(#[allow(non_upper_case_globals)] pub const $name: &str = stringify!($name);)* } }\ndefine_symbols! { @PLAIN: include_bytes, include_str, include, }\n",
+    )
+    .file(
+        "xtask/Cargo.toml",
+        "[package]\nname = \"xtask\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nquote = \"1\"\n",
+    )
+    .file(
+        "xtask/src/main.rs",
+        "use quote::quote;\nfn main() {\n    let p: Vec<proc_macro2::TokenStream> = Vec::new();\n    let out = quote! {\n        #[macro_export]\n        macro_rules! T_ {\n            #([#p] => { $crate::K::#p };)*\n        }\n    };\n    println!(\"{out}\");\n}\n",
+    );
+    ci_key(&f);
+    // Where `xtask` can name `syntax`'s macros, its `quote!` may be that
+    // crate's, and the `T_` inside is a definition ci-key cannot read.
+    f.file(
+        "xtask/Cargo.toml",
+        "[package]\nname = \"xtask\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nquote = \"1\"\nsyntax = { path = \"../syntax\" }\n",
+    );
+    refused(
+        &f,
+        &[
+            "intern/src/lib.rs:2: include_bytes! names a path chosen where `include_bytes` is handed to define_symbols! as a token",
+        ],
+    );
 }
 
 /// A wrapper's name followed by a metavariable in another macro's body
@@ -1374,4 +1480,221 @@ fn a_wrapper_handed_a_script_and_a_match_closure_is_read_where_it_expands() {
         .file("data/a.js", "a");
     build_and_verify(f.path());
     each_changes_the_key(&f, &["data/a.js"]);
+}
+
+// The attack on 5b4d89c (inert macros by name; unlisted [patch] packages):
+// each reproduction keyed and missed a file the build reads.
+/// ci-key refuses, or the key changes when `file` (which the build reads)
+/// changes. A key that stays the same is the silent miss.
+fn the_key_covers(f: &Fixture, file: &str) {
+    let output = f.xtask(&["ci-key"]);
+    if output.status.code() == Some(2) {
+        return;
+    }
+    assert!(output.status.success(), "{}", stderr(&output));
+    let key = stdout(&output).trim().to_owned();
+    let before = std::fs::read_to_string(f.join(file)).unwrap();
+    f.file(file, &format!("{before}// changed\n"));
+    assert_ne!(
+        ci_key(f),
+        key,
+        "the build reads {file}, yet changing it leaves the key the same"
+    );
+}
+
+/// biome's shape: `syntax` defines the inert `macro_rules! T` (only `$crate`
+/// in its rules) and `parser` calls `T![include]`, `T![!]`. `lib` is
+/// parser/src/lib.rs; parser/data.txt (outside src/, which is hashed
+/// wholesale) is what the hidden macro reads.
+fn inert_t_fixture(lib: &str) -> Fixture {
+    let f = Fixture::new();
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"syntax\", \"parser\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "syntax/Cargo.toml",
+        "[package]\nname = \"syntax\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .file(
+        "syntax/src/lib.rs",
+        &format!("{CALLS_A_METAVARIABLE}pub mod generated;\n"),
+    )
+    .file(
+        "syntax/src/generated.rs",
+        "pub struct Kind(pub u8);\nimpl Kind { pub const BANG: u8 = 1; pub const INCLUDE_KW: u8 = 2; }\n#[macro_export]\nmacro_rules ! T { [!] => { $ crate :: generated :: Kind :: BANG } ; [include] => { $ crate :: generated :: Kind :: INCLUDE_KW } ; }\n",
+    )
+    .file(
+        "parser/Cargo.toml",
+        "[package]\nname = \"parser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsyntax = { path = \"../syntax\" }\n",
+    )
+    .file("parser/data.txt", "secret v1\n")
+    .file(
+        "parser/src/lib.rs",
+        &format!(
+            "pub fn at_rule(kind: u8) -> u8 {{\n    match kind {{\n        syntax::T![include] => 10,\n        syntax::T![!] => 20,\n        _ => 0,\n    }}\n}}\n{lib}"
+        ),
+    );
+    f
+}
+
+/// `gen!(T)` defines `macro_rules! T` through `macro_rules! $n`, which
+/// records no definition of `T`; its rule assembles `$m $b ("../data.txt")`
+/// (no `$m!` call, so no metavariable caller either). The only definition
+/// of `T` ci-key sees is syntax's inert one, so `T![include_str !]` is no
+/// call. rustc: `include_str!("../data.txt")` from parser/src/lib.rs.
+/// Renaming syntax's macro to `U` makes ci-key refuse the same call.
+#[test]
+fn a_macro_rules_named_by_a_metavariable_is_no_inert_macro() {
+    let f = inert_t_fixture(
+        "macro_rules! gen { ($n:ident) => { macro_rules! $n { ($m:ident $b:tt) => { $m $b (\"../data.txt\") } } } }\ngen!(T);\npub fn data() -> &'static str { T![include_str !] }\n",
+    );
+    the_key_covers(&f, "parser/data.txt");
+}
+
+/// `mkuse!(take, T)` expands to `use take as T;`: a rename no reading of
+/// the text shows (`learn_renames_of` looks for `as T`). `T` stays inert
+/// while rustc's `T` is `take`, which assembles `include_str!("../data.txt")`.
+#[test]
+fn a_rename_a_macro_expands_to_makes_no_inert_macro() {
+    let f = inert_t_fixture(
+        "macro_rules! take { ($m:ident $b:tt) => { $m $b (\"../data.txt\") } }\nmacro_rules! mkuse { ($a:ident, $b:ident) => { use $a as $b; } }\nmkuse!(take, T);\npub fn data() -> &'static str { T![include_str !] }\n",
+    );
+    the_key_covers(&f, "parser/data.txt");
+}
+
+/// build.rs writes `macro_rules! T { ($m:ident $b:tt) => { $m $b
+/// ("../data.txt") } }` to OUT_DIR (the name is a format argument, so no
+/// `macro_rules! T` appears in build.rs); lib.rs include!s it.
+#[test]
+fn a_macro_rules_generated_into_out_dir_is_no_inert_macro() {
+    let f = inert_t_fixture(
+        "include!(concat!(env!(\"OUT_DIR\"), \"/gen.rs\"));\npub fn data() -> &'static str { T![include_str !] }\n",
+    );
+    f.file(
+        "parser/build.rs",
+        "fn main() {\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    let text = format!(\"macro_rules! {} {{ ($m:ident $b:tt) => {{ $m $b (\\\"../data.txt\\\") }} }}\\n\", \"T\");\n    std::fs::write(format!(\"{out}/gen.rs\"), text).unwrap();\n    println!(\"cargo:rerun-if-changed=build.rs\");\n}\n",
+    );
+    the_key_covers(&f, "parser/data.txt");
+}
+
+/// A workspace proc macro `pm::T` (`T![NAME LIT]` gives `NAME!(LIT)`) shares
+/// the name of syntax's inert `macro_rules! T`: `include_str` handed to it
+/// is no call, though rustc reads parser/data.txt.
+#[test]
+fn a_proc_macro_named_like_an_inert_macro_rules_may_call_what_it_is_handed() {
+    let f =
+        inert_t_fixture("pub fn data() -> &'static str { pm::T![include_str \"../data.txt\"] }\n");
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"syntax\", \"parser\", \"pm\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        "pm/Cargo.toml",
+        "[package]\nname = \"pm\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+    )
+    .file(
+        "pm/src/lib.rs",
+        "use proc_macro::TokenStream;\n#[allow(non_snake_case)]\n#[proc_macro]\npub fn T(input: TokenStream) -> TokenStream {\n    let mut it = input.into_iter();\n    let name = it.next().unwrap().to_string();\n    let arg = it.next().unwrap().to_string();\n    format!(\"{name}!({arg})\").parse().unwrap()\n}\n",
+    )
+    .file(
+        "parser/Cargo.toml",
+        "[package]\nname = \"parser\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\nsyntax = { path = \"../syntax\" }\npm = { path = \"../pm\" }\n",
+    );
+    the_key_covers(&f, "parser/data.txt");
+}
+
+/// `decl_macro` enabled by `-Zcrate-attr=feature(decl_macro)` in
+/// .cargo/config.toml (nightly): no .rs file names it, so syntax's `T` stays
+/// inert while parser's `macro T($m:ident $b:tt) { $m $b ("../data.txt") }`
+/// is the `T` rustc calls.
+#[test]
+fn decl_macro_enabled_by_a_crate_attr_flag_disables_inert_macros() {
+    let f = inert_t_fixture(
+        "macro T($m:ident $b:tt) { $m $b (\"../data.txt\") }\npub fn data() -> &'static str { T![include_str !] }\n",
+    );
+    f.file(
+        ".cargo/config.toml",
+        "[build]\nrustflags = [\"-Zcrate-attr=feature(decl_macro)\", \"-Aunused_features\"]\n",
+    )
+    .file(
+        "rust-toolchain.toml",
+        "[toolchain]\nchannel = \"nightly\"\n",
+    );
+    the_key_covers(&f, "parser/data.txt");
+}
+
+/// `[patch.crates-io] tempdir = { path = "link/../patches/tempdir" }` with
+/// `link -> deep/d`: cargo joins the path lexically and builds
+/// patches/tempdir; ci-key's `normalize` takes `..` after the link
+/// physically and keys deep/patches/tempdir instead. Both lie inside the
+/// workspace's directory and are no members, so both are read through the
+/// new mirror (before 5b4d89c this refused). The same holds for a [patch]
+/// in .cargo/config.toml and for `[replace]`/`paths`, which use `normalize`
+/// too.
+#[test]
+fn a_patch_path_cargo_joins_lexically_is_keyed_where_cargo_reads_it() {
+    let f = Fixture::new();
+    let manifest = "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n";
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n[patch.crates-io]\ntempdir = { path = \"link/../patches/tempdir\" }\n",
+    )
+    .file(
+        "app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ntempdir = \"0.3.7\"\n",
+    )
+    .file("app/src/lib.rs", "pub fn app() -> &'static str { tempdir::dir() }\n")
+    .file("patches/tempdir/Cargo.toml", manifest)
+    .file(
+        "patches/tempdir/src/lib.rs",
+        "pub fn dir() -> &'static str { \"built\" }\n",
+    )
+    .file("deep/d/.keep", "")
+    .file("deep/patches/tempdir/Cargo.toml", manifest)
+    .file(
+        "deep/patches/tempdir/src/lib.rs",
+        "pub fn dir() -> &'static str { \"decoy\" }\n",
+    );
+    std::os::unix::fs::symlink("deep/d", f.join("link")).unwrap();
+    the_key_covers(&f, "patches/tempdir/src/lib.rs");
+}
+
+/// The same `[patch]` path, `link/../patches/tempdir`, from
+/// `.cargo/config.toml` (its paths are relative to the directory holding
+/// `.cargo`): cargo joins it lexically there too.
+#[test]
+fn a_config_patch_path_cargo_joins_lexically_is_keyed_where_cargo_reads_it() {
+    let f = Fixture::new();
+    let manifest = "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n";
+    f.file(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\"]\nexclude = [\"deep\", \"patches\"]\nresolver = \"2\"\n",
+    )
+    .file(
+        ".cargo/config.toml",
+        "[patch.crates-io]\ntempdir = { path = \"link/../patches/tempdir\" }\n",
+    )
+    .file(
+        "app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ntempdir = \"0.3.7\"\n",
+    )
+    .file("app/src/lib.rs", "pub fn app() -> &'static str { tempdir::dir() }\n")
+    .file("patches/tempdir/Cargo.toml", manifest)
+    .file(
+        "patches/tempdir/src/lib.rs",
+        "pub fn dir() -> &'static str { \"built\" }\n",
+    )
+    .file("deep/d/.keep", "")
+    .file("deep/patches/tempdir/Cargo.toml", manifest)
+    .file(
+        "deep/patches/tempdir/src/lib.rs",
+        "pub fn dir() -> &'static str { \"decoy\" }\n",
+    );
+    std::os::unix::fs::symlink("deep/d", f.join("link")).unwrap();
+    the_key_covers(&f, "patches/tempdir/src/lib.rs");
+    assert!(
+        is_input(&f, "patches/tempdir/src/lib.rs"),
+        "the patched crate cargo builds is an input"
+    );
 }

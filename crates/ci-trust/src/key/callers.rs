@@ -101,6 +101,17 @@ impl Expansions {
             .collect()
     }
 
+    /// The names a definition's expansion may give to a macro ci-key does
+    /// not see (`use $m::T;`, `use $a as Group;`); `None`: any name
+    /// (`use $a as $b;`).
+    pub(super) fn names_expansions_may_rename(&self) -> Option<HashSet<String>> {
+        let mut names = HashSet::new();
+        for definition in self.definitions.values().flatten() {
+            names.extend(definition.may_rename.clone()?);
+        }
+        Some(names)
+    }
+
     pub(super) fn define(&mut self, definition: &scan::MacroDefinition) {
         let known = self.definitions.entry(definition.name.clone()).or_default();
         if !known.contains(definition) {
@@ -1312,6 +1323,7 @@ mod tests {
             name: name.to_owned(),
             rules: vec![("[x]".to_owned(), transcriber.to_owned())],
             unreadable: None,
+            may_rename: Some(Vec::new()),
         }
     }
 

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::workspace::normalize;
+use super::workspace::{normalize, normalize_lexically};
 
 /// One configuration file cargo reads, with the settings it holds.
 #[derive(Debug, Clone)]
@@ -378,8 +378,9 @@ impl CargoConfig {
                 for (registry, crates) in patch {
                     for (name, spec) in crates.as_table().into_iter().flatten() {
                         if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
+                            // cargo joins a dependency's path lexically.
                             found.push((
-                                normalize(&file.base.join(path)).join("Cargo.toml"),
+                                normalize_lexically(&file.base.join(path)).join("Cargo.toml"),
                                 format!("[patch.{registry}] `{name}` in {label}"),
                             ));
                         }

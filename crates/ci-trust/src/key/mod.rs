@@ -192,6 +192,7 @@ pub fn compute(root: &Path, policy: &Policy) -> Result<KeyManifest> {
                 crate_name: target.name.replace('-', "_"),
                 build_script: target.is_build_script(),
                 token_output: sources::token_output_macros(package, &workspace),
+                sees_packages: sources::packages_seen_by(package, &workspace),
                 readme: package.readme.clone().unwrap_or_default(),
                 rustc_cwd: if package.dir.starts_with(&workspace.root) {
                     workspace.root.clone()

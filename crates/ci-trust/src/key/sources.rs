@@ -65,6 +65,39 @@ pub struct Root {
     pub rustc_cwd: PathBuf,
     /// What cargo sets `CARGO_PKG_README` to for the package (`""` for none).
     pub readme: String,
+    /// The directories of the packages whose macros the target can name:
+    /// its own and its path dependencies', transitively
+    /// ([`packages_seen_by`]). A `macro_rules! quote` of another package
+    /// leaves this target's `quote!` the registry crate's.
+    pub sees_packages: Vec<PathBuf>,
+}
+
+/// The directories of `package` and of every workspace package it reaches
+/// through path dependencies (of any kind), transitively.
+pub fn packages_seen_by(
+    package: &super::workspace::Package,
+    workspace: &super::workspace::Workspace,
+) -> Vec<PathBuf> {
+    let mut seen = vec![package.dir.clone()];
+    let mut next = vec![package];
+    while let Some(package) = next.pop() {
+        for (_, manifest) in &package.path_dependencies {
+            let Some(dep) = workspace.packages.iter().find(|p| &p.manifest == manifest) else {
+                // Not read as a package: its directory still counts.
+                if let Some(dir) = manifest.parent() {
+                    if !seen.iter().any(|d| d == dir) {
+                        seen.push(dir.to_path_buf());
+                    }
+                }
+                continue;
+            };
+            if !seen.contains(&dep.dir) {
+                seen.push(dep.dir.clone());
+                next.push(dep);
+            }
+        }
+    }
+    seen
 }
 
 /// What the walk found besides the inputs it added.
@@ -83,8 +116,10 @@ pub struct Discovery {
     /// The sites whose `[[key.dynamic-include]]` entry a refusal printed.
     pub suggested_sites: HashSet<String>,
     /// Token-output macro names (`quote`) that a `macro_rules!` or an alias
-    /// of the workspace takes: their arguments must be read after all.
-    pub shadowed_token_output: HashSet<String>,
+    /// of the workspace takes, with the package whose files do: in the
+    /// targets that can name that package's macros, their arguments must be
+    /// read after all.
+    pub shadowed_token_output: HashSet<(String, PathBuf)>,
 }
 
 /// A file read in one context: (file, module directory, package directory,
@@ -121,14 +156,23 @@ pub fn discover(roots: &[Root], inputs: &mut InputSet, policy: &KeyPolicy) -> Di
     // quote` or `use … as quote` of the workspace makes the name its own,
     // and the walk is done again reading them.
     let mut roots = roots.to_vec();
-    let mut shadowed: HashSet<String> = HashSet::new();
+    let mut shadowed: HashSet<(String, PathBuf)> = HashSet::new();
     for walks in 1.. {
         let (mut discovery, renames) = walk(&roots, inputs, policy, &aliases);
         let newly_shadowed = !discovery.shadowed_token_output.is_subset(&shadowed);
         if newly_shadowed {
             shadowed.extend(discovery.shadowed_token_output.iter().cloned());
             for root in &mut roots {
-                root.token_output.retain(|name| !shadowed.contains(*name));
+                let Root {
+                    token_output,
+                    sees_packages,
+                    ..
+                } = root;
+                token_output.retain(|name| {
+                    !shadowed.iter().any(|(shadowing, package)| {
+                        shadowing == name && sees_packages.contains(package)
+                    })
+                });
             }
         }
         let known = aliases.len();
@@ -216,8 +260,15 @@ struct Walk<'a> {
     metavariable_callers: HashSet<String>,
     bare_bang_to: HashSet<String>,
     macros_defined: HashSet<String>,
-    /// A file named `decl_macro`: a `macro` item may define any name.
-    decl_macro: bool,
+    /// The names `macro NAME` items (macros 2.0) define: their rules are
+    /// not read, so none of them is known to emit only its own tokens.
+    macro_items: HashSet<String>,
+    /// Token-output macro names a `macro_rules!` or a rename takes, with
+    /// the package whose files do (see [`Discovery::shadowed_token_output`]).
+    token_output_taken: HashSet<(String, PathBuf)>,
+    /// An `include!` of a file a build script writes (`OUT_DIR`): code the
+    /// walk does not read, which may define any macro.
+    includes_generated_code: bool,
     passed_include: Vec<scan::PassedInclude>,
     /// Includes whose path a macro call gives, and every `macro_rules!`
     /// definition seen: expanded once the definitions are known.
@@ -263,7 +314,9 @@ impl<'a> Walk<'a> {
             metavariable_callers: HashSet::new(),
             bare_bang_to: HashSet::new(),
             macros_defined: HashSet::new(),
-            decl_macro: false,
+            macro_items: HashSet::new(),
+            token_output_taken: HashSet::new(),
+            includes_generated_code: false,
             passed_include: Vec::new(),
             expansions: Expansions::default(),
             visited: HashSet::new(),
@@ -386,7 +439,18 @@ impl<'a> Walk<'a> {
         self.bare_bang_to.extend(scan.bare_bang_to.iter().cloned());
         self.macros_defined
             .extend(scan.macro_rules_defined.iter().cloned());
-        self.decl_macro |= scan.names_decl_macro;
+        self.macro_items.extend(scan.macro_items.iter().cloned());
+        let package = &self.roots[job.root].package_dir;
+        let takes = scan
+            .macro_rules_defined
+            .iter()
+            .chain(scan.use_renames.iter().map(|(_, to)| to));
+        for name in takes {
+            if scan::TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| n == name) {
+                self.token_output_taken
+                    .insert((name.clone(), package.clone()));
+            }
+        }
         self.assembler_bounds.extend(
             scan.assembler_bounds
                 .iter()
@@ -581,7 +645,13 @@ impl<'a> Walk<'a> {
             EmbedTarget::Expand { .. } => {
                 self.expansions.pending.push((embed.clone(), job.root));
             }
-            EmbedTarget::OutDir => discovery.out_dir_embeds += 1,
+            EmbedTarget::OutDir => {
+                discovery.out_dir_embeds += 1;
+                // Whatever reads it as other than bytes or a string may
+                // read it as code (`include!`, an alias of it).
+                self.includes_generated_code |=
+                    !matches!(embed.macro_name.as_str(), "include_str!" | "include_bytes!");
+            }
             EmbedTarget::Tree(dir) => {
                 let dir = super::workspace::normalize(dir);
                 let result = if inputs.relative(&dir).is_err() {
@@ -699,12 +769,54 @@ impl<'a> Walk<'a> {
             &self.macros_defined,
             &self.renames,
             &self.macro_calls,
-            &if self.decl_macro {
-                HashMap::new()
-            } else {
-                self.expansions.emit_only_their_own()
-            },
+            &self.emit_only_their_own(),
         )
+    }
+
+    /// For each `macro_rules!` name, whether every definition of it emits
+    /// only its own tokens, as far as the walk read them. The answer is by
+    /// name, so it holds only where no macro of that name can hide from
+    /// the walk: a `macro NAME` item defines the name with rules ci-key
+    /// does not read, and so does a workspace proc macro's `fn NAME`; a
+    /// `use $m::T;` or `use $a as T;` a macro expands to gives `T` to what
+    /// ci-key does not see; a `macro_rules! $name` in a macro's body, a
+    /// `use $a as $b`, and an `include!` of code a build script writes may
+    /// define or rename any name, so with one of those nothing is.
+    fn emit_only_their_own(&self) -> HashMap<String, bool> {
+        let renamed = self.expansions.names_expansions_may_rename();
+        let Some(renamed) = renamed.filter(|_| {
+            !self.includes_generated_code && !self.macros_defined.iter().any(|n| n.starts_with('$'))
+        }) else {
+            return HashMap::new();
+        };
+        let mut own = self.expansions.emit_only_their_own();
+        for name in self.macro_items.iter().chain(&renamed) {
+            own.insert(name.clone(), false);
+        }
+        let candidates: Vec<String> = own
+            .iter()
+            .filter(|(_, own)| **own)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if candidates.is_empty() {
+            return own;
+        }
+        let mut seen = HashSet::new();
+        for (file, _, root) in &self.walked {
+            if !self.roots[*root].label.starts_with("proc-macro ") || !seen.insert(file) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(file) else {
+                // Unreadable here, so no name is known not to be its.
+                return HashMap::new();
+            };
+            for name in &candidates {
+                if scan::defines_fn(&text, name) {
+                    own.insert(name.clone(), false);
+                }
+            }
+        }
+        own
     }
 
     /// The scan skips groups that hold no include form, and so the `use …
@@ -728,7 +840,7 @@ impl<'a> Walk<'a> {
         }
         let mut renames = Vec::new();
         let mut seen = HashSet::new();
-        for (file, _, _) in &self.walked {
+        for (file, _, root) in &self.walked {
             if !seen.insert(file) {
                 continue;
             }
@@ -736,7 +848,24 @@ impl<'a> Walk<'a> {
                 continue;
             };
             if names.iter().any(|n| text.contains(n)) {
-                renames.extend(scan::use_renames(&text));
+                let found = scan::use_renames(&text);
+                // A file walked under several packages' targets is
+                // listed once per target: each of them takes the name.
+                let packages = self
+                    .walked
+                    .iter()
+                    .filter(|(f, _, _)| f == file)
+                    .map(|(_, _, r)| self.roots[*r].package_dir.clone())
+                    .chain([self.roots[*root].package_dir.clone()]);
+                for package in packages {
+                    for (_, to) in &found {
+                        if scan::TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| n == to) {
+                            self.token_output_taken
+                                .insert((to.clone(), package.clone()));
+                        }
+                    }
+                }
+                renames.extend(found);
             }
         }
         self.renames.extend(renames);
@@ -1353,13 +1482,7 @@ impl<'a> Walk<'a> {
                 ));
             }
         }
-        let (defined, renames) = (&self.macros_defined, &self.renames);
-        self.discovery.shadowed_token_output = scan::TOKEN_OUTPUT_MACROS
-            .iter()
-            .map(|(name, _)| *name)
-            .filter(|name| defined.contains(*name) || renames.iter().any(|(_, to)| to == name))
-            .map(str::to_owned)
-            .collect();
+        self.discovery.shadowed_token_output = std::mem::take(&mut self.token_output_taken);
         // A body read once per `cfg_attr` directory repeats its problems.
         let mut seen = HashSet::new();
         self.discovery.errors.retain(|e| seen.insert(e.clone()));

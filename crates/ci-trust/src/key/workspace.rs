@@ -473,8 +473,9 @@ fn patched_paths(
             };
             for (name, spec) in crates {
                 if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
-                    // Paths in a manifest are relative to the manifest.
-                    let dir = normalize(&workspace_root.join(path));
+                    // Paths in a manifest are relative to the manifest, and
+                    // cargo joins them lexically.
+                    let dir = normalize_lexically(&workspace_root.join(path));
                     found.push((
                         dir.join("Cargo.toml"),
                         format!("[patch.{registry}] `{name}` in Cargo.toml"),
@@ -487,7 +488,7 @@ fn patched_paths(
     if let Some(toml::Value::Table(replace)) = table.get("replace") {
         for (spec_id, spec) in replace {
             if let Some(path) = spec.get("path").and_then(|p| p.as_str()) {
-                let dir = normalize(&workspace_root.join(path));
+                let dir = normalize_lexically(&workspace_root.join(path));
                 found.push((
                     dir.join("Cargo.toml"),
                     format!("[replace] `{spec_id}` in Cargo.toml"),
@@ -498,6 +499,25 @@ fn patched_paths(
     // A crate an override places outside the repository is refused by the caller.
     found.extend(config.path_overrides(repo_root));
     Ok(found)
+}
+
+/// Removes `.` and `..` components as cargo does for a dependency's
+/// `path` (its `normalize_path`): `..` drops the component before it, a
+/// symlink or not (`link/../patches/x` is `patches/x` whatever `link`
+/// points to). The OS would resolve the same text otherwise
+/// ([`normalize`]), so the two differ only where a link precedes a `..`.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Removes `.` and `..` components the way the operating system resolves

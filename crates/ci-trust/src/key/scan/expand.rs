@@ -28,6 +28,10 @@ pub struct MacroDefinition {
     /// does not know): a call of it does not expand, rather than expanding
     /// by the other definitions of the name alone.
     pub unreadable: Option<String>,
+    /// The names its body's `use` declarations may give to a macro ci-key
+    /// does not see, read whole however large ([`names_a_use_may_rename`]);
+    /// `None`: any name.
+    pub may_rename: Option<Vec<String>>,
 }
 
 impl MacroDefinition {
@@ -65,16 +69,64 @@ fn has_metavariable(text: &str) -> bool {
     })
 }
 
+/// The names a macro body's `use` declarations may give to something
+/// ci-key does not see: a `use` whose path holds a metavariable other than
+/// `$crate` names what it imports by its last segment or its `as` rename;
+/// `None` when that name is itself a metavariable or a group (`use $a as
+/// $b;`, `use $m::{…};`: any name), or the body does not tokenise. Read as
+/// tokens: a `use` in a string or comment is none.
+pub fn names_a_use_may_rename(body: &str) -> Option<Vec<String>> {
+    use crate::key::lexer::{Kind, Lexer};
+    let mut names = Vec::new();
+    if memchr::memmem::find(body.as_bytes(), b"use").is_none() {
+        return Some(names);
+    }
+    let mut lexer = Lexer::new(body, 0, body.len());
+    // The tokens of the `use` being read: (kind, text).
+    let mut statement: Option<Vec<(Kind, &str)>> = None;
+    loop {
+        let token = lexer.next_token().ok()?;
+        let Some(token) = token else {
+            return Some(names);
+        };
+        let word = &body[token.start..token.end];
+        match &mut statement {
+            None if token.kind == Kind::Ident && word == "use" => statement = Some(Vec::new()),
+            None => {}
+            Some(tokens) if token.kind == Kind::Punct && word == ";" => {
+                let tokens = std::mem::take(tokens);
+                statement = None;
+                let metavariable = tokens
+                    .windows(2)
+                    .any(|pair| pair[0] == (Kind::Punct, "$") && pair[1] != (Kind::Ident, "crate"));
+                if !metavariable {
+                    continue;
+                }
+                match tokens.as_slice() {
+                    [.., (Kind::Punct, "$"), _] => return None,
+                    [.., (Kind::Ident, name)] | [.., (Kind::RawIdent, name)] => {
+                        names.push(name.trim_start_matches("r#").to_owned());
+                    }
+                    _ => return None,
+                }
+            }
+            Some(tokens) => tokens.push((token.kind, word)),
+        }
+    }
+}
+
 /// The longest body kept for expansion: path macros are short.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
 impl TokenWalker<'_, '_, '_> {
     /// Keeps the rules of `macro_rules! name { body }` for expansion.
     pub(super) fn record_macro_definition(&mut self, name: &str, body: Range) {
+        let may_rename = names_a_use_may_rename(&self.src.text[body.0..body.1]);
         let unreadable = |why: String| MacroDefinition {
             name: name.to_owned(),
             rules: Vec::new(),
             unreadable: Some(why),
+            may_rename: may_rename.clone(),
         };
         if body.1 - body.0 > MAX_BODY_BYTES {
             let why =
@@ -110,6 +162,7 @@ impl TokenWalker<'_, '_, '_> {
             name: name.to_owned(),
             rules,
             unreadable: None,
+            may_rename,
         });
     }
 }

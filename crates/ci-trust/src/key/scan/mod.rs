@@ -207,10 +207,10 @@ pub struct FileScan {
     pub bare_bang_to: Vec<String>,
     /// Every `macro_rules!` this file defines, by name.
     pub macro_rules_defined: Vec<String>,
-    /// The file names `decl_macro` (the feature of `macro` items, whose
-    /// rules ci-key does not read): no macro of the workspace is then known
-    /// to emit only its own tokens.
-    pub names_decl_macro: bool,
+    /// The names of the `macro NAME` items (macros 2.0) this file defines,
+    /// anywhere in it: ci-key does not read their rules, so such a name is
+    /// never known to emit only its own tokens.
+    pub macro_items: Vec<String>,
     /// The rules of the `macro_rules!` this file defines, for expanding a
     /// call that gives an include's path.
     pub macro_definitions: Vec<MacroDefinition>,
@@ -302,7 +302,7 @@ fn scan_file_with(text: &str, ctx: &FileContext<'_>, skip_quiet: bool) -> FileSc
         ));
         return scan;
     }
-    scan.names_decl_macro = memchr::memmem::find(text.as_bytes(), b"decl_macro").is_some();
+    scan.macro_items = macro_item_names(text);
     let start = shebang_end(text);
     match Source::index(text, start) {
         Ok(source) => {
@@ -323,4 +323,46 @@ fn scan_file_with(text: &str, ctx: &FileContext<'_>, skip_quiet: bool) -> FileSc
         }
     }
     scan
+}
+
+/// The names `macro NAME` items define in `text` (the keyword followed by
+/// an identifier, at the token level: not in strings or comments, and not
+/// `r#macro`, an identifier). Every group is read, whatever the prefilter
+/// says of it. Empty when the text does not tokenise (the walk refuses
+/// such a file anyway).
+pub fn macro_item_names(text: &str) -> Vec<String> {
+    use crate::key::lexer::{Kind, Lexer};
+    if !prefilter::has_macro_item(text.as_bytes()) {
+        return Vec::new();
+    }
+    let mut lexer = Lexer::new(text, shebang_end(text), text.len());
+    let mut after_macro = false;
+    let mut names = Vec::new();
+    while let Ok(Some(token)) = lexer.next_token() {
+        let word = &text[token.start..token.end];
+        match token.kind {
+            Kind::Ident if after_macro => names.push(word.to_owned()),
+            Kind::RawIdent if after_macro => names.push(word[2..].to_owned()),
+            _ => {}
+        }
+        after_macro = token.kind == Kind::Ident && word == "macro";
+    }
+    names
+}
+
+/// Whether `text` holds the tokens `fn NAME` (a proc macro's function may
+/// be the macro `NAME!` is). Loosely, at the byte level: a mention in a
+/// string or comment counts too, which only keeps a refusal.
+pub fn defines_fn(text: &str, name: &str) -> bool {
+    let bytes = text.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    memchr::memmem::find_iter(bytes, name.as_bytes()).any(|at| {
+        let end = at + name.len();
+        if bytes.get(end).copied().is_some_and(is_ident) {
+            return false;
+        }
+        let head = bytes[..at].trim_ascii_end();
+        let head = head.strip_suffix(b"r#").unwrap_or(head).trim_ascii_end();
+        head.ends_with(b"fn") && !head[..head.len() - 2].last().copied().is_some_and(is_ident)
+    })
 }

@@ -17,15 +17,14 @@ use super::path_macros::PATH_MACROS;
 /// script's `rustc-link-arg` directive, whose literal files are inputs;
 /// `macro_rules`,
 /// so that every `macro_rules!` of the workspace is known by name (a macro
-/// handed an include macro is the workspace's or a registry's);
-/// `decl_macro`, the feature without which no `macro` item (whose rules
-/// ci-key does not read) can be defined.
+/// handed an include macro is the workspace's or a registry's). A `macro`
+/// item (macros 2.0, whose rules ci-key does not read) is found beside
+/// them by [`has_macro_item`].
 static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
     let mut words = vec![
         "include",
         "quote",
         "macro_rules",
-        "decl_macro",
         "rerun-if-changed",
         super::rerun::LINK_ARG_DIRECTIVE,
         "debugger_visualizer",
@@ -67,7 +66,26 @@ fn automaton(words: &[&str]) -> AhoCorasick {
 /// over-approximates: one of [`WORDS`], a file module declaration or a
 /// metavariable called as a macro.
 pub fn may_reference_files(text: &[u8]) -> bool {
-    WORDS.is_match(text) || has_file_module_decl(text) || has_metavariable_call(text)
+    WORDS.is_match(text)
+        || has_file_module_decl(text)
+        || has_metavariable_call(text)
+        || has_macro_item(text)
+}
+
+/// Looks for the keyword `macro` as a word (not `macro_rules`, not part of
+/// an identifier) followed by white space or a comment: the start of a
+/// `macro NAME` item, loosely (prose in a comment matches too, and the
+/// tokens decide: [`super::macro_item_names`]). Such an item may define
+/// any name, with rules that may transcribe what a call hands them, whether
+/// or not a file names `decl_macro` (`-Zcrate-attr` can enable it).
+pub(super) fn has_macro_item(text: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    memchr::memmem::find_iter(text, b"macro").any(|at| {
+        let before = at.checked_sub(1).map(|i| text[i]);
+        let after = text.get(at + 5).copied();
+        !before.is_some_and(is_ident)
+            && after.is_some_and(|b| b.is_ascii_whitespace() || b == 0x0B || b == b'/' || b >= 0x80)
+    })
 }
 
 /// [`may_reference_files`] for one group of a file the walk reads, also

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::expand::names_a_use_may_rename;
 use super::rerun::RERUN_DIRECTIVE;
 use super::*;
 
@@ -424,7 +425,7 @@ fn walk_finds_something(text: &str) -> bool {
         || !scan.bare_bang_to.is_empty()
         || !scan.passed_include.is_empty()
         || !scan.macro_rules_defined.is_empty()
-        || scan.names_decl_macro
+        || !scan.macro_items.is_empty()
         // Renames of aliases are found by the alias fixpoint in `sources`.
         || scan
             .use_renames
@@ -749,4 +750,40 @@ fn prefilter_sees_file_modules_and_includes_only() {
         b"fn f() -> Option<()> { if g()? != 1 {} None }"
     ));
     assert!(may_reference_files(b"($($m)* // c\n !(1))"));
+}
+
+#[test]
+fn a_use_with_a_metavariable_names_what_it_may_rename() {
+    let cases: [(&str, Option<&[&str]>); 8] = [
+        ("use $crate::x::T; use std::fmt;", Some(&[])),
+        ("pub(self) use $id as Group;", Some(&["Group"])),
+        ("use $krate::T;", Some(&["T"])),
+        ("use $a as $b;", None),
+        ("use $crate::$name;", None),
+        ("use $m::{A, B};", None),
+        ("// use $a as $b;\n\"use $a as $b;\"", Some(&[])),
+        ("because $x is used; use", Some(&[])),
+    ];
+    for (body, want) in cases {
+        let got = names_a_use_may_rename(body);
+        let want = want.map(|names| names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        assert_eq!(got, want, "{body}");
+    }
+}
+
+#[test]
+fn fn_name_is_found_as_tokens_loosely() {
+    assert!(defines_fn(
+        "#[proc_macro]\npub fn T(input: TokenStream)",
+        "T"
+    ));
+    assert!(defines_fn("fn   r#T()", "T"));
+    assert!(!defines_fn("fn Tee() {} fn xT() {}", "T"));
+    assert!(!defines_fn("let T = 1; unfn T", "T"));
+}
+
+#[test]
+fn macro_items_are_read_as_tokens() {
+    let text = "// a macro T in prose\nconst S: &str = \"macro U {}\";\nmod m { pub macro V($x:tt) { $x } }\nfn r#macro() {}\nmacro_rules! W { () => {} }\n";
+    assert_eq!(macro_item_names(text), ["V"]);
 }
