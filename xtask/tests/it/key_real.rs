@@ -1613,50 +1613,27 @@ fn decl_macro_enabled_by_a_crate_attr_flag_disables_inert_macros() {
     let f = inert_t_fixture(
         "macro T($m:ident $b:tt) { $m $b (\"../data.txt\") }\npub fn data() -> &'static str { T![include_str !] }\n",
     );
+    // Built with a nightly toolchain (`cargo +nightly build`); ci-key needs
+    // none, so the fixture pins none (a missing pinned toolchain is an error).
     f.file(
         ".cargo/config.toml",
         "[build]\nrustflags = [\"-Zcrate-attr=feature(decl_macro)\", \"-Aunused_features\"]\n",
-    )
-    .file(
-        "rust-toolchain.toml",
-        "[toolchain]\nchannel = \"nightly\"\n",
     );
     the_key_covers(&f, "parser/data.txt");
 }
 
 /// `[patch.crates-io] tempdir = { path = "link/../patches/tempdir" }` with
 /// `link -> deep/d`: cargo joins the path lexically and builds
-/// patches/tempdir; ci-key's `normalize` takes `..` after the link
-/// physically and keys deep/patches/tempdir instead. Both lie inside the
+/// patches/tempdir; ci-key at 5b4d89c took `..` after the link physically
+/// (`normalize`) and keyed deep/patches/tempdir instead. Both lie inside the
 /// workspace's directory and are no members, so both are read through the
-/// new mirror (before 5b4d89c this refused). The same holds for a [patch]
-/// in .cargo/config.toml and for `[replace]`/`paths`, which use `normalize`
-/// too.
+/// mirror (before 5b4d89c this refused). `[patch]` and `[replace]` paths
+/// are now joined as cargo joins them (`normalize_lexically`).
 #[test]
 fn a_patch_path_cargo_joins_lexically_is_keyed_where_cargo_reads_it() {
-    let f = Fixture::new();
-    let manifest = "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n";
-    f.file(
-        "Cargo.toml",
+    let f = lexical_patch_fixture(
         "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n[patch.crates-io]\ntempdir = { path = \"link/../patches/tempdir\" }\n",
-    )
-    .file(
-        "app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ntempdir = \"0.3.7\"\n",
-    )
-    .file("app/src/lib.rs", "pub fn app() -> &'static str { tempdir::dir() }\n")
-    .file("patches/tempdir/Cargo.toml", manifest)
-    .file(
-        "patches/tempdir/src/lib.rs",
-        "pub fn dir() -> &'static str { \"built\" }\n",
-    )
-    .file("deep/d/.keep", "")
-    .file("deep/patches/tempdir/Cargo.toml", manifest)
-    .file(
-        "deep/patches/tempdir/src/lib.rs",
-        "pub fn dir() -> &'static str { \"decoy\" }\n",
     );
-    std::os::unix::fs::symlink("deep/d", f.join("link")).unwrap();
     the_key_covers(&f, "patches/tempdir/src/lib.rs");
 }
 
@@ -1665,36 +1642,42 @@ fn a_patch_path_cargo_joins_lexically_is_keyed_where_cargo_reads_it() {
 /// `.cargo`): cargo joins it lexically there too.
 #[test]
 fn a_config_patch_path_cargo_joins_lexically_is_keyed_where_cargo_reads_it() {
-    let f = Fixture::new();
-    let manifest = "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n";
-    f.file(
-        "Cargo.toml",
+    let f = lexical_patch_fixture(
         "[workspace]\nmembers = [\"app\"]\nexclude = [\"deep\", \"patches\"]\nresolver = \"2\"\n",
-    )
-    .file(
+    );
+    f.file(
         ".cargo/config.toml",
         "[patch.crates-io]\ntempdir = { path = \"link/../patches/tempdir\" }\n",
-    )
-    .file(
-        "app/Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ntempdir = \"0.3.7\"\n",
-    )
-    .file("app/src/lib.rs", "pub fn app() -> &'static str { tempdir::dir() }\n")
-    .file("patches/tempdir/Cargo.toml", manifest)
-    .file(
-        "patches/tempdir/src/lib.rs",
-        "pub fn dir() -> &'static str { \"built\" }\n",
-    )
-    .file("deep/d/.keep", "")
-    .file("deep/patches/tempdir/Cargo.toml", manifest)
-    .file(
-        "deep/patches/tempdir/src/lib.rs",
-        "pub fn dir() -> &'static str { \"decoy\" }\n",
     );
-    std::os::unix::fs::symlink("deep/d", f.join("link")).unwrap();
     the_key_covers(&f, "patches/tempdir/src/lib.rs");
     assert!(
         is_input(&f, "patches/tempdir/src/lib.rs"),
         "the patched crate cargo builds is an input"
     );
+}
+
+/// `app` depends on `tempdir`, patched to `patches/tempdir` through
+/// `link/../`, with `link -> deep/d` and a decoy at `deep/patches/tempdir`.
+fn lexical_patch_fixture(workspace_manifest: &str) -> Fixture {
+    let f = Fixture::new();
+    let manifest = "[package]\nname = \"tempdir\"\nversion = \"0.3.7\"\nedition = \"2021\"\n";
+    f.file("Cargo.toml", workspace_manifest)
+        .file(
+            "app/Cargo.toml",
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ntempdir = \"0.3.7\"\n",
+        )
+        .file("app/src/lib.rs", "pub fn app() -> &'static str { tempdir::dir() }\n")
+        .file("patches/tempdir/Cargo.toml", manifest)
+        .file(
+            "patches/tempdir/src/lib.rs",
+            "pub fn dir() -> &'static str { \"built\" }\n",
+        )
+        .file("deep/d/.keep", "")
+        .file("deep/patches/tempdir/Cargo.toml", manifest)
+        .file(
+            "deep/patches/tempdir/src/lib.rs",
+            "pub fn dir() -> &'static str { \"decoy\" }\n",
+        );
+    std::os::unix::fs::symlink("deep/d", f.join("link")).unwrap();
+    f
 }

@@ -1265,16 +1265,21 @@ impl CallerRead<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
-        let invokers = Invokers::new(
+    /// What a walk that found no macro knows.
+    fn no_invokers() -> Invokers {
+        Invokers::new(
             &HashSet::new(),
             &HashSet::new(),
             &HashSet::new(),
             &[],
             &[],
             &HashMap::new(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_macro_calling_another_shares_its_callers_but_a_mention_does_not() {
+        let invokers = no_invokers();
         let known = MacroKnowledge {
             renames: &[],
             macro_calls: &[],
@@ -1297,14 +1302,7 @@ mod tests {
 
     #[test]
     fn too_many_macro_names_are_refused_not_followed() {
-        let invokers = Invokers::new(
-            &HashSet::new(),
-            &HashSet::new(),
-            &HashSet::new(),
-            &[],
-            &[],
-            &HashMap::new(),
-        );
+        let invokers = no_invokers();
         let known = MacroKnowledge {
             renames: &[],
             macro_calls: &[],

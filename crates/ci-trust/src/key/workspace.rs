@@ -507,17 +507,7 @@ fn patched_paths(
 /// points to). The OS would resolve the same text otherwise
 /// ([`normalize`]), so the two differ only where a link precedes a `..`.
 pub fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
+    remove_dots(path, false)
 }
 
 /// Removes `.` and `..` components the way the operating system resolves
@@ -527,12 +517,18 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
 /// `shared/data.txt`). Other symlinks are kept as they are, so paths stay in
 /// the form the repository spells them.
 pub fn normalize(path: &Path) -> PathBuf {
+    remove_dots(path, true)
+}
+
+/// [`normalize`] (`..` leaves a symlink's target when `through_links`) or
+/// [`normalize_lexically`].
+fn remove_dots(path: &Path, through_links: bool) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             std::path::Component::CurDir => {}
             std::path::Component::ParentDir => {
-                if out.is_symlink() {
+                if through_links && out.is_symlink() {
                     if let Ok(target) = std::fs::canonicalize(&out) {
                         out = target;
                     }
