@@ -838,36 +838,33 @@ impl<'a> Walk<'a> {
         if names.is_empty() {
             return;
         }
-        let mut renames = Vec::new();
-        let mut seen = HashSet::new();
+        // A file walked under several packages' targets is listed once per
+        // target: each of those packages takes a name it renames to.
+        let mut packages_of: HashMap<&PathBuf, Vec<&PathBuf>> = HashMap::new();
         for (file, _, root) in &self.walked {
-            if !seen.insert(file) {
-                continue;
-            }
+            packages_of
+                .entry(file)
+                .or_default()
+                .push(&self.roots[*root].package_dir);
+        }
+        let mut renames = Vec::new();
+        let mut taken = Vec::new();
+        for (file, packages) in packages_of {
             let Ok(text) = std::fs::read_to_string(file) else {
                 continue;
             };
-            if names.iter().any(|n| text.contains(n)) {
-                let found = scan::use_renames(&text);
-                // A file walked under several packages' targets is
-                // listed once per target: each of them takes the name.
-                let packages = self
-                    .walked
-                    .iter()
-                    .filter(|(f, _, _)| f == file)
-                    .map(|(_, _, r)| self.roots[*r].package_dir.clone())
-                    .chain([self.roots[*root].package_dir.clone()]);
-                for package in packages {
-                    for (_, to) in &found {
-                        if scan::TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| n == to) {
-                            self.token_output_taken
-                                .insert((to.clone(), package.clone()));
-                        }
-                    }
-                }
-                renames.extend(found);
+            if !scan::may_rename_to(&text, &names) {
+                continue;
             }
+            let found = scan::use_renames(&text);
+            for (_, to) in &found {
+                if scan::TOKEN_OUTPUT_MACROS.iter().any(|(n, _)| n == to) {
+                    taken.extend(packages.iter().map(|p| (to.clone(), (*p).clone())));
+                }
+            }
+            renames.extend(found);
         }
+        self.token_output_taken.extend(taken);
         self.renames.extend(renames);
     }
 

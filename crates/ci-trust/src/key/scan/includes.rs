@@ -77,6 +77,33 @@ impl FileContext<'_> {
     }
 }
 
+/// Whether `text` may rename something to one of `names`: the word `as`
+/// followed by one of them (`r#` allowed), or by a comment, which the
+/// tokens would skip. A byte test before [`use_renames`] lexes the file.
+pub fn may_rename_to(text: &str, names: &[&str]) -> bool {
+    let bytes = text.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    memchr::memmem::find_iter(bytes, b"as").any(|at| {
+        if at.checked_sub(1).is_some_and(|i| is_ident(bytes[i])) {
+            return false;
+        }
+        let rest = &bytes[at + 2..];
+        let after = rest.trim_ascii_start();
+        if after.len() == rest.len() && after.first().is_some_and(|b| *b != b'/') {
+            return false;
+        }
+        if after.starts_with(b"/") {
+            return true;
+        }
+        let after = after.strip_prefix(b"r#").unwrap_or(after);
+        let end = after
+            .iter()
+            .position(|b| !is_ident(*b))
+            .unwrap_or(after.len());
+        names.iter().any(|name| name.as_bytes() == &after[..end])
+    })
+}
+
 /// Every `A as B` of the `use` declarations of `text` (flat: a use tree's
 /// braces hold no `;`). Empty when the text does not tokenise.
 pub fn use_renames(text: &str) -> Vec<(String, String)> {

@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 
 pub use asm_bound::{AssemblerBound, may_spell_directive, pieces_of};
 pub use expand::{MacroDefinition, ReachedInclude, expand_call_includes, expand_include_argument};
-pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, use_renames};
+pub use includes::{INCLUDE_MACROS, STD_MACROS, TOKEN_OUTPUT_MACROS, may_rename_to, use_renames};
 pub use macro_rules::{CallSite, call_sites};
 pub use path_macros::{PATH_MACROS, PathReads, asm_directives};
 pub use prefilter::may_reference_files;

@@ -787,3 +787,17 @@ fn macro_items_are_read_as_tokens() {
     let text = "// a macro T in prose\nconst S: &str = \"macro U {}\";\nmod m { pub macro V($x:tt) { $x } }\nfn r#macro() {}\nmacro_rules! W { () => {} }\n";
     assert_eq!(macro_item_names(text), ["V"]);
 }
+
+#[test]
+fn a_rename_to_a_name_is_seen_before_lexing() {
+    let names = ["T", "quote"];
+    assert!(may_rename_to("use a::b as T;", &names));
+    assert!(may_rename_to("use a::{b as r#T, c};", &names));
+    assert!(may_rename_to("use quote_ as\n  quote;", &names));
+    assert!(may_rename_to("use a::b as /* x */ T;", &names));
+    assert!(!may_rename_to(
+        "use a::b as Tee; let has T = 1; alias T",
+        &names
+    ));
+    assert!(!may_rename_to("x as u8; T::new()", &names));
+}
