@@ -329,7 +329,55 @@ fn persistent_runner_names_the_trusted_job_that_shares_the_runner() {
         ("ci.yml", &grouped(pr)),
         ("nightly.yml", &grouped(nightly)),
     ]));
-    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    assert!(
+        !rules(&all).contains("persistent-runner"),
+        "{}",
+        messages(&all)
+    );
+    // huggingface/optimum-nvidia (holdout3, R3): whatever the group's
+    // fleet is, a container that mounts the host's storage leaves the pull
+    // request's bytes there for the next job: reported, naming the mount.
+    let mounting = |options: &str| {
+        grouped(pr).replace(
+            "    steps:\n",
+            &format!("    container:\n      image: nvidia/cuda:12.6.3-devel-ubuntu24.04\n      options: {options}\n    steps:\n"),
+        )
+    };
+    for (options, mount) in [
+        (
+            "--mount type=tmpfs,destination=/tmp --privileged --gpus all -v /mnt/hf_cache:/mnt/cache/",
+            "/mnt/hf_cache:/mnt/cache/",
+        ),
+        ("--volume=/srv/ccache:/ccache", "/srv/ccache:/ccache"),
+        (
+            "--mount type=bind,source=/data,target=/data",
+            "type=bind,source=/data,target=/data",
+        ),
+    ] {
+        let all = findings(&repo(&[
+            ("ci.yml", &mounting(options)),
+            ("nightly.yml", &grouped(nightly)),
+        ]));
+        assert!(
+            rules(&all).contains("persistent-runner"),
+            "{options}: {}",
+            messages(&all)
+        );
+        assert!(messages(&all).contains(mount), "{}", messages(&all));
+    }
+    // A tmpfs mount is gone with the container.
+    let all = findings(&repo(&[
+        (
+            "ci.yml",
+            &mounting("--mount type=tmpfs,destination=/tmp --gpus all"),
+        ),
+        ("nightly.yml", &grouped(nightly)),
+    ]));
+    assert!(
+        !rules(&all).contains("persistent-runner"),
+        "{}",
+        messages(&all)
+    );
 }
 
 #[test]
@@ -444,6 +492,37 @@ fn another_runs_artifact_read_as_data_is_not_code() {
         "{}",
         messages(&all)
     );
+}
+
+/// GreptimeTeam/greptimedb (holdout3), `query-regression-comment.yml`: a
+/// fork's artifact unpacked into a directory of its own, then a
+/// github-script that `require`s a script of the trusted checkout at `.`:
+/// the artifact stays data. Loading a file from that directory, or from a
+/// computed path, runs it.
+#[test]
+fn a_github_script_loading_a_trusted_file_beside_an_artifact_directory_runs_no_artifact() {
+    let consumer = |script: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [Query Regression]\n    types: [completed]\npermissions: {{ contents: read, actions: read, pull-requests: write }}\njobs:\n  comment:\n    if: github.event.workflow_run.event == 'pull_request'\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.repository.default_branch }}}}\n          persist-credentials: false\n      - uses: actions/download-artifact@v4\n        with:\n          path: query-regression-comment\n          run-id: ${{{{ github.event.workflow_run.id }}}}\n          github-token: ${{{{ secrets.GITHUB_TOKEN }}}}\n          merge-multiple: true\n      - uses: actions/github-script@v7\n        with:\n          script: |\n            {script}\n"
+        )
+    };
+    let trusted = consumer(
+        "const validate = require('./.github/scripts/query-regression-comment.cjs'); await validate({ github, context, core });",
+    );
+    let all = findings(&repo(&[("comment.yml", &trusted)]));
+    assert!(errors(&all).is_empty(), "{}", messages(&all));
+    for script in [
+        "const validate = require('./query-regression-comment/validate.cjs'); await validate({ github });",
+        "const f = process.env.SCRIPT; require(f)({ github });",
+        "require(`${process.env.GITHUB_WORKSPACE}/query-regression-comment/x.js`)({ github });",
+    ] {
+        let all = findings(&repo(&[("comment.yml", &consumer(script))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{script}: {}",
+            messages(&all)
+        );
+    }
 }
 
 #[test]

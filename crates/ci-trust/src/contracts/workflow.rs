@@ -102,6 +102,10 @@ pub struct Job {
     pub runs_on: Vec<Scalar>,
     /// `runs-on` could not be resolved to labels (a `group:`, an expression, …).
     pub runs_on_unresolved: Option<Scalar>,
+    /// Host storage the job's container mounts (`container.volumes`, and
+    /// `-v`/`--volume`/`--mount` bind or volume mounts in
+    /// `container.options`): state kept on the runner's host, outside the job.
+    pub host_mounts: Vec<Scalar>,
     pub permissions: Option<Permissions>,
     pub cache_mode: Option<Scalar>,
     /// A reusable workflow this job calls.
@@ -590,6 +594,7 @@ impl Ctx<'_> {
             if_cond: map.get_node("if").map(|v| value_scalar(&id, v)),
             runs_on,
             runs_on_unresolved,
+            host_mounts: host_mounts(map),
             permissions: map
                 .get_node("permissions")
                 .map(|node| self.permissions(node))
@@ -674,6 +679,46 @@ fn default_working_directory(map: &MarkedMappingNode) -> Option<Scalar> {
         .get_mapping("run")?
         .get_node("working-directory")
         .and_then(scalar)
+}
+
+/// The host storage a job's `container:` mounts: each `volumes:` entry
+/// and each `-v`/`--volume`/`--mount` in `options:` whose source is a host
+/// path or a named volume (both outlive the job on the host); `tmpfs`
+/// mounts are left out.
+fn host_mounts(job: &MarkedMappingNode) -> Vec<Scalar> {
+    let Some(container) = job.get_mapping("container") else {
+        return Vec::new();
+    };
+    let mut mounts: Vec<Scalar> = container
+        .get_node("volumes")
+        .map(scalars_of)
+        .unwrap_or_default();
+    if let Some(options) = container.get_node("options").and_then(scalar) {
+        let words: Vec<&str> = options.value.split_whitespace().collect();
+        let mut i = 0;
+        while i < words.len() {
+            let (flag, inline) = match words[i].split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
+                _ => (words[i], None),
+            };
+            if matches!(flag, "-v" | "--volume" | "--mount") {
+                let value = inline.or_else(|| words.get(i + 1).copied());
+                if inline.is_none() {
+                    i += 1;
+                }
+                let bind = value
+                    .filter(|v| flag != "--mount" || !v.split(',').any(|kv| kv == "type=tmpfs"));
+                if let Some(value) = bind {
+                    mounts.push(Scalar {
+                        value: value.to_owned(),
+                        pos: options.pos,
+                    });
+                }
+            }
+            i += 1;
+        }
+    }
+    mounts
 }
 
 /// Resolves `runs-on` to labels. A `${{ matrix.NAME }}` is replaced by the
@@ -1079,5 +1124,32 @@ jobs:
         assert!(wf.jobs[0].runs_on_unresolved.is_some());
         assert_eq!(wf.jobs[0].runs_on[0].value, "self-hosted");
         assert_eq!(wf.jobs[1].runs_on_unresolved.as_ref().unwrap().value, "gpu");
+    }
+
+    #[test]
+    fn container_host_mounts_are_read_from_volumes_and_options() {
+        let wf = Workflow::parse(
+            "x.yml",
+            "on: push\njobs:\n  a:\n    runs-on: x\n    container:\n      image: i\n      volumes: ['/mount:/mount', 'cargo:/usr/local/cargo']\n      options: --gpus all -v /mnt/hf:/hf --mount type=tmpfs,destination=/tmp --volume=/a:/b\n  b:\n    runs-on: x\n    container:\n      image: i\n      options: --mount type=tmpfs,destination=/tmp --shm-size 64gb\n  c:\n    runs-on: x\n    container: ubuntu\n",
+        )
+        .unwrap();
+        let mounts = |j: usize| -> Vec<String> {
+            wf.jobs[j]
+                .host_mounts
+                .iter()
+                .map(|m| m.value.clone())
+                .collect()
+        };
+        assert_eq!(
+            mounts(0),
+            [
+                "/mount:/mount",
+                "cargo:/usr/local/cargo",
+                "/mnt/hf:/hf",
+                "/a:/b"
+            ]
+        );
+        assert!(mounts(1).is_empty());
+        assert!(mounts(2).is_empty());
     }
 }

@@ -528,12 +528,18 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
         if let Some((_, why)) = crate::contracts::caches::cache_save(step) {
             return Some(format!("saves a cache ({why})"));
         }
+        // A script that loads a file by a literal path outside `dir`
+        // (`require('./.github/scripts/x.cjs')` from the trusted checkout
+        // at `.`) loads trusted bytes; a computed path may point into it.
         let loads = step.uses_action("actions/github-script")
-            && step
-                .input("script")
-                .is_some_and(|s| loads_workspace_file(&s.value));
+            && step.input("script").is_some_and(|s| {
+                workspace_loads(&s.value).iter().any(|load| match load {
+                    None => true,
+                    Some(path) => inside || mentions_dir(path, dir, &names),
+                })
+            });
         if loads {
-            return Some("runs `actions/github-script` that loads a workspace file".to_owned());
+            return Some("runs `actions/github-script` that loads a file from it".to_owned());
         }
     }
     None
@@ -543,24 +549,32 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
 /// `import(`${process.env.GITHUB_WORKSPACE}/x`)`, a computed path); a
 /// module by name (`require('fs')`, `@actions/core`) is no workspace file.
 pub(super) fn loads_workspace_file(script: &str) -> bool {
-    ["require(", "import("].iter().any(|call| {
-        script.match_indices(call).any(|(at, _)| {
+    !workspace_loads(script).is_empty()
+}
+
+/// The workspace files a github-script's JavaScript loads, each as its
+/// literal path, or `None` where the path is computed at run time (a
+/// variable, a template with `${…}`, the workspace's variable).
+fn workspace_loads(script: &str) -> Vec<Option<String>> {
+    let mut loads = Vec::new();
+    for call in ["require(", "import("] {
+        for (at, _) in script.match_indices(call) {
             let rest = script[at + call.len()..].trim_start();
             match rest.chars().next() {
                 Some(q @ ('\'' | '"' | '`')) => {
-                    let inner = &rest[1..];
-                    let name: String = inner.chars().take_while(|c| *c != q).collect();
-                    name.starts_with('.')
-                        || name.starts_with('/')
-                        || name.contains("${")
-                        || name.contains("GITHUB_WORKSPACE")
+                    let name: String = rest[1..].chars().take_while(|c| *c != q).collect();
+                    if name.contains("${") || name.contains("GITHUB_WORKSPACE") {
+                        loads.push(None);
+                    } else if name.starts_with('.') || name.starts_with('/') {
+                        loads.push(Some(name));
+                    }
                 }
-                // A path computed at run time.
-                Some(_) => true,
-                None => false,
+                Some(_) => loads.push(None),
+                None => {}
             }
-        })
-    })
+        }
+    }
+    loads
 }
 
 /// A local composite action being looked into: where the workflow uses it,

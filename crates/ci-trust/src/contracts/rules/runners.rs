@@ -37,8 +37,12 @@ impl Checker<'_> {
                 .any(|why| info.pod.as_ref().is_none_or(|pod| pod.text != why.text));
         // A runner group (or a runner named by an expression) usually fronts
         // an autoscaled fleet whose ephemerality the workflow cannot show;
-        // labels of individually registered runners are what is reported.
-        let labelled = job.runs_on_unresolved.is_none() || !info.passed_labels.is_empty();
+        // labels of individually registered runners are what is reported,
+        // and any runner whose job mounts host storage into its container
+        // (that storage is there for the next job, whatever the fleet).
+        let labelled = job.runs_on_unresolved.is_none()
+            || !info.passed_labels.is_empty()
+            || !job.host_mounts.is_empty();
         let pod = info
             .pod
             .as_ref()
@@ -61,9 +65,13 @@ impl Checker<'_> {
                 at.workflow,
                 pod.pos,
                 format!(
-                    "{} runs pull-request code {how} on a self-hosted runner ({}) that is not known to be ephemeral: the runner state that code leaves (tool cache, `~/`, build caches, a process left running) reaches later jobs on that machine, such as {exposed}",
+                    "{} runs pull-request code {how} on a self-hosted runner ({}{}) that is not known to be ephemeral: the runner state that code leaves (tool cache, `~/`, build caches, a process left running) reaches later jobs on that machine, such as {exposed}",
                     self.label(at),
-                    pod.text
+                    pod.text,
+                    job.host_mounts.first().map_or_else(String::new, |mount| format!(
+                        "; its container mounts the host's `{}`",
+                        mount.value
+                    ))
                 ),
             );
         }
