@@ -525,6 +525,106 @@ fn a_github_script_loading_a_trusted_file_beside_an_artifact_directory_runs_no_a
     }
 }
 
+/// An attack on the rule above (a trusted `require` beside the pull
+/// request's directory): each spelling that still runs the directory's
+/// bytes is reported. Concatenated and escaped paths, a `chdir`, the
+/// directory handed to the trusted script or to `exec`, `path: pr/.`, a
+/// macOS runner's case-blind paths, and download-artifact 4.0.0 to 4.1.6,
+/// which unpack `../x` outside `path:` (CVE-2024-42471).
+#[test]
+fn every_spelling_that_loads_the_pull_requests_directory_in_a_github_script_is_code() {
+    let job = |runner: &str, download: &str, path: &str, script: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [ci]\n    types: [completed]\npermissions: {{ contents: write, pull-requests: write }}\njobs:\n  j:\n    runs-on: {runner}\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/download-artifact@{download}\n        with:\n          name: pr\n          path: {path}\n          run-id: ${{{{ github.event.workflow_run.id }}}}\n          github-token: ${{{{ secrets.GITHUB_TOKEN }}}}\n      - uses: actions/github-script@v7\n        with:\n          github-token: ${{{{ secrets.BOT_TOKEN }}}}\n          script: |\n            {script}\n"
+        )
+    };
+    let trusted = "const m = require('./.github/scripts/x.cjs'); await m({github, context});";
+    let quiet = findings(&repo(&[(
+        "x.yml",
+        &job("ubuntu-latest", "v4", "pr", trusted),
+    )]));
+    assert!(
+        !rules(&quiet).contains("untrusted-cache-save"),
+        "{}",
+        messages(&quiet)
+    );
+    for (runner, download, path, script) in [
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "const dir = 'pr'; const m = require('./' + dir + '/index.js'); await m({github, context});",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "const m = require('.' + '/pr/index.js'); await m({github});",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "const dir = 'pr'; await import('./' + dir + '/index.mjs');",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "process.chdir('pr'); const m = require('./index.js'); await m({github});",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "const run = require('./.github/scripts/x.cjs'); await run({github, context, dir: 'pr'});",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr",
+            "await exec.exec('npm', ['test'], {cwd: 'pr'});",
+        ),
+        (
+            "ubuntu-latest",
+            "v4",
+            "pr/.",
+            "const m = require('./pr/index.js'); await m({github});",
+        ),
+        (
+            "windows-latest",
+            "v4",
+            "pr",
+            "const m = require('.\\\\pr\\\\index.js'); await m({github});",
+        ),
+        (
+            "macos-latest",
+            "v4",
+            "pr",
+            "const m = require('./PR/index.js'); await m({github});",
+        ),
+        ("ubuntu-latest", "v4.1.0", "pr", trusted),
+        ("ubuntu-latest", "v4.0.0", "pr", trusted),
+    ] {
+        let all = findings(&repo(&[("x.yml", &job(runner, download, path, script))]));
+        assert!(
+            rules(&all).contains("untrusted-cache-save"),
+            "{runner} {download} {path} {script}: {}",
+            messages(&all)
+        );
+    }
+    // 4.1.7 and the moving `v4` tag carry the fix.
+    let fixed = findings(&repo(&[(
+        "x.yml",
+        &job("ubuntu-latest", "v4.1.7", "pr", trusted),
+    )]));
+    assert!(
+        !rules(&fixed).contains("untrusted-cache-save"),
+        "{}",
+        messages(&fixed)
+    );
+}
+
 #[test]
 fn caches_outside_github_are_writes_cache_mode_cannot_stop() {
     let consumer = "on: workflow_run\npermissions: {}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    cache-mode: read\n    env:\n      RUSTC_WRAPPER: sccache\n      SCCACHE_BUCKET: ci-cache\n      AWS_SECRET_ACCESS_KEY: ${{ secrets.CACHE_KEY }}\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n      - uses: runs-on/cache@v4\n        with: { path: t, key: k }\n      - uses: docker/build-push-action@v6\n        with:\n          cache-to: type=s3,region=us-east-1,bucket=layers\n      - run: cargo build\n";

@@ -204,11 +204,24 @@ fn normalize(path: &str) -> String {
     ] {
         rest = rest.strip_prefix(prefix).unwrap_or(rest);
     }
-    let rest = rest.trim_start_matches("./").trim_matches('/');
-    if rest.is_empty() {
+    // By segments: `pr/.`, `./pr/`, `pr//x`, `a/../pr` and `pr\x` name what
+    // they name; a `..` above the workspace leaves the workspace itself.
+    let mut parts: Vec<&str> = Vec::new();
+    for segment in rest.split(['/', '\\']) {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return ".".to_owned();
+                }
+            }
+            segment => parts.push(segment),
+        }
+    }
+    if parts.is_empty() {
         ".".to_owned()
     } else {
-        rest.to_owned()
+        parts.join("/")
     }
 }
 
@@ -329,20 +342,9 @@ pub(super) fn checkout_subdir(step: &Step) -> Option<String> {
     if !step.uses_action("actions/checkout") {
         return None;
     }
-    let path = step.input("path")?.value.trim();
-    let mut rest = path;
-    for prefix in [
-        "${{ github.workspace }}/",
-        "${{github.workspace}}/",
-        "$GITHUB_WORKSPACE/",
-        "${GITHUB_WORKSPACE}/",
-        "./",
-    ] {
-        rest = rest.strip_prefix(prefix).unwrap_or(rest);
-    }
-    let rest = rest.trim_matches('/');
-    let plain = !rest.is_empty() && rest != "." && !rest.contains('$') && !rest.contains("..");
-    plain.then(|| rest.to_owned())
+    let dir = normalize(step.input("path")?.value.trim());
+    let plain = dir != "." && !dir.contains('$');
+    plain.then_some(dir)
 }
 
 /// Unpacked into the workspace itself, bytes can plant a `.git/config`
@@ -373,6 +375,20 @@ fn git_in_workspace(later: &[Step]) -> Option<String> {
 /// The subdirectory a download of artifacts unpacks into (`path: ./artifacts`),
 /// when it is a literal one and not the workspace itself.
 fn download_subdir(step: &Step) -> Option<String> {
+    // actions/download-artifact 4.0.0 to 4.1.6 unpack an entry named
+    // `../x` outside `path:` (CVE-2024-42471): the whole workspace.
+    let version = step
+        .uses
+        .as_ref()
+        .filter(|_| step.uses_action("actions/download-artifact"))
+        .and_then(|u| u.value.split_once('@'))
+        .map(|(_, v)| v.trim().trim_start_matches('v').to_owned());
+    if let Some(version) = version {
+        let numbers: Vec<u32> = version.split('.').map_while(|n| n.parse().ok()).collect();
+        if matches!(numbers.as_slice(), [4, 0, ..] | [4, 1, 0..=6, ..]) {
+            return None;
+        }
+    }
     let path = step.input("path")?.value.trim();
     let dir = normalize(path);
     let plain = dir != "." && !dir.contains('$') && !dir.contains("..") && !dir.starts_with('/');
@@ -386,6 +402,10 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
     let path = text
         .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
         .any(|word| {
+            // Compared without case: macOS and Windows runners' file
+            // systems ignore it (`./PR/x` is `pr/x` there).
+            let word = word.to_ascii_lowercase();
+            let dir = dir.to_ascii_lowercase();
             let word = word
                 .trim_start_matches("./")
                 .trim_start_matches("${{ github.workspace }}/")
@@ -530,13 +550,22 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
         }
         // A script that loads a file by a literal path outside `dir`
         // (`require('./.github/scripts/x.cjs')` from the trusted checkout
-        // at `.`) loads trusted bytes; a computed path may point into it.
+        // at `.`) loads trusted bytes. A computed path may point into it,
+        // and a script that names `dir` anywhere (hands it to what it
+        // loads, `process.chdir`s into it, runs a command there) or
+        // changes directory may load from it whatever it loads.
         let loads = step.uses_action("actions/github-script")
             && step.input("script").is_some_and(|s| {
-                workspace_loads(&s.value).iter().any(|load| match load {
-                    None => true,
-                    Some(path) => inside || mentions_dir(path, dir, &names),
-                })
+                let anywhere =
+                    inside || s.value.contains("chdir") || mentions_dir(&s.value, dir, &names);
+                // `exec.exec('npm', ['test'], { cwd: 'pr' })`, a child process.
+                let runs_there = mentions_dir(&s.value, dir, &names)
+                    && (s.value.contains("exec.") || s.value.contains("child_process"));
+                runs_there
+                    || workspace_loads(&s.value).iter().any(|load| match load {
+                        None => true,
+                        Some(path) => anywhere || mentions_dir(path, dir, &names),
+                    })
             });
         if loads {
             return Some("runs `actions/github-script` that loads a file from it".to_owned());
@@ -563,7 +592,15 @@ fn workspace_loads(script: &str) -> Vec<Option<String>> {
             match rest.chars().next() {
                 Some(q @ ('\'' | '"' | '`')) => {
                     let name: String = rest[1..].chars().take_while(|c| *c != q).collect();
-                    if name.contains("${") || name.contains("GITHUB_WORKSPACE") {
+                    // `'./' + dir + '/x.js'`: the literal is only a part.
+                    let joined = rest[1..]
+                        .get(name.len() + 1..)
+                        .is_some_and(|after| !after.trim_start().starts_with(')'));
+                    if joined
+                        || name.contains("${")
+                        || name.contains("GITHUB_WORKSPACE")
+                        || name.contains('\\')
+                    {
                         loads.push(None);
                     } else if name.starts_with('.') || name.starts_with('/') {
                         loads.push(Some(name));
