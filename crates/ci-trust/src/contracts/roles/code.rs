@@ -390,8 +390,9 @@ fn download_subdir(step: &Step) -> Option<String> {
         }
     }
     let path = step.input("path")?.value.trim();
+    // `normalize` leaves no `..` and no leading `/`.
     let dir = normalize(path);
-    let plain = dir != "." && !dir.contains('$') && !dir.contains("..") && !dir.starts_with('/');
+    let plain = dir != "." && !dir.contains('$');
     plain.then_some(dir)
 }
 
@@ -399,13 +400,13 @@ fn download_subdir(step: &Step) -> Option<String> {
 /// `./pr/x`, `$GITHUB_WORKSPACE/pr`) or one of `names`, the variables set
 /// to it (`$PR`, `${PR}`).
 pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
+    // Compared without case: macOS and Windows runners' file systems
+    // ignore it (`./PR/x` is `pr/x` there).
+    let dir = dir.to_ascii_lowercase();
     let path = text
         .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
         .any(|word| {
-            // Compared without case: macOS and Windows runners' file
-            // systems ignore it (`./PR/x` is `pr/x` there).
             let word = word.to_ascii_lowercase();
-            let dir = dir.to_ascii_lowercase();
             let word = word
                 .trim_start_matches("./")
                 .trim_start_matches("${{ github.workspace }}/")
@@ -556,11 +557,11 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
         // changes directory may load from it whatever it loads.
         let loads = step.uses_action("actions/github-script")
             && step.input("script").is_some_and(|s| {
-                let anywhere =
-                    inside || s.value.contains("chdir") || mentions_dir(&s.value, dir, &names);
+                let names_dir = mentions_dir(&s.value, dir, &names);
+                let anywhere = inside || names_dir || s.value.contains("chdir");
                 // `exec.exec('npm', ['test'], { cwd: 'pr' })`, a child process.
-                let runs_there = mentions_dir(&s.value, dir, &names)
-                    && (s.value.contains("exec.") || s.value.contains("child_process"));
+                let runs_there =
+                    names_dir && (s.value.contains("exec.") || s.value.contains("child_process"));
                 runs_there
                     || workspace_loads(&s.value).iter().any(|load| match load {
                         None => true,
