@@ -749,3 +749,164 @@ fn a_secret_handed_to_a_remote_action_on_a_run_an_outsider_starts_is_asked_about
         );
     }
 }
+
+const FLAG_GATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/contracts/flag-gate"
+);
+
+/// The `privileged-injection` errors of the flag-gate fixture after
+/// `edits` (each `(from, to)` once in `pr_nightly_command.yml`).
+fn flag_gate_errors(edits: &[(&str, &str)]) -> (Vec<String>, String) {
+    let fixture = crate::contracts::good_from(FLAG_GATE);
+    for (from, to) in edits {
+        crate::contracts::edit(
+            &fixture,
+            &crate::contracts::workflow("pr_nightly_command.yml"),
+            from,
+            to,
+        );
+    }
+    let (_, findings) = check(&fixture);
+    (
+        jobs(&findings, "error", "privileged-injection"),
+        show(&findings),
+    )
+}
+
+/// vllm-ascend's `/nightly` (held-out half 2's 18 false errors): the
+/// commenter's role, asked of GitHub in a `run:` script, is written as an
+/// output flag, `true` only on the `case` arm of the roles that may act;
+/// a step under `== 'false'` fails the job, and later steps and jobs run
+/// under `== 'true'`. The comment's words are then a collaborator's: no
+/// error in `dispatch-a2`. `authorize-twin` writes the flag `true` before
+/// the check: no gate, and `dispatch-twin` keeps its error.
+#[test]
+fn an_authorisation_written_as_an_output_flag_gates_what_requires_it() {
+    let (errors, all) = flag_gate_errors(&[]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // Each of the three readings holds alone.
+    let job_if = "    if: needs.authorize.outputs.is_authorized == 'true'\n";
+    let resolve_if = "        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let resolve_plain = "        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let fail = "      - name: Fail if unauthorized\n        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let no_fail = "      - name: Resolve test cases\n        id: resolve\n        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    // The failing step alone (`== 'false'`, `!= 'true'`).
+    for fail_if in ["== 'false'", "!= 'true'"] {
+        let (errors, all) = flag_gate_errors(&[
+            (job_if, ""),
+            (resolve_if, resolve_plain),
+            (
+                "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+                &format!(
+                    "        if: steps.auth.outputs.is_authorized {fail_if}\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:"
+                ),
+            ),
+        ]);
+        assert_eq!(errors, ["dispatch-twin"], "{fail_if}: {all}");
+    }
+    // The step's own `if:` alone (the job then needs a flagless job's
+    // outputs only through the step it guards).
+    let (errors, all) = flag_gate_errors(&[(job_if, ""), (fail, no_fail)]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // The job's `if:` alone, `always()` or not: the flag is the answer.
+    for cond in [
+        "needs.authorize.outputs.is_authorized == 'true'",
+        "always() && needs.authorize.outputs.is_authorized == 'true'",
+    ] {
+        let (errors, all) = flag_gate_errors(&[
+            (
+                fail,
+                &no_fail.replace(
+                    "        if: steps.auth.outputs.is_authorized == 'true'\n",
+                    "",
+                ),
+            ),
+            (job_if, &format!("    if: {cond}\n")),
+        ]);
+        assert_eq!(errors, ["dispatch-twin"], "{cond}: {all}");
+    }
+    // With none of the three, or one that does not follow, the words are
+    // anyone's.
+    let bare = |extra: &[(&'static str, &'static str)]| {
+        let stripped = no_fail.replace(
+            "        if: steps.auth.outputs.is_authorized == 'true'\n",
+            "",
+        );
+        let mut edits: Vec<(&str, String)> = vec![(fail, stripped), (job_if, String::new())];
+        edits.extend(extra.iter().map(|(a, b)| (*a, (*b).to_owned())));
+        let edits: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        flag_gate_errors(&edits)
+    };
+    let (errors, all) = bare(&[]);
+    assert_eq!(errors, ["dispatch-a2", "dispatch-twin"], "{all}");
+    for (what, from, to) in [
+        // `always()` without the flag: runs after the failing step too.
+        (
+            "always()",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: always()\n",
+        ),
+        // A flag compared with something else.
+        (
+            "!= 'false'",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: needs.authorize.outputs.is_authorized != 'false'\n",
+        ),
+        // `||` makes the flag optional.
+        (
+            "||",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: needs.authorize.outputs.is_authorized == 'true' || github.event.action == 'nightly-command'\n",
+        ),
+    ] {
+        let (errors, all) = bare(&[(from, to)]);
+        assert!(errors.contains(&"dispatch-a2".to_owned()), "{what}: {all}");
+    }
+    // The failing step under `== 'false'` does not catch a flag step that
+    // may be skipped (its flag then empty); under `!= 'true'` it does. A
+    // flag step that may go on after an error is not read.
+    let skippable = "        id: auth\n        if: github.event.action == 'nightly-command'\n";
+    for (what, edit, fail_if, gated) in [
+        ("if:", skippable, "== 'false'", false),
+        ("if:", skippable, "!= 'true'", true),
+        (
+            "continue-on-error",
+            "        id: auth\n        continue-on-error: true\n",
+            "!= 'true'",
+            false,
+        ),
+    ] {
+        let (errors, all) = flag_gate_errors(&[
+            (job_if, ""),
+            (resolve_if, resolve_plain),
+            (
+                "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+                &format!(
+                    "        if: steps.auth.outputs.is_authorized {fail_if}\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:"
+                ),
+            ),
+            (
+                "      - name: Check user authorization\n        id: auth\n        env:\n          GH_TOKEN: ${{ secrets.PAT_TOKEN }}\n          ACTOR: ${{ github.event.client_payload.github.payload.comment.user.login }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}\n        run: |\n          ROLE_NAME",
+                &format!(
+                    "      - name: Check user authorization\n{edit}        env:\n          GH_TOKEN: ${{{{ secrets.PAT_TOKEN }}}}\n          ACTOR: ${{{{ github.event.client_payload.github.payload.comment.user.login }}}}\n          REPO: ${{{{ github.event.client_payload.github.payload.repository.full_name }}}}\n        run: |\n          ROLE_NAME"
+                ),
+            ),
+        ]);
+        assert_eq!(
+            errors.contains(&"dispatch-a2".to_owned()),
+            !gated,
+            "{what} {fail_if}: {all}"
+        );
+    }
+    // The failing step may go on.
+    let (errors, all) = flag_gate_errors(&[
+        (job_if, ""),
+        (resolve_if, resolve_plain),
+        (
+            "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+            "        if: steps.auth.outputs.is_authorized == 'false'\n        continue-on-error: true\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+        ),
+    ]);
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+}

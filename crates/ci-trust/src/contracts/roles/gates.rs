@@ -15,12 +15,36 @@
 //! from elsewhere, another organisation) is no gate: a gate the checker
 //! cannot read silences nothing.
 //!
-//! Owns: [`AUTH_APIS`], [`step_gate`] and the small JavaScript reader it
-//! needs. Must not: decide what a gate means for a value or a start
+//! A gate may also be written as an output flag ([`flag_gates`]): a `run:`
+//! step reads the permission route's answer (`gh api …/permission --jq
+//! .role_name` or `.permission`) into a variable and writes `F=true` to
+//! `$GITHUB_OUTPUT` only on the arms of a `case` over it whose patterns are
+//! all roles that may act (`role_name`: `triage` and up, as a collaborator
+//! is; `permission`: write and up). Then `F` is `true` only where the check
+//! passed, whatever else ran: a later step or job whose `if:` requires
+//! `steps.X.outputs.F == 'true'` (or `needs.J.outputs.O == 'true'`, O being
+//! that flag), or that runs after a step that always fails
+//! ([`always_fails`]) under `!= 'true'` (or `== 'false'` where every other
+//! run writes `false`), runs only for the user checked. The script is read
+//! as data and fail-closed: a `true` written anywhere else (a default
+//! before the check, a `*)` arm, a `;&` into the arm), an answer assigned
+//! twice or in a subshell, a program other than `echo`/`exit`/`:`/`true`/
+//! `false`, an output line that is not a literal `NAME=value`, a log line
+//! with text of unknown source, `${{ }}` in the script, a function, a
+//! `continue-on-error`: no gate. A check about the repository a comment
+//! bot's dispatch names (`client_payload.github.payload.repository`) counts
+//! only for that payload's commenter ([`Checked::PayloadCommenter`]): under
+//! the bot's own dispatch both are this repository's comment, as `flow.rs`
+//! reads the payload; under anyone else's the payload is theirs to write.
+//!
+//! Owns: [`AUTH_APIS`], [`step_gate`], [`flag_gates`], [`always_fails`]
+//! and the small JavaScript reader they need. Must not: decide what a gate
+//! means for a value or a start, or read the `if:`s that require a flag
 //! (`flow.rs` does, through the same starts as `if:` guards).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::contracts::shell::{Command, Part, RedirectOp, Word};
 use crate::contracts::workflow::Step;
 
 /// Whose standing a gate proves.
@@ -32,6 +56,11 @@ pub enum Checked {
     Commenter,
     /// The pull request's (or issue's) author.
     PrAuthor,
+    /// The author of the comment a comment bot's `repository_dispatch`
+    /// carries (`client_payload.github.payload.comment.user.login`): the
+    /// person who starts the run where a workflow of this repository fired
+    /// it for that comment.
+    PayloadCommenter,
 }
 
 /// What a step's failure proves about the users it checks.
@@ -113,6 +142,21 @@ const AUTH_APIS: &[AuthApi] = &[
 const PERMISSIONS: &[&str] = &["admin", "maintain", "write", "triage", "read", "none"];
 const WRITE_PERMISSIONS: &[&str] = &["admin", "maintain", "write"];
 
+/// The roles of `role_name` that this repository's admins grant a person
+/// (directly, through a team, or as the organisation's base role): a
+/// collaborator, as `author_association` says `COLLABORATOR` or `MEMBER`.
+/// `read` is every account's on a public repository, and a custom role's
+/// name says nothing known.
+const GRANTED_ROLES: &[&str] = &["admin", "maintain", "write", "triage"];
+
+/// The fields of a permission answer a `gh api --jq` may read, with the
+/// values that say the user may act. (`permission` is the legacy field:
+/// `maintain` reads `write`, `triage` reads `read`, as anyone's does.)
+const PERMISSION_FIELDS: &[(&str, &[&str])] = &[
+    (".permission", WRITE_PERMISSIONS),
+    (".role_name", GRANTED_ROLES),
+];
+
 /// The gate `step` is, if any: `owners` are the names this repository's
 /// owner is known by (a literal `org:` must be one of them); `shell` is
 /// the shell its `run:` runs in (`None`: GitHub's default), `windows`
@@ -127,20 +171,7 @@ pub fn step_gate(
     let checked = if step.uses_action("actions/github-script") {
         let script = step.input("script")?;
         let tokens = tokenize(&script.value)?;
-        // `process.exitCode = 0` after `core.setFailed` passes the step;
-        // a `github`, `core` or `context` assigned is not GitHub's.
-        let unsafe_name = tokens.iter().enumerate().any(|(i, t)| match &t.tok {
-            Tok::Ident(w) if w == "exitCode" => true,
-            Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") => {
-                matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("=")))
-                    && !matches!(
-                        tokens.get(i.wrapping_sub(1)).map(|t| &t.tok),
-                        Some(Tok::Punct("."))
-                    )
-            }
-            _ => false,
-        });
-        if unsafe_name {
+        if unsafe_names(&tokens) {
             return None;
         }
         let reader = Reader { t: &tokens, owners };
@@ -153,6 +184,22 @@ pub fn step_gate(
         return None;
     };
     (!checked.is_empty()).then_some(Gate { checked })
+}
+
+/// `process.exitCode = 0` after `core.setFailed` passes the step; a
+/// `github`, `core` or `context` assigned is not GitHub's.
+fn unsafe_names(tokens: &[Token]) -> bool {
+    tokens.iter().enumerate().any(|(i, t)| match &t.tok {
+        Tok::Ident(w) if w == "exitCode" => true,
+        Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") => {
+            matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("=")))
+                && !matches!(
+                    tokens.get(i.wrapping_sub(1)).map(|t| &t.tok),
+                    Some(Tok::Punct("."))
+                )
+        }
+        _ => false,
+    })
 }
 
 /// A `run:` script that stops at a failing `gh api` of an authorisation
@@ -234,11 +281,414 @@ fn run_gate(
             .iter()
             .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
             .collect();
-        if let Some(user) = gh_api_check(&words, owners, step, &assigned) {
-            out.insert(user);
+        if let Some((api, user, _)) = gh_api_call(&words, owners, step, &assigned) {
+            if api.answer == Answer::Throws {
+                out.insert(user);
+            }
         }
     }
     Some(out)
+}
+
+/// A gate written as an output flag: the step's output `output` is
+/// `true` only where GitHub's authorisation API said the users in `gate`
+/// may act (it is written so only on the arms of a `case` over the API's
+/// answer that the answer reaches only for them). A later step or job
+/// that runs only when the flag is `true`, or after a failing step that
+/// runs when it is not, runs only for them (`flow.rs` reads those `if:`s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagGate {
+    pub output: String,
+    pub gate: Gate,
+    /// Every run of the step that ends successfully without the check
+    /// passing writes the flag `false`: a failing step under `if: … ==
+    /// 'false'` then catches all of them (one under `!= 'true'` needs
+    /// nothing of this, and catches a skipped step too).
+    pub false_otherwise: bool,
+}
+
+/// The output flags `step` writes as gates: `shell` and `windows` as for
+/// [`step_gate`]; `overridden`: a job or workflow `env:` sets what the
+/// check reads ([`SHELL_GATE_ENV`]).
+///
+/// Read fail-closed, as data: the script may run only `echo`, `exit`,
+/// `:`, `true`, `false` and the `gh api` calls that answer; the
+/// answer is a variable assigned once, unconditionally, from one `gh api`
+/// of the permission route (`--jq .permission` or `.role_name`) about a
+/// user of known source and this repository; every write of the flag that
+/// may say `true` lies in a `case` arm over that variable whose patterns
+/// are all authorised values (and no arm falls into it through `;&`);
+/// every write to `$GITHUB_OUTPUT` is an `echo` of a literal `NAME=value`;
+/// no `${{ }}`, no `${…:=…}`, no functions, no `continue-on-error`.
+pub fn flag_gates(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+    overridden: bool,
+) -> Vec<FlagGate> {
+    flag_gates_of(step, owners, shell, windows, overridden).unwrap_or_default()
+}
+
+fn flag_gates_of(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+    overridden: bool,
+) -> Option<Vec<FlagGate>> {
+    if !posix_shell(shell, windows) || overridden || step.uses.is_some() {
+        return None;
+    }
+    if step
+        .continue_on_error
+        .as_ref()
+        .is_some_and(|v| v.value.trim() != "false")
+        || step
+            .env
+            .iter()
+            .any(|(k, _)| SHELL_GATE_ENV.contains(&k.value.as_str()))
+    {
+        return None;
+    }
+    let text = &step.run.as_ref()?.value;
+    // What GitHub substitutes before the shell runs may be any text; a
+    // default-assigning or arithmetic expansion may set the answer.
+    if text.contains("${{") || text.contains("$((") || has_assigning_expansion(text) {
+        return None;
+    }
+    let script = step.script()?;
+    let all_assignments = script.assignments();
+    let assigned: BTreeSet<String> = all_assignments
+        .iter()
+        .map(|(_, a)| a.name.clone())
+        .collect();
+    if assigned.contains("GITHUB_OUTPUT") {
+        return None;
+    }
+    // The answers: `VAR=$(gh api …)`, the variable assigned nowhere else.
+    // Each is the field it reads, the user it is about and the values that
+    // say the user may act.
+    let mut answers: BTreeMap<String, (Checked, &'static [&'static str])> = BTreeMap::new();
+    let mut succeeds = false;
+    for (i, command) in script.commands.iter().enumerate() {
+        if command.in_function.is_some() {
+            return None;
+        }
+        let program = command.program();
+        if program.is_none() {
+            continue;
+        }
+        if !command.assignments.is_empty() || command.program_index() != Some(0) {
+            return None;
+        }
+        match program.as_deref() {
+            Some("echo" | ":" | "true" | "false") => {}
+            Some("exit") => {
+                let fails = command
+                    .arg_texts()
+                    .first()
+                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0));
+                // `exit` in a subshell ends only that: the script goes on.
+                succeeds |= !fails || command.subshell;
+            }
+            Some("gh") => {
+                // Only as the whole value of an answer's assignment.
+                let host = script.commands.iter().find(|c| {
+                    c.program().is_none()
+                        && c.assignments.len() == 1
+                        && matches!(c.assignments[0].value.parts.as_slice(),
+                            [Part::Substitution { commands }] if *commands == (i..i + 1))
+                })?;
+                let name = &host.assignments[0].name;
+                let once = all_assignments
+                    .iter()
+                    .filter(|(_, a)| &a.name == name)
+                    .count()
+                    == 1;
+                if !once
+                    || host.conditional
+                    || host.subshell
+                    || host.substituted
+                    || command.pipe_len > 1
+                    || host.pipe_len > 1
+                {
+                    return None;
+                }
+                let words: Vec<String> = command
+                    .args()
+                    .iter()
+                    .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
+                    .collect();
+                let (api, user, jq) = gh_api_call(&words, owners, step, &assigned)?;
+                if api.answer != Answer::Permission {
+                    return None;
+                }
+                let jq = jq?;
+                let jq = jq.trim_matches(|c| c == '\'' || c == '"');
+                let &(_, granted) = PERMISSION_FIELDS.iter().find(|(f, _)| *f == jq)?;
+                answers.insert(name.clone(), (user, granted));
+            }
+            _ => return None,
+        }
+    }
+    // Where each command may run only for an authorised answer: inside an
+    // arm of a `case` over the answer, after the answer is read, whose
+    // patterns are all authorised values, and that no arm falls into.
+    let mut authorised: BTreeMap<usize, BTreeSet<Checked>> = BTreeMap::new();
+    let mut over_answer = Vec::new();
+    for case in &script.cases {
+        let Some(name) = sole_variable(&case.subject) else {
+            continue;
+        };
+        let Some(&(user, granted)) = answers.get(&name) else {
+            continue;
+        };
+        let read_before = script.commands.iter().any(|c| {
+            c.assignments.first().is_some_and(|a| a.name == name) && c.span.end <= case.start
+        });
+        if !read_before {
+            continue;
+        }
+        let mut falls_in = false;
+        let mut only = Vec::new();
+        for arm in &case.arms {
+            let only_granted = !falls_in
+                && !arm.patterns.is_empty()
+                && arm.patterns.iter().all(|p| {
+                    matches!(p.parts.as_slice(), [Part::Literal { text, .. }] if granted.contains(&text.as_str()))
+                });
+            if only_granted {
+                for i in arm.commands.clone() {
+                    authorised.entry(i).or_default().insert(user);
+                }
+            }
+            only.push(only_granted);
+            // `;&` runs the next arm's commands without testing its
+            // patterns: for any answer that reached this one.
+            falls_in = arm.terminator == ";&" && !only_granted;
+        }
+        over_answer.push((case, only));
+    }
+    // Every write to `$GITHUB_OUTPUT`: a literal `NAME=value`.
+    let mut writes: Vec<(usize, String, String)> = Vec::new();
+    for (i, command) in script.commands.iter().enumerate() {
+        for r in &command.redirects {
+            if !matches!(
+                r.op,
+                RedirectOp::Write | RedirectOp::Append | RedirectOp::ReadWrite
+            ) {
+                continue;
+            }
+            // Another file is no output; only a literal name is known to be one.
+            if !r.target.is_variable("GITHUB_OUTPUT") {
+                r.target.literal()?;
+                continue;
+            }
+            if !matches!(r.op, RedirectOp::Append) || r.fd.is_some_and(|fd| fd != 1) {
+                return None;
+            }
+            let (name, value) = output_line(command)?;
+            writes.push((i, name, value));
+        }
+        if command
+            .redirects
+            .iter()
+            .all(|r| !r.target.is_variable("GITHUB_OUTPUT"))
+            && !stdout_safe(command, &answers, step)
+        {
+            return None;
+        }
+    }
+    let mut out = Vec::new();
+    let names: BTreeSet<&String> = writes.iter().map(|(_, n, _)| n).collect();
+    for name in names {
+        let mine: Vec<&(usize, String, String)> =
+            writes.iter().filter(|(_, n, _)| n == name).collect();
+        let trues: Vec<usize> = mine
+            .iter()
+            .filter(|(_, _, v)| v.eq_ignore_ascii_case("true"))
+            .map(|(i, _, _)| *i)
+            .collect();
+        if trues.is_empty() {
+            continue;
+        }
+        // The users every `true` is written only for.
+        let mut checked: Option<BTreeSet<Checked>> = None;
+        for i in &trues {
+            let users = authorised.get(i).cloned().unwrap_or_default();
+            checked = Some(match checked {
+                None => users,
+                Some(c) => c.intersection(&users).copied().collect(),
+            });
+        }
+        let checked = checked.unwrap_or_default();
+        if checked.is_empty() {
+            continue;
+        }
+        // `false` on every other path: one top-level `case` over the
+        // answer, with a `*` arm, each arm not authorised writing
+        // `NAME=false` whenever it runs, no other value written where the
+        // check did not pass, and no way to end the step successfully.
+        let false_otherwise = !succeeds
+            && mine
+                .iter()
+                .all(|(i, _, v)| authorised.contains_key(i) || v.eq_ignore_ascii_case("false"))
+            && over_answer.len() == 1
+            && over_answer.iter().all(|(case, only)| {
+                case.top_level
+                    && case.arms.iter().any(|a| {
+                        a.patterns.iter().any(|p| {
+                            matches!(p.parts.as_slice(), [Part::Literal { text, quoted: false }] if text == "*")
+                        })
+                    })
+                    && case.arms.iter().zip(only).all(|(a, &only)| {
+                        only || a.unconditional.iter().any(|i| {
+                            mine.iter().any(|(j, _, v)| j == i && v.eq_ignore_ascii_case("false"))
+                        })
+                    })
+            });
+        out.push(FlagGate {
+            output: name.clone(),
+            gate: Gate { checked },
+            false_otherwise,
+        });
+    }
+    Some(out)
+}
+
+/// A step's shell that is bash or sh: GitHub's default on Linux and macOS,
+/// `bash`, `sh`, or a command line of either (`bash -el {0}`).
+fn posix_shell(shell: Option<&str>, windows: bool) -> bool {
+    match shell.map(str::trim) {
+        None => !windows,
+        Some(s) => {
+            let mut words = s.split_whitespace();
+            matches!(words.next(), Some("bash" | "sh"))
+                && words.all(|w| w == "{0}" || w.starts_with('-'))
+        }
+    }
+}
+
+/// `${NAME:=…}`, `${NAME=…}`: an expansion that assigns.
+fn has_assigning_expansion(text: &str) -> bool {
+    text.match_indices("${").any(|(at, _)| {
+        let rest = &text[at + 2..];
+        let inner = rest.split('}').next().unwrap_or(rest);
+        inner.contains('=')
+    })
+}
+
+/// The variable a word is, alone (`$V`, `"${V}"`).
+fn sole_variable(word: &Word) -> Option<String> {
+    let mut parts = word
+        .parts
+        .iter()
+        .filter(|p| !matches!(p, Part::Literal { text, .. } if text.is_empty()));
+    match (parts.next(), parts.next()) {
+        (Some(Part::Variable { name, .. }), None) => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// `echo "NAME=value"` with a literal line: its name and value.
+fn output_line(command: &Command) -> Option<(String, String)> {
+    if command.program().as_deref() != Some("echo") {
+        return None;
+    }
+    let [word] = command.args() else {
+        return None;
+    };
+    let line = word.literal()?;
+    if line.starts_with('-') || line.contains(['\n', '\r', '\\']) {
+        return None;
+    }
+    let (name, value) = line.split_once('=')?;
+    let is_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    is_name.then(|| (name.to_owned(), value.to_owned()))
+}
+
+/// A command writing to the log, not to `$GITHUB_OUTPUT`, that cannot
+/// write a workflow command (`::set-output …`): its words are literals
+/// and the variables of known, tame values (the answer; a user's login or
+/// a repository's name from the step's `env:`).
+fn stdout_safe(
+    command: &Command,
+    answers: &BTreeMap<String, (Checked, &'static [&'static str])>,
+    step: &Step,
+) -> bool {
+    let tame = |name: &str| {
+        answers.contains_key(name)
+            || step.env.iter().any(|(k, v)| {
+                k.value == name
+                    && (matches!(expression_user(&v.value), Some(User::Known(_)))
+                        || matches!(
+                            expression_path(&v.value).as_deref(),
+                            Some("github.repository" | PAYLOAD_REPOSITORY)
+                        ))
+            })
+    };
+    command.words.iter().all(|w| {
+        !w.text().contains("set-output")
+            && !w.text().contains("save-state")
+            && !w.text().contains('\\')
+            && w.parts.iter().all(|p| match p {
+                Part::Literal { .. } => true,
+                Part::Variable { name, .. } => tame(name),
+                // The answer's own `gh api`.
+                Part::Substitution { .. } => command.program().is_none(),
+                _ => false,
+            })
+    })
+}
+
+/// A step that fails whenever it runs: a `run:` of one unconditional
+/// `exit N` (N not 0) in a shell where that fails the step, or a
+/// `github-script` that fails before anything may end it.
+pub fn always_fails(step: &Step, shell: Option<&str>, windows: bool) -> bool {
+    if step.uses_action("actions/github-script") {
+        let Some(script) = step.input("script") else {
+            return false;
+        };
+        let Some(tokens) = tokenize(&script.value) else {
+            return false;
+        };
+        if unsafe_names(&tokens) {
+            return false;
+        }
+        let reader = Reader {
+            t: &tokens,
+            owners: &[],
+        };
+        return reader
+            .block(0, tokens.len())
+            .is_some_and(|b| reader.fails(&b));
+    }
+    if step.uses.is_some() || !posix_shell(shell, windows) {
+        return false;
+    }
+    let Some(run) = &step.run else {
+        return false;
+    };
+    if run.value.contains("${{") {
+        return false;
+    }
+    let Some(script) = step.script() else {
+        return false;
+    };
+    let [command] = script.commands.as_slice() else {
+        return false;
+    };
+    command.program().as_deref() == Some("exit")
+        && command.program_index() == Some(0)
+        && command.assignments.is_empty()
+        && !command.conditional
+        && !command.subshell
+        && command.pipe_len <= 1
+        && matches!(command.arg_texts().as_slice(), [n] if n.parse::<u32>().is_ok_and(|n| n != 0))
 }
 
 fn unquote(word: &str) -> String {
@@ -251,18 +701,19 @@ fn unquote(word: &str) -> String {
     w.to_owned()
 }
 
-/// `gh api [flags] ROUTE` of a throwing authorisation route with a GET:
-/// the user it asks about.
-fn gh_api_check(
+/// `gh api [flags] ROUTE` of an authorisation route with a GET: the API,
+/// the user it asks about, and what its `--jq` reads of the answer.
+fn gh_api_call(
     words: &[String],
     owners: &[String],
     step: &Step,
     assigned: &BTreeSet<String>,
-) -> Option<Checked> {
+) -> Option<(&'static AuthApi, Checked, Option<String>)> {
     if words.first().map(String::as_str) != Some("api") {
         return None;
     }
     let mut route = None;
+    let mut jq = None;
     let mut i = 1;
     while i < words.len() {
         let w = words[i].as_str();
@@ -276,7 +727,13 @@ fn gh_api_check(
                 }
                 i += 2;
             }
-            "-H" | "--header" | "-q" | "--jq" => i += 2,
+            "-q" | "--jq" => {
+                if jq.replace(words.get(i + 1)?.trim().to_owned()).is_some() {
+                    return None;
+                }
+                i += 2;
+            }
+            "-H" | "--header" => i += 2,
             "--silent" | "-i" | "--include" => i += 1,
             _ if w.eq_ignore_ascii_case("--method=GET") => i += 1,
             _ if w.starts_with('-') => return None,
@@ -290,29 +747,28 @@ fn gh_api_check(
     }
     let route = route?;
     let segments: Vec<&str> = route.trim_start_matches('/').split('/').collect();
-    let env_user = |name: &str| -> Option<Checked> {
-        if assigned.contains(name) {
-            return None;
-        }
-        if name == "GITHUB_ACTOR" {
-            return Some(Checked::Actor);
-        }
-        let value = step.env.iter().find(|(k, _)| k.value == name)?;
-        match expression_user(&value.1.value)? {
-            User::Known(c) => Some(c),
-            User::Param(_) => None,
-        }
-    };
-    let user_of = |seg: &str| -> Option<Checked> {
-        if let Some(User::Known(c)) = expression_user(seg) {
-            return Some(c);
-        }
+    // What a step `env:` variable the script does not assign holds.
+    let env_value = |seg: &str| -> Option<&str> {
         let name = seg.strip_prefix('$')?;
         let name = name
             .strip_prefix('{')
             .and_then(|n| n.strip_suffix('}'))
             .unwrap_or(name);
-        env_user(name)
+        if assigned.contains(name) {
+            return None;
+        }
+        let value = step.env.iter().find(|(k, _)| k.value == name)?;
+        Some(value.1.value.as_str())
+    };
+    let user_of = |seg: &str| -> Option<Checked> {
+        if !assigned.contains("GITHUB_ACTOR") && matches!(seg, "$GITHUB_ACTOR" | "${GITHUB_ACTOR}")
+        {
+            return Some(Checked::Actor);
+        }
+        match expression_user(env_value(seg).unwrap_or(seg))? {
+            User::Known(c) => Some(c),
+            User::Param(_) => None,
+        }
     };
     let is_owner = |seg: &str| {
         owners.iter().any(|o| o.eq_ignore_ascii_case(seg))
@@ -322,14 +778,19 @@ fn gh_api_check(
                 "$GITHUB_REPOSITORY_OWNER" | "${GITHUB_REPOSITORY_OWNER}"
             )
     };
-    let is_repository = |seg: &str| {
-        expression_path(seg).as_deref() == Some("github.repository")
-            || matches!(seg, "$GITHUB_REPOSITORY" | "${GITHUB_REPOSITORY}")
+    // This repository, or the one a dispatched comment was made on (see
+    // [`PAYLOAD_REPOSITORY`]).
+    let repository = |seg: &str| -> Option<bool> {
+        if matches!(seg, "$GITHUB_REPOSITORY" | "${GITHUB_REPOSITORY}") {
+            return Some(false);
+        }
+        match expression_path(env_value(seg).unwrap_or(seg))?.as_str() {
+            "github.repository" => Some(false),
+            PAYLOAD_REPOSITORY => Some(true),
+            _ => None,
+        }
     };
-    for api in AUTH_APIS
-        .iter()
-        .filter(|a| a.answer == Answer::Throws && !a.route.is_empty())
-    {
+    for api in AUTH_APIS.iter().filter(|a| !a.route.is_empty()) {
         let pattern: Vec<&str> = api.route.trim_start_matches('/').split('/').collect();
         // `{owner}/{repo}` may be one `${{ github.repository }}`.
         let patterns: Vec<Vec<&str>> = if api.about == About::Repo {
@@ -348,9 +809,10 @@ fn gh_api_check(
                 continue;
             }
             let mut user = None;
+            let mut payload = false;
             let ok = pattern.iter().zip(&segments).all(|(p, s)| match *p {
                 "{org}" | "{owner}" => is_owner(s),
-                "{repository}" => is_repository(s),
+                "{repository}" => repository(s).inspect(|&p| payload = p).is_some(),
                 // A repository named by a literal is not known to be this one.
                 "{repo}" => expression_path(s).as_deref() == Some("github.event.repository.name"),
                 "{team_slug}" => !s.is_empty() && !s.contains('$'),
@@ -360,13 +822,24 @@ fn gh_api_check(
                 }
                 literal => literal == *s,
             });
-            if ok {
-                return user;
+            // The payload's repository is this one only where the payload
+            // is a comment bot's, whose commenter the gate must then check.
+            if ok && (!payload || user == Some(Checked::PayloadCommenter)) {
+                return Some((api, user?, jq));
             }
         }
     }
     None
 }
+
+/// The repository a comment bot's dispatch names
+/// (`client_payload.github.payload.repository.full_name`). Where a
+/// workflow of this repository fired the dispatch for a comment, that
+/// comment's event is this repository's (`flow.rs` reads the payload so);
+/// where anyone else dispatched, the payload is theirs to write. So a check
+/// about it counts only for [`Checked::PayloadCommenter`], which holds
+/// only under the first.
+const PAYLOAD_REPOSITORY: &str = "github.event.client_payload.github.payload.repository.full_name";
 
 /// The path of a string that is one `${{ }}` expression (`github.actor`).
 fn expression_path(s: &str) -> Option<String> {
@@ -1862,6 +2335,16 @@ fn expression_user(s: &str) -> Option<User> {
         ["github", "event", "pull_request" | "issue", "user", "login"] => {
             Some(User::Known(Checked::PrAuthor))
         }
+        [
+            "github",
+            "event",
+            "client_payload",
+            "github",
+            "payload",
+            "comment",
+            "user",
+            "login",
+        ] => Some(User::Known(Checked::PayloadCommenter)),
         _ => None,
     }
 }
@@ -1882,6 +2365,16 @@ fn path_value(path: &[&str], env: &Env) -> Option<Bound> {
             "user",
             "login",
         ] => Bound::User(User::Known(Checked::PrAuthor)),
+        [
+            "context",
+            "payload",
+            "client_payload",
+            "github",
+            "payload",
+            "comment",
+            "user",
+            "login",
+        ] => Bound::User(User::Known(Checked::PayloadCommenter)),
         ["context", "repo", "owner"] | ["context", "payload", "repository", "owner", "login"] => {
             Bound::Owner
         }
@@ -1925,3 +2418,212 @@ pub(super) const SHELL_GATE_ENV: &[&str] = &[
     "GH_HOST",
     "GH_REPO",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::workflow::Workflow;
+
+    /// vllm-ascend's `pr_nightly_command.yml` check, as written.
+    const REAL: &str = r#"ROLE_NAME=$(gh api "repos/$REPO/collaborators/$ACTOR/permission" --jq '.role_name')
+case "$ROLE_NAME" in
+  triage|write|maintain|admin)
+    echo "User $ACTOR has $ROLE_NAME role, authorized."
+    echo "is_authorized=true" >> "$GITHUB_OUTPUT"
+    ;;
+  *)
+    echo "::error::User $ACTOR does not have triage+ permission and is not authorized to trigger nightly tests."
+    echo "is_authorized=false" >> "$GITHUB_OUTPUT"
+    ;;
+esac
+"#;
+
+    const PAYLOAD_ENV: &str = "ACTOR: ${{ github.event.client_payload.github.payload.comment.user.login }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}";
+
+    /// The flag gates of one `run:` step with `env` and `extra` keys.
+    fn flags_with(script: &str, env: &str, extra: &str, shell: Option<&str>) -> Vec<FlagGate> {
+        let run: String = script.lines().map(|l| format!("          {l}\n")).collect();
+        let text = format!(
+            "on: repository_dispatch\njobs:\n  authorize:\n    runs-on: ubuntu-latest\n    steps:\n      - id: auth\n{extra}        env:\n          GH_TOKEN: ${{{{ secrets.PAT }}}}\n          {env}\n        run: |\n{run}"
+        );
+        let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+        let step = &wf.jobs[0].steps[0];
+        flag_gates(step, &["acme".to_owned()], shell, false, false)
+    }
+
+    fn flags(script: &str) -> Vec<FlagGate> {
+        flags_with(script, PAYLOAD_ENV, "", None)
+    }
+
+    fn gate(checked: Checked, false_otherwise: bool) -> Vec<FlagGate> {
+        vec![FlagGate {
+            output: "is_authorized".to_owned(),
+            gate: Gate {
+                checked: [checked].into(),
+            },
+            false_otherwise,
+        }]
+    }
+
+    #[test]
+    fn a_role_written_as_an_output_flag_is_a_gate_on_the_user_it_asks_about() {
+        assert_eq!(flags(REAL), gate(Checked::PayloadCommenter, true));
+        // This repository and the run's actor; `bash -el {0}`.
+        let env = "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.repository }}";
+        assert_eq!(
+            flags_with(REAL, env, "", Some("bash -el {0}")),
+            gate(Checked::Actor, true)
+        );
+        // The legacy `permission` field, compared with the write levels.
+        let legacy = REAL
+            .replace(".role_name", ".permission")
+            .replace("triage|write|maintain|admin", "write|admin");
+        assert_eq!(flags(&legacy), gate(Checked::PayloadCommenter, true));
+        // Without a `*)` arm writing `false`, an unmatched answer writes
+        // nothing: still a gate for `== 'true'` and `!= 'true'`, not for
+        // `== 'false'`.
+        let no_default = REAL.replace("  *)", "  read|none)");
+        assert_eq!(flags(&no_default), gate(Checked::PayloadCommenter, false));
+        let exit_zero = REAL.replace("esac\n", "esac\nexit 0\n");
+        assert_eq!(flags(&exit_zero), gate(Checked::PayloadCommenter, false));
+        let silent_arm = REAL.replace(
+            "    echo \"is_authorized=false\" >> \"$GITHUB_OUTPUT\"\n",
+            "    true && echo \"is_authorized=false\" >> \"$GITHUB_OUTPUT\"\n",
+        );
+        assert_eq!(flags(&silent_arm), gate(Checked::PayloadCommenter, false));
+    }
+
+    /// Each way the flag could say `true` for someone the API did not
+    /// authorise, or the check could be about someone or somewhere else:
+    /// no gate.
+    #[test]
+    fn a_flag_that_may_be_true_on_another_path_is_no_gate() {
+        let none = |what: &str, script: &str| {
+            assert_eq!(flags(script), [], "{what}");
+        };
+        none(
+            "true before the check",
+            &format!("echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"\n{REAL}"),
+        );
+        none(
+            "true after it",
+            &format!("{REAL}echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "true on the `*)` arm",
+            &REAL.replace("is_authorized=false", "is_authorized=TRUE"),
+        );
+        none(
+            "an arm with a role anyone has",
+            &REAL.replace("triage|write", "read|triage|write"),
+        );
+        none(
+            "a glob",
+            &REAL.replace("triage|write|maintain|admin", "*write*"),
+        );
+        none(
+            "`triage` in the legacy field, which says `read` for it",
+            &REAL.replace(".role_name", ".permission"),
+        );
+        none(
+            "`;&` falls from the `read` arm into the authorised one",
+            &REAL.replace(
+                "case \"$ROLE_NAME\" in\n",
+                "case \"$ROLE_NAME\" in\n  read)\n    echo reader\n    ;&\n",
+            ),
+        );
+        none(
+            "a second assignment of the answer",
+            &REAL.replace("case", "false || ROLE_NAME=admin\ncase"),
+        );
+        none(
+            "the answer read in a subshell",
+            &REAL
+                .replacen("ROLE_NAME=$(gh", "( ROLE_NAME=$(gh", 1)
+                .replacen("'.role_name')\n", "'.role_name') )\n", 1),
+        );
+        none(
+            "a default that assigns",
+            &REAL.replace("case \"$ROLE_NAME\"", "case \"${ROLE_NAME:=admin}\""),
+        );
+        none(
+            "no `--jq` (the answer is JSON)",
+            &REAL.replace(" --jq '.role_name'", ""),
+        );
+        none(
+            "the answer's call may fail into a default",
+            &REAL.replace("--jq '.role_name')", "--jq '.role_name' || echo admin)"),
+        );
+        none("the user reassigned", &format!("ACTOR=someone\n{REAL}"));
+        none(
+            "another program (which may write the output file)",
+            &format!("{REAL}python3 finish.py\n"),
+        );
+        none(
+            "a value GitHub substitutes",
+            &REAL.replace(
+                "authorized.\"",
+                "authorized ${{ github.event.comment.body }}\"",
+            ),
+        );
+        none(
+            "a line of someone's text to the log (`::set-output`)",
+            &REAL.replace("authorized.\"", "authorized $BODY\""),
+        );
+        none(
+            "a non-literal output line",
+            &REAL.replace("is_authorized=false", "is_authorized=$VERDICT"),
+        );
+        none(
+            "the output file by another name",
+            &format!("OUT=\"$GITHUB_OUTPUT\"\necho \"is_authorized=true\" >> \"$OUT\"\n{REAL}"),
+        );
+        none(
+            "a function (which may shadow `echo`)",
+            &format!("echo() {{ builtin echo \"$@\"; }}\n{REAL}"),
+        );
+        // The user from a source the reader does not know, another
+        // repository, the payload's repository with the run's actor.
+        for env in [
+            "ACTOR: ${{ github.event.client_payload.user }}\n          REPO: ${{ github.repository }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: acme/other",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.event.client_payload.repository }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.repository }}\n          GH_HOST: example.com",
+        ] {
+            assert_eq!(flags_with(REAL, env, "", None), [], "{env}");
+        }
+        // A step that may go on after an error; a shell that is not sh.
+        assert_eq!(
+            flags_with(REAL, PAYLOAD_ENV, "        continue-on-error: true\n", None),
+            []
+        );
+        assert_eq!(flags_with(REAL, PAYLOAD_ENV, "", Some("pwsh")), []);
+        assert_eq!(flags_with(REAL, PAYLOAD_ENV, "", Some("python {0}")), []);
+    }
+
+    #[test]
+    fn a_step_that_always_fails_is_one_unconditional_failing_exit() {
+        let fails = |step: &str| {
+            let text =
+                format!("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n{step}");
+            let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+            always_fails(&wf.jobs[0].steps[0], None, false)
+        };
+        assert!(fails("      - run: exit 1\n"));
+        assert!(fails(
+            "      - uses: actions/github-script@v7\n        with:\n          script: core.setFailed('no')\n"
+        ));
+        for step in [
+            "      - run: exit 0\n",
+            "      - run: exit\n",
+            "      - run: exit 1 &\n",
+            "      - run: exit $CODE\n",
+            "      - run: \"[ -n \\\"$X\\\" ] && exit 1\"\n",
+            "      - run: exit ${{ inputs.code }}\n",
+            "      - uses: actions/github-script@v7\n        with:\n          script: \"core.setFailed('no'); process.exitCode = 0\"\n",
+        ] {
+            assert!(!fails(step), "{step}");
+        }
+    }
+}
