@@ -910,3 +910,88 @@ fn an_authorisation_written_as_an_output_flag_gates_what_requires_it() {
     ]);
     assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
 }
+
+/// meilisearch's `bench-pr.yml` (held-out half 3), cut down: the API's
+/// `true`/`false` for `.user.permissions.push` is run as an `if`'s command,
+/// and the `else` exits, for the pull request's author and then for the
+/// commenter; the job then checks the pull request's branch out and runs
+/// its xtask with secrets on a self-hosted runner. `CHECK` is the check of
+/// the commenter.
+const RUN_AS_CONDITION: &str = r#"on:
+  issue_comment:
+    types: [created]
+permissions:
+  issues: write
+jobs:
+  bench:
+    if: startsWith(github.event.comment.body, '/bench')
+    runs-on: benchmarks
+    steps:
+      - name: Check permissions
+        env:
+          COMMENT_AUTHOR: ${{ github.event.comment.user.login }}
+          BODY_USER: ${{ github.event.comment.body }}
+          REPOSITORY: ${{ github.repository }}
+        run: |
+CHECK
+      - uses: xt0rted/pull-request-comment-branch@e8b8daa837e8ea7331c0003c9c316a64c6d8b0b1
+        id: comment-branch
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ steps.comment-branch.outputs.head_ref }}
+      - run: cargo xtask bench --api-key "${{ secrets.BENCHMARK_API_KEY }}"
+"#;
+
+#[test]
+fn an_api_answer_run_as_an_ifs_condition_whose_else_exits_gates_the_commenter() {
+    let with = |check: &str| {
+        let check: String = check.lines().map(|l| format!("          {l}\n")).collect();
+        RUN_AS_CONDITION.replace("CHECK\n", &check)
+    };
+    let gate = "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo \"::notice::authenticated\"\nelse\n  echo \"::error::no push permission\"\n  exit 1\nfi";
+    let (_, found) = check(&repo(&with(gate), NAMED));
+    let errors: Vec<&Value> = found.iter().filter(|f| f["severity"] == "error").collect();
+    assert!(errors.is_empty(), "{}", show(&found));
+    assert_eq!(
+        jobs(&found, "warning", "untrusted-secrets"),
+        ["bench"],
+        "{}",
+        show(&found)
+    );
+    // Each of these lets someone without push access through, or reads
+    // an answer the shell does not run as the condition: no gate.
+    for not_a_gate in [
+        // No check at all.
+        "echo checking",
+        // Inverted: only those without push go on.
+        "if ! $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // The else goes on.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  echo \"::warning::no push permission\"\nfi",
+        // The else ends the step successfully.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 0\nfi",
+        // An `elif` whose branch goes on.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelif true\nthen\n  echo also\nelse\n  exit 1\nfi",
+        // A user the comment's text names.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$BODY_USER\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // A field that is no boolean (`write`, `read`: not commands, so
+        // everyone fails; and `pull` is true for everyone on a public
+        // repository).
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.pull)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Another repository.
+        "if $(gh api /repos/other/place/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Behind `&&`: the `if` may never run.
+        "false && if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Its failure is caught in a subshell.
+        "( if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi )",
+        // The answer piped on is not what the condition runs.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push) | cat\nthen\n  echo ok\nelse\n  exit 1\nfi",
+    ] {
+        let (_, found) = check(&repo(&with(not_a_gate), NAMED));
+        assert_eq!(
+            jobs(&found, "error", "untrusted-secrets"),
+            ["bench"],
+            "{not_a_gate}\n{}",
+            show(&found)
+        );
+    }
+}

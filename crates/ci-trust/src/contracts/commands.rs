@@ -99,6 +99,14 @@ pub const READ_ONLY: &[&str] = &[
     "gh",
 ];
 
+/// Shell builtins that run no program and read no file of a directory
+/// their environment names (`set -e`, `export X=1`).
+pub const INERT_BUILTINS: &[&str] = &[
+    "set", "export", "unset", "shift", "local", "declare", "typeset", "readonly", "read", "exit",
+    "return", "true", "false", ":", "echo", "printf", "test", "[", "[[", "cd", "pushd", "popd",
+    "wait", "break", "continue",
+];
+
 /// Interpreters that run a script file named in their arguments.
 pub const SCRIPT_INTERPRETERS: &[&str] = &[
     "python", "python3", "node", "ruby", "perl", "bash", "sh", "zsh", "php",

@@ -32,6 +32,28 @@ pub struct Script {
     /// Every `case` of the script's own text (not those inside a
     /// substitution), in the order the shell meets them.
     pub cases: Vec<Case>,
+    /// Every `if` of the script's own text (not those inside a
+    /// substitution), in the order the shell meets them.
+    pub ifs: Vec<If>,
+}
+
+/// `if LIST; then LIST; [elif …;] [else LIST;] fi`, as command ranges.
+#[derive(Debug, Clone, Default)]
+pub struct If {
+    /// Byte offset of the `if` word.
+    pub start: usize,
+    /// The condition's commands, as indices into [`Script::commands`].
+    pub condition: Range<usize>,
+    pub then_branch: Range<usize>,
+    /// It has an `elif` (whose commands are in neither branch).
+    pub elif: bool,
+    pub else_branch: Option<Range<usize>>,
+    /// The `else` branch's commands that run whenever it does.
+    pub else_unconditional: Vec<usize>,
+    /// Runs wherever the script gets to it (as [`Case::top_level`]).
+    pub top_level: bool,
+    /// Ends with `fi` (not cut off by the text's end).
+    pub closed: bool,
 }
 
 /// `case WORD in PATTERN) LIST ;; … esac`.
@@ -407,11 +429,14 @@ impl Script {
     pub fn parse(text: &str) -> Script {
         let mut commands = Vec::new();
         let mut heredocs = Vec::new();
-        let cases = {
+        let (cases, ifs) = {
             let mut parser = Parser::new(text, 0, text.len(), &mut commands, 0, &mut heredocs);
             parser.record_cases = true;
             parser.parse_all();
-            std::mem::take(&mut parser.cases)
+            (
+                std::mem::take(&mut parser.cases),
+                std::mem::take(&mut parser.ifs),
+            )
         };
         fill_heredocs(text, &mut commands, &heredocs);
         for command in &mut commands {
@@ -421,7 +446,11 @@ impl Script {
                 .and_then(|i| command.words[i].literal())
                 .map(|w| basename(&w).to_owned());
         }
-        Script { commands, cases }
+        Script {
+            commands,
+            cases,
+            ifs,
+        }
     }
 
     /// The commands that run at the script's own level or in its groups,
@@ -593,6 +622,7 @@ struct Parser<'t, 's> {
     /// substitutions do not).
     record_cases: bool,
     cases: Vec<Case>,
+    ifs: Vec<If>,
     /// How many `&&`/`||` tails are being read.
     and_or_tail: usize,
 }
@@ -620,6 +650,7 @@ impl<'t, 's> Parser<'t, 's> {
             next_pipeline: base * 1_000_003 % 1_000_000_007,
             record_cases: false,
             cases: Vec::new(),
+            ifs: Vec::new(),
             and_or_tail: 0,
         }
     }
@@ -1373,12 +1404,47 @@ impl<'t, 's> Parser<'t, 's> {
                 return;
             }
             "if" => {
-                self.next();
+                let start = match self.next() {
+                    Token::Word(w) => w.span.start,
+                    _ => self.pos,
+                };
+                let mut record = If {
+                    start,
+                    top_level: self.depth == 1 && self.and_or_tail == 0,
+                    ..If::default()
+                };
+                // Which part the list read next belongs to: the condition,
+                // the first `then`, an `elif`'s, or the `else`.
+                let mut part = 0u8;
                 loop {
+                    let from = self.sink.len();
                     let met = self.parse_list(&["then", "elif", "else", "fi"], None);
+                    let read = from..self.sink.len();
+                    match part {
+                        0 => record.condition = read,
+                        1 => record.then_branch = read,
+                        2 => record.elif = true,
+                        _ => {
+                            record.else_unconditional = read
+                                .clone()
+                                .filter(|&i| {
+                                    !self.sink[i].conditional && self.sink[i].in_function.is_none()
+                                })
+                                .collect();
+                            record.else_branch = Some(read);
+                        }
+                    }
+                    part = match (part, met.as_deref()) {
+                        (0, Some("then")) => 1,
+                        (_, Some("else")) => 3,
+                        (_, Some("elif")) => 2,
+                        (2, Some("then")) => 2,
+                        (p, _) => p,
+                    };
                     match met.as_deref() {
                         Some("fi") => {
                             self.next();
+                            record.closed = true;
                             break;
                         }
                         Some(_) => {
@@ -1386,6 +1452,9 @@ impl<'t, 's> Parser<'t, 's> {
                         }
                         None => break,
                     }
+                }
+                if self.record_cases {
+                    self.ifs.push(record);
                 }
             }
             "while" | "until" => {

@@ -25,6 +25,9 @@ pub(super) struct Brought {
     pub pos: Pos,
     pub what: String,
     pub taint: Taint,
+    /// The question the path depends on, where the workflows do not show
+    /// whether the brought bytes run ([`Runs::unsure`]): a warning.
+    pub unsure: Option<String>,
 }
 
 /// What a job runs under the start of `scope` that is not the default
@@ -66,22 +69,23 @@ pub(super) fn other_code(
         let then = if found.is_empty() {
             None
         } else if local {
-            Some(String::new())
+            Some(Runs::sure(String::new()))
         } else if let Some(dir) = checkout_subdir(step) {
             runs_code_from(&job.steps[index + 1..], &dir, surroundings)
         } else {
-            runs_code(&job.steps[index..], true)
+            runs_code(&job.steps[index..], true).map(Runs::sure)
         };
         if let Some(then) = then {
             for found in found {
-                let then = if then.is_empty() {
+                let what = if then.what.is_empty() {
                     String::new()
                 } else {
-                    format!(" and then {then}")
+                    format!(" and then {}", then.what)
                 };
                 out.push(Brought {
-                    what: format!("{}{then}", found.what),
+                    what: format!("{}{what}", found.what),
                     taint: here.refine_taint(found.taint),
+                    unsure: then.unsure.clone(),
                     ..found
                 });
             }
@@ -95,16 +99,19 @@ pub(super) fn other_code(
             let later = &job.steps[index + 1..];
             let then = match download_subdir(step) {
                 Some(dir) => runs_code_from(later, &dir, surroundings),
-                None => runs_code(later, false).or_else(|| git_in_workspace(later)),
+                None => runs_code(later, false)
+                    .or_else(|| git_in_workspace(later))
+                    .map(Runs::sure),
             };
-            if let Some(use_) = then {
+            if let Some(then) = then {
                 out.push(Brought {
                     pos: at.pos,
                     what: format!(
-                        "downloads artifacts of another run (`{}`) and then {use_}",
-                        at.value
+                        "downloads artifacts of another run (`{}`) and then {}",
+                        at.value, then.what
                     ),
                     taint: here.refine_taint(taint),
+                    unsure: then.unsure,
                 });
             }
         }
@@ -422,6 +429,21 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
         .any(|n| text.contains(&format!("${n}")) || text.contains(&format!("${{{n}}}")))
 }
 
+/// What runs bytes brought into a directory of their own, in words, and
+/// the question it depends on where the workflows do not show whether the
+/// bytes run (a trusted program handed the directory, an action not given
+/// it): such a path is a warning, not an error.
+pub(super) struct Runs {
+    pub what: String,
+    pub unsure: Option<String>,
+}
+
+impl Runs {
+    fn sure(what: String) -> Runs {
+        Runs { what, unsure: None }
+    }
+}
+
 /// After a pull request was checked out into the subdirectory `dir` only,
 /// what runs bytes from it: a command in it (by path, or an interpreter's
 /// script there), any other command handed that directory (`pip install
@@ -433,7 +455,7 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
 /// or a cache save; `surroundings` (the job's default working directory and
 /// environment) pointing into it make every step work inside it.
 /// Everything else runs trusted bytes.
-pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
+pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<Runs> {
     let scripts: Vec<Option<std::rc::Rc<Script>>> = later
         .iter()
         .map(|step| step.run.as_ref().map(|r| Script::cached(&r.value)))
@@ -463,10 +485,16 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .working_directory
                 .as_ref()
                 .is_some_and(|d| mentions_dir(&d.value, dir, &names))
-            || step
-                .env
-                .iter()
-                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+            || step.env.iter().any(|(k, v)| {
+                commands::loads_through(&k.value) && mentions_dir(&v.value, dir, &names)
+            });
+        // Handed to the step's programs under a name of their own
+        // (`PROJECTS_ROOT: pr`), the directory is what those programs make
+        // of it: a program that knows the name may run code from it, and
+        // which do is not in the workflow.
+        let handed = step.env.iter().any(|(k, v)| {
+            !commands::loads_through(&k.value) && mentions_dir(&v.value, dir, &names)
+        });
         if let (Some(run), Some(script)) = (&step.run, script) {
             for command in script.commands() {
                 let segment = run.value.get(command.span.clone()).unwrap_or_default();
@@ -475,6 +503,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 let exported = (command.writes_to("GITHUB_PATH")
                     || command.writes_to("GITHUB_ENV"))
                     && mentions_dir(segment, dir, &names);
+                let mut unsure: Option<String> = None;
                 let runs_from = exported
                     || command.program_text().is_some_and(|program| {
                         let name = command.program().unwrap_or_default();
@@ -513,16 +542,53 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                             });
                             return match script_arg.map(String::as_str) {
                                 Some("-c" | "-m" | "-e") | None => {
-                                    inside || mentions_dir(segment, dir, &names)
+                                    inside || handed || mentions_dir(segment, dir, &names)
                                 }
-                                Some(file) => inside || mentions_dir(file, dir, &names),
+                                Some(file) if inside || mentions_dir(file, dir, &names) => true,
+                                // `python trusted.py pr/x`, or with the
+                                // directory in its environment: what the
+                                // trusted script does with it.
+                                Some(file) if handed || mentions_dir(segment, dir, &names) => {
+                                    unsure = Some(format!(
+                                        "does `{file}` run code from the directory it is handed?"
+                                    ));
+                                    true
+                                }
+                                Some(_) => false,
                             };
                         }
-                        inside || mentions_dir(segment, dir, &names)
+                        if inside {
+                            return true;
+                        }
+                        // A program of the trusted tree by its path
+                        // (`./.github/scripts/x.py pr/config.json`), handed
+                        // the directory: a trusted script reading it, as
+                        // `python x.py pr/…` is, unless it runs what it reads.
+                        let trusted_program = program.contains('/') && !program.contains('$');
+                        let mentioned = mentions_dir(segment, dir, &names);
+                        if trusted_program && (mentioned || handed) {
+                            unsure = Some(format!(
+                                "does `{program}` run code from the directory it is handed?"
+                            ));
+                            return true;
+                        }
+                        if !mentioned
+                            && handed
+                            && !commands::INERT_BUILTINS.contains(&name.as_str())
+                        {
+                            unsure = Some(format!(
+                                "does `{name}` run code from the directory its environment names?"
+                            ));
+                            return true;
+                        }
+                        mentioned
                     });
                 if runs_from {
                     let first = commands::line(&run.value, script, command);
-                    return Some(format!("runs `{}` on it", first.trim()));
+                    return Some(Runs {
+                        what: format!("runs `{}` on it", first.trim()),
+                        unsure,
+                    });
                 }
             }
         }
@@ -540,14 +606,31 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .to_ascii_lowercase();
             let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
             if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
-                return Some(format!("runs the local action `{}` on it", uses.value));
+                return Some(Runs::sure(format!(
+                    "runs the local action `{}` on it",
+                    uses.value
+                )));
             }
             if third_party && !posts_only(step) {
-                return Some(format!("uses `{}`", uses.value.trim()));
+                // Given the directory (or working in it), the action runs
+                // on it; not given it, whether it reads a directory of its
+                // own choosing is the action's code, which is not here.
+                let what = format!("uses `{}`", uses.value.trim());
+                return Some(if given || inside {
+                    Runs::sure(what)
+                } else {
+                    Runs {
+                        what,
+                        unsure: Some(format!(
+                            "does `{}` read `{dir}`, which it is not given?",
+                            uses.value.trim()
+                        )),
+                    }
+                });
             }
         }
         if let Some((_, why)) = crate::contracts::caches::cache_save(step) {
-            return Some(format!("saves a cache ({why})"));
+            return Some(Runs::sure(format!("saves a cache ({why})")));
         }
         // A script that loads a file by a literal path outside `dir`
         // (`require('./.github/scripts/x.cjs')` from the trusted checkout
@@ -569,7 +652,9 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                     })
             });
         if loads {
-            return Some("runs `actions/github-script` that loads a file from it".to_owned());
+            return Some(Runs::sure(
+                "runs `actions/github-script` that loads a file from it".to_owned(),
+            ));
         }
     }
     None
@@ -642,11 +727,17 @@ fn step_other_code(
 ) -> Result<Vec<Brought>> {
     let scope = judge.scope;
     let place = |pos: Pos, what: String, taint: Taint| match inside {
-        None => Brought { pos, what, taint },
+        None => Brought {
+            pos,
+            what,
+            taint,
+            unsure: None,
+        },
         Some(inside) => Brought {
             pos: inside.at,
             what: format!("{what} (in {}, line {})", inside.file, pos.line),
             taint,
+            unsure: None,
         },
     };
     let mut found = Vec::new();

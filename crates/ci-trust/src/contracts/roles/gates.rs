@@ -236,8 +236,13 @@ fn run_gate(
         .iter()
         .map(|(_, a)| a.name.clone())
         .collect();
+    let if_gates = if_gates(&script, text, owners, step, &assigned);
     let mut out = BTreeSet::new();
-    for command in script.commands() {
+    for (index, command) in script.commands.iter().enumerate() {
+        if let Some(&user) = if_gates.get(&index) {
+            out.insert(user);
+            continue;
+        }
         let program = command.program().unwrap_or_default();
         let args = command.arg_texts();
         match program.as_str() {
@@ -288,6 +293,95 @@ fn run_gate(
         }
     }
     Some(out)
+}
+
+/// The fields of a permission answer that `--jq` reads as `true` or
+/// `false` (`user.permissions`), each `true` only for a user who may act.
+const BOOLEAN_PERMISSION_FIELDS: &[&str] = &[
+    ".user.permissions.push",
+    ".user.permissions.maintain",
+    ".user.permissions.admin",
+];
+
+/// `if $(gh api …/collaborators/USER/permission --jq
+/// .user.permissions.push); then …; else …; exit 1; fi`: the answer,
+/// `true` or `false`, is run as the condition's command (`false`, or a
+/// `null` that is no command, or a failed call's empty output, all fail
+/// it), so the script goes past the `if` only for a user who may push.
+/// Read fail-closed: a top-level `if` with no `elif`, whose condition is
+/// that one word and nothing else (no `!`), and whose `else` always ends
+/// in a failing `exit` (and holds no other `exit` or `return`). Returns
+/// the index of the condition's command with the user it checks.
+fn if_gates(
+    script: &crate::contracts::shell::Script,
+    text: &str,
+    owners: &[String],
+    step: &Step,
+    assigned: &BTreeSet<String>,
+) -> BTreeMap<usize, Checked> {
+    let mut out = BTreeMap::new();
+    for gate in &script.ifs {
+        if !gate.top_level || !gate.closed || gate.elif {
+            continue;
+        }
+        let Some(else_branch) = &gate.else_branch else {
+            continue;
+        };
+        let exits = |i: &usize| {
+            let c = &script.commands[*i];
+            matches!(c.program().as_deref(), Some("exit" | "return"))
+        };
+        let fails = |i: &usize| {
+            let c = &script.commands[*i];
+            !c.subshell
+                && c.program().as_deref() == Some("exit")
+                && c.arg_texts()
+                    .first()
+                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0))
+        };
+        let always_fails = gate.else_unconditional.iter().any(fails)
+            && else_branch.clone().filter(exits).all(|i| fails(&i));
+        if !always_fails {
+            continue;
+        }
+        // The condition: `gh api …` inside `$( )`, the host word alone.
+        let condition = gate.condition.clone();
+        if condition.len() != 2 {
+            continue;
+        }
+        let (gh, host) = (condition.start, condition.start + 1);
+        let (call, word) = (&script.commands[gh], &script.commands[host]);
+        let sole = match word.words.as_slice() {
+            [w] => matches!(w.parts.as_slice(),
+                [Part::Substitution { commands }] if *commands == (gh..gh + 1)),
+            _ => false,
+        };
+        let between = text.get(gate.start..word.span.start).unwrap_or("");
+        if !sole
+            || between.trim() != "if"
+            || !word.assignments.is_empty()
+            || !word.redirects.is_empty()
+            || call.program().as_deref() != Some("gh")
+            || !call.assignments.is_empty()
+            || call.pipe_len > 1
+            || word.pipe_len > 1
+        {
+            continue;
+        }
+        let words: Vec<String> = call
+            .args()
+            .iter()
+            .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
+            .collect();
+        let Some((api, user, Some(jq))) = gh_api_call(&words, owners, step, assigned) else {
+            continue;
+        };
+        let jq = jq.trim_matches(|c| c == '\'' || c == '"');
+        if api.answer == Answer::Permission && BOOLEAN_PERMISSION_FIELDS.contains(&jq) {
+            out.insert(host, user);
+        }
+    }
+    out
 }
 
 /// A gate written as an output flag: the step's output `output` is
@@ -691,12 +785,21 @@ pub fn always_fails(step: &Step, shell: Option<&str>, windows: bool) -> bool {
         && matches!(command.arg_texts().as_slice(), [n] if n.parse::<u32>().is_ok_and(|n| n != 0))
 }
 
+/// A word's text without its quotes: one quoted whole, or double quotes
+/// around its parts (`/repos/"$REPO"/collaborators/"$USER"/permission`),
+/// which change how the shell splits it, not what it says, where the word
+/// holds no escape, single quote or substitution that quoting would change.
 fn unquote(word: &str) -> String {
     let w = word.trim();
     for q in ['"', '\''] {
         if let Some(inner) = w.strip_prefix(q).and_then(|w| w.strip_suffix(q)) {
-            return inner.to_owned();
+            if !inner.contains(q) {
+                return inner.to_owned();
+            }
         }
+    }
+    if w.contains('"') && !w.contains(['\\', '\'', '`']) && !w.contains("$(") {
+        return w.replace('"', "");
     }
     w.to_owned()
 }
@@ -2625,5 +2728,56 @@ esac
         ] {
             assert!(!fails(step), "{step}");
         }
+    }
+}
+
+#[cfg(test)]
+mod if_gate_tests {
+    use super::*;
+    use crate::contracts::workflow::Workflow;
+
+    /// meilisearch's `bench-pr.yml` check, as written.
+    const REAL: &str = r#"PR_REPOSITORY=$(gh api /repos/"$REPOSITORY"/pulls/"$PR_ID" --jq .head.repo.full_name)
+if $(gh api /repos/"$REPOSITORY"/collaborators/"$PR_AUTHOR"/permission --jq .user.permissions.push)
+then
+  echo "::notice title=Authentication success::PR author authenticated"
+else
+  echo "::error title=Authentication error::PR author doesn't have push permission on this repository"
+  exit 1
+fi
+if $(gh api /repos/"$REPOSITORY"/collaborators/"$COMMENT_AUTHOR"/permission --jq .user.permissions.push)
+then
+  echo "::notice title=Authentication success::Comment author authenticated"
+else
+  echo "::error title=Authentication error::Comment author doesn't have push permission on this repository"
+  exit 1
+fi
+if [ "$PR_REPOSITORY" = "$REPOSITORY" ]
+then
+  echo "::notice title=Authentication success::PR started from main repository"
+else
+  echo "::error title=Authentication error::PR started from a fork"
+  exit 1
+fi
+"#;
+
+    /// The users the `run:` gate of one step checks.
+    fn checked(script: &str) -> BTreeSet<Checked> {
+        let run: String = script.lines().map(|l| format!("          {l}\n")).collect();
+        let text = format!(
+            "on: issue_comment\njobs:\n  bench:\n    runs-on: ubuntu-latest\n    steps:\n      - id: permission\n        env:\n          PR_AUTHOR: ${{{{github.event.issue.user.login }}}}\n          COMMENT_AUTHOR: ${{{{github.event.comment.user.login }}}}\n          REPOSITORY: ${{{{github.repository}}}}\n          PR_ID: ${{{{github.event.issue.number}}}}\n        run: |\n{run}"
+        );
+        let wf = Workflow::parse(".github/workflows/b.yml", &text).unwrap();
+        step_gate(&wf.jobs[0].steps[0], &["acme".to_owned()], None, false)
+            .map(|g| g.checked)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn an_answer_run_as_the_condition_of_an_if_whose_else_exits_is_a_gate() {
+        assert_eq!(
+            checked(REAL),
+            BTreeSet::from([Checked::Commenter, Checked::PrAuthor])
+        );
     }
 }
