@@ -1289,3 +1289,53 @@ fn a_pull_requests_directory_handed_to_a_trusted_program_is_a_warning_that_asks(
         );
     }
 }
+
+/// An attack on the rule above and on the `if $(gh api …)` gate (a
+/// helper given the threat model, 2026-12-03), each reproduction kept
+/// under `fixtures/contracts/attack-runs-from/caseN` with a README line:
+/// an uncertain step first hiding a later certain one, variables programs
+/// load through (`BUNDLE_GEMFILE`, `JAVA_TOOL_OPTIONS`, `MAKEFILES`, …), a
+/// build tool's wrapper or an installed program by path, an interpreter's
+/// options (`perl -Ipr`, `python -W ignore pr/x.py`), glued options
+/// (`make -Cpr`), a local action run in the directory's environment, and
+/// gates that let anyone through (`--silent`, `exit 1 | tee`, a function
+/// shadowing `false`, `exit 256`, a trap). Every workflow of every case
+/// is an error.
+#[test]
+fn every_attack_on_the_pull_request_directory_and_the_if_gate_is_an_error() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/attack-runs-from");
+    let mut cases = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        let output = crate::support::xtask_cmd(&[
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+            "--root",
+        ])
+        .arg(&case)
+        .output()
+        .unwrap();
+        let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        let all = all.as_array().unwrap();
+        let mut files = 0;
+        for file in std::fs::read_dir(case.join(".github/workflows")).unwrap() {
+            let name = file.unwrap().file_name().to_string_lossy().into_owned();
+            files += 1;
+            assert!(
+                errors(all)
+                    .iter()
+                    .any(|f| f["file"].as_str().unwrap_or("").ends_with(&name)),
+                "{}/{name}: {}",
+                case.display(),
+                messages(all)
+            );
+        }
+        assert!(files > 0, "{}", case.display());
+        cases += 1;
+    }
+    assert_eq!(cases, 17);
+}

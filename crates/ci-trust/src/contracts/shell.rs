@@ -1351,7 +1351,11 @@ impl<'t, 's> Parser<'t, 's> {
         let len = members.len();
         for (position, range) in members.into_iter().enumerate() {
             for command in &mut self.sink[range] {
-                if !command.substituted || command.pipe_len == 0 {
+                // A compound command alone (`if …; then a | b; fi`) leaves
+                // the pipelines inside it as they are; piped, all of it is
+                // an element of this one.
+                let inner = command.pipe_len != 0 && len == 1;
+                if !inner && (!command.substituted || command.pipe_len == 0) {
                     command.pipeline = id;
                     command.pipe_position = position;
                     command.pipe_len = len;

@@ -419,10 +419,19 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
                 .trim_start_matches("${{ github.workspace }}/")
                 .trim_start_matches("$GITHUB_WORKSPACE/")
                 .trim_start_matches("${GITHUB_WORKSPACE}/");
-            word == dir
-                || word.starts_with(&format!("{dir}/"))
-                || word.ends_with(&format!("/{dir}"))
-                || word.contains(&format!("/{dir}/"))
+            let names_it = |word: &str| {
+                word == dir
+                    || word.starts_with(&format!("{dir}/"))
+                    || word.ends_with(&format!("/{dir}"))
+                    || word.contains(&format!("/{dir}/"))
+            };
+            // An option glued to its value (`make -Cpr`, `perl -Ipr`).
+            let glued = word
+                .strip_prefix('-')
+                .filter(|w| !w.starts_with('-'))
+                .and_then(|w| w.get(1..))
+                .is_some_and(|w| names_it(w.trim_start_matches("./")));
+            names_it(word) || glued
         });
     path || names
         .iter()
@@ -477,6 +486,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
     // A job whose default working directory or environment points into it
     // works inside it in every step.
     let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
+    let mut first_unsure: Option<Runs> = None;
     for (step, script) in later.iter().zip(&scripts) {
         // Working inside it, or with an environment that points into it
         // (`PYTHONPATH: pr`), any command that is not read-only may run it.
@@ -485,16 +495,22 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .working_directory
                 .as_ref()
                 .is_some_and(|d| mentions_dir(&d.value, dir, &names))
-            || step.env.iter().any(|(k, v)| {
-                commands::loads_through(&k.value) && mentions_dir(&v.value, dir, &names)
-            });
-        // Handed to the step's programs under a name of their own
-        // (`PROJECTS_ROOT: pr`), the directory is what those programs make
-        // of it: a program that knows the name may run code from it, and
-        // which do is not in the workflow.
-        let handed = step.env.iter().any(|(k, v)| {
-            !commands::loads_through(&k.value) && mentions_dir(&v.value, dir, &names)
-        });
+            || step
+                .env
+                .iter()
+                .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
+        // Handed to the step's programs under a name of their own that the
+        // script itself passes on (`PROJECTS_ROOT: pr`, then
+        // `./x.py "$PROJECTS_ROOT/config.json"`), the directory is what
+        // those programs make of it: a program handed it may run code from
+        // it, and which do is not in the workflow. A variable the script
+        // never names, or one programs load through (`PYTHONPATH`,
+        // `BUNDLE_GEMFILE`, `JAVA_TOOL_OPTIONS`), is there for the
+        // programs to read by themselves: working inside it.
+        let handed = step
+            .env
+            .iter()
+            .any(|(k, v)| passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
         if let (Some(run), Some(script)) = (&step.run, script) {
             for command in script.commands() {
                 let segment = run.value.get(command.span.clone()).unwrap_or_default();
@@ -536,10 +552,37 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                         }
                         if commands::SCRIPT_INTERPRETERS.contains(&name.as_str()) {
                             let args = command.arg_texts();
-                            // `-c`, `-m`, `-e`: not a script file; judged by mention.
-                            let script_arg = args.iter().find(|a| {
-                                !a.starts_with('-') || matches!(a.as_str(), "-c" | "-m" | "-e")
-                            });
+                            // `-c`, `-m`, `-e`: not a script file; judged by
+                            // mention. Otherwise the script is the first
+                            // argument named like one (`-W ignore pr/x.py`:
+                            // an option's value is no script); with none
+                            // so named, judged by mention too.
+                            let script_arg = args
+                                .iter()
+                                .find(|a| {
+                                    matches!(a.as_str(), "-c" | "-m" | "-e")
+                                        || !a.starts_with('-') && has_script_extension(a)
+                                })
+                                .filter(|a| {
+                                    matches!(a.as_str(), "-c" | "-m" | "-e") || !a.contains('$')
+                                });
+                            // What comes before the script is the
+                            // interpreter's own (`perl -Ipr x.pl`,
+                            // `python -X importtime`): options that load
+                            // from the directory run it.
+                            let before = script_arg
+                                .and_then(|a| args.iter().position(|x| x == a))
+                                .unwrap_or(args.len());
+                            if args[..before].iter().any(|a| mentions_dir(a, dir, &names)) {
+                                return true;
+                            }
+                            let script_arg = match script_arg {
+                                Some(a) => Some(a),
+                                None if mentions_dir(segment, dir, &names) || inside => {
+                                    return true;
+                                }
+                                None => None,
+                            };
                             return match script_arg.map(String::as_str) {
                                 Some("-c" | "-m" | "-e") | None => {
                                     inside || handed || mentions_dir(segment, dir, &names)
@@ -564,7 +607,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                         // (`./.github/scripts/x.py pr/config.json`), handed
                         // the directory: a trusted script reading it, as
                         // `python x.py pr/…` is, unless it runs what it reads.
-                        let trusted_program = program.contains('/') && !program.contains('$');
+                        let trusted_program = trusted_script_path(&program);
                         let mentioned = mentions_dir(segment, dir, &names);
                         if trusted_program && (mentioned || handed) {
                             unsure = Some(format!(
@@ -585,10 +628,16 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                     });
                 if runs_from {
                     let first = commands::line(&run.value, script, command);
-                    return Some(Runs {
+                    let runs = Runs {
                         what: format!("runs `{}` on it", first.trim()),
                         unsure,
-                    });
+                    };
+                    // A path that depends on a question does not end the
+                    // search: a later step may run the bytes for certain.
+                    if runs.unsure.is_none() {
+                        return Some(runs);
+                    }
+                    first_unsure.get_or_insert(runs);
                 }
             }
         }
@@ -605,7 +654,9 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .unwrap_or("")
                 .to_ascii_lowercase();
             let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
-            if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
+            if local.is_some_and(|l| mentions_dir(l, dir, &[]))
+                || local.is_some() && (given || inside)
+            {
                 return Some(Runs::sure(format!(
                     "runs the local action `{}` on it",
                     uses.value
@@ -616,16 +667,15 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 // on it; not given it, whether it reads a directory of its
                 // own choosing is the action's code, which is not here.
                 let what = format!("uses `{}`", uses.value.trim());
-                return Some(if given || inside {
-                    Runs::sure(what)
-                } else {
-                    Runs {
-                        what,
-                        unsure: Some(format!(
-                            "does `{}` read `{dir}`, which it is not given?",
-                            uses.value.trim()
-                        )),
-                    }
+                if given || inside {
+                    return Some(Runs::sure(what));
+                }
+                first_unsure.get_or_insert(Runs {
+                    what,
+                    unsure: Some(format!(
+                        "does `{}` read `{dir}`, which it is not given?",
+                        uses.value.trim()
+                    )),
                 });
             }
         }
@@ -657,7 +707,56 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
             ));
         }
     }
-    None
+    first_unsure
+}
+
+/// File names of scripts an interpreter or a shell runs.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "py", "sh", "bash", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "ps1", "zsh",
+];
+
+fn has_script_extension(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && SCRIPT_EXTENSIONS.contains(&ext))
+}
+
+/// A program given by a literal path of the checkout that names a script
+/// (`./.github/scripts/x.py`, `ci/build.sh`): the repository's own code.
+/// A build tool's wrapper (`./gradlew`, `./mvnw`), an installed program
+/// (`/usr/bin/make`, `node_modules/.bin/webpack`) or a computed path is
+/// judged as any program is.
+fn trusted_script_path(program: &str) -> bool {
+    program.contains('/')
+        && !program.starts_with('/')
+        && !program.starts_with('~')
+        && !program.contains('$')
+        && !program.contains("node_modules")
+        && has_script_extension(program)
+}
+
+/// True when `step`'s own script names the environment variable `name`
+/// (`$NAME`, `${NAME}`) and programs do not load through it: the script
+/// passes its value on to what it runs. Any other variable of the step's
+/// `env:` is there for its programs to read by themselves.
+fn passed_on(step: &Step, name: &str) -> bool {
+    if commands::loads_through(name) {
+        return false;
+    }
+    step.run.as_ref().is_some_and(|run| {
+        let text = &run.value;
+        text.match_indices(&format!("${{{name}")).any(|(at, m)| {
+            // `${NAME}` or `${NAME:-…}`, not `${NAMEX}`.
+            !text[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        }) || text.match_indices(&format!("${name}")).any(|(at, m)| {
+            !text[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    })
 }
 
 /// True when a github-script's JavaScript loads a file (`require('./x')`,

@@ -236,6 +236,11 @@ fn run_gate(
         .iter()
         .map(|(_, a)| a.name.clone())
         .collect();
+    // A function named `gh` (or any function: what it shadows is its
+    // name) runs instead of the program the check needs.
+    if script.commands.iter().any(|c| c.in_function.is_some()) {
+        return None;
+    }
     let if_gates = if_gates(&script, text, owners, step, &assigned);
     let mut out = BTreeSet::new();
     for (index, command) in script.commands.iter().enumerate() {
@@ -320,6 +325,16 @@ fn if_gates(
     assigned: &BTreeSet<String>,
 ) -> BTreeMap<usize, Checked> {
     let mut out = BTreeMap::new();
+    // A function may shadow what the condition runs (`false() { :; }`) or
+    // the `exit` of the `else`; a trap may reset the status the step
+    // ends with (`trap 'exit 0' EXIT`).
+    let shadowed = script
+        .commands
+        .iter()
+        .any(|c| c.in_function.is_some() || c.program().as_deref() == Some("trap"));
+    if shadowed {
+        return out;
+    }
     for gate in &script.ifs {
         if !gate.top_level || !gate.closed || gate.elif {
             continue;
@@ -331,13 +346,17 @@ fn if_gates(
             let c = &script.commands[*i];
             matches!(c.program().as_deref(), Some("exit" | "return"))
         };
+        // `exit N` on its own (not in a pipeline's subshell, `exit 1 |
+        // tee`), N from 1 to 255 (the shell keeps N mod 256: `exit 256`
+        // succeeds).
         let fails = |i: &usize| {
             let c = &script.commands[*i];
             !c.subshell
+                && c.pipe_len <= 1
+                && c.program_index() == Some(0)
                 && c.program().as_deref() == Some("exit")
-                && c.arg_texts()
-                    .first()
-                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0))
+                && matches!(c.arg_texts().as_slice(),
+                    [a] if a.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n)))
         };
         let always_fails = gate.else_unconditional.iter().any(fails)
             && else_branch.clone().filter(exits).all(|i| fails(&i));
@@ -373,6 +392,15 @@ fn if_gates(
             .iter()
             .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
             .collect();
+        // The answer must be what the condition runs: `--silent` prints
+        // nothing (the call's own success decides), `--include` prints
+        // the headers first.
+        if words
+            .iter()
+            .any(|w| matches!(w.as_str(), "--silent" | "-i" | "--include"))
+        {
+            continue;
+        }
         let Some((api, user, Some(jq))) = gh_api_call(&words, owners, step, assigned) else {
             continue;
         };
