@@ -185,7 +185,13 @@ impl Gated {
         let event = start.event.as_str();
         for checked in &gate.checked {
             match checked {
-                Checked::Actor => self.starter = true,
+                // The actor is the run's starter only where nobody else's
+                // action puts someone else's bytes under it.
+                Checked::Actor => {
+                    if actor_is_starter(start) {
+                        self.starter = true;
+                    }
+                }
                 Checked::Commenter => {
                     if COMMENTED_EVENTS.contains(&event) {
                         self.starter = true;
@@ -227,11 +233,24 @@ const WRITE_ACCESS_EVENTS: &[&str] = &[
     "deployment_status",
 ];
 
+/// Whether `github.actor` is the person whose action brings the run's
+/// bytes: not under a `repository_dispatch` a workflow of this repository
+/// fired (the actor is the token's owner, not the commenter), nor under
+/// `workflow_run` or `pull_request_target`, where a maintainer's action
+/// (a re-run, "Update branch", a reopen) makes the actor a maintainer
+/// over someone else's code.
+fn actor_is_starter(start: &Start) -> bool {
+    !(start.event == "repository_dispatch" && start.upstream.is_some()
+        || matches!(start.event.as_str(), "workflow_run" | "pull_request_target"))
+}
+
 /// Whether `start` is a comment bot's `repository_dispatch`, fired by a
-/// workflow of this repository for a comment (`starts.rs`): its
-/// `client_payload.github.payload` is that comment's event.
+/// workflow of this repository for a comment (`starts.rs`) through
+/// slash-command-dispatch: its `client_payload.github.payload` is that
+/// comment's event (under another dispatcher the workflow writes it).
 fn bot_dispatch_of_comment(start: &Start) -> bool {
     start.event == "repository_dispatch"
+        && start.payload_by_bot
         && matches!(start.actor, Actor::Outsider | Actor::Member)
         && start
             .upstream
@@ -277,9 +296,16 @@ fn flag_test(expr: &Expr) -> Option<(&str, &str, &str, FlagTest)> {
     let [Seg::Name(id), Seg::Name(outputs), Seg::Name(name)] = segs.as_slice() else {
         return None;
     };
-    if !matches!(root, "steps" | "needs") || outputs != "outputs" {
+    if !(root.eq_ignore_ascii_case("steps") || root.eq_ignore_ascii_case("needs"))
+        || !outputs.eq_ignore_ascii_case("outputs")
+    {
         return None;
     }
+    let root = if root.eq_ignore_ascii_case("steps") {
+        "steps"
+    } else {
+        "needs"
+    };
     let test = match op {
         CompareOp::Eq if lit.eq_ignore_ascii_case("true") => FlagTest::IsTrue,
         CompareOp::Eq if lit.eq_ignore_ascii_case("false") => FlagTest::IsFalse,
@@ -305,20 +331,39 @@ fn required_flags(expr: &Expr) -> Vec<(&str, &str, &str)> {
     }
 }
 
-/// The one step of `steps` whose `id:` is `id`.
+/// The one step of `steps` whose `id:` is `id` (contexts ignore case).
 fn step_by_id<'s>(steps: &'s [Step], id: &str) -> Option<&'s Step> {
-    let mut found = steps
-        .iter()
-        .filter(|s| s.id.as_ref().is_some_and(|i| i.value == id));
+    let mut found = steps.iter().filter(|s| {
+        s.id.as_ref()
+            .is_some_and(|i| i.value.eq_ignore_ascii_case(id))
+    });
     let one = found.next()?;
     found.next().is_none().then_some(one)
 }
 
-/// Whether a step or job `if:` runs it after an earlier step failed (or
-/// was cancelled): then no gate before it holds.
+/// Whether a step or job `if:` may run it after an earlier step failed
+/// (or was cancelled): then no gate before it holds. Without a status
+/// function GitHub adds `success() &&`; with one, only a condition that
+/// requires `success()` (a top-level `&&` conjunct) is known not to run
+/// after a failure (`!success()`, `success() || X`, `always()`,
+/// `failure()`, an unreadable condition: it may).
 fn runs_after_failure(cond: &str) -> bool {
     let c = cond.to_ascii_lowercase();
-    c.contains("always(") || c.contains("failure(") || c.contains("cancelled(")
+    let status = ["success(", "always(", "failure(", "cancelled("];
+    if !status.iter().any(|f| c.contains(f)) {
+        return false;
+    }
+    let Some(expr) = condition_expr(cond) else {
+        return true;
+    };
+    fn requires_success(e: &Expr) -> bool {
+        match e {
+            Expr::And(a, b) => requires_success(a) || requires_success(b),
+            Expr::Call(name, args) => name.eq_ignore_ascii_case("success") && args.is_empty(),
+            _ => false,
+        }
+    }
+    !requires_success(&expr)
 }
 
 /// A `continue-on-error:` that may be true: the job goes on past a failure.
@@ -434,7 +479,9 @@ impl<'a> JobScope<'a> {
                 let Some(gate) = self.memo.step_gate(self.workflows, self.at, earlier) else {
                     continue;
                 };
-                if may_continue(earlier.continue_on_error.as_ref()) {
+                if may_continue(earlier.continue_on_error.as_ref())
+                    || self.untrusted_before(self.at, earlier.index)
+                {
                     continue;
                 }
                 if let Some(cond) = &earlier.if_cond {
@@ -509,7 +556,9 @@ impl<'a> JobScope<'a> {
                     }
                     // A job's `if:` on a job it needs, whose output is
                     // exactly one step's flag.
-                    ("needs", None) if job.needs.iter().any(|n| n.value == id) => {
+                    ("needs", None)
+                        if job.needs.iter().any(|n| n.value.eq_ignore_ascii_case(id)) =>
+                    {
                         self.needed_flag(id, name)
                     }
                     _ => None,
@@ -517,8 +566,11 @@ impl<'a> JobScope<'a> {
                 let Some((at, step, flag)) = found else {
                     continue;
                 };
+                if self.untrusted_before(at, step.index) {
+                    continue;
+                }
                 for found in self.memo.flag_gates(self.workflows, at, step) {
-                    if found.output == flag {
+                    if found.output.eq_ignore_ascii_case(&flag) {
                         gated = gated.with(&found.gate, self.start);
                     }
                 }
@@ -527,12 +579,74 @@ impl<'a> JobScope<'a> {
         gated
     }
 
+    /// Whether a step of job `at` before step `index` may have run bytes
+    /// that are not the default branch's, or handed them to later steps:
+    /// then no check at or after `index` proves anything (that code may
+    /// have planted `~/.bash_profile`, a `$GITHUB_PATH` entry, a `bash`,
+    /// the flag itself). Read fail-closed, before knowing whether the
+    /// bytes run: a checkout whose `ref:` or `repository:` holds a value
+    /// of any taint, a download of another run's artifacts, a `git`/`gh`
+    /// fetch of pull-request code (as `code.rs` reads them), or a write to
+    /// `$GITHUB_ENV`, `$GITHUB_PATH` or `BASH_ENV` in a step that sees a
+    /// value of any taint.
+    fn untrusted_before(&self, at: JobRef, index: usize) -> bool {
+        let job = &self.workflows[at.workflow].jobs[at.job];
+        job.steps.iter().take(index).any(|step| {
+            let here = self.another(at, self.start, Some(step.index));
+            let tainted = |text: &str| {
+                !self
+                    .guarded(Val::Unknown(Taint::UNSEEN), || here.value(text))
+                    .taint()
+                    .is_empty()
+            };
+            if step.uses_action("actions/checkout")
+                && ["ref", "repository"]
+                    .iter()
+                    .any(|k| step.input(k).is_some_and(|v| tainted(&v.value)))
+            {
+                return true;
+            }
+            if super::code::other_run_download(step).is_some() {
+                return true;
+            }
+            let Some(run) = &step.run else {
+                return false;
+            };
+            let writes_env = ["GITHUB_ENV", "GITHUB_PATH", "BASH_ENV"]
+                .iter()
+                .any(|v| run.value.contains(v));
+            if writes_env
+                && (tainted(&run.value) || step.env.iter().any(|(_, v)| tainted(&v.value)))
+            {
+                return true;
+            }
+            let Some(script) = step.script() else {
+                return false;
+            };
+            if !script
+                .commands()
+                .any(|c| c.program_is("git") || c.program_is("gh"))
+            {
+                return false;
+            }
+            let shell = here.shell(&script);
+            let taint_of = |w: &Word| shell.word(w).taint();
+            commands::fetches_pr_code_with(&run.value, &script, true, &taint_of, false).is_some()
+        })
+    }
+
     /// The step of job `id` (of this workflow) whose flag its output
     /// `name` is (`${{ steps.X.outputs.F }}`), with the flag's name.
     fn needed_flag(&self, id: &str, name: &str) -> Option<(JobRef, &'a Step, String)> {
         let wf = self.workflow();
-        let j = wf.jobs.iter().position(|x| x.id.value == id)?;
-        let (_, value) = wf.jobs[j].outputs.iter().find(|(k, _)| k.value == name)?;
+        let j = wf
+            .jobs
+            .iter()
+            .position(|x| x.id.value.eq_ignore_ascii_case(id))?;
+        let (_, value) = wf.jobs[j]
+            .outputs
+            .iter()
+            .find(|(k, _)| k.value.eq_ignore_ascii_case(name))?;
         let body = crate::contracts::expr::sole_expression(&value.value)?;
         let Ok(Expr::Path(root, segs)) = eval::parse(body) else {
             return None;
@@ -540,7 +654,7 @@ impl<'a> JobScope<'a> {
         let [Seg::Name(sid), Seg::Name(outputs), Seg::Name(flag)] = segs.as_slice() else {
             return None;
         };
-        if root != "steps" || outputs != "outputs" {
+        if !root.eq_ignore_ascii_case("steps") || !outputs.eq_ignore_ascii_case("outputs") {
             return None;
         }
         let step = step_by_id(&wf.jobs[j].steps, sid)?;
@@ -564,6 +678,7 @@ impl<'a> JobScope<'a> {
         if may_continue(failing.continue_on_error.as_ref())
             || runs_after_failure(&cond.value)
             || !self.memo.always_fails(self.workflows, self.at, failing)
+            || self.untrusted_before(self.at, failing.index)
         {
             return Vec::new();
         }
@@ -585,7 +700,10 @@ impl<'a> JobScope<'a> {
         self.memo
             .flag_gates(self.workflows, self.at, flagged)
             .into_iter()
-            .filter(|f| f.output == name && (test == FlagTest::NotTrue || f.false_otherwise && ran))
+            .filter(|f| {
+                f.output.eq_ignore_ascii_case(name)
+                    && (test == FlagTest::NotTrue || f.false_otherwise && ran)
+            })
             .map(|f| f.gate)
             .collect()
     }
@@ -912,7 +1030,14 @@ impl<'a> JobScope<'a> {
                     // A comment bot's dispatch carries the comment and the
                     // pull request it was made on.
                     match self.start.actor {
-                        Actor::Outsider | Actor::Member => self.bot_payload(&rest),
+                        Actor::Outsider | Actor::Member if self.start.payload_by_bot => {
+                            self.bot_payload(&rest)
+                        }
+                        // Another dispatcher's payload is what its
+                        // workflow wrote, from the comment or the PR.
+                        Actor::Outsider | Actor::Member => {
+                            Val::Unknown(Taint::PR_REF | Taint::PR_TEXT)
+                        }
                         _ => Val::Unknown(Taint::MAINTAINER),
                     }
                 } else {

@@ -19,8 +19,9 @@
 //! step reads the permission route's answer (`gh api …/permission --jq
 //! .role_name` or `.permission`) into a variable and writes `F=true` to
 //! `$GITHUB_OUTPUT` only on the arms of a `case` over it whose patterns are
-//! all roles that may act (`role_name`: `triage` and up, as a collaborator
-//! is; `permission`: write and up). Then `F` is `true` only where the check
+//! all roles that can push (`role_name` or `permission`: `write` and up;
+//! `triage` cannot push, and `starts.rs` holds slash-command-dispatch's
+//! `permission: triage` open to anyone). Then `F` is `true` only where the check
 //! passed, whatever else ran: a later step or job whose `if:` requires
 //! `steps.X.outputs.F == 'true'` (or `needs.J.outputs.O == 'true'`, O being
 //! that flag), or that runs after a step that always fails
@@ -142,12 +143,12 @@ const AUTH_APIS: &[AuthApi] = &[
 const PERMISSIONS: &[&str] = &["admin", "maintain", "write", "triage", "read", "none"];
 const WRITE_PERMISSIONS: &[&str] = &["admin", "maintain", "write"];
 
-/// The roles of `role_name` that this repository's admins grant a person
-/// (directly, through a team, or as the organisation's base role): a
-/// collaborator, as `author_association` says `COLLABORATOR` or `MEMBER`.
-/// `read` is every account's on a public repository, and a custom role's
-/// name says nothing known.
-const GRANTED_ROLES: &[&str] = &["admin", "maintain", "write", "triage"];
+/// The roles of `role_name` that can push: `admin`, `maintain`, `write`.
+/// `triage` cannot push, and `starts.rs` counts slash-command-dispatch's
+/// `permission: triage` as open to anyone, so a check that admits it
+/// proves no more here. `read` is every account's on a public
+/// repository, and a custom role's name says nothing known.
+const GRANTED_ROLES: &[&str] = &["admin", "maintain", "write"];
 
 /// The fields of a permission answer a `gh api --jq` may read, with the
 /// values that say the user may act. (`permission` is the legacy field:
@@ -186,19 +187,107 @@ pub fn step_gate(
     (!checked.is_empty()).then_some(Gate { checked })
 }
 
-/// `process.exitCode = 0` after `core.setFailed` passes the step; a
-/// `github`, `core` or `context` assigned is not GitHub's.
+/// Names whose change may pass a step that failed, or fake GitHub's
+/// objects: `process.exitCode = 0` (or `process['exitCode']`, or
+/// `process.exit(0)`) after `core.setFailed`, an assignment to `github`,
+/// `core`, `context` or `process` or to any property of them
+/// (`core.setFailed = () => {}`), or a reflective way around that
+/// (`Object.defineProperty`, `Reflect`, `globalThis`, `eval`). Read
+/// fail-closed: `process` is safe only as `process.env.NAME` read, or as
+/// `process.exit(N)` with `N` in 1..=255 (Node, like a shell, keeps the
+/// low 8 bits: 256 exits 0).
 fn unsafe_names(tokens: &[Token]) -> bool {
-    tokens.iter().enumerate().any(|(i, t)| match &t.tok {
-        Tok::Ident(w) if w == "exitCode" => true,
-        Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") => {
-            matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("=")))
-                && !matches!(
-                    tokens.get(i.wrapping_sub(1)).map(|t| &t.tok),
-                    Some(Tok::Punct("."))
-                )
+    let punct =
+        |i: usize, p: &str| matches!(tokens.get(i).map(|t| &t.tok), Some(Tok::Punct(q)) if *q == p);
+    let ident =
+        |i: usize, w: &str| matches!(tokens.get(i).map(|t| &t.tok), Some(Tok::Ident(x)) if x == w);
+    // Whether the member chain that starts at `i` (`.a`, `?.a`, `[…]`)
+    // ends in an assignment.
+    let assigned_after = |mut i: usize| -> bool {
+        loop {
+            if (punct(i, ".") || punct(i, "?."))
+                && matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Ident(_)))
+            {
+                i += 2;
+                continue;
+            }
+            if punct(i, "[") {
+                let mut depth = 0usize;
+                while let Some(t) = tokens.get(i) {
+                    match t.tok {
+                        Tok::Punct("[") => depth += 1,
+                        Tok::Punct("]") => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                if tokens.get(i).is_none() {
+                    return true;
+                }
+                i += 1;
+                continue;
+            }
+            break;
         }
-        _ => false,
+        matches!(
+            tokens.get(i).map(|t| &t.tok),
+            Some(Tok::Punct(
+                "=" | "+="
+                    | "-="
+                    | "*="
+                    | "/="
+                    | "%="
+                    | "**="
+                    | "<<="
+                    | ">>="
+                    | ">>>="
+                    | "&="
+                    | "|="
+                    | "^="
+                    | "&&="
+                    | "||="
+                    | "??="
+                    | "++"
+                    | "--"
+            ))
+        ) || punct(i.wrapping_sub(1), "++")
+            || punct(i.wrapping_sub(1), "--")
+    };
+    tokens.iter().enumerate().any(|(i, t)| {
+        let member = punct(i.wrapping_sub(1), ".") || punct(i.wrapping_sub(1), "?.");
+        match &t.tok {
+            Tok::Ident(w) if w == "exitCode" => true,
+            Tok::Ident(w)
+                if matches!(
+                    w.as_str(),
+                    "globalThis" | "global" | "eval" | "Function" | "Reflect" | "Proxy" | "defineProperty"
+                        | "defineProperties" | "setPrototypeOf" | "__proto__" | "assign"
+                ) =>
+            {
+                true
+            }
+            Tok::Ident(w) if w == "process" && !member => {
+                let env_read = punct(i + 1, ".")
+                    && ident(i + 2, "env")
+                    && !assigned_after(i + 3)
+                    && !punct(i + 3, "[");
+                let exit = punct(i + 1, ".")
+                    && ident(i + 2, "exit")
+                    && punct(i + 3, "(")
+                    && matches!(tokens.get(i + 4).map(|t| &t.tok), Some(Tok::Num(n)) if n.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n)))
+                    && punct(i + 5, ")");
+                !(env_read || exit)
+            }
+            Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") && !member => {
+                assigned_after(i + 1)
+            }
+            _ => false,
+        }
     })
 }
 
@@ -260,9 +349,7 @@ fn run_gate(
                 return Some(out);
             }
             "exit" | "return" => {
-                let fails = args
-                    .first()
-                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0));
+                let fails = args.first().is_some_and(|a| fails_with(a));
                 if !fails {
                     return Some(out);
                 }
@@ -355,8 +442,7 @@ fn if_gates(
                 && c.pipe_len <= 1
                 && c.program_index() == Some(0)
                 && c.program().as_deref() == Some("exit")
-                && matches!(c.arg_texts().as_slice(),
-                    [a] if a.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n)))
+                && matches!(c.arg_texts().as_slice(), [a] if fails_with(a))
         };
         let always_fails = gate.else_unconditional.iter().any(fails)
             && else_branch.clone().filter(exits).all(|i| fails(&i));
@@ -506,11 +592,10 @@ fn flag_gates_of(
         }
         match program.as_deref() {
             Some("echo" | ":" | "true" | "false") => {}
+            // `set -e`, `set -euo pipefail`: options that leave what runs alone.
+            Some("set") if safe_set(&command.arg_texts()) && !command.subshell => {}
             Some("exit") => {
-                let fails = command
-                    .arg_texts()
-                    .first()
-                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0));
+                let fails = command.arg_texts().first().is_some_and(|a| fails_with(a));
                 // `exit` in a subshell ends only that: the script goes on.
                 succeeds |= !fails || command.subshell;
             }
@@ -592,26 +677,58 @@ fn flag_gates_of(
         }
         over_answer.push((case, only));
     }
-    // Every write to `$GITHUB_OUTPUT`: a literal `NAME=value`.
+    // Every write to `$GITHUB_OUTPUT`: a literal `NAME=value`, appended
+    // from stdout alone (`>>`, `1>>`). Any other redirection that writes
+    // goes to `/dev/null` or `/dev/stderr`: another file may be the
+    // runner's own file-command file (`_runner_file_commands/…`, a glob, a
+    // variable), and `>&FILE`, `&>`, `&>>`, `>|` are not read. A
+    // here-document whose body the shell expands runs what it holds.
+    // Output names are compared ignoring case, as the runner keeps them.
+    if text.contains("&>") {
+        return None;
+    }
     let mut writes: Vec<(usize, String, String)> = Vec::new();
     for (i, command) in script.commands.iter().enumerate() {
         for r in &command.redirects {
-            if !matches!(
-                r.op,
-                RedirectOp::Write | RedirectOp::Append | RedirectOp::ReadWrite
-            ) {
-                continue;
+            match r.op {
+                RedirectOp::Read => continue,
+                RedirectOp::HereDoc | RedirectOp::HereString => {
+                    let expands = r.heredoc.as_ref().is_some_and(|h| {
+                        h.parts.iter().any(|p| !matches!(p, Part::Literal { .. }))
+                    });
+                    if expands
+                        || r.target
+                            .parts
+                            .iter()
+                            .any(|p| !matches!(p, Part::Literal { .. }))
+                    {
+                        return None;
+                    }
+                    continue;
+                }
+                RedirectOp::Duplicate => {
+                    // `>&2`, `2>&1`, `>&-`: another descriptor, not a file.
+                    let fd_like = r.target.literal().is_some_and(|t| {
+                        t == "-" || !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())
+                    });
+                    if !fd_like {
+                        return None;
+                    }
+                    continue;
+                }
+                RedirectOp::Write | RedirectOp::Append | RedirectOp::ReadWrite => {}
             }
-            // Another file is no output; only a literal name is known to be one.
             if !r.target.is_variable("GITHUB_OUTPUT") {
-                r.target.literal()?;
-                continue;
+                match r.target.literal().as_deref() {
+                    Some("/dev/null" | "/dev/stderr") => continue,
+                    _ => return None,
+                }
             }
             if !matches!(r.op, RedirectOp::Append) || r.fd.is_some_and(|fd| fd != 1) {
                 return None;
             }
             let (name, value) = output_line(command)?;
-            writes.push((i, name, value));
+            writes.push((i, name.to_ascii_lowercase(), value));
         }
         if command
             .redirects
@@ -680,16 +797,98 @@ fn flag_gates_of(
 }
 
 /// A step's shell that is bash or sh: GitHub's default on Linux and macOS,
-/// `bash`, `sh`, or a command line of either (`bash -el {0}`).
+/// `bash`, `sh`, or a command line of either (`bash -el {0}`, `bash
+/// --noprofile --norc -eo pipefail {0}`) whose options are only those
+/// that leave execution and `errexit` alone: the letters `e l o u x`, `-o
+/// pipefail`, `--noprofile`, `--norc`, then `{0}` last. Anything else
+/// (`-n`, `+e`, `-c`, `-i`, `-s`, another `-o`) is not read.
 fn posix_shell(shell: Option<&str>, windows: bool) -> bool {
     match shell.map(str::trim) {
         None => !windows,
         Some(s) => {
-            let mut words = s.split_whitespace();
-            matches!(words.next(), Some("bash" | "sh"))
-                && words.all(|w| w == "{0}" || w.starts_with('-'))
+            let words: Vec<&str> = s.split_whitespace().collect();
+            let Some((first, rest)) = words.split_first() else {
+                return false;
+            };
+            if !matches!(*first, "bash" | "sh") {
+                return false;
+            }
+            let (options, last) = match rest.split_last() {
+                Some((&"{0}", options)) => (options, true),
+                Some(_) => (rest, false),
+                None => (rest, false),
+            };
+            if !last && !rest.is_empty() {
+                return false;
+            }
+            let mut wants_option_name = false;
+            for w in options {
+                if wants_option_name {
+                    if *w != "pipefail" {
+                        return false;
+                    }
+                    wants_option_name = false;
+                    continue;
+                }
+                match *w {
+                    "--noprofile" | "--norc" => {}
+                    _ => {
+                        let Some(letters) = w.strip_prefix('-') else {
+                            return false;
+                        };
+                        if letters.is_empty() || letters.starts_with('-') {
+                            return false;
+                        }
+                        if !letters.bytes().all(|b| b"elouxo".contains(&b)) {
+                            return false;
+                        }
+                        // `-o` takes the next word: only `pipefail`; at most
+                        // one `o`, and last in its group.
+                        match letters.matches('o').count() {
+                            0 => {}
+                            1 if letters.ends_with('o') => wants_option_name = true,
+                            _ => return false,
+                        }
+                    }
+                }
+            }
+            !wants_option_name
         }
     }
+}
+
+/// `set` arguments that only make the script stricter or louder: `-e`,
+/// `-u`, `-x`, `-o pipefail` (or `errexit`, `nounset`, `xtrace`), grouped
+/// as `-euo pipefail`. No `+`, no positional words.
+fn safe_set(args: &[String]) -> bool {
+    let mut wants_name = false;
+    for a in args {
+        if wants_name {
+            if !matches!(a.as_str(), "pipefail" | "errexit" | "nounset" | "xtrace") {
+                return false;
+            }
+            wants_name = false;
+            continue;
+        }
+        let Some(letters) = a.strip_prefix('-') else {
+            return false;
+        };
+        if letters.is_empty() || !letters.bytes().all(|b| b"euxo".contains(&b)) {
+            return false;
+        }
+        match letters.matches('o').count() {
+            0 => {}
+            1 if letters.ends_with('o') => wants_name = true,
+            _ => return false,
+        }
+    }
+    !wants_name && !args.is_empty()
+}
+
+/// An `exit` status that fails: a decimal 1..=255 (the shell and Node keep
+/// the low 8 bits, so 256 exits 0; anything else is not read).
+fn fails_with(n: &str) -> bool {
+    n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n))
 }
 
 /// `${NAME:=…}`, `${NAME=…}`: an expansion that assigns.
@@ -753,9 +952,30 @@ fn stdout_safe(
                         ))
             })
     };
+    // The runner reads a line that starts `::` as a workflow command, its
+    // name ignoring case (`::SET-OUTPUT`, `::Save-State`): one is safe
+    // only when its name is a log command's (`::error::…`).
+    // Each word is read as if it began the line (`echo -n`, `echo ""`).
+    let log_command = |text: &str| match text.trim_start().strip_prefix("::") {
+        None => !text.contains("::"),
+        Some(rest) => {
+            let name = rest
+                .split([' ', ':'])
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            matches!(
+                name.as_str(),
+                "error" | "warning" | "notice" | "debug" | "group" | "endgroup" | "add-mask"
+            )
+        }
+    };
+    if !command.args().iter().all(|w| log_command(&w.text())) {
+        return false;
+    }
     command.words.iter().all(|w| {
-        !w.text().contains("set-output")
-            && !w.text().contains("save-state")
+        !w.text().to_ascii_lowercase().contains("set-output")
+            && !w.text().to_ascii_lowercase().contains("save-state")
             && !w.text().contains('\\')
             && w.parts.iter().all(|p| match p {
                 Part::Literal { .. } => true,
@@ -810,7 +1030,7 @@ pub fn always_fails(step: &Step, shell: Option<&str>, windows: bool) -> bool {
         && !command.conditional
         && !command.subshell
         && command.pipe_len <= 1
-        && matches!(command.arg_texts().as_slice(), [n] if n.parse::<u32>().is_ok_and(|n| n != 0))
+        && matches!(command.arg_texts().as_slice(), [n] if fails_with(n))
 }
 
 /// A word's text without its quotes: one quoted whole, or double quotes
@@ -1557,7 +1777,7 @@ impl Reader<'_> {
             && self.punct(a + 1, ".")
             && self.is_ident(a + 2, "exit")
             && self.punct(a + 3, "(")
-            && matches!(self.t.get(a + 4).map(|t| &t.tok), Some(Tok::Num(n)) if n != "0")
+            && matches!(self.t.get(a + 4).map(|t| &t.tok), Some(Tok::Num(n)) if fails_with(n))
             && self.punct(a + 5, ")");
         (setfailed || exit) && a + 4 <= b
     }
@@ -2555,10 +2775,12 @@ mod tests {
     use super::*;
     use crate::contracts::workflow::Workflow;
 
-    /// vllm-ascend's `pr_nightly_command.yml` check, as written.
+    /// vllm-ascend's `pr_nightly_command.yml` check, its arm narrowed to
+    /// the roles that can push (as written it admits `triage`, which is no
+    /// gate: `a_check_that_admits_triage_is_no_gate`).
     const REAL: &str = r#"ROLE_NAME=$(gh api "repos/$REPO/collaborators/$ACTOR/permission" --jq '.role_name')
 case "$ROLE_NAME" in
-  triage|write|maintain|admin)
+  write|maintain|admin)
     echo "User $ACTOR has $ROLE_NAME role, authorized."
     echo "is_authorized=true" >> "$GITHUB_OUTPUT"
     ;;
@@ -2608,7 +2830,7 @@ esac
         // The legacy `permission` field, compared with the write levels.
         let legacy = REAL
             .replace(".role_name", ".permission")
-            .replace("triage|write|maintain|admin", "write|admin");
+            .replace("write|maintain|admin", "write|admin");
         assert_eq!(flags(&legacy), gate(Checked::PayloadCommenter, true));
         // Without a `*)` arm writing `false`, an unmatched answer writes
         // nothing: still a gate for `== 'true'` and `!= 'true'`, not for
@@ -2646,15 +2868,44 @@ esac
         );
         none(
             "an arm with a role anyone has",
-            &REAL.replace("triage|write", "read|triage|write"),
+            &REAL.replace("write|maintain", "read|write|maintain"),
+        );
+        none("a glob", &REAL.replace("write|maintain|admin", "*write*"));
+        none(
+            "vllm-ascend's check as written: `triage` cannot push",
+            &REAL.replace("write|maintain|admin", "triage|write|maintain|admin"),
         );
         none(
-            "a glob",
-            &REAL.replace("triage|write|maintain|admin", "*write*"),
+            "`triage` alone",
+            &REAL.replace("write|maintain|admin", "triage"),
+        );
+        none(
+            "`>&FILE` into the output (bash's `&>`)",
+            &format!("{REAL}echo \"is_authorized=true\" >&\"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "the runner's own file-command file",
+            &format!(
+                "{REAL}echo \"is_authorized=true\" >> /home/runner/work/_temp/_runner_file_commands/set_output_*\n"
+            ),
+        );
+        none(
+            "a workflow command in upper case",
+            &format!("{REAL}echo \"::SET-OUTPUT name=is_authorized::true\"\n"),
+        );
+        none(
+            "the flag's name in another case",
+            &format!("{REAL}echo \"IS_AUTHORIZED=true\" >> \"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "a here-document that runs a command",
+            &format!("{REAL}: <<EOF\n$(echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\")\nEOF\n"),
         );
         none(
             "`triage` in the legacy field, which says `read` for it",
-            &REAL.replace(".role_name", ".permission"),
+            &REAL
+                .replace(".role_name", ".permission")
+                .replace("write|maintain|admin", "triage|write|maintain|admin"),
         );
         none(
             "`;&` falls from the `read` arm into the authorised one",
@@ -2807,5 +3058,94 @@ fi
             checked(REAL),
             BTreeSet::from([Checked::Commenter, Checked::PrAuthor])
         );
+    }
+
+    #[test]
+    fn only_statuses_1_to_255_fail_and_only_plain_bash_options_are_read() {
+        for n in ["1", "2", "255"] {
+            assert!(fails_with(n), "{n}");
+        }
+        for n in ["0", "256", "512", "-1", "0x1", "+1", "1.0", ""] {
+            assert!(!fails_with(n), "{n}");
+        }
+        for shell in [
+            "bash",
+            "sh",
+            "bash -e {0}",
+            "bash -el {0}",
+            "bash --noprofile --norc -eo pipefail {0}",
+            "bash -x {0}",
+        ] {
+            assert!(posix_shell(Some(shell), false), "{shell}");
+        }
+        for shell in [
+            "bash -n {0}",
+            "bash +e {0}",
+            "bash -c {0}",
+            "bash -en {0}",
+            "bash -o noexec {0}",
+            "bash -eo {0}",
+            "bash -s {0}",
+            "bash -i {0}",
+            "bash {0} -n",
+            "bash --posix {0}",
+            "bash -e",
+            "pwsh",
+        ] {
+            assert!(!posix_shell(Some(shell), false), "{shell}");
+        }
+        assert!(safe_set(&["-euo".to_owned(), "pipefail".to_owned()]));
+        assert!(!safe_set(&["+e".to_owned()]));
+        assert!(!safe_set(&["-o".to_owned(), "noexec".to_owned()]));
+        assert!(!safe_set(&["--".to_owned(), "x".to_owned()]));
+    }
+
+    /// A github-script step that undoes `core.setFailed` (or replaces it,
+    /// or ends the script with 0) neither always fails nor gates.
+    #[test]
+    fn a_github_script_that_may_pass_is_neither_failing_nor_a_gate() {
+        let step = |script: &str| {
+            let text = format!(
+                "on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/github-script@v7\n        with:\n          script: {script:?}\n"
+            );
+            let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+            wf.jobs[0].steps[0].clone()
+        };
+        for script in [
+            "core.setFailed('no'); process.exit(0)",
+            "core.setFailed('no'); process.exit()",
+            "core.setFailed('no'); process['exitCode'] = 0",
+            "core.setFailed('no'); const p = process; p.exitCode = 0",
+            "core.setFailed = () => {}; core.setFailed('no')",
+            "core['setFailed'] = () => {}; core.setFailed('no')",
+            "core.setFailed.call = 1; core.setFailed('no')",
+            "Object.defineProperty(core, 'setFailed', { value: () => {} }); core.setFailed('no')",
+            "globalThis.core = {}; core.setFailed('no')",
+            "process.exit(256)",
+        ] {
+            assert!(!always_fails(&step(script), None, false), "{script}");
+        }
+        for script in [
+            "core.setFailed('no')",
+            "process.exit(1)",
+            "throw new Error('no')",
+        ] {
+            assert!(always_fails(&step(script), None, false), "{script}");
+        }
+        // The older step gate reads the same names.
+        let gate = "const { data } = await github.rest.repos.getCollaboratorPermissionLevel({ owner: context.repo.owner, repo: context.repo.repo, username: context.actor }); if (data.permission !== 'admin' && data.permission !== 'write') { core.setFailed('no'); }";
+        assert!(step_gate(&step(gate), &[], None, false).is_some());
+        for undo in [
+            "process['exitCode'] = 0",
+            "process.exit(0)",
+            "core.setFailed = () => {}",
+            "context.actor = 'admin'",
+            "context.repo.owner = 'acme'",
+        ] {
+            assert!(
+                step_gate(&step(&format!("{undo}; {gate}")), &[], None, false).is_none(),
+                "{undo}"
+            );
+        }
     }
 }
