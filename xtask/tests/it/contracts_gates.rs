@@ -749,3 +749,640 @@ fn a_secret_handed_to_a_remote_action_on_a_run_an_outsider_starts_is_asked_about
         );
     }
 }
+
+const FLAG_GATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/contracts/flag-gate"
+);
+
+/// The `privileged-injection` errors of the flag-gate fixture after
+/// `edits` (each `(from, to)` once in `pr_nightly_command.yml`), its
+/// checks admitting only the roles that can push (`write|maintain|admin`;
+/// the fixture, as vllm-ascend wrote it, admits `triage` too, which is no
+/// gate: [`a_check_that_admits_triage_is_no_gate`]).
+fn flag_gate_errors(edits: &[(&str, &str)]) -> (Vec<String>, String) {
+    flag_gate_errors_of(edits, true)
+}
+
+fn flag_gate_errors_of(edits: &[(&str, &str)], pushers_only: bool) -> (Vec<String>, String) {
+    let fixture = crate::contracts::good_from(FLAG_GATE);
+    if pushers_only {
+        let path = fixture.join(&crate::contracts::workflow("pr_nightly_command.yml"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text.replace("triage|write|maintain|admin)", "write|maintain|admin)"),
+        )
+        .unwrap();
+    }
+    for (from, to) in edits {
+        crate::contracts::edit(
+            &fixture,
+            &crate::contracts::workflow("pr_nightly_command.yml"),
+            from,
+            to,
+        );
+    }
+    let (_, findings) = check(&fixture);
+    (
+        jobs(&findings, "error", "privileged-injection"),
+        show(&findings),
+    )
+}
+
+/// vllm-ascend's `/nightly` (held-out half 2's 18 false errors), its check
+/// narrowed to the roles that can push (vllm-ascend's own admits `triage`
+/// and so is no gate: its errors are back): the
+/// commenter's role, asked of GitHub in a `run:` script, is written as an
+/// output flag, `true` only on the `case` arm of the roles that may act;
+/// a step under `== 'false'` fails the job, and later steps and jobs run
+/// under `== 'true'`. The comment's words are then a collaborator's: no
+/// error in `dispatch-a2`. `authorize-twin` writes the flag `true` before
+/// the check: no gate, and `dispatch-twin` keeps its error.
+#[test]
+fn an_authorisation_written_as_an_output_flag_gates_what_requires_it() {
+    let (errors, all) = flag_gate_errors(&[]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // Each of the three readings holds alone.
+    let job_if = "    if: needs.authorize.outputs.is_authorized == 'true'\n";
+    let resolve_if = "        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let resolve_plain = "        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let fail = "      - name: Fail if unauthorized\n        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    let no_fail = "      - name: Resolve test cases\n        id: resolve\n        if: steps.auth.outputs.is_authorized == 'true'\n        env:\n          ALL_ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: |\n          TEST_CASES=$(echo \"$ALL_ARGS\" | xargs)\n          echo \"test_cases=$TEST_CASES\" >> \"$GITHUB_OUTPUT\"\n\n  dispatch-a2:";
+    // The failing step alone (`== 'false'`, `!= 'true'`).
+    for fail_if in ["== 'false'", "!= 'true'"] {
+        let (errors, all) = flag_gate_errors(&[
+            (job_if, ""),
+            (resolve_if, resolve_plain),
+            (
+                "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+                &format!(
+                    "        if: steps.auth.outputs.is_authorized {fail_if}\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:"
+                ),
+            ),
+        ]);
+        assert_eq!(errors, ["dispatch-twin"], "{fail_if}: {all}");
+    }
+    // The step's own `if:` alone (the job then needs a flagless job's
+    // outputs only through the step it guards).
+    let (errors, all) = flag_gate_errors(&[(job_if, ""), (fail, no_fail)]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // The job's `if:` alone, `always()` or not: the flag is the answer.
+    for cond in [
+        "needs.authorize.outputs.is_authorized == 'true'",
+        "always() && needs.authorize.outputs.is_authorized == 'true'",
+    ] {
+        let (errors, all) = flag_gate_errors(&[
+            (
+                fail,
+                &no_fail.replace(
+                    "        if: steps.auth.outputs.is_authorized == 'true'\n",
+                    "",
+                ),
+            ),
+            (job_if, &format!("    if: {cond}\n")),
+        ]);
+        assert_eq!(errors, ["dispatch-twin"], "{cond}: {all}");
+    }
+    // With none of the three, or one that does not follow, the words are
+    // anyone's.
+    let bare = |extra: &[(&'static str, &'static str)]| {
+        let stripped = no_fail.replace(
+            "        if: steps.auth.outputs.is_authorized == 'true'\n",
+            "",
+        );
+        let mut edits: Vec<(&str, String)> = vec![(fail, stripped), (job_if, String::new())];
+        edits.extend(extra.iter().map(|(a, b)| (*a, (*b).to_owned())));
+        let edits: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        flag_gate_errors(&edits)
+    };
+    let (errors, all) = bare(&[]);
+    assert_eq!(errors, ["dispatch-a2", "dispatch-twin"], "{all}");
+    for (what, from, to) in [
+        // `always()` without the flag: runs after the failing step too.
+        (
+            "always()",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: always()\n",
+        ),
+        // A flag compared with something else.
+        (
+            "!= 'false'",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: needs.authorize.outputs.is_authorized != 'false'\n",
+        ),
+        // `||` makes the flag optional.
+        (
+            "||",
+            "  dispatch-a2:\n    needs: [authorize]\n",
+            "  dispatch-a2:\n    needs: [authorize]\n    if: needs.authorize.outputs.is_authorized == 'true' || github.event.action == 'nightly-command'\n",
+        ),
+    ] {
+        let (errors, all) = bare(&[(from, to)]);
+        assert!(errors.contains(&"dispatch-a2".to_owned()), "{what}: {all}");
+    }
+    // The failing step under `== 'false'` does not catch a flag step that
+    // may be skipped (its flag then empty); under `!= 'true'` it does. A
+    // flag step that may go on after an error is not read.
+    let skippable = "        id: auth\n        if: github.event.action == 'nightly-command'\n";
+    for (what, edit, fail_if, gated) in [
+        ("if:", skippable, "== 'false'", false),
+        ("if:", skippable, "!= 'true'", true),
+        (
+            "continue-on-error",
+            "        id: auth\n        continue-on-error: true\n",
+            "!= 'true'",
+            false,
+        ),
+    ] {
+        let (errors, all) = flag_gate_errors(&[
+            (job_if, ""),
+            (resolve_if, resolve_plain),
+            (
+                "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+                &format!(
+                    "        if: steps.auth.outputs.is_authorized {fail_if}\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:"
+                ),
+            ),
+            (
+                "      - name: Check user authorization\n        id: auth\n        env:\n          GH_TOKEN: ${{ secrets.PAT_TOKEN }}\n          ACTOR: ${{ github.event.client_payload.github.payload.comment.user.login }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}\n        run: |\n          ROLE_NAME",
+                &format!(
+                    "      - name: Check user authorization\n{edit}        env:\n          GH_TOKEN: ${{{{ secrets.PAT_TOKEN }}}}\n          ACTOR: ${{{{ github.event.client_payload.github.payload.comment.user.login }}}}\n          REPO: ${{{{ github.event.client_payload.github.payload.repository.full_name }}}}\n        run: |\n          ROLE_NAME"
+                ),
+            ),
+        ]);
+        assert_eq!(
+            errors.contains(&"dispatch-a2".to_owned()),
+            !gated,
+            "{what} {fail_if}: {all}"
+        );
+    }
+    // The failing step may go on.
+    let (errors, all) = flag_gate_errors(&[
+        (job_if, ""),
+        (resolve_if, resolve_plain),
+        (
+            "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+            "        if: steps.auth.outputs.is_authorized == 'false'\n        continue-on-error: true\n        run: exit 1\n\n      - name: Resolve test cases\n        id: resolve\n        env:",
+        ),
+    ]);
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+}
+
+/// meilisearch's `bench-pr.yml` (held-out half 3), cut down: the API's
+/// `true`/`false` for `.user.permissions.push` is run as an `if`'s command,
+/// and the `else` exits, for the pull request's author and then for the
+/// commenter; the job then checks the pull request's branch out and runs
+/// its xtask with secrets on a self-hosted runner. `CHECK` is the check of
+/// the commenter.
+const RUN_AS_CONDITION: &str = r#"on:
+  issue_comment:
+    types: [created]
+permissions:
+  issues: write
+jobs:
+  bench:
+    if: startsWith(github.event.comment.body, '/bench')
+    runs-on: benchmarks
+    steps:
+      - name: Check permissions
+        env:
+          COMMENT_AUTHOR: ${{ github.event.comment.user.login }}
+          BODY_USER: ${{ github.event.comment.body }}
+          REPOSITORY: ${{ github.repository }}
+        run: |
+CHECK
+      - uses: xt0rted/pull-request-comment-branch@e8b8daa837e8ea7331c0003c9c316a64c6d8b0b1
+        id: comment-branch
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ steps.comment-branch.outputs.head_ref }}
+      - run: cargo xtask bench --api-key "${{ secrets.BENCHMARK_API_KEY }}"
+"#;
+
+#[test]
+fn an_api_answer_run_as_an_ifs_condition_whose_else_exits_gates_the_commenter() {
+    let with = |check: &str| {
+        let check: String = check.lines().map(|l| format!("          {l}\n")).collect();
+        RUN_AS_CONDITION.replace("CHECK\n", &check)
+    };
+    let gate = "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo \"::notice::authenticated\"\nelse\n  echo \"::error::no push permission\"\n  exit 1\nfi";
+    let (_, found) = check(&repo(&with(gate), NAMED));
+    let errors: Vec<&Value> = found.iter().filter(|f| f["severity"] == "error").collect();
+    assert!(errors.is_empty(), "{}", show(&found));
+    assert_eq!(
+        jobs(&found, "warning", "untrusted-secrets"),
+        ["bench"],
+        "{}",
+        show(&found)
+    );
+    // Each of these lets someone without push access through, or reads
+    // an answer the shell does not run as the condition: no gate.
+    for not_a_gate in [
+        // No check at all.
+        "echo checking",
+        // Inverted: only those without push go on.
+        "if ! $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // The else goes on.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  echo \"::warning::no push permission\"\nfi",
+        // The else ends the step successfully.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 0\nfi",
+        // An `elif` whose branch goes on.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelif true\nthen\n  echo also\nelse\n  exit 1\nfi",
+        // A user the comment's text names.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$BODY_USER\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // A field that is no boolean (`write`, `read`: not commands, so
+        // everyone fails; and `pull` is true for everyone on a public
+        // repository).
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.pull)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Another repository.
+        "if $(gh api /repos/other/place/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Behind `&&`: the `if` may never run.
+        "false && if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi",
+        // Its failure is caught in a subshell.
+        "( if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push)\nthen\n  echo ok\nelse\n  exit 1\nfi )",
+        // The answer piped on is not what the condition runs.
+        "if $(gh api /repos/\"$REPOSITORY\"/collaborators/\"$COMMENT_AUTHOR\"/permission --jq .user.permissions.push) | cat\nthen\n  echo ok\nelse\n  exit 1\nfi",
+    ] {
+        let (_, found) = check(&repo(&with(not_a_gate), NAMED));
+        assert_eq!(
+            jobs(&found, "error", "untrusted-secrets"),
+            ["bench"],
+            "{not_a_gate}\n{}",
+            show(&found)
+        );
+    }
+}
+
+/// The flag-gate fixture with its check admitting only the roles that can
+/// push (`write|maintain|admin`: `triage` cannot, see
+/// [`a_check_that_admits_triage_is_no_gate`]), after `edits` of the
+/// `authorize` job (each `(from, to)` once in the text before
+/// `authorize-twin`) and `dispatch` edits of `slash_command_dispatch.yml`.
+/// Returns the jobs with an unsuppressed error of any rule.
+fn pushers_gate_errors(edits: &[(&str, &str)], dispatch: &[(&str, &str)]) -> (Vec<String>, String) {
+    let fixture = crate::contracts::good_from(FLAG_GATE);
+    let path = fixture.join(&crate::contracts::workflow("pr_nightly_command.yml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace("triage|write|maintain|admin)", "write|maintain|admin)");
+    let at = text.find("  authorize-twin:").unwrap();
+    let (mut head, tail) = (text[..at].to_owned(), text[at..].to_owned());
+    for (from, to) in edits {
+        assert_eq!(
+            head.matches(from).count(),
+            1,
+            "the anchor {from:?} must occur once"
+        );
+        head = head.replacen(from, to, 1);
+    }
+    std::fs::write(&path, format!("{head}{tail}")).unwrap();
+    for (from, to) in dispatch {
+        crate::contracts::edit(
+            &fixture,
+            &crate::contracts::workflow("slash_command_dispatch.yml"),
+            from,
+            to,
+        );
+    }
+    let (_, findings) = check(&fixture);
+    let mut errors: Vec<String> = findings
+        .iter()
+        .filter(|f| f["severity"] == "error" && f["suppressed"] == false)
+        .map(|f| f["job"].as_str().unwrap_or("").to_owned())
+        .collect();
+    errors.sort();
+    errors.dedup();
+    (errors, show(&findings))
+}
+
+const ESAC: &str = "          esac\n";
+const FAIL_STEP: &str =
+    "        if: steps.auth.outputs.is_authorized == 'false'\n        run: exit 1\n";
+const RESOLVE_IF: &str =
+    "        id: resolve\n        if: steps.auth.outputs.is_authorized == 'true'\n";
+const JOB_IF: &str = "    if: needs.authorize.outputs.is_authorized == 'true'\n";
+
+/// With the check admitting only pushers the fixture's gate holds: the
+/// base every attack below starts from.
+#[test]
+fn a_flag_gate_admitting_only_pushers_holds() {
+    let (errors, all) = pushers_gate_errors(&[], &[]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // `set -e` before the check changes nothing it reads.
+    for set in ["set -e", "set -euo pipefail", "set -eux -o pipefail"] {
+        let (errors, all) = pushers_gate_errors(
+            &[(
+                "        run: |\n          ROLE_NAME",
+                &format!("        run: |\n          {set}\n          ROLE_NAME"),
+            )],
+            &[],
+        );
+        assert_eq!(errors, ["dispatch-twin"], "{set}: {all}");
+    }
+    // GitHub's contexts ignore case: `needs.AUTHORIZE.outputs.IS_AUTHORIZED`.
+    let (errors, all) = pushers_gate_errors(
+        &[
+            (FAIL_STEP, ""),
+            (
+                RESOLVE_IF,
+                "        id: resolve\n        if: steps.AUTH.outputs.IS_AUTHORIZED == 'true'\n",
+            ),
+            (
+                JOB_IF,
+                "    if: needs.AUTHORIZE.outputs.IS_AUTHORIZED == 'true'\n",
+            ),
+        ],
+        &[],
+    );
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    // `set +e` is no option the reader accepts.
+    let (errors, all) = pushers_gate_errors(
+        &[(
+            "        run: |\n          ROLE_NAME",
+            "        run: |\n          set +e\n          ROLE_NAME",
+        )],
+        &[],
+    );
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+}
+
+/// The attack on output-flag gates (case1, case2, case3, case10, case11):
+/// a line after the `case` that sets the flag `true` in a way the reader
+/// did not see (`>&FILE`, `&>`, `>|`, `1>`, a workflow command in another
+/// case, the name in another case, a here-document that runs a command,
+/// the runner's own file-command file, any file but `/dev/null`).
+#[test]
+fn a_flag_written_true_around_the_case_is_no_gate() {
+    for line in [
+        "echo \"is_authorized=true\" >&\"$GITHUB_OUTPUT\"",
+        "echo \"is_authorized=true\" &>\"$GITHUB_OUTPUT\"",
+        "echo \"is_authorized=true\" &>>\"$GITHUB_OUTPUT\"",
+        "echo \"is_authorized=true\" >|\"$GITHUB_OUTPUT\"",
+        "echo \"is_authorized=true\" 1>\"$GITHUB_OUTPUT\"",
+        "echo \"is_authorized=true\" > \"$GITHUB_OUTPUT\"",
+        "echo \"::SET-OUTPUT name=is_authorized::true\"",
+        "echo \"::Set-Output name=is_authorized::true\"",
+        "echo \"::Save-State name=x::true\"",
+        "echo -n \"::set-env name=X::y\"",
+        "echo \"IS_AUTHORIZED=true\" >> \"$GITHUB_OUTPUT\"",
+        "echo \"Is_Authorized=true\" >> \"$GITHUB_OUTPUT\"",
+        ": <<EOF\n          $(echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\")\n          EOF",
+        ": <<EOF\n          `echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"`\n          EOF",
+        "echo \"is_authorized=true\" >> /home/runner/work/_temp/_runner_file_commands/set_output_*",
+        "echo \"is_authorized=true\" >> \"$RUNNER_TEMP/_runner_file_commands/x\"",
+        "echo \"is_authorized=true\" >> out.txt",
+    ] {
+        let (errors, all) =
+            pushers_gate_errors(&[(ESAC, &format!("{ESAC}          {line}\n"))], &[]);
+        assert!(errors.contains(&"dispatch-a2".to_owned()), "{line}: {all}");
+    }
+    // Logging to stderr or /dev/null is fine.
+    for line in [
+        "echo done >&2",
+        "echo done > /dev/null",
+        "echo \"::notice::done\"",
+    ] {
+        let (errors, all) =
+            pushers_gate_errors(&[(ESAC, &format!("{ESAC}          {line}\n"))], &[]);
+        assert_eq!(errors, ["dispatch-twin"], "{line}: {all}");
+    }
+}
+
+/// case4: a check on `github.actor` under a bot's `repository_dispatch`
+/// asks about the token's owner, not the commenter.
+#[test]
+fn a_check_on_the_actor_under_a_bot_dispatch_is_no_gate() {
+    let (errors, all) = pushers_gate_errors(
+        &[(
+            "          ACTOR: ${{ github.event.client_payload.github.payload.comment.user.login }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}\n",
+            "          ACTOR: ${{ github.actor }}\n          REPO: ${{ github.repository }}\n",
+        )],
+        &[],
+    );
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+}
+
+/// case5, case5b: a dispatcher whose `client-payload` the workflow writes
+/// (peter-evans/repository-dispatch) carries whatever commenter the
+/// comment names: no check on the payload's commenter holds.
+#[test]
+fn a_payload_the_workflow_writes_names_no_commenter() {
+    let bot = "      - name: Slash Command Dispatch\n        uses: peter-evans/slash-command-dispatch@v5\n        with:\n          token: ${{ secrets.PAT_TOKEN }}\n          reaction-token: ${{ secrets.GITHUB_TOKEN }}\n          commands: |\n            nightly\n            twin\n          permission: none\n          issue-type: both\n          dispatch-type: repository\n";
+    for payload in [
+        "          client-payload: ${{ github.event.comment.body }}\n",
+        "          client-payload: >-\n            {\"github\": {\"payload\": ${{ toJSON(github.event) }}},\n             \"slash_command\": {\"args\": {\"all\": \"${{ github.event.comment.body }}\"}}}\n",
+    ] {
+        let dispatcher = format!(
+            "      - uses: peter-evans/repository-dispatch@v3\n        with:\n          token: ${{{{ secrets.PAT_TOKEN }}}}\n          event-type: nightly-command\n{payload}"
+        );
+        let (errors, all) = pushers_gate_errors(&[], &[(bot, &dispatcher)]);
+        assert!(
+            errors.contains(&"dispatch-a2".to_owned()),
+            "{payload}: {all}"
+        );
+    }
+}
+
+/// case6, case13: a failing step that does not fail (`exit 256` exits 0;
+/// `bash -n` runs nothing; `+e`, `-c`) catches nothing.
+#[test]
+fn a_failing_step_that_may_pass_catches_nothing() {
+    let ungate = [
+        (RESOLVE_IF, "        id: resolve\n        if: success()\n"),
+        (JOB_IF, "    if: success()\n"),
+    ];
+    // The base: `!= 'true'` and `exit 1` gate alone.
+    let mut edits: Vec<(&str, String)> =
+        ungate.iter().map(|(a, b)| (*a, (*b).to_owned())).collect();
+    edits.push((
+        FAIL_STEP,
+        "        if: steps.auth.outputs.is_authorized != 'true'\n        run: exit 1\n".to_owned(),
+    ));
+    let e: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let (errors, all) = pushers_gate_errors(&e, &[]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+    for fail in [
+        "        run: exit 256\n",
+        "        run: exit 512\n",
+        "        run: exit 0x1\n",
+        "        shell: bash -n {0}\n        run: exit 1\n",
+        "        shell: bash +e {0}\n        run: exit 1\n",
+        "        shell: bash -c {0}\n        run: exit 1\n",
+        "        shell: bash -o noexec {0}\n        run: exit 1\n",
+        "        shell: bash -en {0}\n        run: exit 1\n",
+    ] {
+        let mut edits: Vec<(&str, String)> =
+            ungate.iter().map(|(a, b)| (*a, (*b).to_owned())).collect();
+        edits.push((
+            FAIL_STEP,
+            format!("        if: steps.auth.outputs.is_authorized != 'true'\n{fail}"),
+        ));
+        let e: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        let (errors, all) = pushers_gate_errors(&e, &[]);
+        assert!(errors.contains(&"dispatch-a2".to_owned()), "{fail}: {all}");
+    }
+}
+
+/// case9a, case9b, case9c: a github-script failing step that ends the
+/// script successfully after `core.setFailed`, or replaces it.
+#[test]
+fn a_github_script_that_undoes_its_failure_catches_nothing() {
+    for script in [
+        "core.setFailed('unauthorized'); process.exit(0)",
+        "core.setFailed('unauthorized'); process.exit()",
+        "core.setFailed('unauthorized'); process['exitCode'] = 0",
+        "core.setFailed('unauthorized'); const p = process; p.exitCode = 0",
+        "core.setFailed = () => {}; core.setFailed('unauthorized')",
+        "core['setFailed'] = () => {}; core.setFailed('unauthorized')",
+        "Object.defineProperty(core, 'setFailed', { value: () => {} }); core.setFailed('no')",
+        "process.exit(256)",
+    ] {
+        let (errors, all) = pushers_gate_errors(
+            &[
+                (RESOLVE_IF, "        id: resolve\n        if: success()\n"),
+                (JOB_IF, "    if: success()\n"),
+                (
+                    FAIL_STEP,
+                    &format!(
+                        "        if: steps.auth.outputs.is_authorized != 'true'\n        uses: actions/github-script@v7\n        with:\n          script: {script:?}\n"
+                    ),
+                ),
+            ],
+            &[],
+        );
+        assert!(
+            errors.contains(&"dispatch-a2".to_owned()),
+            "{script}: {all}"
+        );
+    }
+    // `core.setFailed` alone, or `process.exit(1)`, fails the step.
+    for script in ["core.setFailed('unauthorized')", "process.exit(1)"] {
+        let (errors, all) = pushers_gate_errors(
+            &[
+                (RESOLVE_IF, "        id: resolve\n        if: success()\n"),
+                (JOB_IF, "    if: success()\n"),
+                (
+                    FAIL_STEP,
+                    &format!(
+                        "        if: steps.auth.outputs.is_authorized != 'true'\n        uses: actions/github-script@v7\n        with:\n          script: {script:?}\n"
+                    ),
+                ),
+            ],
+            &[],
+        );
+        assert_eq!(errors, ["dispatch-twin"], "{script}: {all}");
+    }
+}
+
+/// case7, case7b: a step or job whose `if:` may be true after the failing
+/// step fired (`!success()`, `success() || …`) is not behind it.
+#[test]
+fn a_step_or_job_that_runs_after_the_failure_is_not_gated() {
+    for cond in [
+        "${{ !success() }}",
+        "${{ success() || github.event.action == 'nightly-command' }}",
+        "${{ !cancelled() }}",
+    ] {
+        let report = format!(
+            "        if: steps.auth.outputs.is_authorized != 'true'\n        run: exit 1\n\n      - name: Report\n        if: {cond}\n        env:\n          GH_TOKEN: ${{{{ secrets.PAT_TOKEN }}}}\n        run: |\n          gh pr comment 1 --repo acme/widgets --body \"nightly for: ${{{{ github.event.client_payload.slash_command.args.all }}}}\"\n"
+        );
+        let (errors, all) = pushers_gate_errors(&[(FAIL_STEP, &report)], &[]);
+        assert!(
+            errors.contains(&"authorize".to_owned()),
+            "step {cond}: {all}"
+        );
+        let job = format!(
+            "  report:\n    needs: [authorize]\n    if: {cond}\n    runs-on: ubuntu-latest\n    steps:\n      - env:\n          GH_TOKEN: ${{{{ secrets.PAT_TOKEN }}}}\n        run: |\n          gh pr comment 1 --repo acme/widgets --body \"'${{{{ github.event.client_payload.slash_command.args.all }}}}' did not start\"\n\n  dispatch-a2:\n"
+        );
+        let (errors, all) = pushers_gate_errors(
+            &[
+                (
+                    FAIL_STEP,
+                    "        if: steps.auth.outputs.is_authorized != 'true'\n        run: exit 1\n",
+                ),
+                ("  dispatch-a2:\n", &job),
+            ],
+            &[],
+        );
+        assert!(errors.contains(&"report".to_owned()), "job {cond}: {all}");
+    }
+    // `success() && …` still requires success.
+    let report = "        if: steps.auth.outputs.is_authorized != 'true'\n        run: exit 1\n\n      - name: Report\n        if: ${{ success() && github.event.action == 'nightly-command' }}\n        env:\n          GH_TOKEN: ${{ secrets.PAT_TOKEN }}\n        run: |\n          gh pr comment 1 --repo acme/widgets --body \"nightly for: ${{ github.event.client_payload.slash_command.args.all }}\"\n";
+    let (errors, all) = pushers_gate_errors(&[(FAIL_STEP, report)], &[]);
+    assert_eq!(errors, ["dispatch-twin"], "{all}");
+}
+
+/// case8: the flag's own job ran the pull request's code before the
+/// check (a checkout of its head, then a script of it): that code may set
+/// the flag, plant a `bash`, a `~/.bash_profile`, a `$GITHUB_PATH`. So may
+/// a `$GITHUB_ENV` write of the comment's words.
+#[test]
+fn a_flag_after_the_pull_requests_code_ran_is_no_gate() {
+    let nightly = "  dispatch-a2:\n    needs: [authorize]\n    if: needs.authorize.outputs.is_authorized == 'true'\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ github.event.client_payload.github.payload.issue.number }}/head\n          persist-credentials: false\n      - name: Run nightly suite\n        env:\n          HF_TOKEN: ${{ secrets.HF_TOKEN }}\n        run: ./tests/run_nightly.sh\n\n  dispatch-a3:\n";
+    let check = "    steps:\n      - name: Check user authorization\n";
+    // The base: the nightly job behind the gate holds no error.
+    let (errors, all) = pushers_gate_errors(&[("  dispatch-a2:\n", nightly)], &[]);
+    assert!(!errors.contains(&"dispatch-a2".to_owned()), "{all}");
+    for before in [
+        "      - uses: actions/checkout@v4\n        with:\n          ref: refs/pull/${{ github.event.client_payload.github.payload.issue.number }}/head\n          persist-credentials: false\n      - name: Prepare test list\n        run: ./ci/prepare_nightly.sh\n",
+        "      - name: Record the request\n        env:\n          ARGS: ${{ github.event.client_payload.slash_command.args.all }}\n        run: echo \"NIGHTLY_ARGS=$ARGS\" >> \"$GITHUB_ENV\"\n",
+    ] {
+        let (errors, all) = pushers_gate_errors(
+            &[
+                ("  dispatch-a2:\n", nightly),
+                (
+                    check,
+                    &format!("    steps:\n{before}      - name: Check user authorization\n"),
+                ),
+            ],
+            &[],
+        );
+        assert!(
+            errors.contains(&"dispatch-a2".to_owned()),
+            "{before}: {all}"
+        );
+    }
+}
+
+/// case12: `triage` cannot push, and a slash-command-dispatch `permission:
+/// triage` is open to anyone; a check whose `true` arm admits `triage` is
+/// no gate either. vllm-ascend's real check (`triage|write|maintain|admin`)
+/// is therefore no gate: its `dispatch-a2` error comes back.
+#[test]
+fn a_check_that_admits_triage_is_no_gate() {
+    let (errors, all) = pushers_gate_errors(
+        &[(
+            "            write|maintain|admin)\n",
+            "            triage)\n",
+        )],
+        &[],
+    );
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+    let (errors, all) = flag_gate_errors_of(&[], false);
+    assert_eq!(errors, ["dispatch-a2", "dispatch-twin"], "{all}");
+}
+
+/// slash-command-dispatch's `event-type-suffix`: with `""` the command
+/// `nightly` dispatches the type `nightly`, which an outsider's comment
+/// then starts.
+#[test]
+fn a_slash_command_event_type_suffix_is_read() {
+    let ungated = (
+        "        run: |\n          ROLE_NAME",
+        "        run: |\n          echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"\n          ROLE_NAME",
+    );
+    let types = (
+        "    types: [nightly-command, twin-command]\n",
+        "    types: [nightly]\n",
+    );
+    let suffix = (
+        "          dispatch-type: repository\n",
+        "          dispatch-type: repository\n          event-type-suffix: \"\"\n",
+    );
+    let (errors, all) = pushers_gate_errors(&[ungated, types], &[suffix]);
+    assert!(errors.contains(&"dispatch-a2".to_owned()), "{all}");
+    // Without the suffix, `nightly` is dispatched as `nightly-command`,
+    // which this workflow no longer takes.
+    let (errors, all) = pushers_gate_errors(&[ungated, types], &[]);
+    assert!(!errors.contains(&"dispatch-a2".to_owned()), "{all}");
+}

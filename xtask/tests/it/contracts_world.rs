@@ -1209,3 +1209,133 @@ fn a_runner_passed_by_the_callers_is_compared_like_a_literal_label() {
         messages(&all)
     );
 }
+
+/// cupy's `flexci.yml` (held-out half 3), cut down: the pull request's
+/// tree is checked out into `_pr_untrusted` as data, and a program of the
+/// trusted checkout is handed it (by an environment variable of its own
+/// name and in its arguments) with a secret. Whether that program runs
+/// code from the directory is in the program, not in the workflow: a
+/// warning that asks, not an error, and not silence. A variable through
+/// which programs load code (`PYTHONPATH`), a program from the directory,
+/// a build tool or an action given it stay errors.
+#[test]
+fn a_pull_requests_directory_handed_to_a_trusted_program_is_a_warning_that_asks() {
+    let job = |env: &str, step: &str| {
+        format!(
+            "on:\n  workflow_run:\n    workflows: [ci]\n    types: [completed]\npermissions: {{ contents: read }}\njobs:\n  dispatch:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n      - uses: actions/checkout@v4\n        with:\n          ref: ${{{{ github.event.workflow_run.head_sha }}}}\n          path: _pr_untrusted\n          persist-credentials: false\n      - env:\n          HOOK_SECRET: ${{{{ secrets.HOOK_SECRET }}}}\n{env}\n{step}\n"
+        )
+    };
+    let depends = |all: &[Value]| {
+        reported(all).iter().any(|f| {
+            f["severity"] == "warning"
+                && f["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("depends on: does `")
+        })
+    };
+    for (env, step) in [
+        // cupy's own: a variable of the program's and an argument.
+        (
+            "          PROJECTS_ROOT_DIR: _pr_untrusted",
+            "        run: ./.github/workflows/scripts/dispatcher.py --projects \"${PROJECTS_ROOT_DIR}/.pfnci/config.tags.json\"",
+        ),
+        // A trusted script run by an interpreter, handed a file of it
+        // (silent before: taken for a trusted script reading data).
+        (
+            "          X: y",
+            "        run: python .github/scripts/summarise.py _pr_untrusted/report.json",
+        ),
+        (
+            "          X: y",
+            "        run: bash ci/build.sh _pr_untrusted",
+        ),
+        // A third-party action not given the directory.
+        (
+            "          X: y",
+            "        uses: some-org/notify@0123456789abcdef0123456789abcdef01234567",
+        ),
+    ] {
+        let all = findings(&repo(&[("dispatch.yml", &job(env, step))]));
+        assert!(errors(&all).is_empty(), "{step}: {}", messages(&all));
+        assert!(depends(&all), "{step}: {}", messages(&all));
+    }
+    for (env, step) in [
+        (
+            "          PYTHONPATH: _pr_untrusted",
+            "        run: python .github/scripts/summarise.py",
+        ),
+        ("          X: y", "        run: ./_pr_untrusted/setup.sh"),
+        (
+            "          X: y",
+            "        run: npm --prefix _pr_untrusted install",
+        ),
+        ("          X: y", "        run: cd _pr_untrusted && make"),
+        (
+            "          X: y",
+            "        working-directory: _pr_untrusted\n        run: ../.github/scripts/summarise.py",
+        ),
+        (
+            "          X: y",
+            "        uses: some-org/lint@0123456789abcdef0123456789abcdef01234567\n        with:\n          path: _pr_untrusted",
+        ),
+    ] {
+        let all = findings(&repo(&[("dispatch.yml", &job(env, step))]));
+        assert!(
+            rules(&errors(&all).into_iter().cloned().collect::<Vec<_>>())
+                .contains("untrusted-secrets"),
+            "{step}: {}",
+            messages(&all)
+        );
+    }
+}
+
+/// An attack on the rule above and on the `if $(gh api …)` gate (a
+/// helper given the threat model, 2026-12-03), each reproduction kept
+/// under `fixtures/contracts/attack-runs-from/caseN` with a README line:
+/// an uncertain step first hiding a later certain one, variables programs
+/// load through (`BUNDLE_GEMFILE`, `JAVA_TOOL_OPTIONS`, `MAKEFILES`, …), a
+/// build tool's wrapper or an installed program by path, an interpreter's
+/// options (`perl -Ipr`, `python -W ignore pr/x.py`), glued options
+/// (`make -Cpr`), a local action run in the directory's environment, and
+/// gates that let anyone through (`--silent`, `exit 1 | tee`, a function
+/// shadowing `false`, `exit 256`, a trap). Every workflow of every case
+/// is an error.
+#[test]
+fn every_attack_on_the_pull_request_directory_and_the_if_gate_is_an_error() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/attack-runs-from");
+    let mut cases = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        let output = crate::support::xtask_cmd(&[
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+            "--root",
+        ])
+        .arg(&case)
+        .output()
+        .unwrap();
+        let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        let all = all.as_array().unwrap();
+        let mut files = 0;
+        for file in std::fs::read_dir(case.join(".github/workflows")).unwrap() {
+            let name = file.unwrap().file_name().to_string_lossy().into_owned();
+            files += 1;
+            assert!(
+                errors(all)
+                    .iter()
+                    .any(|f| f["file"].as_str().unwrap_or("").ends_with(&name)),
+                "{}/{name}: {}",
+                case.display(),
+                messages(all)
+            );
+        }
+        assert!(files > 0, "{}", case.display());
+        cases += 1;
+    }
+    assert_eq!(cases, 17);
+}

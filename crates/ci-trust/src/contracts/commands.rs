@@ -25,8 +25,10 @@ pub const RUNNERS: &[&str] = &[
 ];
 
 /// Environment variables through which programs load code or
-/// configuration from a directory; any `…PATH`, `…_HOME`, `GIT_…`, `LD_…`,
-/// `DYLD_…` and `…CONFIG…` variable counts too. The one list.
+/// configuration from a directory; any `…PATH`, `…_HOME`, `…_OPTS`,
+/// `…FILE`, `…RC`, `GIT_…`, `LD_…`, `DYLD_…`, `PYTHON…`, `BUNDLE_…`,
+/// `…CONFIG…`, `…PROFILE…` variable (and the other prefixes and suffixes
+/// of [`loads_through`]) counts too. The one list.
 pub const LOADING_ENV: &[&str] = &[
     "BASH_ENV",
     "ENV",
@@ -57,10 +59,52 @@ pub fn loads_through(var: &str) -> bool {
         || upper.ends_with("PATH")
         || upper.ends_with("_HOME")
         || upper.ends_with("_DIR") && upper.starts_with("XDG_")
-        || ["GIT_", "LD_", "DYLD_", "NPM_", "PIP_", "CARGO_", "RUSTUP_"]
-            .iter()
-            .any(|p| upper.starts_with(p))
+        || [
+            "GIT_",
+            "LD_",
+            "DYLD_",
+            "NPM_",
+            "PIP_",
+            "CARGO_",
+            "RUSTUP_",
+            "PYTHON",
+            "BUNDLE_",
+            "GEM_",
+            "PHP",
+            "COMPOSER",
+            "MAVEN",
+            "GRADLE",
+            "SBT_",
+            "JAVA",
+            "_JAVA",
+            "JDK_",
+            "DOTNET_",
+            "NODE_",
+            "MIX_",
+            "R_",
+            "TF_",
+            "CMAKE_",
+            "CCACHE_",
+            "SCCACHE_",
+            "MAKE",
+            "UV_",
+            "TOX_",
+            "NOX_",
+            "CONDA",
+            "NIX_",
+            "DOCKER_",
+            "KUBE",
+            "VIRTUAL_ENV",
+        ]
+        .iter()
+        .any(|p| upper.starts_with(p))
+        || [
+            "_OPTS", "_OPTIONS", "_ARGS", "_FLAGS", "FILE", "FILES", "_HOOKS", "RC",
+        ]
+        .iter()
+        .any(|s| upper.ends_with(s))
         || upper.contains("CONFIG")
+        || upper.contains("PROFILE")
 }
 
 /// Programs that only read the files they are given (or delete, or post).
@@ -97,6 +141,14 @@ pub const READ_ONLY: &[&str] = &[
     "mkdir",
     "touch",
     "gh",
+];
+
+/// Shell builtins that run no program and read no file of a directory
+/// their environment names (`set -e`, `export X=1`).
+pub const INERT_BUILTINS: &[&str] = &[
+    "set", "export", "unset", "shift", "local", "declare", "typeset", "readonly", "read", "exit",
+    "return", "true", "false", ":", "echo", "printf", "test", "[", "[[", "cd", "pushd", "popd",
+    "wait", "break", "continue",
 ];
 
 /// Interpreters that run a script file named in their arguments.

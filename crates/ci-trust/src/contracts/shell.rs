@@ -29,6 +29,58 @@ pub struct Script {
     /// Every simple command, in the order the shell meets them; a command
     /// inside a substitution comes before the command whose word holds it.
     pub commands: Vec<Command>,
+    /// Every `case` of the script's own text (not those inside a
+    /// substitution), in the order the shell meets them.
+    pub cases: Vec<Case>,
+    /// Every `if` of the script's own text (not those inside a
+    /// substitution), in the order the shell meets them.
+    pub ifs: Vec<If>,
+}
+
+/// `if LIST; then LIST; [elif …;] [else LIST;] fi`, as command ranges.
+#[derive(Debug, Clone, Default)]
+pub struct If {
+    /// Byte offset of the `if` word.
+    pub start: usize,
+    /// The condition's commands, as indices into [`Script::commands`].
+    pub condition: Range<usize>,
+    pub then_branch: Range<usize>,
+    /// It has an `elif` (whose commands are in neither branch).
+    pub elif: bool,
+    pub else_branch: Option<Range<usize>>,
+    /// The `else` branch's commands that run whenever it does.
+    pub else_unconditional: Vec<usize>,
+    /// Runs wherever the script gets to it (as [`Case::top_level`]).
+    pub top_level: bool,
+    /// Ends with `fi` (not cut off by the text's end).
+    pub closed: bool,
+}
+
+/// `case WORD in PATTERN) LIST ;; … esac`.
+#[derive(Debug, Clone, Default)]
+pub struct Case {
+    /// Byte offset of the `case` word.
+    pub start: usize,
+    pub subject: Word,
+    pub arms: Vec<CaseArm>,
+    /// Runs wherever the script gets to it: at the script's own level,
+    /// not inside another compound command or behind `&&` or `||`.
+    pub top_level: bool,
+}
+
+/// One arm of a [`Case`].
+#[derive(Debug, Clone, Default)]
+pub struct CaseArm {
+    /// Its patterns (`triage`, `write`, `*`), as words.
+    pub patterns: Vec<Word>,
+    /// Its commands, as indices into [`Script::commands`].
+    pub commands: Range<usize>,
+    /// Those of them that run whenever the arm does: not behind `&&` or
+    /// `||`, nor inside an `if`, a loop, a nested `case` or a function.
+    pub unconditional: Vec<usize>,
+    /// What ends it: `;;`, `;&` or `;;&` (both go on to the next arm's
+    /// commands or patterns), `esac`, or nothing (the text ended).
+    pub terminator: String,
 }
 
 /// One simple command: `NAME=value … word … redirections`.
@@ -58,6 +110,10 @@ pub struct Command {
     /// Runs only on some paths: inside `if`, a loop, `case`, a function, or
     /// after `&&`/`||`.
     pub conditional: bool,
+    /// Runs in a subshell or in the background (`( … )`, `… &`): what it
+    /// assigns does not reach the script's later commands, and its `exit`
+    /// ends only that subshell.
+    pub subshell: bool,
     /// [`Command::program_index`] and the program's file name, worked out once.
     program_at: Option<usize>,
     program_name: Option<String>,
@@ -373,10 +429,15 @@ impl Script {
     pub fn parse(text: &str) -> Script {
         let mut commands = Vec::new();
         let mut heredocs = Vec::new();
-        {
+        let (cases, ifs) = {
             let mut parser = Parser::new(text, 0, text.len(), &mut commands, 0, &mut heredocs);
+            parser.record_cases = true;
             parser.parse_all();
-        }
+            (
+                std::mem::take(&mut parser.cases),
+                std::mem::take(&mut parser.ifs),
+            )
+        };
         fill_heredocs(text, &mut commands, &heredocs);
         for command in &mut commands {
             command.program_at = command.find_program();
@@ -385,7 +446,11 @@ impl Script {
                 .and_then(|i| command.words[i].literal())
                 .map(|w| basename(&w).to_owned());
         }
-        Script { commands }
+        Script {
+            commands,
+            cases,
+            ifs,
+        }
     }
 
     /// The commands that run at the script's own level or in its groups,
@@ -553,6 +618,13 @@ struct Parser<'t, 's> {
     waiting: Vec<usize>,
     peeked: Option<Token>,
     next_pipeline: usize,
+    /// Whether to record [`Case`]s (the script's own parser does; those of
+    /// substitutions do not).
+    record_cases: bool,
+    cases: Vec<Case>,
+    ifs: Vec<If>,
+    /// How many `&&`/`||` tails are being read.
+    and_or_tail: usize,
 }
 
 impl<'t, 's> Parser<'t, 's> {
@@ -576,6 +648,10 @@ impl<'t, 's> Parser<'t, 's> {
             waiting: Vec::new(),
             peeked: None,
             next_pipeline: base * 1_000_003 % 1_000_000_007,
+            record_cases: false,
+            cases: Vec::new(),
+            ifs: Vec::new(),
+            and_or_tail: 0,
         }
     }
 
@@ -1189,12 +1265,14 @@ impl<'t, 's> Parser<'t, 's> {
             }
             match self.peek() {
                 Token::End => return None,
+                Token::Op(op @ (";;" | ";&" | ";;&")) if terms.contains(&";;") => {
+                    return Some(op.to_owned());
+                }
                 Token::Newline | Token::Op(";" | "&" | ";&" | ";;&") => {
                     self.next();
                 }
                 Token::Op(op) if Some(op) == closing => return None,
                 Token::Op(")") => return None,
-                Token::Op(";;") if terms.contains(&";;") => return Some(";;".to_owned()),
                 Token::Word(word) => {
                     if let Some(text) = reserved(&word) {
                         if terms.contains(&text.as_str()) {
@@ -1209,13 +1287,26 @@ impl<'t, 's> Parser<'t, 's> {
                             return Some(text);
                         }
                     }
-                    self.parse_and_or(terms);
+                    self.background_and_or(terms);
                 }
+                // A subshell: `( … )`.
+                Token::Op("(") => self.background_and_or(terms),
                 Token::Op(_) => {
                     // `&&`, `||`, `|` without a command before: skip.
                     self.next();
                 }
-                Token::Redirect(..) => self.parse_and_or(terms),
+                Token::Redirect(..) => self.background_and_or(terms),
+            }
+        }
+    }
+
+    /// An and-or list, run in the background when `&` ends it.
+    fn background_and_or(&mut self, terms: &[&str]) {
+        let first = self.sink.len();
+        self.parse_and_or(terms);
+        if let Token::Op("&") = self.peek() {
+            for command in &mut self.sink[first..] {
+                command.subshell = true;
             }
         }
     }
@@ -1228,7 +1319,9 @@ impl<'t, 's> Parser<'t, 's> {
                 self.next();
             }
             let first = self.sink.len();
+            self.and_or_tail += 1;
             self.parse_pipeline(terms);
+            self.and_or_tail -= 1;
             for command in &mut self.sink[first..] {
                 command.conditional = true;
             }
@@ -1258,7 +1351,11 @@ impl<'t, 's> Parser<'t, 's> {
         let len = members.len();
         for (position, range) in members.into_iter().enumerate() {
             for command in &mut self.sink[range] {
-                if !command.substituted || command.pipe_len == 0 {
+                // A compound command alone (`if …; then a | b; fi`) leaves
+                // the pipelines inside it as they are; piped, all of it is
+                // an element of this one.
+                let inner = command.pipe_len != 0 && len == 1;
+                if !inner && (!command.substituted || command.pipe_len == 0) {
                     command.pipeline = id;
                     command.pipe_position = position;
                     command.pipe_len = len;
@@ -1282,6 +1379,9 @@ impl<'t, 's> Parser<'t, 's> {
                 self.depth -= 1;
                 if let Token::Op(")") = self.peek() {
                     self.next();
+                }
+                for command in &mut self.sink[first..] {
+                    command.subshell = true;
                 }
                 self.compound_redirects(first);
                 return;
@@ -1308,12 +1408,47 @@ impl<'t, 's> Parser<'t, 's> {
                 return;
             }
             "if" => {
-                self.next();
+                let start = match self.next() {
+                    Token::Word(w) => w.span.start,
+                    _ => self.pos,
+                };
+                let mut record = If {
+                    start,
+                    top_level: self.depth == 1 && self.and_or_tail == 0,
+                    ..If::default()
+                };
+                // Which part the list read next belongs to: the condition,
+                // the first `then`, an `elif`'s, or the `else`.
+                let mut part = 0u8;
                 loop {
+                    let from = self.sink.len();
                     let met = self.parse_list(&["then", "elif", "else", "fi"], None);
+                    let read = from..self.sink.len();
+                    match part {
+                        0 => record.condition = read,
+                        1 => record.then_branch = read,
+                        2 => record.elif = true,
+                        _ => {
+                            record.else_unconditional = read
+                                .clone()
+                                .filter(|&i| {
+                                    !self.sink[i].conditional && self.sink[i].in_function.is_none()
+                                })
+                                .collect();
+                            record.else_branch = Some(read);
+                        }
+                    }
+                    part = match (part, met.as_deref()) {
+                        (0, Some("then")) => 1,
+                        (_, Some("else")) => 3,
+                        (_, Some("elif")) => 2,
+                        (2, Some("then")) => 2,
+                        (p, _) => p,
+                    };
                     match met.as_deref() {
                         Some("fi") => {
                             self.next();
+                            record.closed = true;
                             break;
                         }
                         Some(_) => {
@@ -1321,6 +1456,9 @@ impl<'t, 's> Parser<'t, 's> {
                         }
                         None => break,
                     }
+                }
+                if self.record_cases {
+                    self.ifs.push(record);
                 }
             }
             "while" | "until" => {
@@ -1339,8 +1477,11 @@ impl<'t, 's> Parser<'t, 's> {
                 self.take_word("done");
             }
             "case" => {
-                self.next();
-                self.case_body();
+                let start = match self.next() {
+                    Token::Word(w) => w.span.start,
+                    _ => self.pos,
+                };
+                self.case_body(start);
             }
             "function" => {
                 self.next();
@@ -1437,10 +1578,23 @@ impl<'t, 's> Parser<'t, 's> {
     }
 
     /// `case WORD in PATTERN) LIST ;; … esac`.
-    fn case_body(&mut self) {
+    fn case_body(&mut self, start: usize) {
+        let mut case = Case {
+            start,
+            top_level: self.depth == 1 && self.and_or_tail == 0,
+            ..Case::default()
+        };
+        self.case_arms(&mut case);
+        if self.record_cases {
+            self.cases.push(case);
+        }
+    }
+
+    fn case_arms(&mut self, case: &mut Case) {
         // The subject, then `in`.
-        if let Token::Word(_) = self.peek() {
+        if let Token::Word(w) = self.peek() {
             self.next();
+            case.subject = std::rc::Rc::unwrap_or_clone(w);
         }
         while let Token::Newline = self.peek() {
             self.next();
@@ -1457,6 +1611,7 @@ impl<'t, 's> Parser<'t, 's> {
                 return;
             }
             // Patterns up to `)`.
+            let mut arm = CaseArm::default();
             loop {
                 match self.peek() {
                     Token::End => return,
@@ -1468,14 +1623,28 @@ impl<'t, 's> Parser<'t, 's> {
                         self.next();
                         break;
                     }
+                    Token::Word(w) => {
+                        self.next();
+                        arm.patterns.push(std::rc::Rc::unwrap_or_clone(w));
+                    }
                     _ => {
                         self.next();
                     }
                 }
             }
+            let first = self.sink.len();
             let met = self.parse_list(&[";;", "esac"], None);
+            arm.commands = first..self.sink.len();
+            // Still unmarked: nothing in the arm made them conditional.
+            arm.unconditional = arm
+                .commands
+                .clone()
+                .filter(|&i| !self.sink[i].conditional && self.sink[i].in_function.is_none())
+                .collect();
+            arm.terminator = met.clone().unwrap_or_default();
+            case.arms.push(arm);
             match met.as_deref() {
-                Some(";;") => {
+                Some(";;" | ";&" | ";;&") => {
                     self.next();
                 }
                 Some("esac") => {
@@ -1925,6 +2094,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_case_keeps_its_subject_arms_and_what_ends_each() {
+        let text = "R=$(gh api x)\ncase \"$R\" in\n  a|b) echo one; false && echo two ;;\n  c) echo three ;&\n  *) echo four ;;\nesac\nif x; then case y in z) echo five ;; esac; fi\n( A=1 )\nB=2 &\n";
+        let script = Script::parse(text);
+        assert_eq!(script.cases.len(), 2);
+        let case = &script.cases[0];
+        assert!(case.top_level);
+        assert!(!script.cases[1].top_level);
+        assert!(case.subject.is_variable("R"));
+        let patterns: Vec<Vec<String>> = case
+            .arms
+            .iter()
+            .map(|a| a.patterns.iter().map(Word::text).collect())
+            .collect();
+        assert_eq!(patterns, [vec!["a", "b"], vec!["c"], vec!["*"]]);
+        let terminators: Vec<&str> = case.arms.iter().map(|a| a.terminator.as_str()).collect();
+        assert_eq!(terminators, [";;", ";&", ";;"]);
+        let words = |i: usize| script.commands[i].arg_texts().join(" ");
+        let first = &case.arms[0];
+        let all: Vec<String> = first.commands.clone().map(words).collect();
+        assert_eq!(all, ["one", "", "two"]);
+        let always: Vec<String> = first.unconditional.iter().map(|&i| words(i)).collect();
+        assert_eq!(always, ["one", ""]);
+        let sub = |name: &str| {
+            script
+                .commands
+                .iter()
+                .find(|c| c.assignments.first().is_some_and(|a| a.name == name))
+                .unwrap()
+                .subshell
+        };
+        assert!(!sub("R"));
+        assert!(sub("A"));
+        assert!(sub("B"));
     }
 
     #[test]

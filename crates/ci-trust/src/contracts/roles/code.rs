@@ -25,6 +25,9 @@ pub(super) struct Brought {
     pub pos: Pos,
     pub what: String,
     pub taint: Taint,
+    /// The question the path depends on, where the workflows do not show
+    /// whether the brought bytes run ([`Runs::unsure`]): a warning.
+    pub unsure: Option<String>,
 }
 
 /// What a job runs under the start of `scope` that is not the default
@@ -66,22 +69,23 @@ pub(super) fn other_code(
         let then = if found.is_empty() {
             None
         } else if local {
-            Some(String::new())
+            Some(Runs::sure(String::new()))
         } else if let Some(dir) = checkout_subdir(step) {
             runs_code_from(&job.steps[index + 1..], &dir, surroundings)
         } else {
-            runs_code(&job.steps[index..], true)
+            runs_code(&job.steps[index..], true).map(Runs::sure)
         };
         if let Some(then) = then {
             for found in found {
-                let then = if then.is_empty() {
+                let what = if then.what.is_empty() {
                     String::new()
                 } else {
-                    format!(" and then {then}")
+                    format!(" and then {}", then.what)
                 };
                 out.push(Brought {
-                    what: format!("{}{then}", found.what),
+                    what: format!("{}{what}", found.what),
                     taint: here.refine_taint(found.taint),
+                    unsure: then.unsure.clone(),
                     ..found
                 });
             }
@@ -95,16 +99,19 @@ pub(super) fn other_code(
             let later = &job.steps[index + 1..];
             let then = match download_subdir(step) {
                 Some(dir) => runs_code_from(later, &dir, surroundings),
-                None => runs_code(later, false).or_else(|| git_in_workspace(later)),
+                None => runs_code(later, false)
+                    .or_else(|| git_in_workspace(later))
+                    .map(Runs::sure),
             };
-            if let Some(use_) = then {
+            if let Some(then) = then {
                 out.push(Brought {
                     pos: at.pos,
                     what: format!(
-                        "downloads artifacts of another run (`{}`) and then {use_}",
-                        at.value
+                        "downloads artifacts of another run (`{}`) and then {}",
+                        at.value, then.what
                     ),
                     taint: here.refine_taint(taint),
+                    unsure: then.unsure,
                 });
             }
         }
@@ -412,14 +419,38 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
                 .trim_start_matches("${{ github.workspace }}/")
                 .trim_start_matches("$GITHUB_WORKSPACE/")
                 .trim_start_matches("${GITHUB_WORKSPACE}/");
-            word == dir
-                || word.starts_with(&format!("{dir}/"))
-                || word.ends_with(&format!("/{dir}"))
-                || word.contains(&format!("/{dir}/"))
+            let names_it = |word: &str| {
+                word == dir
+                    || word.starts_with(&format!("{dir}/"))
+                    || word.ends_with(&format!("/{dir}"))
+                    || word.contains(&format!("/{dir}/"))
+            };
+            // An option glued to its value (`make -Cpr`, `perl -Ipr`).
+            let glued = word
+                .strip_prefix('-')
+                .filter(|w| !w.starts_with('-'))
+                .and_then(|w| w.get(1..))
+                .is_some_and(|w| names_it(w.trim_start_matches("./")));
+            names_it(word) || glued
         });
     path || names
         .iter()
         .any(|n| text.contains(&format!("${n}")) || text.contains(&format!("${{{n}}}")))
+}
+
+/// What runs bytes brought into a directory of their own, in words, and
+/// the question it depends on where the workflows do not show whether the
+/// bytes run (a trusted program handed the directory, an action not given
+/// it): such a path is a warning, not an error.
+pub(super) struct Runs {
+    pub what: String,
+    pub unsure: Option<String>,
+}
+
+impl Runs {
+    fn sure(what: String) -> Runs {
+        Runs { what, unsure: None }
+    }
 }
 
 /// After a pull request was checked out into the subdirectory `dir` only,
@@ -433,7 +464,7 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
 /// or a cache save; `surroundings` (the job's default working directory and
 /// environment) pointing into it make every step work inside it.
 /// Everything else runs trusted bytes.
-pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<String> {
+pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -> Option<Runs> {
     let scripts: Vec<Option<std::rc::Rc<Script>>> = later
         .iter()
         .map(|step| step.run.as_ref().map(|r| Script::cached(&r.value)))
@@ -455,6 +486,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
     // A job whose default working directory or environment points into it
     // works inside it in every step.
     let everywhere = surroundings.iter().any(|s| mentions_dir(s, dir, &[]));
+    let mut first_unsure: Option<Runs> = None;
     for (step, script) in later.iter().zip(&scripts) {
         // Working inside it, or with an environment that points into it
         // (`PYTHONPATH: pr`), any command that is not read-only may run it.
@@ -466,7 +498,19 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
             || step
                 .env
                 .iter()
-                .any(|(_, v)| mentions_dir(&v.value, dir, &names));
+                .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
+        // Handed to the step's programs under a name of their own that the
+        // script itself passes on (`PROJECTS_ROOT: pr`, then
+        // `./x.py "$PROJECTS_ROOT/config.json"`), the directory is what
+        // those programs make of it: a program handed it may run code from
+        // it, and which do is not in the workflow. A variable the script
+        // never names, or one programs load through (`PYTHONPATH`,
+        // `BUNDLE_GEMFILE`, `JAVA_TOOL_OPTIONS`), is there for the
+        // programs to read by themselves: working inside it.
+        let handed = step
+            .env
+            .iter()
+            .any(|(k, v)| passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
         if let (Some(run), Some(script)) = (&step.run, script) {
             for command in script.commands() {
                 let segment = run.value.get(command.span.clone()).unwrap_or_default();
@@ -475,6 +519,7 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 let exported = (command.writes_to("GITHUB_PATH")
                     || command.writes_to("GITHUB_ENV"))
                     && mentions_dir(segment, dir, &names);
+                let mut unsure: Option<String> = None;
                 let runs_from = exported
                     || command.program_text().is_some_and(|program| {
                         let name = command.program().unwrap_or_default();
@@ -507,22 +552,92 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                         }
                         if commands::SCRIPT_INTERPRETERS.contains(&name.as_str()) {
                             let args = command.arg_texts();
-                            // `-c`, `-m`, `-e`: not a script file; judged by mention.
-                            let script_arg = args.iter().find(|a| {
-                                !a.starts_with('-') || matches!(a.as_str(), "-c" | "-m" | "-e")
-                            });
+                            // `-c`, `-m`, `-e`: not a script file; judged by
+                            // mention. Otherwise the script is the first
+                            // argument named like one (`-W ignore pr/x.py`:
+                            // an option's value is no script); with none
+                            // so named, judged by mention too.
+                            let script_arg = args
+                                .iter()
+                                .find(|a| {
+                                    matches!(a.as_str(), "-c" | "-m" | "-e")
+                                        || !a.starts_with('-') && has_script_extension(a)
+                                })
+                                .filter(|a| {
+                                    matches!(a.as_str(), "-c" | "-m" | "-e") || !a.contains('$')
+                                });
+                            // What comes before the script is the
+                            // interpreter's own (`perl -Ipr x.pl`,
+                            // `python -X importtime`): options that load
+                            // from the directory run it.
+                            let before = script_arg
+                                .and_then(|a| args.iter().position(|x| x == a))
+                                .unwrap_or(args.len());
+                            if args[..before].iter().any(|a| mentions_dir(a, dir, &names)) {
+                                return true;
+                            }
+                            let script_arg = match script_arg {
+                                Some(a) => Some(a),
+                                None if mentions_dir(segment, dir, &names) || inside => {
+                                    return true;
+                                }
+                                None => None,
+                            };
                             return match script_arg.map(String::as_str) {
                                 Some("-c" | "-m" | "-e") | None => {
-                                    inside || mentions_dir(segment, dir, &names)
+                                    inside || handed || mentions_dir(segment, dir, &names)
                                 }
-                                Some(file) => inside || mentions_dir(file, dir, &names),
+                                Some(file) if inside || mentions_dir(file, dir, &names) => true,
+                                // `python trusted.py pr/x`, or with the
+                                // directory in its environment: what the
+                                // trusted script does with it.
+                                Some(file) if handed || mentions_dir(segment, dir, &names) => {
+                                    unsure = Some(format!(
+                                        "does `{file}` run code from the directory it is handed?"
+                                    ));
+                                    true
+                                }
+                                Some(_) => false,
                             };
                         }
-                        inside || mentions_dir(segment, dir, &names)
+                        if inside {
+                            return true;
+                        }
+                        // A program of the trusted tree by its path
+                        // (`./.github/scripts/x.py pr/config.json`), handed
+                        // the directory: a trusted script reading it, as
+                        // `python x.py pr/…` is, unless it runs what it reads.
+                        let trusted_program = trusted_script_path(&program);
+                        let mentioned = mentions_dir(segment, dir, &names);
+                        if trusted_program && (mentioned || handed) {
+                            unsure = Some(format!(
+                                "does `{program}` run code from the directory it is handed?"
+                            ));
+                            return true;
+                        }
+                        if !mentioned
+                            && handed
+                            && !commands::INERT_BUILTINS.contains(&name.as_str())
+                        {
+                            unsure = Some(format!(
+                                "does `{name}` run code from the directory its environment names?"
+                            ));
+                            return true;
+                        }
+                        mentioned
                     });
                 if runs_from {
                     let first = commands::line(&run.value, script, command);
-                    return Some(format!("runs `{}` on it", first.trim()));
+                    let runs = Runs {
+                        what: format!("runs `{}` on it", first.trim()),
+                        unsure,
+                    };
+                    // A path that depends on a question does not end the
+                    // search: a later step may run the bytes for certain.
+                    if runs.unsure.is_none() {
+                        return Some(runs);
+                    }
+                    first_unsure.get_or_insert(runs);
                 }
             }
         }
@@ -539,15 +654,33 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .unwrap_or("")
                 .to_ascii_lowercase();
             let third_party = local.is_none() && !matches!(owner.as_str(), "actions" | "github");
-            if local.is_some_and(|l| mentions_dir(l, dir, &[])) || local.is_some() && given {
-                return Some(format!("runs the local action `{}` on it", uses.value));
+            if local.is_some_and(|l| mentions_dir(l, dir, &[]))
+                || local.is_some() && (given || inside)
+            {
+                return Some(Runs::sure(format!(
+                    "runs the local action `{}` on it",
+                    uses.value
+                )));
             }
             if third_party && !posts_only(step) {
-                return Some(format!("uses `{}`", uses.value.trim()));
+                // Given the directory (or working in it), the action runs
+                // on it; not given it, whether it reads a directory of its
+                // own choosing is the action's code, which is not here.
+                let what = format!("uses `{}`", uses.value.trim());
+                if given || inside {
+                    return Some(Runs::sure(what));
+                }
+                first_unsure.get_or_insert(Runs {
+                    what,
+                    unsure: Some(format!(
+                        "does `{}` read `{dir}`, which it is not given?",
+                        uses.value.trim()
+                    )),
+                });
             }
         }
         if let Some((_, why)) = crate::contracts::caches::cache_save(step) {
-            return Some(format!("saves a cache ({why})"));
+            return Some(Runs::sure(format!("saves a cache ({why})")));
         }
         // A script that loads a file by a literal path outside `dir`
         // (`require('./.github/scripts/x.cjs')` from the trusted checkout
@@ -569,10 +702,61 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                     })
             });
         if loads {
-            return Some("runs `actions/github-script` that loads a file from it".to_owned());
+            return Some(Runs::sure(
+                "runs `actions/github-script` that loads a file from it".to_owned(),
+            ));
         }
     }
-    None
+    first_unsure
+}
+
+/// File names of scripts an interpreter or a shell runs.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "py", "sh", "bash", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "ps1", "zsh",
+];
+
+fn has_script_extension(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && SCRIPT_EXTENSIONS.contains(&ext))
+}
+
+/// A program given by a literal path of the checkout that names a script
+/// (`./.github/scripts/x.py`, `ci/build.sh`): the repository's own code.
+/// A build tool's wrapper (`./gradlew`, `./mvnw`), an installed program
+/// (`/usr/bin/make`, `node_modules/.bin/webpack`) or a computed path is
+/// judged as any program is.
+fn trusted_script_path(program: &str) -> bool {
+    program.contains('/')
+        && !program.starts_with('/')
+        && !program.starts_with('~')
+        && !program.contains('$')
+        && !program.contains("node_modules")
+        && has_script_extension(program)
+}
+
+/// True when `step`'s own script names the environment variable `name`
+/// (`$NAME`, `${NAME}`) and programs do not load through it: the script
+/// passes its value on to what it runs. Any other variable of the step's
+/// `env:` is there for its programs to read by themselves.
+fn passed_on(step: &Step, name: &str) -> bool {
+    if commands::loads_through(name) {
+        return false;
+    }
+    step.run.as_ref().is_some_and(|run| {
+        let text = &run.value;
+        text.match_indices(&format!("${{{name}")).any(|(at, m)| {
+            // `${NAME}` or `${NAME:-…}`, not `${NAMEX}`.
+            !text[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        }) || text.match_indices(&format!("${name}")).any(|(at, m)| {
+            !text[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    })
 }
 
 /// True when a github-script's JavaScript loads a file (`require('./x')`,
@@ -642,11 +826,17 @@ fn step_other_code(
 ) -> Result<Vec<Brought>> {
     let scope = judge.scope;
     let place = |pos: Pos, what: String, taint: Taint| match inside {
-        None => Brought { pos, what, taint },
+        None => Brought {
+            pos,
+            what,
+            taint,
+            unsure: None,
+        },
         Some(inside) => Brought {
             pos: inside.at,
             what: format!("{what} (in {}, line {})", inside.file, pos.line),
             taint,
+            unsure: None,
         },
     };
     let mut found = Vec::new();

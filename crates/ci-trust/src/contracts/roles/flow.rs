@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::JobRef;
-use super::gates::{self, Checked, Gate};
+use super::gates::{self, Checked, FlagGate, Gate};
 use super::starts::{Actor, COMMENT_EVENTS, Start};
 use crate::contracts::commands;
-use crate::contracts::eval::{self, Names, Scope, Taint, Val};
+use crate::contracts::eval::{self, CompareOp, Expr, Names, Scope, Seg, Taint, Val};
 use crate::contracts::shell::{Command, Part, RedirectOp, Script, Word};
 use crate::contracts::workflow::{Job, Step, Workflow, lookup};
 use crate::policy::Policy;
@@ -39,6 +39,8 @@ pub struct Memo {
     env: RefCell<BTreeMap<EnvKey, Val>>,
     /// What each step is as a gate (`gates::step_gate`), read once.
     step_gates: RefCell<BTreeMap<(JobRef, usize), Option<Gate>>>,
+    /// The output flags each step writes as gates (`gates::flag_gates`).
+    flag_gates: RefCell<BTreeMap<(JobRef, usize), Vec<FlagGate>>>,
     /// What the gates before a step have proved, under a start.
     gated: RefCell<BTreeMap<StepKey, Gated>>,
     /// `github.repository` and `github.repository_owner` where the names
@@ -64,6 +66,7 @@ impl Memo {
         Memo {
             env: RefCell::default(),
             step_gates: RefCell::default(),
+            flag_gates: RefCell::default(),
             gated: RefCell::default(),
             owner: Some(Arc::new(Names {
                 names: owners,
@@ -96,6 +99,39 @@ impl Memo {
         if let Some(known) = self.step_gates.borrow().get(&key) {
             return known.clone();
         }
+        let (owners, shell, windows, overridden) = self.shell_of(workflows, at, step);
+        let gate = gates::step_gate(step, &owners, shell, windows || overridden);
+        self.step_gates.borrow_mut().insert(key, gate.clone());
+        gate
+    }
+
+    /// The output flags step `step` of job `at` writes as gates, read once.
+    fn flag_gates(&self, workflows: &[Workflow], at: JobRef, step: &Step) -> Vec<FlagGate> {
+        let key = (at, step.index);
+        if let Some(known) = self.flag_gates.borrow().get(&key) {
+            return known.clone();
+        }
+        let (owners, shell, windows, overridden) = self.shell_of(workflows, at, step);
+        let found = gates::flag_gates(step, &owners, shell, windows, overridden);
+        self.flag_gates.borrow_mut().insert(key, found.clone());
+        found
+    }
+
+    /// Whether step `step` of job `at` fails whenever it runs.
+    fn always_fails(&self, workflows: &[Workflow], at: JobRef, step: &Step) -> bool {
+        let (_, shell, windows, _) = self.shell_of(workflows, at, step);
+        gates::always_fails(step, shell, windows)
+    }
+
+    /// What a gate step's reading needs of its place: this repository's
+    /// owners, the step's shell, whether its runner may be Windows, and
+    /// whether a job or workflow `env:` sets what a shell check reads.
+    fn shell_of<'w>(
+        &self,
+        workflows: &'w [Workflow],
+        at: JobRef,
+        step: &'w Step,
+    ) -> (Vec<String>, Option<&'w str>, bool, bool) {
         let owners: Vec<String> = self
             .owner
             .as_ref()
@@ -125,9 +161,7 @@ impl Memo {
             .iter()
             .chain(&wf.env)
             .any(|(k, _)| gates::SHELL_GATE_ENV.contains(&k.value.as_str()));
-        let gate = gates::step_gate(step, &owners, shell, windows || overridden);
-        self.step_gates.borrow_mut().insert(key, gate.clone());
-        gate
+        (owners, shell, windows, overridden)
     }
 }
 
@@ -147,12 +181,26 @@ impl Gated {
         }
     }
 
-    fn with(mut self, gate: &Gate, event: &str) -> Gated {
+    fn with(mut self, gate: &Gate, start: &Start) -> Gated {
+        let event = start.event.as_str();
         for checked in &gate.checked {
             match checked {
-                Checked::Actor => self.starter = true,
+                // The actor is the run's starter only where nobody else's
+                // action puts someone else's bytes under it.
+                Checked::Actor => {
+                    if actor_is_starter(start) {
+                        self.starter = true;
+                    }
+                }
                 Checked::Commenter => {
                     if COMMENTED_EVENTS.contains(&event) {
+                        self.starter = true;
+                    }
+                }
+                // The comment a workflow of this repository dispatched on
+                // is the one whose author starts the run (`bot_payload`).
+                Checked::PayloadCommenter => {
+                    if bot_dispatch_of_comment(start) {
                         self.starter = true;
                     }
                 }
@@ -185,11 +233,137 @@ const WRITE_ACCESS_EVENTS: &[&str] = &[
     "deployment_status",
 ];
 
-/// Whether a step or job `if:` runs it after an earlier step failed (or
-/// was cancelled): then no gate before it holds.
+/// Whether `github.actor` is the person whose action brings the run's
+/// bytes: not under a `repository_dispatch` a workflow of this repository
+/// fired (the actor is the token's owner, not the commenter), nor under
+/// `workflow_run` or `pull_request_target`, where a maintainer's action
+/// (a re-run, "Update branch", a reopen) makes the actor a maintainer
+/// over someone else's code.
+fn actor_is_starter(start: &Start) -> bool {
+    !(start.event == "repository_dispatch" && start.upstream.is_some()
+        || matches!(start.event.as_str(), "workflow_run" | "pull_request_target"))
+}
+
+/// Whether `start` is a comment bot's `repository_dispatch`, fired by a
+/// workflow of this repository for a comment (`starts.rs`) through
+/// slash-command-dispatch: its `client_payload.github.payload` is that
+/// comment's event (under another dispatcher the workflow writes it).
+fn bot_dispatch_of_comment(start: &Start) -> bool {
+    start.event == "repository_dispatch"
+        && start.payload_by_bot
+        && matches!(start.actor, Actor::Outsider | Actor::Member)
+        && start
+            .upstream
+            .as_deref()
+            .is_some_and(|up| COMMENTED_EVENTS.contains(&up))
+}
+
+/// How a condition tests an output flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlagTest {
+    /// `== 'true'`: runs only when it is `true`.
+    IsTrue,
+    /// `== 'false'`: runs when it is `false` (not when it is empty).
+    IsFalse,
+    /// `!= 'true'`: runs whenever it is not `true`.
+    NotTrue,
+}
+
+/// A condition's expression (`if:` with or without `${{ }}`).
+fn condition_expr(text: &str) -> Option<Expr> {
+    let body = text.trim();
+    let body = match body.strip_prefix("${{").and_then(|b| b.strip_suffix("}}")) {
+        Some(inner) if !inner.contains("${{") => inner.trim(),
+        _ if body.contains("${{") => return None,
+        _ => body,
+    };
+    eval::parse(body).ok()
+}
+
+/// `CONTEXT.ID.outputs.NAME` compared with `'true'` or `'false'` (GitHub
+/// compares strings ignoring case): the context, ID, NAME and the test.
+fn flag_test(expr: &Expr) -> Option<(&str, &str, &str, FlagTest)> {
+    let Expr::Compare(op, a, b) = expr else {
+        return None;
+    };
+    let (path, lit) = match (a.as_ref(), b.as_ref()) {
+        (Expr::Path(root, segs), Expr::Str(s)) | (Expr::Str(s), Expr::Path(root, segs)) => {
+            ((root.as_str(), segs), s)
+        }
+        _ => return None,
+    };
+    let (root, segs) = path;
+    let [Seg::Name(id), Seg::Name(outputs), Seg::Name(name)] = segs.as_slice() else {
+        return None;
+    };
+    if !(root.eq_ignore_ascii_case("steps") || root.eq_ignore_ascii_case("needs"))
+        || !outputs.eq_ignore_ascii_case("outputs")
+    {
+        return None;
+    }
+    let root = if root.eq_ignore_ascii_case("steps") {
+        "steps"
+    } else {
+        "needs"
+    };
+    let test = match op {
+        CompareOp::Eq if lit.eq_ignore_ascii_case("true") => FlagTest::IsTrue,
+        CompareOp::Eq if lit.eq_ignore_ascii_case("false") => FlagTest::IsFalse,
+        CompareOp::Ne if lit.eq_ignore_ascii_case("true") => FlagTest::NotTrue,
+        _ => return None,
+    };
+    Some((root, id, name, test))
+}
+
+/// The flags a condition requires `true`: its top-level `&&` conjuncts
+/// that are `== 'true'` tests.
+fn required_flags(expr: &Expr) -> Vec<(&str, &str, &str)> {
+    match expr {
+        Expr::And(a, b) => {
+            let mut out = required_flags(a);
+            out.extend(required_flags(b));
+            out
+        }
+        other => match flag_test(other) {
+            Some((root, id, name, FlagTest::IsTrue)) => vec![(root, id, name)],
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// The one step of `steps` whose `id:` is `id` (contexts ignore case).
+fn step_by_id<'s>(steps: &'s [Step], id: &str) -> Option<&'s Step> {
+    let mut found = steps.iter().filter(|s| {
+        s.id.as_ref()
+            .is_some_and(|i| i.value.eq_ignore_ascii_case(id))
+    });
+    let one = found.next()?;
+    found.next().is_none().then_some(one)
+}
+
+/// Whether a step or job `if:` may run it after an earlier step failed
+/// (or was cancelled): then no gate before it holds. Without a status
+/// function GitHub adds `success() &&`; with one, only a condition that
+/// requires `success()` (a top-level `&&` conjunct) is known not to run
+/// after a failure (`!success()`, `success() || X`, `always()`,
+/// `failure()`, an unreadable condition: it may).
 fn runs_after_failure(cond: &str) -> bool {
     let c = cond.to_ascii_lowercase();
-    c.contains("always(") || c.contains("failure(") || c.contains("cancelled(")
+    let status = ["success(", "always(", "failure(", "cancelled("];
+    if !status.iter().any(|f| c.contains(f)) {
+        return false;
+    }
+    let Some(expr) = condition_expr(cond) else {
+        return true;
+    };
+    fn requires_success(e: &Expr) -> bool {
+        match e {
+            Expr::And(a, b) => requires_success(a) || requires_success(b),
+            Expr::Call(name, args) => name.eq_ignore_ascii_case("success") && args.is_empty(),
+            _ => false,
+        }
+    }
+    !requires_success(&expr)
 }
 
 /// A `continue-on-error:` that may be true: the job goes on past a failure.
@@ -292,7 +466,7 @@ impl<'a> JobScope<'a> {
 
     fn gated_uncached(&self) -> Gated {
         let job = self.job();
-        let mut gated = Gated::default();
+        let mut gated = self.flag_guarded();
         let own = match self.step.and_then(|i| job.steps.get(i)) {
             Some(step) => !step
                 .if_cond
@@ -305,7 +479,9 @@ impl<'a> JobScope<'a> {
                 let Some(gate) = self.memo.step_gate(self.workflows, self.at, earlier) else {
                     continue;
                 };
-                if may_continue(earlier.continue_on_error.as_ref()) {
+                if may_continue(earlier.continue_on_error.as_ref())
+                    || self.untrusted_before(self.at, earlier.index)
+                {
                     continue;
                 }
                 if let Some(cond) = &earlier.if_cond {
@@ -314,7 +490,12 @@ impl<'a> JobScope<'a> {
                         continue;
                     }
                 }
-                gated = gated.with(&gate, &self.start.event);
+                gated = gated.with(&gate, self.start);
+            }
+            for earlier in job.steps.iter().take(index) {
+                for gate in self.failing_on_flag(earlier) {
+                    gated = gated.with(&gate, self.start);
+                }
             }
         }
         // A job runs only when the jobs it needs succeeded, unless its
@@ -344,6 +525,187 @@ impl<'a> JobScope<'a> {
             gated = gated.or(scope.gated());
         }
         gated
+    }
+
+    /// What the `if:`s of this step and of its job prove by requiring an
+    /// output flag gate `true` (`steps.X.outputs.F == 'true'`, or
+    /// `needs.J.outputs.O == 'true'` where J's output O is such a flag):
+    /// the flag is `true` only where the check passed, so this holds
+    /// whatever ran or failed before (`always()` included).
+    fn flag_guarded(&self) -> Gated {
+        let job = self.job();
+        let mut gated = Gated::default();
+        let mut conds: Vec<(&str, Option<usize>)> = Vec::new();
+        if let Some(c) = &job.if_cond {
+            conds.push((c.value.as_str(), None));
+        }
+        if let Some(step) = self.current_step() {
+            if let Some(c) = &step.if_cond {
+                conds.push((c.value.as_str(), Some(step.index)));
+            }
+        }
+        for (cond, step) in conds {
+            let Some(expr) = condition_expr(cond) else {
+                continue;
+            };
+            for (root, id, name) in required_flags(&expr) {
+                let found = match (root, step) {
+                    // A step's own `if:` on an earlier step of its job.
+                    ("steps", Some(index)) => {
+                        step_by_id(&job.steps[..index], id).map(|s| (self.at, s, name.to_owned()))
+                    }
+                    // A job's `if:` on a job it needs, whose output is
+                    // exactly one step's flag.
+                    ("needs", None)
+                        if job.needs.iter().any(|n| n.value.eq_ignore_ascii_case(id)) =>
+                    {
+                        self.needed_flag(id, name)
+                    }
+                    _ => None,
+                };
+                let Some((at, step, flag)) = found else {
+                    continue;
+                };
+                if self.untrusted_before(at, step.index) {
+                    continue;
+                }
+                for found in self.memo.flag_gates(self.workflows, at, step) {
+                    if found.output.eq_ignore_ascii_case(&flag) {
+                        gated = gated.with(&found.gate, self.start);
+                    }
+                }
+            }
+        }
+        gated
+    }
+
+    /// Whether a step of job `at` before step `index` may have run bytes
+    /// that are not the default branch's, or handed them to later steps:
+    /// then no check at or after `index` proves anything (that code may
+    /// have planted `~/.bash_profile`, a `$GITHUB_PATH` entry, a `bash`,
+    /// the flag itself). Read fail-closed, before knowing whether the
+    /// bytes run: a checkout whose `ref:` or `repository:` holds a value
+    /// of any taint, a download of another run's artifacts, a `git`/`gh`
+    /// fetch of pull-request code (as `code.rs` reads them), or a write to
+    /// `$GITHUB_ENV`, `$GITHUB_PATH` or `BASH_ENV` in a step that sees a
+    /// value of any taint.
+    fn untrusted_before(&self, at: JobRef, index: usize) -> bool {
+        let job = &self.workflows[at.workflow].jobs[at.job];
+        job.steps.iter().take(index).any(|step| {
+            let here = self.another(at, self.start, Some(step.index));
+            let tainted = |text: &str| {
+                !self
+                    .guarded(Val::Unknown(Taint::UNSEEN), || here.value(text))
+                    .taint()
+                    .is_empty()
+            };
+            if step.uses_action("actions/checkout")
+                && ["ref", "repository"]
+                    .iter()
+                    .any(|k| step.input(k).is_some_and(|v| tainted(&v.value)))
+            {
+                return true;
+            }
+            if super::code::other_run_download(step).is_some() {
+                return true;
+            }
+            let Some(run) = &step.run else {
+                return false;
+            };
+            let writes_env = ["GITHUB_ENV", "GITHUB_PATH", "BASH_ENV"]
+                .iter()
+                .any(|v| run.value.contains(v));
+            if writes_env
+                && (tainted(&run.value) || step.env.iter().any(|(_, v)| tainted(&v.value)))
+            {
+                return true;
+            }
+            let Some(script) = step.script() else {
+                return false;
+            };
+            if !script
+                .commands()
+                .any(|c| c.program_is("git") || c.program_is("gh"))
+            {
+                return false;
+            }
+            let shell = here.shell(&script);
+            let taint_of = |w: &Word| shell.word(w).taint();
+            commands::fetches_pr_code_with(&run.value, &script, true, &taint_of, false).is_some()
+        })
+    }
+
+    /// The step of job `id` (of this workflow) whose flag its output
+    /// `name` is (`${{ steps.X.outputs.F }}`), with the flag's name.
+    fn needed_flag(&self, id: &str, name: &str) -> Option<(JobRef, &'a Step, String)> {
+        let wf = self.workflow();
+        let j = wf
+            .jobs
+            .iter()
+            .position(|x| x.id.value.eq_ignore_ascii_case(id))?;
+        let (_, value) = wf.jobs[j]
+            .outputs
+            .iter()
+            .find(|(k, _)| k.value.eq_ignore_ascii_case(name))?;
+        let body = crate::contracts::expr::sole_expression(&value.value)?;
+        let Ok(Expr::Path(root, segs)) = eval::parse(body) else {
+            return None;
+        };
+        let [Seg::Name(sid), Seg::Name(outputs), Seg::Name(flag)] = segs.as_slice() else {
+            return None;
+        };
+        if !root.eq_ignore_ascii_case("steps") || !outputs.eq_ignore_ascii_case("outputs") {
+            return None;
+        }
+        let step = step_by_id(&wf.jobs[j].steps, sid)?;
+        let at = JobRef {
+            workflow: self.at.workflow,
+            job: j,
+        };
+        Some((at, step, flag.clone()))
+    }
+
+    /// The gates proved by step `failing` of this job, when it fails
+    /// whenever it runs and its `if:` is true whenever an earlier step's
+    /// flag gate is not `true`: `!= 'true'`, or `== 'false'` where every
+    /// run of the flag's step that did not pass the check and did not fail
+    /// writes `false` (and that step provably ran).
+    fn failing_on_flag(&self, failing: &Step) -> Vec<Gate> {
+        let job = self.job();
+        let Some(cond) = &failing.if_cond else {
+            return Vec::new();
+        };
+        if may_continue(failing.continue_on_error.as_ref())
+            || runs_after_failure(&cond.value)
+            || !self.memo.always_fails(self.workflows, self.at, failing)
+            || self.untrusted_before(self.at, failing.index)
+        {
+            return Vec::new();
+        }
+        let Some(expr) = condition_expr(&cond.value) else {
+            return Vec::new();
+        };
+        let Some(("steps", id, name, test)) = flag_test(&expr) else {
+            return Vec::new();
+        };
+        if test == FlagTest::IsTrue {
+            return Vec::new();
+        }
+        let Some(flagged) = step_by_id(&job.steps[..failing.index], id) else {
+            return Vec::new();
+        };
+        let ran = flagged.if_cond.as_ref().is_none_or(|c| {
+            eval::condition(&c.value, &self.at_step(flagged.index)) == eval::Tri::True
+        }) && !may_continue(flagged.continue_on_error.as_ref());
+        self.memo
+            .flag_gates(self.workflows, self.at, flagged)
+            .into_iter()
+            .filter(|f| {
+                f.output.eq_ignore_ascii_case(name)
+                    && (test == FlagTest::NotTrue || f.false_otherwise && ran)
+            })
+            .map(|f| f.gate)
+            .collect()
     }
 
     /// Whether someone with write access started the run: a member's
@@ -668,7 +1030,14 @@ impl<'a> JobScope<'a> {
                     // A comment bot's dispatch carries the comment and the
                     // pull request it was made on.
                     match self.start.actor {
-                        Actor::Outsider | Actor::Member => self.bot_payload(&rest),
+                        Actor::Outsider | Actor::Member if self.start.payload_by_bot => {
+                            self.bot_payload(&rest)
+                        }
+                        // Another dispatcher's payload is what its
+                        // workflow wrote, from the comment or the PR.
+                        Actor::Outsider | Actor::Member => {
+                            Val::Unknown(Taint::PR_REF | Taint::PR_TEXT)
+                        }
                         _ => Val::Unknown(Taint::MAINTAINER),
                     }
                 } else {
@@ -769,7 +1138,7 @@ impl<'a> JobScope<'a> {
                 as_event("pull_request_target", &full)
             }
             ["slash_command", ..] => {
-                let member = self.start.actor == Actor::Member
+                let member = (self.start.actor == Actor::Member || self.gated().starter)
                     && self
                         .start
                         .upstream

@@ -15,12 +15,37 @@
 //! from elsewhere, another organisation) is no gate: a gate the checker
 //! cannot read silences nothing.
 //!
-//! Owns: [`AUTH_APIS`], [`step_gate`] and the small JavaScript reader it
-//! needs. Must not: decide what a gate means for a value or a start
+//! A gate may also be written as an output flag ([`flag_gates`]): a `run:`
+//! step reads the permission route's answer (`gh api …/permission --jq
+//! .role_name` or `.permission`) into a variable and writes `F=true` to
+//! `$GITHUB_OUTPUT` only on the arms of a `case` over it whose patterns are
+//! all roles that can push (`role_name` or `permission`: `write` and up;
+//! `triage` cannot push, and `starts.rs` holds slash-command-dispatch's
+//! `permission: triage` open to anyone). Then `F` is `true` only where the check
+//! passed, whatever else ran: a later step or job whose `if:` requires
+//! `steps.X.outputs.F == 'true'` (or `needs.J.outputs.O == 'true'`, O being
+//! that flag), or that runs after a step that always fails
+//! ([`always_fails`]) under `!= 'true'` (or `== 'false'` where every other
+//! run writes `false`), runs only for the user checked. The script is read
+//! as data and fail-closed: a `true` written anywhere else (a default
+//! before the check, a `*)` arm, a `;&` into the arm), an answer assigned
+//! twice or in a subshell, a program other than `echo`/`exit`/`:`/`true`/
+//! `false`, an output line that is not a literal `NAME=value`, a log line
+//! with text of unknown source, `${{ }}` in the script, a function, a
+//! `continue-on-error`: no gate. A check about the repository a comment
+//! bot's dispatch names (`client_payload.github.payload.repository`) counts
+//! only for that payload's commenter ([`Checked::PayloadCommenter`]): under
+//! the bot's own dispatch both are this repository's comment, as `flow.rs`
+//! reads the payload; under anyone else's the payload is theirs to write.
+//!
+//! Owns: [`AUTH_APIS`], [`step_gate`], [`flag_gates`], [`always_fails`]
+//! and the small JavaScript reader they need. Must not: decide what a gate
+//! means for a value or a start, or read the `if:`s that require a flag
 //! (`flow.rs` does, through the same starts as `if:` guards).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::contracts::shell::{Command, Part, RedirectOp, Word};
 use crate::contracts::workflow::Step;
 
 /// Whose standing a gate proves.
@@ -32,6 +57,11 @@ pub enum Checked {
     Commenter,
     /// The pull request's (or issue's) author.
     PrAuthor,
+    /// The author of the comment a comment bot's `repository_dispatch`
+    /// carries (`client_payload.github.payload.comment.user.login`): the
+    /// person who starts the run where a workflow of this repository fired
+    /// it for that comment.
+    PayloadCommenter,
 }
 
 /// What a step's failure proves about the users it checks.
@@ -113,6 +143,21 @@ const AUTH_APIS: &[AuthApi] = &[
 const PERMISSIONS: &[&str] = &["admin", "maintain", "write", "triage", "read", "none"];
 const WRITE_PERMISSIONS: &[&str] = &["admin", "maintain", "write"];
 
+/// The roles of `role_name` that can push: `admin`, `maintain`, `write`.
+/// `triage` cannot push, and `starts.rs` counts slash-command-dispatch's
+/// `permission: triage` as open to anyone, so a check that admits it
+/// proves no more here. `read` is every account's on a public
+/// repository, and a custom role's name says nothing known.
+const GRANTED_ROLES: &[&str] = &["admin", "maintain", "write"];
+
+/// The fields of a permission answer a `gh api --jq` may read, with the
+/// values that say the user may act. (`permission` is the legacy field:
+/// `maintain` reads `write`, `triage` reads `read`, as anyone's does.)
+const PERMISSION_FIELDS: &[(&str, &[&str])] = &[
+    (".permission", WRITE_PERMISSIONS),
+    (".role_name", GRANTED_ROLES),
+];
+
 /// The gate `step` is, if any: `owners` are the names this repository's
 /// owner is known by (a literal `org:` must be one of them); `shell` is
 /// the shell its `run:` runs in (`None`: GitHub's default), `windows`
@@ -127,20 +172,7 @@ pub fn step_gate(
     let checked = if step.uses_action("actions/github-script") {
         let script = step.input("script")?;
         let tokens = tokenize(&script.value)?;
-        // `process.exitCode = 0` after `core.setFailed` passes the step;
-        // a `github`, `core` or `context` assigned is not GitHub's.
-        let unsafe_name = tokens.iter().enumerate().any(|(i, t)| match &t.tok {
-            Tok::Ident(w) if w == "exitCode" => true,
-            Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") => {
-                matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("=")))
-                    && !matches!(
-                        tokens.get(i.wrapping_sub(1)).map(|t| &t.tok),
-                        Some(Tok::Punct("."))
-                    )
-            }
-            _ => false,
-        });
-        if unsafe_name {
+        if unsafe_names(&tokens) {
             return None;
         }
         let reader = Reader { t: &tokens, owners };
@@ -153,6 +185,110 @@ pub fn step_gate(
         return None;
     };
     (!checked.is_empty()).then_some(Gate { checked })
+}
+
+/// Names whose change may pass a step that failed, or fake GitHub's
+/// objects: `process.exitCode = 0` (or `process['exitCode']`, or
+/// `process.exit(0)`) after `core.setFailed`, an assignment to `github`,
+/// `core`, `context` or `process` or to any property of them
+/// (`core.setFailed = () => {}`), or a reflective way around that
+/// (`Object.defineProperty`, `Reflect`, `globalThis`, `eval`). Read
+/// fail-closed: `process` is safe only as `process.env.NAME` read, or as
+/// `process.exit(N)` with `N` in 1..=255 (Node, like a shell, keeps the
+/// low 8 bits: 256 exits 0).
+fn unsafe_names(tokens: &[Token]) -> bool {
+    let punct =
+        |i: usize, p: &str| matches!(tokens.get(i).map(|t| &t.tok), Some(Tok::Punct(q)) if *q == p);
+    let ident =
+        |i: usize, w: &str| matches!(tokens.get(i).map(|t| &t.tok), Some(Tok::Ident(x)) if x == w);
+    // Whether the member chain that starts at `i` (`.a`, `?.a`, `[…]`)
+    // ends in an assignment.
+    let assigned_after = |mut i: usize| -> bool {
+        loop {
+            if (punct(i, ".") || punct(i, "?."))
+                && matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Ident(_)))
+            {
+                i += 2;
+                continue;
+            }
+            if punct(i, "[") {
+                let mut depth = 0usize;
+                while let Some(t) = tokens.get(i) {
+                    match t.tok {
+                        Tok::Punct("[") => depth += 1,
+                        Tok::Punct("]") => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                if tokens.get(i).is_none() {
+                    return true;
+                }
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        matches!(
+            tokens.get(i).map(|t| &t.tok),
+            Some(Tok::Punct(
+                "=" | "+="
+                    | "-="
+                    | "*="
+                    | "/="
+                    | "%="
+                    | "**="
+                    | "<<="
+                    | ">>="
+                    | ">>>="
+                    | "&="
+                    | "|="
+                    | "^="
+                    | "&&="
+                    | "||="
+                    | "??="
+                    | "++"
+                    | "--"
+            ))
+        ) || punct(i.wrapping_sub(1), "++")
+            || punct(i.wrapping_sub(1), "--")
+    };
+    tokens.iter().enumerate().any(|(i, t)| {
+        let member = punct(i.wrapping_sub(1), ".") || punct(i.wrapping_sub(1), "?.");
+        match &t.tok {
+            Tok::Ident(w) if w == "exitCode" => true,
+            Tok::Ident(w)
+                if matches!(
+                    w.as_str(),
+                    "globalThis" | "global" | "eval" | "Function" | "Reflect" | "Proxy" | "defineProperty"
+                        | "defineProperties" | "setPrototypeOf" | "__proto__" | "assign"
+                ) =>
+            {
+                true
+            }
+            Tok::Ident(w) if w == "process" && !member => {
+                let env_read = punct(i + 1, ".")
+                    && ident(i + 2, "env")
+                    && !assigned_after(i + 3)
+                    && !punct(i + 3, "[");
+                let exit = punct(i + 1, ".")
+                    && ident(i + 2, "exit")
+                    && punct(i + 3, "(")
+                    && matches!(tokens.get(i + 4).map(|t| &t.tok), Some(Tok::Num(n)) if n.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n)))
+                    && punct(i + 5, ")");
+                !(env_read || exit)
+            }
+            Tok::Ident(w) if matches!(w.as_str(), "github" | "core" | "context") && !member => {
+                assigned_after(i + 1)
+            }
+            _ => false,
+        }
+    })
 }
 
 /// A `run:` script that stops at a failing `gh api` of an authorisation
@@ -189,8 +325,18 @@ fn run_gate(
         .iter()
         .map(|(_, a)| a.name.clone())
         .collect();
+    // A function named `gh` (or any function: what it shadows is its
+    // name) runs instead of the program the check needs.
+    if script.commands.iter().any(|c| c.in_function.is_some()) {
+        return None;
+    }
+    let if_gates = if_gates(&script, text, owners, step, &assigned);
     let mut out = BTreeSet::new();
-    for command in script.commands() {
+    for (index, command) in script.commands.iter().enumerate() {
+        if let Some(&user) = if_gates.get(&index) {
+            out.insert(user);
+            continue;
+        }
         let program = command.program().unwrap_or_default();
         let args = command.arg_texts();
         match program.as_str() {
@@ -203,9 +349,7 @@ fn run_gate(
                 return Some(out);
             }
             "exit" | "return" => {
-                let fails = args
-                    .first()
-                    .is_some_and(|a| a.parse::<u32>().is_ok_and(|n| n != 0));
+                let fails = args.first().is_some_and(|a| fails_with(a));
                 if !fails {
                     return Some(out);
                 }
@@ -234,35 +378,693 @@ fn run_gate(
             .iter()
             .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
             .collect();
-        if let Some(user) = gh_api_check(&words, owners, step, &assigned) {
-            out.insert(user);
+        if let Some((api, user, _)) = gh_api_call(&words, owners, step, &assigned) {
+            if api.answer == Answer::Throws {
+                out.insert(user);
+            }
         }
     }
     Some(out)
 }
 
+/// The fields of a permission answer that `--jq` reads as `true` or
+/// `false` (`user.permissions`), each `true` only for a user who may act.
+const BOOLEAN_PERMISSION_FIELDS: &[&str] = &[
+    ".user.permissions.push",
+    ".user.permissions.maintain",
+    ".user.permissions.admin",
+];
+
+/// `if $(gh api …/collaborators/USER/permission --jq
+/// .user.permissions.push); then …; else …; exit 1; fi`: the answer,
+/// `true` or `false`, is run as the condition's command (`false`, or a
+/// `null` that is no command, or a failed call's empty output, all fail
+/// it), so the script goes past the `if` only for a user who may push.
+/// Read fail-closed: a top-level `if` with no `elif`, whose condition is
+/// that one word and nothing else (no `!`), and whose `else` always ends
+/// in a failing `exit` (and holds no other `exit` or `return`). Returns
+/// the index of the condition's command with the user it checks.
+fn if_gates(
+    script: &crate::contracts::shell::Script,
+    text: &str,
+    owners: &[String],
+    step: &Step,
+    assigned: &BTreeSet<String>,
+) -> BTreeMap<usize, Checked> {
+    let mut out = BTreeMap::new();
+    // A function may shadow what the condition runs (`false() { :; }`) or
+    // the `exit` of the `else`; a trap may reset the status the step
+    // ends with (`trap 'exit 0' EXIT`).
+    let shadowed = script
+        .commands
+        .iter()
+        .any(|c| c.in_function.is_some() || c.program().as_deref() == Some("trap"));
+    if shadowed {
+        return out;
+    }
+    for gate in &script.ifs {
+        if !gate.top_level || !gate.closed || gate.elif {
+            continue;
+        }
+        let Some(else_branch) = &gate.else_branch else {
+            continue;
+        };
+        let exits = |i: &usize| {
+            let c = &script.commands[*i];
+            matches!(c.program().as_deref(), Some("exit" | "return"))
+        };
+        // `exit N` on its own (not in a pipeline's subshell, `exit 1 |
+        // tee`), N from 1 to 255 (the shell keeps N mod 256: `exit 256`
+        // succeeds).
+        let fails = |i: &usize| {
+            let c = &script.commands[*i];
+            !c.subshell
+                && c.pipe_len <= 1
+                && c.program_index() == Some(0)
+                && c.program().as_deref() == Some("exit")
+                && matches!(c.arg_texts().as_slice(), [a] if fails_with(a))
+        };
+        let always_fails = gate.else_unconditional.iter().any(fails)
+            && else_branch.clone().filter(exits).all(|i| fails(&i));
+        if !always_fails {
+            continue;
+        }
+        // The condition: `gh api …` inside `$( )`, the host word alone.
+        let condition = gate.condition.clone();
+        if condition.len() != 2 {
+            continue;
+        }
+        let (gh, host) = (condition.start, condition.start + 1);
+        let (call, word) = (&script.commands[gh], &script.commands[host]);
+        let sole = match word.words.as_slice() {
+            [w] => matches!(w.parts.as_slice(),
+                [Part::Substitution { commands }] if *commands == (gh..gh + 1)),
+            _ => false,
+        };
+        let between = text.get(gate.start..word.span.start).unwrap_or("");
+        if !sole
+            || between.trim() != "if"
+            || !word.assignments.is_empty()
+            || !word.redirects.is_empty()
+            || call.program().as_deref() != Some("gh")
+            || !call.assignments.is_empty()
+            || call.pipe_len > 1
+            || word.pipe_len > 1
+        {
+            continue;
+        }
+        let words: Vec<String> = call
+            .args()
+            .iter()
+            .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
+            .collect();
+        // The answer must be what the condition runs: `--silent` prints
+        // nothing (the call's own success decides), `--include` prints
+        // the headers first.
+        if words
+            .iter()
+            .any(|w| matches!(w.as_str(), "--silent" | "-i" | "--include"))
+        {
+            continue;
+        }
+        let Some((api, user, Some(jq))) = gh_api_call(&words, owners, step, assigned) else {
+            continue;
+        };
+        let jq = jq.trim_matches(|c| c == '\'' || c == '"');
+        if api.answer == Answer::Permission && BOOLEAN_PERMISSION_FIELDS.contains(&jq) {
+            out.insert(host, user);
+        }
+    }
+    out
+}
+
+/// A gate written as an output flag: the step's output `output` is
+/// `true` only where GitHub's authorisation API said the users in `gate`
+/// may act (it is written so only on the arms of a `case` over the API's
+/// answer that the answer reaches only for them). A later step or job
+/// that runs only when the flag is `true`, or after a failing step that
+/// runs when it is not, runs only for them (`flow.rs` reads those `if:`s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagGate {
+    pub output: String,
+    pub gate: Gate,
+    /// Every run of the step that ends successfully without the check
+    /// passing writes the flag `false`: a failing step under `if: … ==
+    /// 'false'` then catches all of them (one under `!= 'true'` needs
+    /// nothing of this, and catches a skipped step too).
+    pub false_otherwise: bool,
+}
+
+/// The output flags `step` writes as gates: `shell` and `windows` as for
+/// [`step_gate`]; `overridden`: a job or workflow `env:` sets what the
+/// check reads ([`SHELL_GATE_ENV`]).
+///
+/// Read fail-closed, as data: the script may run only `echo`, `exit`,
+/// `:`, `true`, `false` and the `gh api` calls that answer; the
+/// answer is a variable assigned once, unconditionally, from one `gh api`
+/// of the permission route (`--jq .permission` or `.role_name`) about a
+/// user of known source and this repository; every write of the flag that
+/// may say `true` lies in a `case` arm over that variable whose patterns
+/// are all authorised values (and no arm falls into it through `;&`);
+/// every write to `$GITHUB_OUTPUT` is an `echo` of a literal `NAME=value`;
+/// no `${{ }}`, no `${…:=…}`, no functions, no `continue-on-error`.
+pub fn flag_gates(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+    overridden: bool,
+) -> Vec<FlagGate> {
+    flag_gates_of(step, owners, shell, windows, overridden).unwrap_or_default()
+}
+
+fn flag_gates_of(
+    step: &Step,
+    owners: &[String],
+    shell: Option<&str>,
+    windows: bool,
+    overridden: bool,
+) -> Option<Vec<FlagGate>> {
+    if !posix_shell(shell, windows) || overridden || step.uses.is_some() {
+        return None;
+    }
+    if step
+        .continue_on_error
+        .as_ref()
+        .is_some_and(|v| v.value.trim() != "false")
+        || step
+            .env
+            .iter()
+            .any(|(k, _)| SHELL_GATE_ENV.contains(&k.value.as_str()))
+    {
+        return None;
+    }
+    let text = &step.run.as_ref()?.value;
+    // What GitHub substitutes before the shell runs may be any text; a
+    // default-assigning or arithmetic expansion may set the answer.
+    if text.contains("${{") || text.contains("$((") || has_assigning_expansion(text) {
+        return None;
+    }
+    let script = step.script()?;
+    let all_assignments = script.assignments();
+    let assigned: BTreeSet<String> = all_assignments
+        .iter()
+        .map(|(_, a)| a.name.clone())
+        .collect();
+    if assigned.contains("GITHUB_OUTPUT") {
+        return None;
+    }
+    // The answers: `VAR=$(gh api …)`, the variable assigned nowhere else.
+    // Each is the field it reads, the user it is about and the values that
+    // say the user may act.
+    let mut answers: BTreeMap<String, (Checked, &'static [&'static str])> = BTreeMap::new();
+    let mut succeeds = false;
+    for (i, command) in script.commands.iter().enumerate() {
+        if command.in_function.is_some() {
+            return None;
+        }
+        let program = command.program();
+        if program.is_none() {
+            continue;
+        }
+        if !command.assignments.is_empty() || command.program_index() != Some(0) {
+            return None;
+        }
+        match program.as_deref() {
+            Some("echo" | ":" | "true" | "false") => {}
+            // `set -e`, `set -euo pipefail`: options that leave what runs alone.
+            Some("set") if safe_set(&command.arg_texts()) && !command.subshell => {}
+            Some("exit") => {
+                let fails = command.arg_texts().first().is_some_and(|a| fails_with(a));
+                // `exit` in a subshell ends only that: the script goes on.
+                succeeds |= !fails || command.subshell;
+            }
+            Some("gh") => {
+                // Only as the whole value of an answer's assignment.
+                let host = script.commands.iter().find(|c| {
+                    c.program().is_none()
+                        && c.assignments.len() == 1
+                        && matches!(c.assignments[0].value.parts.as_slice(),
+                            [Part::Substitution { commands }] if *commands == (i..i + 1))
+                })?;
+                let name = &host.assignments[0].name;
+                let once = all_assignments
+                    .iter()
+                    .filter(|(_, a)| &a.name == name)
+                    .count()
+                    == 1;
+                if !once
+                    || host.conditional
+                    || host.subshell
+                    || host.substituted
+                    || command.pipe_len > 1
+                    || host.pipe_len > 1
+                {
+                    return None;
+                }
+                let words: Vec<String> = command
+                    .args()
+                    .iter()
+                    .map(|w| unquote(text.get(w.span.clone()).unwrap_or("")))
+                    .collect();
+                let (api, user, jq) = gh_api_call(&words, owners, step, &assigned)?;
+                if api.answer != Answer::Permission {
+                    return None;
+                }
+                let jq = jq?;
+                let jq = jq.trim_matches(|c| c == '\'' || c == '"');
+                let &(_, granted) = PERMISSION_FIELDS.iter().find(|(f, _)| *f == jq)?;
+                answers.insert(name.clone(), (user, granted));
+            }
+            _ => return None,
+        }
+    }
+    // Where each command may run only for an authorised answer: inside an
+    // arm of a `case` over the answer, after the answer is read, whose
+    // patterns are all authorised values, and that no arm falls into.
+    let mut authorised: BTreeMap<usize, BTreeSet<Checked>> = BTreeMap::new();
+    let mut over_answer = Vec::new();
+    for case in &script.cases {
+        let Some(name) = sole_variable(&case.subject) else {
+            continue;
+        };
+        let Some(&(user, granted)) = answers.get(&name) else {
+            continue;
+        };
+        let read_before = script.commands.iter().any(|c| {
+            c.assignments.first().is_some_and(|a| a.name == name) && c.span.end <= case.start
+        });
+        if !read_before {
+            continue;
+        }
+        let mut falls_in = false;
+        let mut only = Vec::new();
+        for arm in &case.arms {
+            let only_granted = !falls_in
+                && !arm.patterns.is_empty()
+                && arm.patterns.iter().all(|p| {
+                    matches!(p.parts.as_slice(), [Part::Literal { text, .. }] if granted.contains(&text.as_str()))
+                });
+            if only_granted {
+                for i in arm.commands.clone() {
+                    authorised.entry(i).or_default().insert(user);
+                }
+            }
+            only.push(only_granted);
+            // `;&` runs the next arm's commands without testing its
+            // patterns: for any answer that reached this one.
+            falls_in = arm.terminator == ";&" && !only_granted;
+        }
+        over_answer.push((case, only));
+    }
+    // Every write to `$GITHUB_OUTPUT`: a literal `NAME=value`, appended
+    // from stdout alone (`>>`, `1>>`). Any other redirection that writes
+    // goes to `/dev/null` or `/dev/stderr`: another file may be the
+    // runner's own file-command file (`_runner_file_commands/…`, a glob, a
+    // variable), and `>&FILE`, `&>`, `&>>`, `>|` are not read. A
+    // here-document whose body the shell expands runs what it holds.
+    // Output names are compared ignoring case, as the runner keeps them.
+    if text.contains("&>") {
+        return None;
+    }
+    let mut writes: Vec<(usize, String, String)> = Vec::new();
+    for (i, command) in script.commands.iter().enumerate() {
+        for r in &command.redirects {
+            match r.op {
+                RedirectOp::Read => continue,
+                RedirectOp::HereDoc | RedirectOp::HereString => {
+                    let expands = r.heredoc.as_ref().is_some_and(|h| {
+                        h.parts.iter().any(|p| !matches!(p, Part::Literal { .. }))
+                    });
+                    if expands
+                        || r.target
+                            .parts
+                            .iter()
+                            .any(|p| !matches!(p, Part::Literal { .. }))
+                    {
+                        return None;
+                    }
+                    continue;
+                }
+                RedirectOp::Duplicate => {
+                    // `>&2`, `2>&1`, `>&-`: another descriptor, not a file.
+                    let fd_like = r.target.literal().is_some_and(|t| {
+                        t == "-" || !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())
+                    });
+                    if !fd_like {
+                        return None;
+                    }
+                    continue;
+                }
+                RedirectOp::Write | RedirectOp::Append | RedirectOp::ReadWrite => {}
+            }
+            if !r.target.is_variable("GITHUB_OUTPUT") {
+                match r.target.literal().as_deref() {
+                    Some("/dev/null" | "/dev/stderr") => continue,
+                    _ => return None,
+                }
+            }
+            if !matches!(r.op, RedirectOp::Append) || r.fd.is_some_and(|fd| fd != 1) {
+                return None;
+            }
+            let (name, value) = output_line(command)?;
+            writes.push((i, name.to_ascii_lowercase(), value));
+        }
+        if command
+            .redirects
+            .iter()
+            .all(|r| !r.target.is_variable("GITHUB_OUTPUT"))
+            && !stdout_safe(command, &answers, step)
+        {
+            return None;
+        }
+    }
+    let mut out = Vec::new();
+    let names: BTreeSet<&String> = writes.iter().map(|(_, n, _)| n).collect();
+    for name in names {
+        let mine: Vec<&(usize, String, String)> =
+            writes.iter().filter(|(_, n, _)| n == name).collect();
+        let trues: Vec<usize> = mine
+            .iter()
+            .filter(|(_, _, v)| v.eq_ignore_ascii_case("true"))
+            .map(|(i, _, _)| *i)
+            .collect();
+        if trues.is_empty() {
+            continue;
+        }
+        // The users every `true` is written only for.
+        let mut checked: Option<BTreeSet<Checked>> = None;
+        for i in &trues {
+            let users = authorised.get(i).cloned().unwrap_or_default();
+            checked = Some(match checked {
+                None => users,
+                Some(c) => c.intersection(&users).copied().collect(),
+            });
+        }
+        let checked = checked.unwrap_or_default();
+        if checked.is_empty() {
+            continue;
+        }
+        // `false` on every other path: one top-level `case` over the
+        // answer, with a `*` arm, each arm not authorised writing
+        // `NAME=false` whenever it runs, no other value written where the
+        // check did not pass, and no way to end the step successfully.
+        let false_otherwise = !succeeds
+            && mine
+                .iter()
+                .all(|(i, _, v)| authorised.contains_key(i) || v.eq_ignore_ascii_case("false"))
+            && over_answer.len() == 1
+            && over_answer.iter().all(|(case, only)| {
+                case.top_level
+                    && case.arms.iter().any(|a| {
+                        a.patterns.iter().any(|p| {
+                            matches!(p.parts.as_slice(), [Part::Literal { text, quoted: false }] if text == "*")
+                        })
+                    })
+                    && case.arms.iter().zip(only).all(|(a, &only)| {
+                        only || a.unconditional.iter().any(|i| {
+                            mine.iter().any(|(j, _, v)| j == i && v.eq_ignore_ascii_case("false"))
+                        })
+                    })
+            });
+        out.push(FlagGate {
+            output: name.clone(),
+            gate: Gate { checked },
+            false_otherwise,
+        });
+    }
+    Some(out)
+}
+
+/// A step's shell that is bash or sh: GitHub's default on Linux and macOS,
+/// `bash`, `sh`, or a command line of either (`bash -el {0}`, `bash
+/// --noprofile --norc -eo pipefail {0}`) whose options are only those
+/// that leave execution and `errexit` alone: the letters `e l o u x`, `-o
+/// pipefail`, `--noprofile`, `--norc`, then `{0}` last. Anything else
+/// (`-n`, `+e`, `-c`, `-i`, `-s`, another `-o`) is not read.
+fn posix_shell(shell: Option<&str>, windows: bool) -> bool {
+    match shell.map(str::trim) {
+        None => !windows,
+        Some(s) => {
+            let words: Vec<&str> = s.split_whitespace().collect();
+            let Some((first, rest)) = words.split_first() else {
+                return false;
+            };
+            if !matches!(*first, "bash" | "sh") {
+                return false;
+            }
+            let (options, last) = match rest.split_last() {
+                Some((&"{0}", options)) => (options, true),
+                Some(_) => (rest, false),
+                None => (rest, false),
+            };
+            if !last && !rest.is_empty() {
+                return false;
+            }
+            let mut wants_option_name = false;
+            for w in options {
+                if wants_option_name {
+                    if *w != "pipefail" {
+                        return false;
+                    }
+                    wants_option_name = false;
+                    continue;
+                }
+                match *w {
+                    "--noprofile" | "--norc" => {}
+                    _ => {
+                        let Some(letters) = w.strip_prefix('-') else {
+                            return false;
+                        };
+                        if letters.is_empty() || letters.starts_with('-') {
+                            return false;
+                        }
+                        if !letters.bytes().all(|b| b"elouxo".contains(&b)) {
+                            return false;
+                        }
+                        // `-o` takes the next word: only `pipefail`; at most
+                        // one `o`, and last in its group.
+                        match letters.matches('o').count() {
+                            0 => {}
+                            1 if letters.ends_with('o') => wants_option_name = true,
+                            _ => return false,
+                        }
+                    }
+                }
+            }
+            !wants_option_name
+        }
+    }
+}
+
+/// `set` arguments that only make the script stricter or louder: `-e`,
+/// `-u`, `-x`, `-o pipefail` (or `errexit`, `nounset`, `xtrace`), grouped
+/// as `-euo pipefail`. No `+`, no positional words.
+fn safe_set(args: &[String]) -> bool {
+    let mut wants_name = false;
+    for a in args {
+        if wants_name {
+            if !matches!(a.as_str(), "pipefail" | "errexit" | "nounset" | "xtrace") {
+                return false;
+            }
+            wants_name = false;
+            continue;
+        }
+        let Some(letters) = a.strip_prefix('-') else {
+            return false;
+        };
+        if letters.is_empty() || !letters.bytes().all(|b| b"euxo".contains(&b)) {
+            return false;
+        }
+        match letters.matches('o').count() {
+            0 => {}
+            1 if letters.ends_with('o') => wants_name = true,
+            _ => return false,
+        }
+    }
+    !wants_name && !args.is_empty()
+}
+
+/// An `exit` status that fails: a decimal 1..=255 (the shell and Node keep
+/// the low 8 bits, so 256 exits 0; anything else is not read).
+fn fails_with(n: &str) -> bool {
+    n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok_and(|n| (1..=255).contains(&n))
+}
+
+/// `${NAME:=…}`, `${NAME=…}`: an expansion that assigns.
+fn has_assigning_expansion(text: &str) -> bool {
+    text.match_indices("${").any(|(at, _)| {
+        let rest = &text[at + 2..];
+        let inner = rest.split('}').next().unwrap_or(rest);
+        inner.contains('=')
+    })
+}
+
+/// The variable a word is, alone (`$V`, `"${V}"`).
+fn sole_variable(word: &Word) -> Option<String> {
+    let mut parts = word
+        .parts
+        .iter()
+        .filter(|p| !matches!(p, Part::Literal { text, .. } if text.is_empty()));
+    match (parts.next(), parts.next()) {
+        (Some(Part::Variable { name, .. }), None) => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// `echo "NAME=value"` with a literal line: its name and value.
+fn output_line(command: &Command) -> Option<(String, String)> {
+    if command.program().as_deref() != Some("echo") {
+        return None;
+    }
+    let [word] = command.args() else {
+        return None;
+    };
+    let line = word.literal()?;
+    if line.starts_with('-') || line.contains(['\n', '\r', '\\']) {
+        return None;
+    }
+    let (name, value) = line.split_once('=')?;
+    let is_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    is_name.then(|| (name.to_owned(), value.to_owned()))
+}
+
+/// A command writing to the log, not to `$GITHUB_OUTPUT`, that cannot
+/// write a workflow command (`::set-output …`): its words are literals
+/// and the variables of known, tame values (the answer; a user's login or
+/// a repository's name from the step's `env:`).
+fn stdout_safe(
+    command: &Command,
+    answers: &BTreeMap<String, (Checked, &'static [&'static str])>,
+    step: &Step,
+) -> bool {
+    let tame = |name: &str| {
+        answers.contains_key(name)
+            || step.env.iter().any(|(k, v)| {
+                k.value == name
+                    && (matches!(expression_user(&v.value), Some(User::Known(_)))
+                        || matches!(
+                            expression_path(&v.value).as_deref(),
+                            Some("github.repository" | PAYLOAD_REPOSITORY)
+                        ))
+            })
+    };
+    // The runner reads a line that starts `::` as a workflow command, its
+    // name ignoring case (`::SET-OUTPUT`, `::Save-State`): one is safe
+    // only when its name is a log command's (`::error::…`).
+    // Each word is read as if it began the line (`echo -n`, `echo ""`).
+    let log_command = |text: &str| match text.trim_start().strip_prefix("::") {
+        None => !text.contains("::"),
+        Some(rest) => {
+            let name = rest
+                .split([' ', ':'])
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            matches!(
+                name.as_str(),
+                "error" | "warning" | "notice" | "debug" | "group" | "endgroup" | "add-mask"
+            )
+        }
+    };
+    if !command.args().iter().all(|w| log_command(&w.text())) {
+        return false;
+    }
+    command.words.iter().all(|w| {
+        !w.text().to_ascii_lowercase().contains("set-output")
+            && !w.text().to_ascii_lowercase().contains("save-state")
+            && !w.text().contains('\\')
+            && w.parts.iter().all(|p| match p {
+                Part::Literal { .. } => true,
+                Part::Variable { name, .. } => tame(name),
+                // The answer's own `gh api`.
+                Part::Substitution { .. } => command.program().is_none(),
+                _ => false,
+            })
+    })
+}
+
+/// A step that fails whenever it runs: a `run:` of one unconditional
+/// `exit N` (N not 0) in a shell where that fails the step, or a
+/// `github-script` that fails before anything may end it.
+pub fn always_fails(step: &Step, shell: Option<&str>, windows: bool) -> bool {
+    if step.uses_action("actions/github-script") {
+        let Some(script) = step.input("script") else {
+            return false;
+        };
+        let Some(tokens) = tokenize(&script.value) else {
+            return false;
+        };
+        if unsafe_names(&tokens) {
+            return false;
+        }
+        let reader = Reader {
+            t: &tokens,
+            owners: &[],
+        };
+        return reader
+            .block(0, tokens.len())
+            .is_some_and(|b| reader.fails(&b));
+    }
+    if step.uses.is_some() || !posix_shell(shell, windows) {
+        return false;
+    }
+    let Some(run) = &step.run else {
+        return false;
+    };
+    if run.value.contains("${{") {
+        return false;
+    }
+    let Some(script) = step.script() else {
+        return false;
+    };
+    let [command] = script.commands.as_slice() else {
+        return false;
+    };
+    command.program().as_deref() == Some("exit")
+        && command.program_index() == Some(0)
+        && command.assignments.is_empty()
+        && !command.conditional
+        && !command.subshell
+        && command.pipe_len <= 1
+        && matches!(command.arg_texts().as_slice(), [n] if fails_with(n))
+}
+
+/// A word's text without its quotes: one quoted whole, or double quotes
+/// around its parts (`/repos/"$REPO"/collaborators/"$USER"/permission`),
+/// which change how the shell splits it, not what it says, where the word
+/// holds no escape, single quote or substitution that quoting would change.
 fn unquote(word: &str) -> String {
     let w = word.trim();
     for q in ['"', '\''] {
         if let Some(inner) = w.strip_prefix(q).and_then(|w| w.strip_suffix(q)) {
-            return inner.to_owned();
+            if !inner.contains(q) {
+                return inner.to_owned();
+            }
         }
+    }
+    if w.contains('"') && !w.contains(['\\', '\'', '`']) && !w.contains("$(") {
+        return w.replace('"', "");
     }
     w.to_owned()
 }
 
-/// `gh api [flags] ROUTE` of a throwing authorisation route with a GET:
-/// the user it asks about.
-fn gh_api_check(
+/// `gh api [flags] ROUTE` of an authorisation route with a GET: the API,
+/// the user it asks about, and what its `--jq` reads of the answer.
+fn gh_api_call(
     words: &[String],
     owners: &[String],
     step: &Step,
     assigned: &BTreeSet<String>,
-) -> Option<Checked> {
+) -> Option<(&'static AuthApi, Checked, Option<String>)> {
     if words.first().map(String::as_str) != Some("api") {
         return None;
     }
     let mut route = None;
+    let mut jq = None;
     let mut i = 1;
     while i < words.len() {
         let w = words[i].as_str();
@@ -276,7 +1078,13 @@ fn gh_api_check(
                 }
                 i += 2;
             }
-            "-H" | "--header" | "-q" | "--jq" => i += 2,
+            "-q" | "--jq" => {
+                if jq.replace(words.get(i + 1)?.trim().to_owned()).is_some() {
+                    return None;
+                }
+                i += 2;
+            }
+            "-H" | "--header" => i += 2,
             "--silent" | "-i" | "--include" => i += 1,
             _ if w.eq_ignore_ascii_case("--method=GET") => i += 1,
             _ if w.starts_with('-') => return None,
@@ -290,29 +1098,28 @@ fn gh_api_check(
     }
     let route = route?;
     let segments: Vec<&str> = route.trim_start_matches('/').split('/').collect();
-    let env_user = |name: &str| -> Option<Checked> {
-        if assigned.contains(name) {
-            return None;
-        }
-        if name == "GITHUB_ACTOR" {
-            return Some(Checked::Actor);
-        }
-        let value = step.env.iter().find(|(k, _)| k.value == name)?;
-        match expression_user(&value.1.value)? {
-            User::Known(c) => Some(c),
-            User::Param(_) => None,
-        }
-    };
-    let user_of = |seg: &str| -> Option<Checked> {
-        if let Some(User::Known(c)) = expression_user(seg) {
-            return Some(c);
-        }
+    // What a step `env:` variable the script does not assign holds.
+    let env_value = |seg: &str| -> Option<&str> {
         let name = seg.strip_prefix('$')?;
         let name = name
             .strip_prefix('{')
             .and_then(|n| n.strip_suffix('}'))
             .unwrap_or(name);
-        env_user(name)
+        if assigned.contains(name) {
+            return None;
+        }
+        let value = step.env.iter().find(|(k, _)| k.value == name)?;
+        Some(value.1.value.as_str())
+    };
+    let user_of = |seg: &str| -> Option<Checked> {
+        if !assigned.contains("GITHUB_ACTOR") && matches!(seg, "$GITHUB_ACTOR" | "${GITHUB_ACTOR}")
+        {
+            return Some(Checked::Actor);
+        }
+        match expression_user(env_value(seg).unwrap_or(seg))? {
+            User::Known(c) => Some(c),
+            User::Param(_) => None,
+        }
     };
     let is_owner = |seg: &str| {
         owners.iter().any(|o| o.eq_ignore_ascii_case(seg))
@@ -322,14 +1129,19 @@ fn gh_api_check(
                 "$GITHUB_REPOSITORY_OWNER" | "${GITHUB_REPOSITORY_OWNER}"
             )
     };
-    let is_repository = |seg: &str| {
-        expression_path(seg).as_deref() == Some("github.repository")
-            || matches!(seg, "$GITHUB_REPOSITORY" | "${GITHUB_REPOSITORY}")
+    // This repository, or the one a dispatched comment was made on (see
+    // [`PAYLOAD_REPOSITORY`]).
+    let repository = |seg: &str| -> Option<bool> {
+        if matches!(seg, "$GITHUB_REPOSITORY" | "${GITHUB_REPOSITORY}") {
+            return Some(false);
+        }
+        match expression_path(env_value(seg).unwrap_or(seg))?.as_str() {
+            "github.repository" => Some(false),
+            PAYLOAD_REPOSITORY => Some(true),
+            _ => None,
+        }
     };
-    for api in AUTH_APIS
-        .iter()
-        .filter(|a| a.answer == Answer::Throws && !a.route.is_empty())
-    {
+    for api in AUTH_APIS.iter().filter(|a| !a.route.is_empty()) {
         let pattern: Vec<&str> = api.route.trim_start_matches('/').split('/').collect();
         // `{owner}/{repo}` may be one `${{ github.repository }}`.
         let patterns: Vec<Vec<&str>> = if api.about == About::Repo {
@@ -348,9 +1160,10 @@ fn gh_api_check(
                 continue;
             }
             let mut user = None;
+            let mut payload = false;
             let ok = pattern.iter().zip(&segments).all(|(p, s)| match *p {
                 "{org}" | "{owner}" => is_owner(s),
-                "{repository}" => is_repository(s),
+                "{repository}" => repository(s).inspect(|&p| payload = p).is_some(),
                 // A repository named by a literal is not known to be this one.
                 "{repo}" => expression_path(s).as_deref() == Some("github.event.repository.name"),
                 "{team_slug}" => !s.is_empty() && !s.contains('$'),
@@ -360,13 +1173,24 @@ fn gh_api_check(
                 }
                 literal => literal == *s,
             });
-            if ok {
-                return user;
+            // The payload's repository is this one only where the payload
+            // is a comment bot's, whose commenter the gate must then check.
+            if ok && (!payload || user == Some(Checked::PayloadCommenter)) {
+                return Some((api, user?, jq));
             }
         }
     }
     None
 }
+
+/// The repository a comment bot's dispatch names
+/// (`client_payload.github.payload.repository.full_name`). Where a
+/// workflow of this repository fired the dispatch for a comment, that
+/// comment's event is this repository's (`flow.rs` reads the payload so);
+/// where anyone else dispatched, the payload is theirs to write. So a check
+/// about it counts only for [`Checked::PayloadCommenter`], which holds
+/// only under the first.
+const PAYLOAD_REPOSITORY: &str = "github.event.client_payload.github.payload.repository.full_name";
 
 /// The path of a string that is one `${{ }}` expression (`github.actor`).
 fn expression_path(s: &str) -> Option<String> {
@@ -953,7 +1777,7 @@ impl Reader<'_> {
             && self.punct(a + 1, ".")
             && self.is_ident(a + 2, "exit")
             && self.punct(a + 3, "(")
-            && matches!(self.t.get(a + 4).map(|t| &t.tok), Some(Tok::Num(n)) if n != "0")
+            && matches!(self.t.get(a + 4).map(|t| &t.tok), Some(Tok::Num(n)) if fails_with(n))
             && self.punct(a + 5, ")");
         (setfailed || exit) && a + 4 <= b
     }
@@ -1862,6 +2686,16 @@ fn expression_user(s: &str) -> Option<User> {
         ["github", "event", "pull_request" | "issue", "user", "login"] => {
             Some(User::Known(Checked::PrAuthor))
         }
+        [
+            "github",
+            "event",
+            "client_payload",
+            "github",
+            "payload",
+            "comment",
+            "user",
+            "login",
+        ] => Some(User::Known(Checked::PayloadCommenter)),
         _ => None,
     }
 }
@@ -1882,6 +2716,16 @@ fn path_value(path: &[&str], env: &Env) -> Option<Bound> {
             "user",
             "login",
         ] => Bound::User(User::Known(Checked::PrAuthor)),
+        [
+            "context",
+            "payload",
+            "client_payload",
+            "github",
+            "payload",
+            "comment",
+            "user",
+            "login",
+        ] => Bound::User(User::Known(Checked::PayloadCommenter)),
         ["context", "repo", "owner"] | ["context", "payload", "repository", "owner", "login"] => {
             Bound::Owner
         }
@@ -1925,3 +2769,383 @@ pub(super) const SHELL_GATE_ENV: &[&str] = &[
     "GH_HOST",
     "GH_REPO",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::workflow::Workflow;
+
+    /// vllm-ascend's `pr_nightly_command.yml` check, its arm narrowed to
+    /// the roles that can push (as written it admits `triage`, which is no
+    /// gate: `a_check_that_admits_triage_is_no_gate`).
+    const REAL: &str = r#"ROLE_NAME=$(gh api "repos/$REPO/collaborators/$ACTOR/permission" --jq '.role_name')
+case "$ROLE_NAME" in
+  write|maintain|admin)
+    echo "User $ACTOR has $ROLE_NAME role, authorized."
+    echo "is_authorized=true" >> "$GITHUB_OUTPUT"
+    ;;
+  *)
+    echo "::error::User $ACTOR does not have triage+ permission and is not authorized to trigger nightly tests."
+    echo "is_authorized=false" >> "$GITHUB_OUTPUT"
+    ;;
+esac
+"#;
+
+    const PAYLOAD_ENV: &str = "ACTOR: ${{ github.event.client_payload.github.payload.comment.user.login }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}";
+
+    /// The flag gates of one `run:` step with `env` and `extra` keys.
+    fn flags_with(script: &str, env: &str, extra: &str, shell: Option<&str>) -> Vec<FlagGate> {
+        let run: String = script.lines().map(|l| format!("          {l}\n")).collect();
+        let text = format!(
+            "on: repository_dispatch\njobs:\n  authorize:\n    runs-on: ubuntu-latest\n    steps:\n      - id: auth\n{extra}        env:\n          GH_TOKEN: ${{{{ secrets.PAT }}}}\n          {env}\n        run: |\n{run}"
+        );
+        let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+        let step = &wf.jobs[0].steps[0];
+        flag_gates(step, &["acme".to_owned()], shell, false, false)
+    }
+
+    fn flags(script: &str) -> Vec<FlagGate> {
+        flags_with(script, PAYLOAD_ENV, "", None)
+    }
+
+    fn gate(checked: Checked, false_otherwise: bool) -> Vec<FlagGate> {
+        vec![FlagGate {
+            output: "is_authorized".to_owned(),
+            gate: Gate {
+                checked: [checked].into(),
+            },
+            false_otherwise,
+        }]
+    }
+
+    #[test]
+    fn a_role_written_as_an_output_flag_is_a_gate_on_the_user_it_asks_about() {
+        assert_eq!(flags(REAL), gate(Checked::PayloadCommenter, true));
+        // This repository and the run's actor; `bash -el {0}`.
+        let env = "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.repository }}";
+        assert_eq!(
+            flags_with(REAL, env, "", Some("bash -el {0}")),
+            gate(Checked::Actor, true)
+        );
+        // The legacy `permission` field, compared with the write levels.
+        let legacy = REAL
+            .replace(".role_name", ".permission")
+            .replace("write|maintain|admin", "write|admin");
+        assert_eq!(flags(&legacy), gate(Checked::PayloadCommenter, true));
+        // Without a `*)` arm writing `false`, an unmatched answer writes
+        // nothing: still a gate for `== 'true'` and `!= 'true'`, not for
+        // `== 'false'`.
+        let no_default = REAL.replace("  *)", "  read|none)");
+        assert_eq!(flags(&no_default), gate(Checked::PayloadCommenter, false));
+        let exit_zero = REAL.replace("esac\n", "esac\nexit 0\n");
+        assert_eq!(flags(&exit_zero), gate(Checked::PayloadCommenter, false));
+        let silent_arm = REAL.replace(
+            "    echo \"is_authorized=false\" >> \"$GITHUB_OUTPUT\"\n",
+            "    true && echo \"is_authorized=false\" >> \"$GITHUB_OUTPUT\"\n",
+        );
+        assert_eq!(flags(&silent_arm), gate(Checked::PayloadCommenter, false));
+    }
+
+    /// Each way the flag could say `true` for someone the API did not
+    /// authorise, or the check could be about someone or somewhere else:
+    /// no gate.
+    #[test]
+    fn a_flag_that_may_be_true_on_another_path_is_no_gate() {
+        let none = |what: &str, script: &str| {
+            assert_eq!(flags(script), [], "{what}");
+        };
+        none(
+            "true before the check",
+            &format!("echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"\n{REAL}"),
+        );
+        none(
+            "true after it",
+            &format!("{REAL}echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "true on the `*)` arm",
+            &REAL.replace("is_authorized=false", "is_authorized=TRUE"),
+        );
+        none(
+            "an arm with a role anyone has",
+            &REAL.replace("write|maintain", "read|write|maintain"),
+        );
+        none("a glob", &REAL.replace("write|maintain|admin", "*write*"));
+        none(
+            "vllm-ascend's check as written: `triage` cannot push",
+            &REAL.replace("write|maintain|admin", "triage|write|maintain|admin"),
+        );
+        none(
+            "`triage` alone",
+            &REAL.replace("write|maintain|admin", "triage"),
+        );
+        none(
+            "`>&FILE` into the output (bash's `&>`)",
+            &format!("{REAL}echo \"is_authorized=true\" >&\"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "the runner's own file-command file",
+            &format!(
+                "{REAL}echo \"is_authorized=true\" >> /home/runner/work/_temp/_runner_file_commands/set_output_*\n"
+            ),
+        );
+        none(
+            "a workflow command in upper case",
+            &format!("{REAL}echo \"::SET-OUTPUT name=is_authorized::true\"\n"),
+        );
+        none(
+            "the flag's name in another case",
+            &format!("{REAL}echo \"IS_AUTHORIZED=true\" >> \"$GITHUB_OUTPUT\"\n"),
+        );
+        none(
+            "a here-document that runs a command",
+            &format!("{REAL}: <<EOF\n$(echo \"is_authorized=true\" >> \"$GITHUB_OUTPUT\")\nEOF\n"),
+        );
+        none(
+            "`triage` in the legacy field, which says `read` for it",
+            &REAL
+                .replace(".role_name", ".permission")
+                .replace("write|maintain|admin", "triage|write|maintain|admin"),
+        );
+        none(
+            "`;&` falls from the `read` arm into the authorised one",
+            &REAL.replace(
+                "case \"$ROLE_NAME\" in\n",
+                "case \"$ROLE_NAME\" in\n  read)\n    echo reader\n    ;&\n",
+            ),
+        );
+        none(
+            "a second assignment of the answer",
+            &REAL.replace("case", "false || ROLE_NAME=admin\ncase"),
+        );
+        none(
+            "the answer read in a subshell",
+            &REAL
+                .replacen("ROLE_NAME=$(gh", "( ROLE_NAME=$(gh", 1)
+                .replacen("'.role_name')\n", "'.role_name') )\n", 1),
+        );
+        none(
+            "a default that assigns",
+            &REAL.replace("case \"$ROLE_NAME\"", "case \"${ROLE_NAME:=admin}\""),
+        );
+        none(
+            "no `--jq` (the answer is JSON)",
+            &REAL.replace(" --jq '.role_name'", ""),
+        );
+        none(
+            "the answer's call may fail into a default",
+            &REAL.replace("--jq '.role_name')", "--jq '.role_name' || echo admin)"),
+        );
+        none("the user reassigned", &format!("ACTOR=someone\n{REAL}"));
+        none(
+            "another program (which may write the output file)",
+            &format!("{REAL}python3 finish.py\n"),
+        );
+        none(
+            "a value GitHub substitutes",
+            &REAL.replace(
+                "authorized.\"",
+                "authorized ${{ github.event.comment.body }}\"",
+            ),
+        );
+        none(
+            "a line of someone's text to the log (`::set-output`)",
+            &REAL.replace("authorized.\"", "authorized $BODY\""),
+        );
+        none(
+            "a non-literal output line",
+            &REAL.replace("is_authorized=false", "is_authorized=$VERDICT"),
+        );
+        none(
+            "the output file by another name",
+            &format!("OUT=\"$GITHUB_OUTPUT\"\necho \"is_authorized=true\" >> \"$OUT\"\n{REAL}"),
+        );
+        none(
+            "a function (which may shadow `echo`)",
+            &format!("echo() {{ builtin echo \"$@\"; }}\n{REAL}"),
+        );
+        // The user from a source the reader does not know, another
+        // repository, the payload's repository with the run's actor.
+        for env in [
+            "ACTOR: ${{ github.event.client_payload.user }}\n          REPO: ${{ github.repository }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: acme/other",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.event.client_payload.repository }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.event.client_payload.github.payload.repository.full_name }}",
+            "ACTOR: ${{ github.actor }}\n          REPO: ${{ github.repository }}\n          GH_HOST: example.com",
+        ] {
+            assert_eq!(flags_with(REAL, env, "", None), [], "{env}");
+        }
+        // A step that may go on after an error; a shell that is not sh.
+        assert_eq!(
+            flags_with(REAL, PAYLOAD_ENV, "        continue-on-error: true\n", None),
+            []
+        );
+        assert_eq!(flags_with(REAL, PAYLOAD_ENV, "", Some("pwsh")), []);
+        assert_eq!(flags_with(REAL, PAYLOAD_ENV, "", Some("python {0}")), []);
+    }
+
+    #[test]
+    fn a_step_that_always_fails_is_one_unconditional_failing_exit() {
+        let fails = |step: &str| {
+            let text =
+                format!("on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n{step}");
+            let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+            always_fails(&wf.jobs[0].steps[0], None, false)
+        };
+        assert!(fails("      - run: exit 1\n"));
+        assert!(fails(
+            "      - uses: actions/github-script@v7\n        with:\n          script: core.setFailed('no')\n"
+        ));
+        for step in [
+            "      - run: exit 0\n",
+            "      - run: exit\n",
+            "      - run: exit 1 &\n",
+            "      - run: exit $CODE\n",
+            "      - run: \"[ -n \\\"$X\\\" ] && exit 1\"\n",
+            "      - run: exit ${{ inputs.code }}\n",
+            "      - uses: actions/github-script@v7\n        with:\n          script: \"core.setFailed('no'); process.exitCode = 0\"\n",
+        ] {
+            assert!(!fails(step), "{step}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod if_gate_tests {
+    use super::*;
+    use crate::contracts::workflow::Workflow;
+
+    /// meilisearch's `bench-pr.yml` check, as written.
+    const REAL: &str = r#"PR_REPOSITORY=$(gh api /repos/"$REPOSITORY"/pulls/"$PR_ID" --jq .head.repo.full_name)
+if $(gh api /repos/"$REPOSITORY"/collaborators/"$PR_AUTHOR"/permission --jq .user.permissions.push)
+then
+  echo "::notice title=Authentication success::PR author authenticated"
+else
+  echo "::error title=Authentication error::PR author doesn't have push permission on this repository"
+  exit 1
+fi
+if $(gh api /repos/"$REPOSITORY"/collaborators/"$COMMENT_AUTHOR"/permission --jq .user.permissions.push)
+then
+  echo "::notice title=Authentication success::Comment author authenticated"
+else
+  echo "::error title=Authentication error::Comment author doesn't have push permission on this repository"
+  exit 1
+fi
+if [ "$PR_REPOSITORY" = "$REPOSITORY" ]
+then
+  echo "::notice title=Authentication success::PR started from main repository"
+else
+  echo "::error title=Authentication error::PR started from a fork"
+  exit 1
+fi
+"#;
+
+    /// The users the `run:` gate of one step checks.
+    fn checked(script: &str) -> BTreeSet<Checked> {
+        let run: String = script.lines().map(|l| format!("          {l}\n")).collect();
+        let text = format!(
+            "on: issue_comment\njobs:\n  bench:\n    runs-on: ubuntu-latest\n    steps:\n      - id: permission\n        env:\n          PR_AUTHOR: ${{{{github.event.issue.user.login }}}}\n          COMMENT_AUTHOR: ${{{{github.event.comment.user.login }}}}\n          REPOSITORY: ${{{{github.repository}}}}\n          PR_ID: ${{{{github.event.issue.number}}}}\n        run: |\n{run}"
+        );
+        let wf = Workflow::parse(".github/workflows/b.yml", &text).unwrap();
+        step_gate(&wf.jobs[0].steps[0], &["acme".to_owned()], None, false)
+            .map(|g| g.checked)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn an_answer_run_as_the_condition_of_an_if_whose_else_exits_is_a_gate() {
+        assert_eq!(
+            checked(REAL),
+            BTreeSet::from([Checked::Commenter, Checked::PrAuthor])
+        );
+    }
+
+    #[test]
+    fn only_statuses_1_to_255_fail_and_only_plain_bash_options_are_read() {
+        for n in ["1", "2", "255"] {
+            assert!(fails_with(n), "{n}");
+        }
+        for n in ["0", "256", "512", "-1", "0x1", "+1", "1.0", ""] {
+            assert!(!fails_with(n), "{n}");
+        }
+        for shell in [
+            "bash",
+            "sh",
+            "bash -e {0}",
+            "bash -el {0}",
+            "bash --noprofile --norc -eo pipefail {0}",
+            "bash -x {0}",
+        ] {
+            assert!(posix_shell(Some(shell), false), "{shell}");
+        }
+        for shell in [
+            "bash -n {0}",
+            "bash +e {0}",
+            "bash -c {0}",
+            "bash -en {0}",
+            "bash -o noexec {0}",
+            "bash -eo {0}",
+            "bash -s {0}",
+            "bash -i {0}",
+            "bash {0} -n",
+            "bash --posix {0}",
+            "bash -e",
+            "pwsh",
+        ] {
+            assert!(!posix_shell(Some(shell), false), "{shell}");
+        }
+        assert!(safe_set(&["-euo".to_owned(), "pipefail".to_owned()]));
+        assert!(!safe_set(&["+e".to_owned()]));
+        assert!(!safe_set(&["-o".to_owned(), "noexec".to_owned()]));
+        assert!(!safe_set(&["--".to_owned(), "x".to_owned()]));
+    }
+
+    /// A github-script step that undoes `core.setFailed` (or replaces it,
+    /// or ends the script with 0) neither always fails nor gates.
+    #[test]
+    fn a_github_script_that_may_pass_is_neither_failing_nor_a_gate() {
+        let step = |script: &str| {
+            let text = format!(
+                "on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/github-script@v7\n        with:\n          script: {script:?}\n"
+            );
+            let wf = Workflow::parse(".github/workflows/n.yml", &text).unwrap();
+            wf.jobs[0].steps[0].clone()
+        };
+        for script in [
+            "core.setFailed('no'); process.exit(0)",
+            "core.setFailed('no'); process.exit()",
+            "core.setFailed('no'); process['exitCode'] = 0",
+            "core.setFailed('no'); const p = process; p.exitCode = 0",
+            "core.setFailed = () => {}; core.setFailed('no')",
+            "core['setFailed'] = () => {}; core.setFailed('no')",
+            "core.setFailed.call = 1; core.setFailed('no')",
+            "Object.defineProperty(core, 'setFailed', { value: () => {} }); core.setFailed('no')",
+            "globalThis.core = {}; core.setFailed('no')",
+            "process.exit(256)",
+        ] {
+            assert!(!always_fails(&step(script), None, false), "{script}");
+        }
+        for script in [
+            "core.setFailed('no')",
+            "process.exit(1)",
+            "throw new Error('no')",
+        ] {
+            assert!(always_fails(&step(script), None, false), "{script}");
+        }
+        // The older step gate reads the same names.
+        let gate = "const { data } = await github.rest.repos.getCollaboratorPermissionLevel({ owner: context.repo.owner, repo: context.repo.repo, username: context.actor }); if (data.permission !== 'admin' && data.permission !== 'write') { core.setFailed('no'); }";
+        assert!(step_gate(&step(gate), &[], None, false).is_some());
+        for undo in [
+            "process['exitCode'] = 0",
+            "process.exit(0)",
+            "core.setFailed = () => {}",
+            "context.actor = 'admin'",
+            "context.repo.owner = 'acme'",
+        ] {
+            assert!(
+                step_gate(&step(&format!("{undo}; {gate}")), &[], None, false).is_none(),
+                "{undo}"
+            );
+        }
+    }
+}

@@ -378,9 +378,18 @@ impl Model {
                         let Some((level, who)) = classify(start, b.taint, policy) else {
                             continue;
                         };
+                        // Whether the bytes run is not in the workflows: a
+                        // warning that says what it depends on.
+                        let (level, what) = match &b.unsure {
+                            Some(question) => (
+                                level.max(Level::Warning),
+                                format!("{} (depends on: {question})", b.what),
+                            ),
+                            None => (level, b.what),
+                        };
                         exposures.push(Exposure {
                             pos: b.pos,
-                            what: b.what,
+                            what,
                             level,
                             events: BTreeSet::from([start.event.clone()]),
                             who: BTreeSet::from([who]),
@@ -525,6 +534,7 @@ fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
             uses.value
         ),
         taint,
+        unsure: None,
     }]
 }
 

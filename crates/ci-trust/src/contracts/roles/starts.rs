@@ -61,6 +61,11 @@ pub struct Start {
     pub via: Vec<JobRef>,
     /// The workflow whose `on:` the event is in (the run's top).
     pub top: usize,
+    /// A `repository_dispatch` that peter-evans/slash-command-dispatch
+    /// fired: it builds `client_payload` itself (`github.payload` is the
+    /// comment's event). Under any other dispatcher the workflow writes
+    /// the payload, from whatever it holds.
+    pub payload_by_bot: bool,
 }
 
 /// Events a pull request's author causes, whose runs carry its head.
@@ -136,6 +141,7 @@ fn starts_of(
         upstream,
         via: Vec::new(),
         top: w,
+        payload_by_bot: false,
     };
     for trigger in &wf.triggers {
         let event = trigger.event.value.as_str();
@@ -210,7 +216,7 @@ fn starts_of(
                 // firing job, as far as the firing step lets them.
                 if event == "repository_dispatch" {
                     let types = trigger.filter("types").unwrap_or_default();
-                    for (u, at, index, step) in dispatchers(workflows, w, types) {
+                    for (u, at, index, step, bot) in dispatchers(workflows, w, types) {
                         let up =
                             starts_of(memo, workflows, callers, policy, u, depth + 1, seen, done);
                         for start in up {
@@ -247,7 +253,9 @@ fn starts_of(
                                 }
                                 (Dispatcher::WriteOnly, a) => a,
                             };
-                            out.push(direct(event, actor, Some(start.event)));
+                            let mut dispatched = direct(event, actor, Some(start.event));
+                            dispatched.payload_by_bot = bot;
+                            out.push(dispatched);
                         }
                     }
                 }
@@ -276,12 +284,13 @@ enum Dispatcher {
 
 /// The steps of other workflows that fire a `repository_dispatch` of one
 /// of `types` (any, when none is named): the workflow, the job and how it
-/// lets its starters through.
+/// lets its starters through, and whether slash-command-dispatch (which
+/// builds the payload) fired it.
 fn dispatchers(
     workflows: &[Workflow],
     w: usize,
     types: &[crate::contracts::workflow::Scalar],
-) -> Vec<(usize, JobRef, usize, Dispatcher)> {
+) -> Vec<(usize, JobRef, usize, Dispatcher, bool)> {
     let wanted = |t: &str| types.is_empty() || types.iter().any(|x| x.value == t);
     let mut out = Vec::new();
     for (u, wf) in workflows.iter().enumerate() {
@@ -297,7 +306,7 @@ fn dispatchers(
                 let input = |name: &str| step.input(name).map(|v| v.value.trim().to_owned());
                 if step.uses_action("peter-evans/repository-dispatch") {
                     if input("event-type").is_some_and(|t| wanted(&t)) {
-                        out.push((u, at, step.index, Dispatcher::Open));
+                        out.push((u, at, step.index, Dispatcher::Open, false));
                     }
                     continue;
                 }
@@ -334,8 +343,13 @@ fn dispatchers(
                         }
                     }
                 }
+                // The dispatched type is the command and
+                // `event-type-suffix` (default `-command`).
+                let suffix = step
+                    .input("event-type-suffix")
+                    .map_or_else(|| "-command".to_owned(), |v| v.value.trim().to_owned());
                 for (command, permission) in commands {
-                    if !wanted(&format!("{command}-command")) {
+                    if !wanted(&format!("{command}{suffix}")) {
                         continue;
                     }
                     let open = matches!(permission.as_str(), "none" | "read" | "triage");
@@ -348,6 +362,7 @@ fn dispatchers(
                         } else {
                             Dispatcher::WriteOnly
                         },
+                        true,
                     ));
                 }
             }

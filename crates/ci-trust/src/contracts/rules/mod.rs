@@ -569,10 +569,13 @@ impl<'a> Checker<'a> {
                 Severity::Warning,
                 Some("is this runner ephemeral (a fresh machine per job)? If it is, list its labels under [contracts] ephemeral-labels".to_owned()),
             ),
+            // A trusted step beside pull-request bytes is as exposed as the
+            // job is to them: only the recovery path's, a warning.
             RuleId::UntrustedCacheSave
             | RuleId::UntrustedWritePermissions
             | RuleId::UntrustedSecrets
             | RuleId::UntrustedPersistCredentials
+            | RuleId::TrustedStepEnvironment
             | RuleId::GateBypass => self.job_severity(at),
             // A third party's code: a path only if its owner, or whoever
             // controls its URL, turns against the repository. The design's
