@@ -1337,5 +1337,5 @@ fn every_attack_on_the_pull_request_directory_and_the_if_gate_is_an_error() {
         assert!(files > 0, "{}", case.display());
         cases += 1;
     }
-    assert_eq!(cases, 17);
+    assert_eq!(cases, 22);
 }

@@ -49,6 +49,19 @@ pub const LOADING_ENV: &[&str] = &[
     "GNUPGHOME",
     "ZDOTDIR",
     "PROMPT_COMMAND",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
 ];
 
 /// True when a variable named `var` can make a program load code or
@@ -99,7 +112,8 @@ pub fn loads_through(var: &str) -> bool {
         .iter()
         .any(|p| upper.starts_with(p))
         || [
-            "_OPTS", "_OPTIONS", "_ARGS", "_FLAGS", "FILE", "FILES", "_HOOKS", "RC",
+            "_OPTS", "_OPTIONS", "_ARGS", "_FLAGS", "FILE", "FILES", "_HOOKS", "RC", "_INIT",
+            "EDITOR", "PAGER",
         ]
         .iter()
         .any(|s| upper.ends_with(s))

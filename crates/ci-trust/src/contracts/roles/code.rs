@@ -411,7 +411,9 @@ pub(super) fn mentions_dir(text: &str, dir: &str, names: &[String]) -> bool {
     // ignore it (`./PR/x` is `pr/x` there).
     let dir = dir.to_ascii_lowercase();
     let path = text
-        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')'))
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ',' | '(' | ')' | '@')
+        })
         .any(|word| {
             let word = word.to_ascii_lowercase();
             let word = word
@@ -499,6 +501,10 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                 .env
                 .iter()
                 .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
+        let loading_env = step
+            .env
+            .iter()
+            .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
         // Handed to the step's programs under a name of their own that the
         // script itself passes on (`PROJECTS_ROOT: pr`, then
         // `./x.py "$PROJECTS_ROOT/config.json"`), the directory is what
@@ -534,8 +540,28 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                         if searches || mentions_dir(&program, dir, &names) {
                             return true;
                         }
+                        // A read-only program still runs what a loading
+                        // variable points it at (`GIT_CONFIG_GLOBAL`'s
+                        // `core.fsmonitor`, `GIT_EXTERNAL_DIFF`, `PAGER`).
                         if commands::READ_ONLY.contains(&name.as_str()) || name == "find" {
-                            return false;
+                            return loading_env;
+                        }
+                        // An interpreter reading its program from a pipe
+                        // (`cat pr/build.sh | bash`) runs what the
+                        // pipeline's earlier commands print.
+                        if commands::SCRIPT_INTERPRETERS.contains(&name.as_str())
+                            && command.pipe_position > 0
+                            && script.commands.iter().any(|c| {
+                                c.pipeline == command.pipeline
+                                    && c.pipe_position < command.pipe_position
+                                    && mentions_dir(
+                                        run.value.get(c.span.clone()).unwrap_or_default(),
+                                        dir,
+                                        &names,
+                                    )
+                            })
+                        {
+                            return true;
                         }
                         // `PYTHONPATH=pr python x.py`: an assignment into it.
                         let assigns = command
@@ -574,6 +600,16 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
                                 .and_then(|a| args.iter().position(|x| x == a))
                                 .unwrap_or(args.len());
                             if args[..before].iter().any(|a| mentions_dir(a, dir, &names)) {
+                                return true;
+                            }
+                            // Right after an option, the script-like word
+                            // may be that option's value (`node -r
+                            // ./setup.js pr/index.js`): which word is the
+                            // script is not known, so a mention decides.
+                            let after_option = before > 0
+                                && args[before - 1].starts_with('-')
+                                && !NO_VALUE_OPTIONS.contains(&args[before - 1].as_str());
+                            if after_option && mentions_dir(segment, dir, &names) {
                                 return true;
                             }
                             let script_arg = match script_arg {
@@ -709,6 +745,13 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
     }
     first_unsure
 }
+
+/// Interpreter options known to take no value (`python -u x.py`,
+/// `bash -ex x.sh`): the word after them is the script.
+const NO_VALUE_OPTIONS: &[&str] = &[
+    "-u", "-B", "-E", "-s", "-S", "-O", "-OO", "-q", "-e", "-x", "-ex", "-xe", "-eu", "-eux", "-v",
+    "-w",
+];
 
 /// File names of scripts an interpreter or a shell runs.
 const SCRIPT_EXTENSIONS: &[&str] = &[
