@@ -1378,6 +1378,26 @@ impl<'a> JobScope<'a> {
             // outputs may carry (the pull-request API, the event's pull
             // request, issue or comment; a dispatch's inputs).
             let script = step.input("script").map_or("", |s| s.value.as_str());
+            // Followed where it can be: an output made only of numbers
+            // the event carries (`context.payload.issue.number`), of
+            // literals and of comparisons is no text anyone wrote; a
+            // pull request's number still names its code.
+            if let Some(paths) = gates::script_output_sources(script, name) {
+                if paths.iter().all(|p| numeric_context(p)) {
+                    let names_pr = paths.iter().any(|p| {
+                        [
+                            "payload.issue",
+                            "payload.pull_request",
+                            "payload.workflow_run",
+                            "context.issue",
+                        ]
+                        .iter()
+                        .any(|q| p.contains(q))
+                    });
+                    let own = if names_pr { Taint::PR_REF } else { Taint::NONE };
+                    return self.refine(Val::Unknown(own | inputs));
+                }
+            }
             let reads_pr = [
                 "pull_request",
                 "pulls.",
@@ -1989,4 +2009,24 @@ fn filter_text(program: &str, args: &[String]) -> Option<String> {
             }),
         _ => None,
     }
+}
+
+/// A `context.…` value that is a number or an identifier GitHub assigns
+/// (`context.payload.issue.number`, `context.runId`, `….id`, `…_id`), or
+/// this repository's own name (`context.repo.owner`): text no one chose.
+fn numeric_context(path: &str) -> bool {
+    let last = path.rsplit('.').next().unwrap_or("");
+    path.starts_with("context.repo.")
+        || matches!(
+            last,
+            "number"
+                | "id"
+                | "runId"
+                | "runNumber"
+                | "runAttempt"
+                | "run_id"
+                | "run_number"
+                | "run_attempt"
+        )
+        || last.ends_with("_id")
 }

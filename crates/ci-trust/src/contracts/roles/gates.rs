@@ -3149,3 +3149,306 @@ fi
         }
     }
 }
+
+/// Where a github-script's output `name` comes from, when the script can
+/// be followed: the `context.…` paths its value is made of (literals,
+/// numbers and the results of comparisons add none). `None` when it
+/// cannot be followed: the output is set with a computed name or more than
+/// by `core.setOutput('name', …)`, or its value holds a call other than
+/// `String`/`Number`/`parseInt`/`Boolean`, an object, a template with
+/// substitutions, a `${{ }}`, or a variable assigned more than once or not
+/// by `const`/`let`/`var`.
+pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String>> {
+    let t = tokenize(script)?;
+    let is = |i: usize, p: &str| matches!(t.get(i).map(|x| &x.tok), Some(Tok::Punct(q)) if *q == p);
+    let ident = |i: usize| match t.get(i).map(|x| &x.tok) {
+        Some(Tok::Ident(w)) => Some(w.as_str()),
+        _ => None,
+    };
+    // Outputs written any other way make the reading incomplete.
+    if t.windows(1).any(
+        |w| matches!(&w[0].tok, Tok::Ident(x) if x == "exportVariable" || x == "GITHUB_OUTPUT"),
+    ) {
+        return None;
+    }
+    let mut values: Vec<(usize, usize)> = Vec::new();
+    for i in 0..t.len() {
+        if ident(i) == Some("setOutput") && is(i + 1, "(") {
+            if !(is(i.wrapping_sub(1), ".") && ident(i.wrapping_sub(2)) == Some("core")) {
+                return None;
+            }
+            let Some(Tok::Str(n)) = t.get(i + 2).map(|x| &x.tok) else {
+                return None;
+            };
+            if !is(i + 3, ",") {
+                return None;
+            }
+            if !n.eq_ignore_ascii_case(name) {
+                continue;
+            }
+            let end = closing(&t, i + 1)?;
+            values.push((i + 4, end));
+        }
+    }
+    if values.is_empty() {
+        return None;
+    }
+    let mut out = BTreeSet::new();
+    for (from, to) in values {
+        sources_of(&t, from, to, 0, &mut out)?;
+    }
+    Some(out)
+}
+
+/// The index of the `)`, `]` or `}` that closes the bracket at `open`.
+fn closing(t: &[Token], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, x) in t.iter().enumerate().skip(open) {
+        match &x.tok {
+            Tok::Punct("(" | "[" | "{") => depth += 1,
+            Tok::Punct(")" | "]" | "}") => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Adds the `context.…` paths the expression `t[from..to]` is made of.
+fn sources_of(
+    t: &[Token],
+    from: usize,
+    to: usize,
+    depth: usize,
+    out: &mut BTreeSet<String>,
+) -> Option<()> {
+    if depth > 8 || from >= to {
+        return None;
+    }
+    // Top-level operators: a comparison or a negation makes a boolean;
+    // `?`/`:`, `||`, `&&`, `??`, `+` pass their operands' values on.
+    let mut level = 0usize;
+    let mut splits = vec![from];
+    let mut boolean = false;
+    for (i, x) in t.iter().enumerate().take(to).skip(from) {
+        match &x.tok {
+            Tok::Punct("(" | "[") => level += 1,
+            Tok::Punct(")" | "]") => level = level.checked_sub(1)?,
+            Tok::Punct("{" | "}" | "=" | "=>" | ";" | ",") => return None,
+            Tok::Punct("===" | "!==" | "==" | "!=" | "<" | ">" | "<=" | ">=") if level == 0 => {
+                boolean = true;
+            }
+            Tok::Punct("?" | ":" | "||" | "&&" | "??" | "+") if level == 0 => {
+                splits.push(i);
+                splits.push(i + 1);
+            }
+            Tok::Template(_) | Tok::Regex => return None,
+            _ => {}
+        }
+    }
+    if level != 0 {
+        return None;
+    }
+    splits.push(to);
+    if splits.len() > 2 {
+        // `c ? a : b`: the condition adds nothing when the operands are
+        // all booleans; taking every part is the safe reading either way.
+        for pair in splits.chunks(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a < b {
+                sources_of(t, a, b, depth + 1, out)?;
+            }
+        }
+        return Some(());
+    }
+    if boolean || matches!(t[from].tok, Tok::Punct("!")) {
+        return Some(());
+    }
+    match &t[from].tok {
+        Tok::Str(_) | Tok::Num(_) if to == from + 1 => Some(()),
+        Tok::Ident(w)
+            if to == from + 1 && matches!(w.as_str(), "true" | "false" | "null" | "undefined") =>
+        {
+            Some(())
+        }
+        Tok::Punct("(") => {
+            let end = closing(t, from)?;
+            if end + 1 != to {
+                return None;
+            }
+            sources_of(t, from + 1, end, depth + 1, out)
+        }
+        Tok::Ident(f)
+            if matches!(f.as_str(), "String" | "Number" | "parseInt" | "Boolean")
+                && matches!(t.get(from + 1).map(|x| &x.tok), Some(Tok::Punct("("))) =>
+        {
+            let end = closing(t, from + 1)?;
+            if end + 1 != to {
+                return None;
+            }
+            if f == "Boolean" {
+                return Some(());
+            }
+            // `parseInt(x, 10)`: the radix is a literal.
+            let args_end = (from + 2..end)
+                .find(|&i| matches!(t[i].tok, Tok::Punct(",")))
+                .unwrap_or(end);
+            sources_of(t, from + 2, args_end, depth + 1, out)
+        }
+        Tok::Ident(first) => {
+            // A member chain `a.b?.c`, nothing else.
+            let mut path = vec![first.clone()];
+            let mut i = from + 1;
+            while i < to {
+                match (&t[i].tok, t.get(i + 1).map(|x| &x.tok)) {
+                    (Tok::Punct("." | "?."), Some(Tok::Ident(w))) if i + 1 < to => {
+                        path.push(w.clone());
+                        i += 2;
+                    }
+                    _ => return None,
+                }
+            }
+            if first == "context" {
+                out.insert(path.join("."));
+                return Some(());
+            }
+            if path.len() > 1 {
+                return None;
+            }
+            // A variable: its one `const`/`let`/`var` definition, and no
+            // other assignment, destructuring or parameter of that name.
+            let mut definition = None;
+            for (j, x) in t.iter().enumerate() {
+                if !matches!(&x.tok, Tok::Ident(w) if w == first) {
+                    continue;
+                }
+                let before = j.checked_sub(1).map(|k| &t[k].tok);
+                let after = t.get(j + 1).map(|x| &x.tok);
+                let declared = matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var"));
+                let assigned = matches!(after, Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--"));
+                let member = matches!(before, Some(Tok::Punct("." | "?.")));
+                if member {
+                    continue;
+                }
+                if matches!(after, Some(Tok::Punct("=>"))) {
+                    return None;
+                }
+                if declared && matches!(after, Some(Tok::Punct("="))) {
+                    if definition.replace(j + 2).is_some() {
+                        return None;
+                    }
+                } else if assigned
+                    || matches!(before, Some(Tok::Punct("," | "{" | "[" | "(")))
+                        && matches!(after, Some(Tok::Punct("," | "}" | "]" | ")" | ":")))
+                        && !declared
+                        && j < from
+                {
+                    // An assignment, or a destructured name or a parameter
+                    // (`({ a }) =>`, `function f(a)`) before the use.
+                    return None;
+                }
+            }
+            let start = definition?;
+            // The initialiser runs to the `;`, `,` or line end at its level.
+            let mut level = 0usize;
+            let mut end = start;
+            while end < t.len() {
+                match &t[end].tok {
+                    Tok::Punct("(" | "[" | "{") => level += 1,
+                    Tok::Punct(")" | "]" | "}") if level > 0 => level -= 1,
+                    Tok::Punct(")" | "]" | "}") => break,
+                    Tok::Punct(";" | ",") if level == 0 => break,
+                    _ if end > start && level == 0 && t[end].newline => break,
+                    _ => {}
+                }
+                end += 1;
+            }
+            // Cut at a line break inside an expression that goes on
+            // (`const x = a\n  ? b : c`): not followed.
+            if t.get(end).is_some_and(
+                |x| matches!(x.tok, Tok::Punct(p) if !matches!(p, ";" | "," | ")" | "]" | "}")),
+            ) {
+                return None;
+            }
+            sources_of(t, start, end, depth + 1, out)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod output_source_tests {
+    use super::script_output_sources as sources;
+
+    /// intel/torch-xpu-ops `bot.yml`'s parse step, cut down.
+    const REAL: &str = "const body = context.payload.comment.body;\nconst actor = context.payload.comment.user.login;\nconst issueNumber = context.payload.issue.number;\nconst isPR = !!context.payload.issue.pull_request;\nconst prNumber = isPR ? issueNumber : '';\ncore.setOutput('issue_number', String(issueNumber));\ncore.setOutput('pr_number', prNumber === '' ? '' : String(prNumber));\ncore.setOutput('is_pr', String(isPR));\ncore.setOutput('actor', actor);\ncore.setOutput('command', body.split(' ')[0]);\n";
+
+    fn set(paths: &[&str]) -> Option<std::collections::BTreeSet<String>> {
+        Some(paths.iter().map(|p| (*p).to_owned()).collect())
+    }
+
+    #[test]
+    fn an_output_is_followed_to_the_context_values_it_is_made_of() {
+        assert_eq!(
+            sources(REAL, "pr_number"),
+            set(&["context.payload.issue.number"])
+        );
+        assert_eq!(
+            sources(REAL, "issue_number"),
+            set(&["context.payload.issue.number"])
+        );
+        assert_eq!(sources(REAL, "is_pr"), set(&[]));
+        assert_eq!(
+            sources(REAL, "actor"),
+            set(&["context.payload.comment.user.login"])
+        );
+        // A method call on the body is not followed.
+        assert_eq!(sources(REAL, "command"), None);
+    }
+
+    #[test]
+    fn what_cannot_be_followed_is_not_followed() {
+        for script in [
+            // The name computed, or written another way too.
+            "const n = 'pr_number'; core.setOutput(n, context.payload.issue.number);",
+            "core.setOutput('pr_number', context.payload.issue.number); core.exportVariable('X', 1);",
+            // Reassigned, destructured, a parameter, a loop variable.
+            "let n = context.payload.issue.number; n = context.payload.comment.body; core.setOutput('pr_number', n);",
+            "let n = context.payload.issue.number; n += context.payload.comment.body; core.setOutput('pr_number', n);",
+            "const { n } = context.payload; core.setOutput('pr_number', n);",
+            "[1].forEach((n) => core.setOutput('pr_number', n));",
+            "for (const n of context.payload.comment.body.split(' ')) core.setOutput('pr_number', n);",
+            // A line that goes on after the break.
+            "const n = context.payload.issue.number\n  + context.payload.comment.body;\ncore.setOutput('pr_number', n);",
+            // A call's result, a template, an object, a GitHub expression.
+            "const { data: pr } = await github.rest.pulls.get({}); core.setOutput('pr_number', pr.head.ref);",
+            "core.setOutput('pr_number', `${context.payload.comment.body}`);",
+            "core.setOutput('pr_number', JSON.stringify({ a: 1 }));",
+            "core.setOutput('pr_number', ${{ github.event.comment.body }});",
+            // Defined twice.
+            "if (x) { const n = 1; } else { const n = context.payload.comment.body; } core.setOutput('pr_number', n);",
+        ] {
+            let got = sources(script, "pr_number");
+            assert!(
+                got.as_ref()
+                    .is_none_or(|s| s.iter().any(|p| !p.ends_with("number"))),
+                "{script}: {got:?}"
+            );
+        }
+        // Text flows through `+`, `||` and ternaries.
+        assert_eq!(
+            sources(
+                "const n = context.payload.issue.number || context.payload.comment.body; core.setOutput('pr_number', n);",
+                "pr_number"
+            ),
+            set(&[
+                "context.payload.comment.body",
+                "context.payload.issue.number"
+            ])
+        );
+    }
+}
