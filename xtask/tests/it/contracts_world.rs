@@ -1339,3 +1339,43 @@ fn every_attack_on_the_pull_request_directory_and_the_if_gate_is_an_error() {
     }
     assert_eq!(cases, 22);
 }
+
+/// An attack on following a github-script's outputs through its
+/// JavaScript (a helper given the threat model): rewriting `context` or
+/// `String`, shadowing a variable, a second `setOutput` hidden behind an
+/// alias, brackets, `.call`, a template or `new Function`, `eval`,
+/// `defineProperty`. Each case (`fixtures/contracts/attack-script-outputs`)
+/// sets output `n` from the comment's body and expands it into a `run:`
+/// of a job that can write: a `privileged-injection` error every time.
+#[test]
+fn every_attack_on_following_a_scripts_outputs_is_still_an_injection() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/attack-script-outputs");
+    let mut cases = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        let output = crate::support::xtask_cmd(&[
+            "check-contracts",
+            "--format",
+            "json",
+            "--persona",
+            "auditor",
+            "--root",
+        ])
+        .arg(&case)
+        .output()
+        .unwrap();
+        let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        let all = all.as_array().unwrap();
+        assert!(
+            errors(all)
+                .iter()
+                .any(|f| f["rule"] == "privileged-injection"),
+            "{}: {}",
+            case.display(),
+            messages(all)
+        );
+        cases += 1;
+    }
+    assert_eq!(cases, 16);
+}

@@ -3165,11 +3165,79 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
         Some(Tok::Ident(w)) => Some(w.as_str()),
         _ => None,
     };
-    // Outputs written any other way make the reading incomplete.
-    if t.windows(1).any(
-        |w| matches!(&w[0].tok, Tok::Ident(x) if x == "exportVariable" || x == "GITHUB_OUTPUT"),
-    ) {
+    // Outputs written any other way make the reading incomplete, and code
+    // that can rewrite what the reading trusts (`context`, `String`, the
+    // calls it follows) or run text as code leaves nothing to follow.
+    const UNFOLLOWABLE: &[&str] = &[
+        "exportVariable",
+        "GITHUB_OUTPUT",
+        "eval",
+        "Function",
+        "defineProperty",
+        "defineProperties",
+        "assign",
+        "Reflect",
+        "globalThis",
+        "setPrototypeOf",
+        "__proto__",
+        "prototype",
+        "require",
+        "call",
+        "apply",
+        "bind",
+        "with",
+        "Proxy",
+    ];
+    if t.iter().any(|x| match &x.tok {
+        Tok::Ident(w) => UNFOLLOWABLE.contains(&w.as_str()),
+        Tok::Str(w) | Tok::Template(w) => w.contains("setOutput"),
+        _ => false,
+    }) {
         return None;
+    }
+    const TRUSTED_NAMES: &[&str] = &["context", "core", "String", "Number", "parseInt", "Boolean"];
+    for (k, x) in t.iter().enumerate() {
+        let Tok::Punct(p) = &x.tok else { continue };
+        let assigns = p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=")
+            || matches!(*p, "++" | "--");
+        if !assigns {
+            continue;
+        }
+        // The left side's first name: `context.payload.issue.number = …`.
+        let mut j = k;
+        let mut level = 0usize;
+        while j > 0 {
+            j -= 1;
+            match &t[j].tok {
+                Tok::Punct("]" | ")") => level += 1,
+                Tok::Punct("[" | "(") if level > 0 => level -= 1,
+                _ if level > 0 => {}
+                Tok::Punct("." | "?.") | Tok::Ident(_) => {}
+                _ => {
+                    j += 1;
+                    break;
+                }
+            }
+        }
+        if matches!(&t[j].tok, Tok::Ident(w) if TRUSTED_NAMES.contains(&w.as_str())) {
+            return None;
+        }
+    }
+    for (i, x) in t.iter().enumerate() {
+        let Tok::Ident(w) = &x.tok else { continue };
+        let before = i.checked_sub(1).map(|k| &t[k].tok);
+        // Declared, or a parameter: not the global the reading trusts.
+        if TRUSTED_NAMES.contains(&w.as_str())
+            && matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var" | "function"))
+        {
+            return None;
+        }
+        let direct = matches!(before, Some(Tok::Punct(".")))
+            && matches!(i.checked_sub(2).map(|k| &t[k].tok), Some(Tok::Ident(c)) if c == "core")
+            && matches!(t.get(i + 1).map(|x| &x.tok), Some(Tok::Punct("(")));
+        if w == "setOutput" && !direct {
+            return None;
+        }
     }
     let mut values: Vec<(usize, usize)> = Vec::new();
     for i in 0..t.len() {
@@ -3341,10 +3409,11 @@ fn sources_of(
                     if definition.replace(j + 2).is_some() {
                         return None;
                     }
-                } else if assigned
+                } else if declared
+                    || assigned
+                    || matches!(before, Some(Tok::Punct(":")))
                     || matches!(before, Some(Tok::Punct("," | "{" | "[" | "(")))
                         && matches!(after, Some(Tok::Punct("," | "}" | "]" | ")" | ":")))
-                        && !declared
                         && j < from
                 {
                     // An assignment, or a destructured name or a parameter
