@@ -492,19 +492,16 @@ pub(super) fn runs_code_from(later: &[Step], dir: &str, surroundings: &[&str]) -
     for (step, script) in later.iter().zip(&scripts) {
         // Working inside it, or with an environment that points into it
         // (`PYTHONPATH: pr`), any command that is not read-only may run it.
-        let inside = everywhere
-            || step
-                .working_directory
-                .as_ref()
-                .is_some_and(|d| mentions_dir(&d.value, dir, &names))
-            || step
-                .env
-                .iter()
-                .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
         let loading_env = step
             .env
             .iter()
             .any(|(k, v)| !passed_on(step, &k.value) && mentions_dir(&v.value, dir, &names));
+        let inside = everywhere
+            || loading_env
+            || step
+                .working_directory
+                .as_ref()
+                .is_some_and(|d| mentions_dir(&d.value, dir, &names));
         // Handed to the step's programs under a name of their own that the
         // script itself passes on (`PROJECTS_ROOT: pr`, then
         // `./x.py "$PROJECTS_ROOT/config.json"`), the directory is what
@@ -787,18 +784,17 @@ fn passed_on(step: &Step, name: &str) -> bool {
     }
     step.run.as_ref().is_some_and(|run| {
         let text = &run.value;
-        text.match_indices(&format!("${{{name}")).any(|(at, m)| {
-            // `${NAME}` or `${NAME:-…}`, not `${NAMEX}`.
-            !text[at + m.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        }) || text.match_indices(&format!("${name}")).any(|(at, m)| {
-            !text[at + m.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
+        // `$NAME`, `${NAME}` or `${NAME:-…}`, not `$NAMEX`.
+        [format!("${name}"), format!("${{{name}")]
+            .iter()
+            .any(|needle| {
+                text.match_indices(needle.as_str()).any(|(at, m)| {
+                    !text[at + m.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+            })
     })
 }
 
