@@ -1379,3 +1379,52 @@ fn every_attack_on_following_a_scripts_outputs_is_still_an_injection() {
     }
     assert_eq!(cases, 16);
 }
+
+/// `tj-actions/changed-files` (v41 on, `safe_output` on) escapes the file
+/// names it outputs for a shell: expanded into a bash `run:` they are
+/// inert, and its booleans, counts and own group names are no text
+/// anywhere. Everywhere else (an older or unknown version, `safe_output:
+/// false`, JavaScript, pwsh, python, a shell that has already unescaped
+/// them, group names read from the pull request's file) they are its
+/// author's text, and an injection.
+#[test]
+fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/changed-files");
+    let mut seen = (0, 0);
+    for (half, attack) in [("attack", true), ("benign", false)] {
+        for case in std::fs::read_dir(root.join(half)).unwrap() {
+            let case = case.unwrap().path();
+            let output = crate::support::xtask_cmd(&[
+                "check-contracts",
+                "--format",
+                "json",
+                "--persona",
+                "auditor",
+                "--root",
+            ])
+            .arg(&case)
+            .output()
+            .unwrap();
+            let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+            let all = all.as_array().unwrap();
+            let injection = errors(all)
+                .iter()
+                .any(|f| f["rule"] == "privileged-injection");
+            assert_eq!(injection, attack, "{}: {}", case.display(), messages(all));
+            if attack {
+                seen.0 += 1;
+            } else {
+                assert!(
+                    all.iter()
+                        .all(|f| f["severity"] == "note" || f["rule"] == "unpinned-action"),
+                    "{}: {}",
+                    case.display(),
+                    messages(all)
+                );
+                seen.1 += 1;
+            }
+        }
+    }
+    assert_eq!(seen, (10, 2));
+}

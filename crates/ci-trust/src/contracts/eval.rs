@@ -25,8 +25,21 @@ impl Taint {
     /// Names pull-request code: a head SHA, a head ref, `refs/pull/N/…`.
     pub const PR_REF: Taint = Taint(1);
     /// Text a pull request's (or issue's, comment's) author writes: a
-    /// title, a body, a branch name, a commit message, a file name.
-    pub const PR_TEXT: Taint = Taint(2);
+    /// title, a body, a branch name, a commit message, a file name. Either
+    /// as written ([`Taint::PR_TEXT_UNESCAPED`], which every value made
+    /// with this constant carries) or escaped for a shell
+    /// ([`Taint::PR_TEXT_SHELL_ESCAPED`]); every check but a shell's
+    /// reads both.
+    pub const PR_TEXT: Taint = Taint(2 | 32);
+    /// Pull-request text as its author wrote it.
+    pub const PR_TEXT_UNESCAPED: Taint = Taint(2);
+    /// Pull-request text that the action which output it escaped for a
+    /// shell (`tj-actions/changed-files`' `safe_output`, its default):
+    /// inert where a shell parses the expression, text anywhere else
+    /// (JavaScript, a file, a variable a shell has already unescaped).
+    /// Only values made with this constant alone carry it alone, so a
+    /// union with unescaped text stays unescaped.
+    pub const PR_TEXT_SHELL_ESCAPED: Taint = Taint(32);
     /// Chosen by whoever dispatched the run (write access): a dispatch
     /// input, a `repository_dispatch` payload.
     pub const MAINTAINER: Taint = Taint(4);
@@ -37,7 +50,7 @@ impl Taint {
     pub const SECRET: Taint = Taint(16);
 
     /// Either kind of pull-request content.
-    pub const PR: Taint = Taint(3);
+    pub const PR: Taint = Taint(1 | 2 | 32);
 
     pub const NONE: Taint = Taint(0);
 
@@ -52,6 +65,16 @@ impl Taint {
     /// Names or carries anything a pull request controls.
     pub fn pr(self) -> bool {
         self.has(Taint(Self::PR_REF.0 | Self::PR_TEXT.0))
+    }
+
+    /// What a shell makes of a value it parses: text escaped for a shell
+    /// is text as its author wrote it again.
+    pub fn parsed_by_shell(self) -> Taint {
+        if self.has(Taint::PR_TEXT_SHELL_ESCAPED) {
+            self | Taint::PR_TEXT_UNESCAPED
+        } else {
+            self
+        }
     }
 
     pub fn without(self, other: Taint) -> Taint {
@@ -83,14 +106,21 @@ impl fmt::Debug for Taint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names = [
             (Taint::PR_REF, "pr-ref"),
-            (Taint::PR_TEXT, "pr-text"),
+            (Taint::PR_TEXT_UNESCAPED, "pr-text"),
+            (Taint::PR_TEXT_SHELL_ESCAPED, "pr-text-shell-escaped"),
             (Taint::MAINTAINER, "maintainer"),
             (Taint::UNSEEN, "unseen"),
             (Taint::SECRET, "secret"),
         ];
+        // Unescaped text carries the escaped bit too: name it once.
+        let shown = if self.has(Taint::PR_TEXT_UNESCAPED) {
+            self.without(Taint::PR_TEXT_SHELL_ESCAPED)
+        } else {
+            *self
+        };
         let list: Vec<&str> = names
             .iter()
-            .filter(|(t, _)| self.has(*t))
+            .filter(|(t, _)| shown.has(*t))
             .map(|(_, n)| *n)
             .collect();
         write!(f, "[{}]", list.join(","))

@@ -1337,6 +1337,60 @@ impl<'a> JobScope<'a> {
         })
     }
 
+    /// What `tj-actions/changed-files` outputs as `name`, by the kind its
+    /// documentation gives each output: `…any_changed`, `…only_deleted`
+    /// and the like are booleans and `…_count` numbers, which carry no
+    /// text; `…_keys` are the names of the `files_yaml` groups, which are
+    /// the step's own inputs or, read from a file, that file's (a
+    /// pull-request checkout's when the job has one); every other output
+    /// lists file names, which a pull request's author chooses, escaped
+    /// for a shell unless `safe_output` is off (or not known to be on).
+    fn changed_files_output(&self, step: &Step, name: &str, inputs: Taint) -> Taint {
+        const BOOLEANS: &[&str] = &[
+            "any_changed",
+            "only_changed",
+            "any_modified",
+            "only_modified",
+            "any_deleted",
+            "only_deleted",
+        ];
+        if BOOLEANS
+            .iter()
+            .any(|b| name == *b || name.ends_with(&format!("_{b}")))
+            || name.ends_with("_count")
+        {
+            return Taint::NONE;
+        }
+        if name.ends_with("_keys") {
+            let from_file = step
+                .with
+                .iter()
+                .any(|(k, _)| k.value.ends_with("_from_source_file"));
+            return if from_file && !self.pr_dirs().is_empty() {
+                inputs | Taint::PR_TEXT
+            } else {
+                inputs
+            };
+        }
+        // `safe_output` came with v41 and is on by default; an older tag,
+        // a branch or a commit is not known to have it.
+        let escaping_version = step.action().is_some_and(|(_, reference)| {
+            let major = reference.strip_prefix('v').unwrap_or("");
+            let major = major.split('.').next().unwrap_or("");
+            major.parse::<u32>().is_ok_and(|m| m >= 41)
+        });
+        let escaped = escaping_version
+            && step
+                .input("safe_output")
+                .is_none_or(|v| v.value.trim() == "true");
+        let own = if escaped {
+            Taint::PR_TEXT_SHELL_ESCAPED
+        } else {
+            Taint::PR_TEXT
+        };
+        own | inputs
+    }
+
     /// What step `step` outputs as `name`.
     fn step_output(&self, step: &Step, name: &str) -> Val {
         if let Some(script) = step.script() {
@@ -1367,6 +1421,9 @@ impl<'a> JobScope<'a> {
             .with
             .iter()
             .fold(Taint::NONE, |t, (_, v)| t | self.value(&v.value).taint());
+        if action.eq_ignore_ascii_case("tj-actions/changed-files") {
+            return Val::Unknown(self.changed_files_output(step, name, inputs));
+        }
         if let Some((_, taint)) = ACTION_OUTPUTS
             .iter()
             .find(|(a, _)| a.eq_ignore_ascii_case(action))
@@ -1620,7 +1677,6 @@ impl<'a> JobScope<'a> {
 const ACTION_OUTPUTS: &[(&str, Taint)] = &[
     ("xt0rted/pull-request-comment-branch", Taint::PR),
     ("alessbell/pull-request-comment-branch", Taint::PR),
-    ("tj-actions/changed-files", Taint::PR_TEXT),
     ("peter-evans/find-comment", Taint::PR_TEXT),
     ("actions/create-github-app-token", Taint::SECRET),
 ];
@@ -1742,7 +1798,13 @@ impl<'a> ShellTaint<'a> {
                         (None, None) => Val::Unknown(Taint::NONE),
                     }
                 }
-                Part::Expression(body) => eval::eval_body(body, self.scope),
+                // The shell parses what the expression expands to: what an
+                // action escaped for a shell is its author's text again.
+                Part::Expression(body) => {
+                    let value = eval::eval_body(body, self.scope);
+                    let taint = value.taint();
+                    value.tainted(taint.parsed_by_shell())
+                }
                 Part::Substitution { commands } => Val::Unknown(self.commands(commands.clone())),
                 Part::Arithmetic(_) => Val::Unknown(Taint::NONE),
             });

@@ -301,6 +301,19 @@ impl Checker<'_> {
         for (step, script, inputs, place, _) in &scripts {
             let step: &crate::contracts::workflow::Step = step;
             {
+                // A shell parses a `run:` script (its own, or a local
+                // action's): text escaped for a shell is inert there; in a
+                // github-script's JavaScript it is text.
+                // (A local action's inner step names its own shell, which
+                // is not followed here: read as not a shell's.)
+                let parsed_by_shell = place.is_none()
+                    && !step.uses_action("actions/github-script")
+                    && runs_in_posix_shell(wf, job, step);
+                let text = if parsed_by_shell {
+                    Taint::PR_TEXT_UNESCAPED
+                } else {
+                    Taint::PR_TEXT
+                };
                 for (_, body) in expr::expressions(&script.value) {
                     let substituted = substitute_inputs(body, inputs);
                     let body: &str = &substituted;
@@ -318,10 +331,10 @@ impl Checker<'_> {
                         .filter(|start| {
                             let scope = self.model.scope(info.at, start, Some(step.index));
                             let taint = eval::eval_body(body, &scope).taint();
-                            if taint.has(Taint::PR_TEXT) && taint.has(Taint::MAINTAINER) {
+                            if taint.has(text) && taint.has(Taint::MAINTAINER) {
                                 chosen.push(start);
                             }
-                            taint.has(Taint::PR_TEXT)
+                            taint.has(text)
                         })
                         .collect();
                     let text = (!tainted.is_empty()).then(|| {
@@ -958,6 +971,36 @@ pub fn attacker_controlled(body: &str) -> Option<&str> {
             || path.contains(".committer.")
             || path.contains(".pusher.")
     })
+}
+
+/// True when a `run:` step's script is parsed by a POSIX shell: `bash` or
+/// `sh` named by the step, the job's or the workflow's defaults, or no
+/// shell named on a runner that cannot be Windows (where the default is
+/// `pwsh`, which reads a backslash as no escape).
+fn runs_in_posix_shell(
+    wf: &crate::contracts::workflow::Workflow,
+    job: &Job,
+    step: &crate::contracts::workflow::Step,
+) -> bool {
+    let named = step
+        .shell
+        .as_ref()
+        .or(job.default_shell.as_ref())
+        .or(wf.default_shell.as_ref());
+    match named {
+        Some(shell) => {
+            let program = shell.value.split_whitespace().next().unwrap_or("");
+            matches!(program, "bash" | "sh")
+        }
+        None => {
+            job.runs_on_unresolved.is_none()
+                && !job.runs_on.is_empty()
+                && job.runs_on.iter().all(|label| {
+                    !label.value.to_ascii_lowercase().contains("windows")
+                        && !label.value.contains("${{")
+                })
+        }
+    }
 }
 
 #[cfg(test)]
