@@ -1377,7 +1377,7 @@ fn every_attack_on_following_a_scripts_outputs_is_still_an_injection() {
         );
         cases += 1;
     }
-    assert_eq!(cases, 16);
+    assert_eq!(cases, 22);
 }
 
 /// `tj-actions/changed-files` (v41 on, `safe_output` on) escapes the file
@@ -1427,4 +1427,33 @@ fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
         }
     }
     assert_eq!(seen, (10, 2));
+}
+
+/// Fields of `github.rest.pulls.get`'s answer typed by GitHub's schema (its
+/// number, its head's SHA, a boolean made a string) carry no text into a
+/// comment-started job's script; its title, branch or labels do
+/// (`attack-script-outputs/a17`…`a22`).
+#[test]
+fn typed_fields_of_the_pull_request_apis_answer_are_no_injection() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/script-outputs-benign/b1_pulls_get_typed_fields");
+    let output = crate::support::xtask_cmd(&[
+        "check-contracts",
+        "--format",
+        "json",
+        "--persona",
+        "auditor",
+        "--root",
+    ])
+    .arg(&case)
+    .output()
+    .unwrap();
+    let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let all = all.as_array().unwrap();
+    assert!(
+        all.iter().all(|f| f["severity"] == "note"),
+        "{}",
+        messages(all)
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", messages(all));
 }

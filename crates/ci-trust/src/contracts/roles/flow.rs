@@ -1440,18 +1440,24 @@ impl<'a> JobScope<'a> {
             // literals and of comparisons is no text anyone wrote; a
             // pull request's number still names its code.
             if let Some(paths) = gates::script_output_sources(script, name) {
-                if paths.iter().all(|p| numeric_context(p)) {
-                    let names_pr = paths.iter().any(|p| {
-                        [
-                            "payload.issue",
-                            "payload.pull_request",
-                            "payload.workflow_run",
-                            "context.issue",
-                        ]
-                        .iter()
-                        .any(|q| p.contains(q))
-                    });
-                    let own = if names_pr { Taint::PR_REF } else { Taint::NONE };
+                let own = paths.iter().try_fold(Taint::NONE, |t, p| {
+                    if let Some(field) = p.strip_prefix("api.pulls.get.") {
+                        return pull_request_field(field).map(|f| t | f);
+                    }
+                    if !numeric_context(p) {
+                        return None;
+                    }
+                    let names_pr = [
+                        "payload.issue",
+                        "payload.pull_request",
+                        "payload.workflow_run",
+                        "context.issue",
+                    ]
+                    .iter()
+                    .any(|q| p.contains(q));
+                    Some(t | if names_pr { Taint::PR_REF } else { Taint::NONE })
+                });
+                if let Some(own) = own {
                     return self.refine(Val::Unknown(own | inputs));
                 }
             }
@@ -2076,6 +2082,40 @@ fn filter_text(program: &str, args: &[String]) -> Option<String> {
 /// A `context.…` value that is a number or an identifier GitHub assigns
 /// (`context.payload.issue.number`, `context.runId`, `….id`, `…_id`), or
 /// this repository's own name (`context.repo.owner`): text no one chose.
+/// What a field of the pull-request API's answer (`pulls.get`'s `data`)
+/// can carry, by the type GitHub's REST schema gives it: its number and
+/// its commits' SHAs name its code; booleans, counts, ids, enumerated
+/// states and logins (`[A-Za-z0-9-]`) carry no text. `None`: text its
+/// author writes (title, body, branch names, labels) or a field not typed
+/// here.
+fn pull_request_field(field: &str) -> Option<Taint> {
+    match field {
+        "number" | "head.sha" | "base.sha" | "merge_commit_sha" => Some(Taint::PR_REF),
+        "id"
+        | "mergeable"
+        | "merged"
+        | "draft"
+        | "locked"
+        | "rebaseable"
+        | "maintainer_can_modify"
+        | "state"
+        | "mergeable_state"
+        | "commits"
+        | "additions"
+        | "deletions"
+        | "changed_files"
+        | "comments"
+        | "review_comments"
+        | "user.login"
+        | "head.user.login"
+        | "base.user.login"
+        | "user.id"
+        | "head.repo.fork"
+        | "author_association" => Some(Taint::NONE),
+        _ => None,
+    }
+}
+
 fn numeric_context(path: &str) -> bool {
     let last = path.rsplit('.').next().unwrap_or("");
     path.starts_with("context.repo.")

@@ -3195,7 +3195,9 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
     }) {
         return None;
     }
-    const TRUSTED_NAMES: &[&str] = &["context", "core", "String", "Number", "parseInt", "Boolean"];
+    const TRUSTED_NAMES: &[&str] = &[
+        "context", "core", "github", "String", "Number", "parseInt", "Boolean",
+    ];
     for (k, x) in t.iter().enumerate() {
         let Tok::Punct(p) = &x.tok else { continue };
         let assigns = p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=")
@@ -3384,69 +3386,123 @@ fn sources_of(
                 out.insert(path.join("."));
                 return Some(());
             }
+            let (start, end) = definition(t, first, from)?;
             if path.len() > 1 {
-                return None;
-            }
-            // A variable: its one `const`/`let`/`var` definition, and no
-            // other assignment, destructuring or parameter of that name.
-            let mut definition = None;
-            for (j, x) in t.iter().enumerate() {
-                if !matches!(&x.tok, Tok::Ident(w) if w == first) {
-                    continue;
-                }
-                let before = j.checked_sub(1).map(|k| &t[k].tok);
-                let after = t.get(j + 1).map(|x| &x.tok);
-                let declared = matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var"));
-                let assigned = matches!(after, Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--"));
-                let member = matches!(before, Some(Tok::Punct("." | "?.")));
-                if member {
-                    continue;
-                }
-                if matches!(after, Some(Tok::Punct("=>"))) {
+                // `pr.data.head.sha` of `const pr = await
+                // github.rest.pulls.get({…})`: a field of the API's answer.
+                let api = api_answer(t, start, end)?;
+                if path.get(1).map(String::as_str) != Some("data") || path.len() < 3 {
                     return None;
                 }
-                if declared && matches!(after, Some(Tok::Punct("="))) {
-                    if definition.replace(j + 2).is_some() {
-                        return None;
-                    }
-                } else if declared
-                    || assigned
-                    || matches!(before, Some(Tok::Punct(":")))
-                    || matches!(before, Some(Tok::Punct("," | "{" | "[" | "(")))
-                        && matches!(after, Some(Tok::Punct("," | "}" | "]" | ")" | ":")))
-                        && j < from
-                {
-                    // An assignment, or a destructured name or a parameter
-                    // (`({ a }) =>`, `function f(a)`) before the use.
-                    return None;
-                }
-            }
-            let start = definition?;
-            // The initialiser runs to the `;`, `,` or line end at its level.
-            let mut level = 0usize;
-            let mut end = start;
-            while end < t.len() {
-                match &t[end].tok {
-                    Tok::Punct("(" | "[" | "{") => level += 1,
-                    Tok::Punct(")" | "]" | "}") if level > 0 => level -= 1,
-                    Tok::Punct(")" | "]" | "}") => break,
-                    Tok::Punct(";" | ",") if level == 0 => break,
-                    _ if end > start && level == 0 && t[end].newline => break,
-                    _ => {}
-                }
-                end += 1;
-            }
-            // Cut at a line break inside an expression that goes on
-            // (`const x = a\n  ? b : c`): not followed.
-            if t.get(end).is_some_and(
-                |x| matches!(x.tok, Tok::Punct(p) if !matches!(p, ";" | "," | ")" | "]" | "}")),
-            ) {
-                return None;
+                out.insert(format!("api.{api}.{}", path[2..].join(".")));
+                return Some(());
             }
             sources_of(t, start, end, depth + 1, out)
         }
         _ => None,
     }
+}
+
+/// The tokens `start..end` of the one `const`/`let`/`var` initialiser of the
+/// variable `first` (used at `from`), when nothing else assigns,
+/// destructures or binds that name.
+fn definition(t: &[Token], first: &str, from: usize) -> Option<(usize, usize)> {
+    let mut definition = None;
+    for (j, x) in t.iter().enumerate() {
+        if !matches!(&x.tok, Tok::Ident(w) if w == first) {
+            continue;
+        }
+        let before = j.checked_sub(1).map(|k| &t[k].tok);
+        let after = t.get(j + 1).map(|x| &x.tok);
+        let declared =
+            matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var"));
+        let assigned = matches!(after, Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--"));
+        let member = matches!(before, Some(Tok::Punct("." | "?.")));
+        if member {
+            continue;
+        }
+        if matches!(after, Some(Tok::Punct("=>"))) {
+            return None;
+        }
+        // `pr.data.number = …`: a field of the value rewritten.
+        let mut k = j + 1;
+        while matches!(t.get(k).map(|x| &x.tok), Some(Tok::Punct("." | "?.")))
+            && matches!(t.get(k + 1).map(|x| &x.tok), Some(Tok::Ident(_)))
+        {
+            k += 2;
+        }
+        if k > j + 1
+            && matches!(t.get(k).map(|x| &x.tok), Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--" | "["))
+        {
+            return None;
+        }
+        if declared && matches!(after, Some(Tok::Punct("="))) {
+            if definition.replace(j + 2).is_some() {
+                return None;
+            }
+        } else if declared
+            || assigned
+            || matches!(before, Some(Tok::Punct(":")))
+            || matches!(before, Some(Tok::Punct("," | "{" | "[" | "(")))
+                && matches!(after, Some(Tok::Punct("," | "}" | "]" | ")" | ":")))
+                && j < from
+        {
+            // An assignment, or a destructured name or a parameter
+            // (`({ a }) =>`, `function f(a)`) before the use.
+            return None;
+        }
+    }
+    let start = definition?;
+    // The initialiser runs to the `;`, `,` or line end at its level.
+    let mut level = 0usize;
+    let mut end = start;
+    while end < t.len() {
+        match &t[end].tok {
+            Tok::Punct("(" | "[" | "{") => level += 1,
+            Tok::Punct(")" | "]" | "}") if level > 0 => level -= 1,
+            Tok::Punct(")" | "]" | "}") => break,
+            Tok::Punct(";" | ",") if level == 0 => break,
+            _ if end > start && level == 0 && t[end].newline => break,
+            _ => {}
+        }
+        end += 1;
+    }
+    // Cut at a line break inside an expression that goes on
+    // (`const x = a\n  ? b : c`): not followed.
+    if t.get(end).is_some_and(
+        |x| matches!(x.tok, Tok::Punct(p) if !matches!(p, ";" | "," | ")" | "]" | "}")),
+    ) {
+        return None;
+    }
+    Some((start, end))
+}
+
+/// The pull-request API call `t[start..end]` is, when it is exactly one
+/// (`[await] github[.rest].pulls.get({…})`): its answer's fields are the
+/// pull request's, which [`super::flow`] types field by field.
+fn api_answer(t: &[Token], start: usize, end: usize) -> Option<&'static str> {
+    let mut i = start;
+    let ident =
+        |i: usize, w: &str| matches!(t.get(i).map(|x| &x.tok), Some(Tok::Ident(v)) if v == w);
+    let dot = |i: usize| matches!(t.get(i).map(|x| &x.tok), Some(Tok::Punct(".")));
+    if ident(i, "await") {
+        i += 1;
+    }
+    if !(ident(i, "github") && dot(i + 1)) {
+        return None;
+    }
+    i += 2;
+    if ident(i, "rest") && dot(i + 1) {
+        i += 2;
+    }
+    if !(ident(i, "pulls") && dot(i + 1) && ident(i + 2, "get")) {
+        return None;
+    }
+    i += 3;
+    if !matches!(t.get(i).map(|x| &x.tok), Some(Tok::Punct("("))) {
+        return None;
+    }
+    (closing(t, i)? + 1 == end).then_some("pulls.get")
 }
 
 #[cfg(test)]
