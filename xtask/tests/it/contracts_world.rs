@@ -1457,3 +1457,61 @@ fn typed_fields_of_the_pull_request_apis_answer_are_no_injection() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", messages(all));
 }
+
+/// `dawidd6/action-download-artifact` (v3 on) taking the newest run of
+/// another repository's workflow, forks' runs left out (its default), runs
+/// the bytes of whoever can push a branch there, which these workflows do
+/// not show: a warning that asks. Forks allowed (or maybe allowed), this
+/// repository's own runs (its policy on members' pull requests decides),
+/// an older or unknown version: still errors.
+#[test]
+fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/download-other-repository");
+    let mut seen = (0, 0);
+    for (half, error) in [("error", true), ("warning", false)] {
+        for case in std::fs::read_dir(root.join(half)).unwrap() {
+            let case = case.unwrap().path();
+            let output = crate::support::xtask_cmd(&[
+                "check-contracts",
+                "--format",
+                "json",
+                "--persona",
+                "auditor",
+                "--repository",
+                "me/mine",
+                "--root",
+            ])
+            .arg(&case)
+            .output()
+            .unwrap();
+            let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+            let all = all.as_array().unwrap();
+            let secrets: Vec<&Value> = all
+                .iter()
+                .filter(|f| f["rule"] == "untrusted-secrets")
+                .collect();
+            assert!(!secrets.is_empty(), "{}: {}", case.display(), messages(all));
+            for f in &secrets {
+                let want = if error { "error" } else { "warning" };
+                assert_eq!(f["severity"], want, "{}: {}", case.display(), messages(all));
+            }
+            if !error {
+                assert!(
+                    all.iter().any(|f| f["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("push a branch to `other-org/other-repo`")),
+                    "{}",
+                    messages(all)
+                );
+            }
+            if error {
+                seen.0 += 1;
+            } else {
+                seen.1 += 1;
+            }
+        }
+    }
+    assert_eq!(seen, (6, 1));
+}

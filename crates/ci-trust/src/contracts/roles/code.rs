@@ -104,6 +104,9 @@ pub(super) fn other_code(
                     .map(Runs::sure),
             };
             if let Some(then) = then {
+                let unsure = then
+                    .unsure
+                    .or_else(|| other_repositorys_branches(step, &here, self_names));
                 out.push(Brought {
                     pos: at.pos,
                     what: format!(
@@ -111,7 +114,7 @@ pub(super) fn other_code(
                         at.value, then.what
                     ),
                     taint: here.refine_taint(taint),
-                    unsure: then.unsure,
+                    unsure,
                 });
             }
         }
@@ -1051,6 +1054,51 @@ pub(super) fn other_run_download_taint<'s>(
         Taint::PR_REF | Taint::UNSEEN
     };
     Some((at, taint))
+}
+
+/// The question a `dawidd6/action-download-artifact` step (v3 on) depends
+/// on when it takes the newest run of another repository's workflow with
+/// forks' runs left out (`allow_forks`, off by default): those bytes are
+/// whoever can push a branch to that repository, which these workflows do
+/// not show. `None` for this repository (its policy on its own members'
+/// pull requests decides), a run id, pull request or commit it is given,
+/// forks allowed, or an older or unknown version.
+fn other_repositorys_branches(
+    step: &Step,
+    scope: &JobScope,
+    self_names: &[String],
+) -> Option<String> {
+    if !step.uses_action("dawidd6/action-download-artifact") {
+        return None;
+    }
+    let (_, reference) = step.action()?;
+    let major = reference.strip_prefix('v')?.split('.').next()?;
+    if major.parse::<u32>().ok()? < 3 {
+        return None;
+    }
+    if ["run_id", "pr", "commit"]
+        .iter()
+        .any(|input| step.input(input).is_some())
+    {
+        return None;
+    }
+    if step
+        .input("allow_forks")
+        .is_some_and(|v| v.value.trim() != "false")
+    {
+        return None;
+    }
+    let repo = step.input("repo")?;
+    if !matches!(
+        repository_of(&scope.value(&repo.value), self_names),
+        Repo::Other
+    ) {
+        return None;
+    }
+    Some(format!(
+        "does everyone who can push a branch to `{}` count as trusted here? This step takes the artifacts of that repository's newest matching run, forks' runs left out",
+        repo.value.trim()
+    ))
 }
 
 /// The `run-id:` (or `uses:`) of a step that downloads the artifacts of
