@@ -43,6 +43,10 @@ const REINDENT_BUDGET: usize = 64;
 /// `yaml-rust2` refuses, but GitHub loads it: such a closing line is
 /// re-indented to its previous line's indentation and the text parsed
 /// again. Only a line that holds nothing but closing brackets is moved.
+/// Likewise a quoted scalar's continuation line at its key's indentation
+/// (`x: '[` … `]'`, as libyaml and GitHub accept): that line is indented
+/// one more space, which changes no value, since a quoted scalar's lines
+/// lose their leading white space when they are folded.
 pub fn parse(text: &str) -> Result<Node, YamlError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut fixed: Option<String> = None;
@@ -70,6 +74,26 @@ fn reindent_closing_line(text: &str, err: &YamlError) -> Option<String> {
     let at = err.line.checked_sub(1)?;
     let line = *lines.get(at)?;
     let body = line.trim_start();
+    if err.message.contains("quoted scalar") {
+        // `yaml-rust2` marks the line the scalar starts on; the line it
+        // refuses is the first after it indented no deeper than that one.
+        let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+        let key = indent(line);
+        let (offending, text_line) = lines
+            .iter()
+            .enumerate()
+            .skip(at + 1)
+            .find(|(_, l)| !l.trim().is_empty() && indent(l) <= key)?;
+        // Spaces only: a tab in the indentation is left to the error.
+        if text_line[..indent(text_line)].contains('\t')
+            || text_line.trim_start_matches(' ').starts_with('\t')
+        {
+            return None;
+        }
+        let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+        out[offending] = format!("{}{}", " ".repeat(key + 1 - indent(text_line)), text_line);
+        return Some(out.join("\n"));
+    }
     let closing = body.split('#').next().unwrap_or("").trim();
     if closing.is_empty() || !closing.chars().all(|c| matches!(c, ']' | '}' | ',' | ' ')) {
         return None;
@@ -287,6 +311,37 @@ mod tests {
         assert_eq!(matrix.get_mapping("extra").unwrap().len(), 1);
         // Other indentation errors stay errors.
         let err = parse("a:\n  b: 1\n c: 2\n").unwrap_err();
+        assert!(err.message.starts_with("YAML syntax error"), "{err}");
+    }
+
+    #[test]
+    fn quoted_scalars_continued_at_the_keys_indentation_load_unchanged() {
+        // tenstorrent/tt-xla's nightly: a single-quoted JSON filter whose
+        // lines sit at the key's indentation, as libyaml (and GitHub) load.
+        let text = "jobs:\n  t:\n    with:\n      adv_filter: '[\n        { \"a\": 1 },\n      { \"b\": 2 }\n      ]'\n      other: \"x\n      y\"\n    uses: ./w.yml\n";
+        let node = parse(text).unwrap();
+        let with = node
+            .as_mapping()
+            .and_then(|m| m.get_mapping("jobs"))
+            .and_then(|m| m.get_mapping("t"))
+            .and_then(|m| m.get_mapping("with"))
+            .unwrap();
+        // The folded value is what the strict text would give.
+        assert_eq!(
+            with.get_scalar("adv_filter").unwrap().as_str(),
+            "[ { \"a\": 1 }, { \"b\": 2 } ]"
+        );
+        assert_eq!(with.get_scalar("other").unwrap().as_str(), "x y");
+        // Lines after the repaired ones keep their numbers.
+        let uses = node
+            .as_mapping()
+            .and_then(|m| m.get_mapping("jobs"))
+            .and_then(|m| m.get_mapping("t"))
+            .and_then(|m| m.get_scalar("uses"))
+            .unwrap();
+        assert_eq!(uses.span().start().unwrap().line(), 10);
+        // An unclosed quote is still an error.
+        let err = parse("a: 'x\nb: 1\n").unwrap_err();
         assert!(err.message.starts_with("YAML syntax error"), "{err}");
     }
 
