@@ -1377,16 +1377,19 @@ fn every_attack_on_following_a_scripts_outputs_is_still_an_injection() {
         );
         cases += 1;
     }
-    assert_eq!(cases, 22);
+    assert_eq!(cases, 30);
 }
 
 /// `tj-actions/changed-files` (v41 on, `safe_output` on) escapes the file
-/// names it outputs for a shell: expanded into a bash `run:` they are
-/// inert, and its booleans, counts and own group names are no text
-/// anywhere. Everywhere else (an older or unknown version, `safe_output:
-/// false`, JavaScript, pwsh, python, a shell that has already unescaped
-/// them, group names read from the pull request's file) they are its
-/// author's text, and an injection.
+/// names it outputs for a shell: expanded into a bash `run:` on Linux or
+/// macOS that parses them once they are inert, and its booleans, counts
+/// and own group names are no text anywhere. Everywhere else they are its
+/// author's text, and an injection: an older or unknown version,
+/// `safe_output: false` (in any case), JavaScript, pwsh, python, Windows
+/// or a self-hosted runner that may be, a second parse (`eval`, `bash -c`,
+/// `ssh`, `xargs sh -c`, a here-document, a shell that re-emitted them),
+/// group names read from a file. `a11`…`a22` are an attack's
+/// reproductions.
 #[test]
 fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1426,7 +1429,7 @@ fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
             }
         }
     }
-    assert_eq!(seen, (10, 2));
+    assert_eq!(seen, (22, 2));
 }
 
 /// Fields of `github.rest.pulls.get`'s answer typed by GitHub's schema (its
@@ -1435,8 +1438,18 @@ fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
 /// (`attack-script-outputs/a17`…`a22`).
 #[test]
 fn typed_fields_of_the_pull_request_apis_answer_are_no_injection() {
-    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/contracts/script-outputs-benign/b1_pulls_get_typed_fields");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/script-outputs-benign");
+    let mut cases = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        typed_fields_case(&case);
+        cases += 1;
+    }
+    assert_eq!(cases, 5);
+}
+
+fn typed_fields_case(case: &std::path::Path) {
     let output = crate::support::xtask_cmd(&[
         "check-contracts",
         "--format",
@@ -1445,14 +1458,15 @@ fn typed_fields_of_the_pull_request_apis_answer_are_no_injection() {
         "auditor",
         "--root",
     ])
-    .arg(&case)
+    .arg(case)
     .output()
     .unwrap();
     let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
     let all = all.as_array().unwrap();
     assert!(
         all.iter().all(|f| f["severity"] == "note"),
-        "{}",
+        "{}: {}",
+        case.display(),
         messages(all)
     );
     assert_eq!(output.status.code(), Some(0), "{}", messages(all));

@@ -1362,11 +1362,14 @@ impl<'a> JobScope<'a> {
             return Taint::NONE;
         }
         if name.ends_with("_keys") {
+            // Read from a file, the names are that file's, which may be a
+            // pull request's however the job came by it (a checkout, `gh
+            // api`, `git show`); they are escaped but never quoted by git.
             let from_file = step
                 .with
                 .iter()
-                .any(|(k, _)| k.value.ends_with("_from_source_file"));
-            return if from_file && !self.pr_dirs().is_empty() {
+                .any(|(k, _)| k.value.to_ascii_lowercase().ends_with("_from_source_file"));
+            return if from_file {
                 inputs | Taint::PR_TEXT
             } else {
                 inputs
@@ -1379,10 +1382,13 @@ impl<'a> JobScope<'a> {
             let major = major.split('.').next().unwrap_or("");
             major.parse::<u32>().is_ok_and(|m| m >= 41)
         });
+        // The runner reads input names without regard to case.
         let escaped = escaping_version
             && step
-                .input("safe_output")
-                .is_none_or(|v| v.value.trim() == "true");
+                .with
+                .iter()
+                .filter(|(k, _)| k.value.eq_ignore_ascii_case("safe_output"))
+                .all(|(_, v)| v.value.trim() == "true");
         let own = if escaped {
             Taint::PR_TEXT_SHELL_ESCAPED
         } else {
@@ -2111,7 +2117,17 @@ fn pull_request_field(field: &str) -> Option<Taint> {
         | "base.user.login"
         | "user.id"
         | "head.repo.fork"
-        | "author_association" => Some(Taint::NONE),
+        | "author_association"
+        | "head.repo.full_name"
+        | "base.repo.full_name"
+        | "html_url"
+        | "url"
+        | "created_at"
+        | "updated_at"
+        | "closed_at"
+        | "merged_at" => Some(Taint::NONE),
+        // A list's or a string's length is a number.
+        _ if field.ends_with(".length") => Some(Taint::NONE),
         _ => None,
     }
 }

@@ -3187,6 +3187,8 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
         "bind",
         "with",
         "Proxy",
+        // `github.hook.after(…)` rewrites the API's answers.
+        "hook",
     ];
     if t.iter().any(|x| match &x.tok {
         Tok::Ident(w) => UNFOLLOWABLE.contains(&w.as_str()),
@@ -3228,6 +3230,14 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
     for (i, x) in t.iter().enumerate() {
         let Tok::Ident(w) = &x.tok else { continue };
         let before = i.checked_sub(1).map(|k| &t[k].tok);
+        // `github` the client is only ever `github.…`: as a parameter, a
+        // `catch` binding or a destructured name it is another value.
+        if w == "github"
+            && !matches!(before, Some(Tok::Punct("." | "?.")))
+            && !matches!(t.get(i + 1).map(|x| &x.tok), Some(Tok::Punct(".")))
+        {
+            return None;
+        }
         // Declared, or a parameter: not the global the reading trusts.
         if TRUSTED_NAMES.contains(&w.as_str())
             && matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var" | "function"))
@@ -3263,9 +3273,18 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
     if values.is_empty() {
         return None;
     }
+    // Every `core.setOutput` value, whatever its name: where an API
+    // answer may be read (see [`sources_of`]).
+    let mut reads: Vec<(usize, usize)> = Vec::new();
+    for i in 0..t.len() {
+        if ident(i) == Some("setOutput") && is(i + 1, "(") {
+            reads.push((i + 2, closing(&t, i + 1)?));
+        }
+    }
+    let reads = &reads[..];
     let mut out = BTreeSet::new();
     for (from, to) in values {
-        sources_of(&t, from, to, 0, &mut out)?;
+        sources_of(&t, reads, from, to, 0, &mut out)?;
     }
     Some(out)
 }
@@ -3291,6 +3310,7 @@ fn closing(t: &[Token], open: usize) -> Option<usize> {
 /// Adds the `context.…` paths the expression `t[from..to]` is made of.
 fn sources_of(
     t: &[Token],
+    reads: &[(usize, usize)],
     from: usize,
     to: usize,
     depth: usize,
@@ -3330,7 +3350,7 @@ fn sources_of(
         for pair in splits.chunks(2) {
             let (a, b) = (pair[0], pair[1]);
             if a < b {
-                sources_of(t, a, b, depth + 1, out)?;
+                sources_of(t, reads, a, b, depth + 1, out)?;
             }
         }
         return Some(());
@@ -3350,7 +3370,7 @@ fn sources_of(
             if end + 1 != to {
                 return None;
             }
-            sources_of(t, from + 1, end, depth + 1, out)
+            sources_of(t, reads, from + 1, end, depth + 1, out)
         }
         Tok::Ident(f)
             if matches!(f.as_str(), "String" | "Number" | "parseInt" | "Boolean")
@@ -3367,7 +3387,7 @@ fn sources_of(
             let args_end = (from + 2..end)
                 .find(|&i| matches!(t[i].tok, Tok::Punct(",")))
                 .unwrap_or(end);
-            sources_of(t, from + 2, args_end, depth + 1, out)
+            sources_of(t, reads, from + 2, args_end, depth + 1, out)
         }
         Tok::Ident(first) => {
             // A member chain `a.b?.c`, nothing else.
@@ -3391,13 +3411,30 @@ fn sources_of(
                 // `pr.data.head.sha` of `const pr = await
                 // github.rest.pulls.get({…})`: a field of the API's answer.
                 let api = api_answer(t, start, end)?;
+                // Read only inside `core.setOutput` values, which take no
+                // assignment: an alias (`const d = pr.data`), a
+                // destructuring or a loop target elsewhere could rewrite
+                // what the answer holds.
+                let declared_at = start.checked_sub(2)?;
+                let only_read = t.iter().enumerate().all(|(j, x)| {
+                    !matches!(&x.tok, Tok::Ident(w) if w == first)
+                        || j == declared_at
+                        || matches!(
+                            j.checked_sub(1).map(|k| &t[k].tok),
+                            Some(Tok::Punct("." | "?."))
+                        )
+                        || reads.iter().any(|&(a, b)| a <= j && j < b)
+                });
+                if !only_read {
+                    return None;
+                }
                 if path.get(1).map(String::as_str) != Some("data") || path.len() < 3 {
                     return None;
                 }
                 out.insert(format!("api.{api}.{}", path[2..].join(".")));
                 return Some(());
             }
-            sources_of(t, start, end, depth + 1, out)
+            sources_of(t, reads, start, end, depth + 1, out)
         }
         _ => None,
     }

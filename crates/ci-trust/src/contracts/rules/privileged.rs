@@ -308,7 +308,8 @@ impl Checker<'_> {
                 // is not followed here: read as not a shell's.)
                 let parsed_by_shell = place.is_none()
                     && !step.uses_action("actions/github-script")
-                    && runs_in_posix_shell(wf, job, step);
+                    && runs_in_posix_shell(wf, job, step)
+                    && parsed_once(&crate::contracts::shell::Script::cached(&script.value));
                 let text = if parsed_by_shell {
                     Taint::PR_TEXT_UNESCAPED
                 } else {
@@ -973,10 +974,12 @@ pub fn attacker_controlled(body: &str) -> Option<&str> {
     })
 }
 
-/// True when a `run:` step's script is parsed by a POSIX shell: `bash` or
-/// `sh` named by the step, the job's or the workflow's defaults, or no
-/// shell named on a runner that cannot be Windows (where the default is
-/// `pwsh`, which reads a backslash as no escape).
+/// True when a `run:` step's script is parsed by a POSIX shell on Linux
+/// or macOS: `bash` or `sh` named by the step, the job's or the
+/// workflow's defaults (or none named), on a runner whose labels say
+/// Linux or macOS. On Windows changed-files writes `\\` for `/`, which
+/// cancels its own escape, and `pwsh` reads a backslash as no escape; a
+/// self-hosted runner's labels may name neither.
 fn runs_in_posix_shell(
     wf: &crate::contracts::workflow::Workflow,
     job: &Job,
@@ -987,20 +990,57 @@ fn runs_in_posix_shell(
         .as_ref()
         .or(job.default_shell.as_ref())
         .or(wf.default_shell.as_ref());
-    match named {
-        Some(shell) => {
-            let program = shell.value.split_whitespace().next().unwrap_or("");
-            matches!(program, "bash" | "sh")
-        }
-        None => {
-            job.runs_on_unresolved.is_none()
-                && !job.runs_on.is_empty()
-                && job.runs_on.iter().all(|label| {
-                    !label.value.to_ascii_lowercase().contains("windows")
-                        && !label.value.contains("${{")
-                })
+    if let Some(shell) = named {
+        let program = shell.value.split_whitespace().next().unwrap_or("");
+        if !matches!(program, "bash" | "sh") {
+            return false;
         }
     }
+    job.runs_on_unresolved.is_none()
+        && !job.runs_on.is_empty()
+        && job.runs_on.iter().all(|label| {
+            let label = label.value.to_ascii_lowercase();
+            !label.contains("windows") && !label.contains("${{")
+        })
+        && job.runs_on.iter().any(|label| {
+            let label = label.value.to_ascii_lowercase();
+            label.starts_with("ubuntu") || label.starts_with("macos") || label.contains("linux")
+        })
+}
+
+/// True when the shell parses the script's words once and nothing parses
+/// them again: every command is `echo`, `printf`, a test or an
+/// assignment, none is piped, no here-document is fed to anything, and
+/// output goes only to the runner's files or `/dev/null`. (`eval`,
+/// `bash -c`, `ssh`, `xargs sh -c`, a here-document into a shell, or a
+/// file a later command sources would parse what the first parse
+/// unescaped.)
+fn parsed_once(script: &crate::contracts::shell::Script) -> bool {
+    use crate::contracts::shell::RedirectOp;
+    const PLAIN: &[&str] = &["echo", "printf", "test", "[", "[[", ":", "true", "false"];
+    script.commands().all(|command| {
+        let plain = command
+            .program()
+            .is_none_or(|program| PLAIN.contains(&program.as_str()));
+        let redirects_plain = command.redirects.iter().all(|r| {
+            r.heredoc.is_none()
+                && (r.op == RedirectOp::Read || {
+                    let target = r.target.text();
+                    [
+                        "GITHUB_OUTPUT",
+                        "GITHUB_STEP_SUMMARY",
+                        "GITHUB_ENV",
+                        "/dev/null",
+                        "&1",
+                        "&2",
+                    ]
+                    .iter()
+                    .any(|t| target.contains(t))
+                        || r.target.literal().is_some_and(|l| l == "1" || l == "2")
+                })
+        });
+        plain && redirects_plain && command.pipe_len <= 1
+    })
 }
 
 #[cfg(test)]
