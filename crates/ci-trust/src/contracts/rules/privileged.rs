@@ -1019,9 +1019,11 @@ fn parsed_once(script: &crate::contracts::shell::Script) -> bool {
     use crate::contracts::shell::RedirectOp;
     const PLAIN: &[&str] = &["echo", "printf", "test", "[", "[[", ":", "true", "false"];
     script.commands().all(|command| {
-        let plain = command
-            .program()
-            .is_none_or(|program| PLAIN.contains(&program.as_str()));
+        // (`[[ -n a || -n b ]]` reaches here split at `||`: a "program"
+        // `-n` is the test's operand, and no program a shell could run.)
+        let plain = command.program().is_none_or(|program| {
+            PLAIN.contains(&program.as_str()) || program.starts_with('-') || program == "]]"
+        });
         let redirects_plain = command.redirects.iter().all(|r| {
             r.heredoc.is_none()
                 && (r.op == RedirectOp::Read || {
