@@ -1529,3 +1529,33 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
     }
     assert_eq!(seen, (6, 1));
 }
+
+/// A self-hosted job that pull requests and a trusted nightly both start is
+/// its own next victim, even when it also runs bytes that make it untrusted
+/// on every start (tenstorrent/tt-forge-fe's `run-tests`, holdout4's missed
+/// R2): `persistent-runner` names the nightly's secret.
+#[test]
+fn a_self_hosted_job_started_by_pull_requests_and_a_nightly_is_its_own_victim() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/persistent-runner-itself");
+    let output = crate::support::xtask_cmd(&[
+        "check-contracts",
+        "--format",
+        "json",
+        "--persona",
+        "auditor",
+        "--root",
+    ])
+    .arg(&case)
+    .output()
+    .unwrap();
+    let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let all = all.as_array().unwrap();
+    assert!(
+        all.iter().any(|f| f["rule"] == "persistent-runner"
+            && f["message"].as_str().unwrap().contains("this job itself")
+            && f["message"].as_str().unwrap().contains("HF_TOKEN")),
+        "{}",
+        messages(all)
+    );
+}

@@ -134,8 +134,12 @@ impl Checker<'_> {
                     )
                 })
                 .collect();
+            // The job itself, started by a trusted event, is the next job
+            // on its machine even where other starts bring in untrusted
+            // code (a nightly that also runs for pull requests).
+            let itself = other.at == info.at;
             if other.pod.is_none()
-                || other.is_untrusted()
+                || (other.is_untrusted() && !itself)
                 || trusted_events.is_empty()
                 || runner_keys(other, other_job).is_disjoint(&keys)
             {
