@@ -1398,19 +1398,8 @@ fn changed_files_names_escaped_for_a_shell_are_inert_only_in_a_shell() {
     for (half, attack) in [("attack", true), ("benign", false)] {
         for case in std::fs::read_dir(root.join(half)).unwrap() {
             let case = case.unwrap().path();
-            let output = crate::support::xtask_cmd(&[
-                "check-contracts",
-                "--format",
-                "json",
-                "--persona",
-                "auditor",
-                "--root",
-            ])
-            .arg(&case)
-            .output()
-            .unwrap();
-            let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
-            let all = all.as_array().unwrap();
+            let (all, _) = auditor_findings(&case, &[]);
+            let all = &all;
             let injection = errors(all)
                 .iter()
                 .any(|f| f["rule"] == "privileged-injection");
@@ -1450,26 +1439,15 @@ fn typed_fields_of_the_pull_request_apis_answer_are_no_injection() {
 }
 
 fn typed_fields_case(case: &std::path::Path) {
-    let output = crate::support::xtask_cmd(&[
-        "check-contracts",
-        "--format",
-        "json",
-        "--persona",
-        "auditor",
-        "--root",
-    ])
-    .arg(case)
-    .output()
-    .unwrap();
-    let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    let all = all.as_array().unwrap();
+    let (all, status) = auditor_findings(case, &[]);
+    let all = &all;
     assert!(
         all.iter().all(|f| f["severity"] == "note"),
         "{}: {}",
         case.display(),
         messages(all)
     );
-    assert_eq!(output.status.code(), Some(0), "{}", messages(all));
+    assert_eq!(status, Some(0), "{}", messages(all));
 }
 
 /// `dawidd6/action-download-artifact` (v3 on) taking the newest run of
@@ -1486,21 +1464,8 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
     for (half, error) in [("error", true), ("warning", false)] {
         for case in std::fs::read_dir(root.join(half)).unwrap() {
             let case = case.unwrap().path();
-            let output = crate::support::xtask_cmd(&[
-                "check-contracts",
-                "--format",
-                "json",
-                "--persona",
-                "auditor",
-                "--repository",
-                "me/mine",
-                "--root",
-            ])
-            .arg(&case)
-            .output()
-            .unwrap();
-            let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
-            let all = all.as_array().unwrap();
+            let (all, _) = auditor_findings(&case, &["--repository", "me/mine"]);
+            let all = &all;
             let secrets: Vec<&Value> = all
                 .iter()
                 .filter(|f| f["rule"] == "untrusted-secrets")
@@ -1538,19 +1503,8 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
 fn a_self_hosted_job_started_by_pull_requests_and_a_nightly_is_its_own_victim() {
     let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/contracts/persistent-runner-itself");
-    let output = crate::support::xtask_cmd(&[
-        "check-contracts",
-        "--format",
-        "json",
-        "--persona",
-        "auditor",
-        "--root",
-    ])
-    .arg(&case)
-    .output()
-    .unwrap();
-    let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    let all = all.as_array().unwrap();
+    let (all, _) = auditor_findings(&case, &[]);
+    let all = &all;
     assert!(
         all.iter().any(|f| f["rule"] == "persistent-runner"
             && f["message"].as_str().unwrap().contains("this job itself")
@@ -1558,4 +1512,23 @@ fn a_self_hosted_job_started_by_pull_requests_and_a_nightly_is_its_own_victim() 
         "{}",
         messages(all)
     );
+}
+
+/// check-contracts' findings at every level on the fixture `case` (and its
+/// exit code), with `extra` flags.
+fn auditor_findings(case: &std::path::Path, extra: &[&str]) -> (Vec<Value>, Option<i32>) {
+    let output = crate::support::xtask_cmd(&[
+        "check-contracts",
+        "--format",
+        "json",
+        "--persona",
+        "auditor",
+    ])
+    .args(extra)
+    .arg("--root")
+    .arg(case)
+    .output()
+    .unwrap();
+    let all: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    (all.as_array().unwrap().clone(), output.status.code())
 }
