@@ -166,6 +166,13 @@ impl Step {
         Some(split_uses(&uses.value))
     }
 
+    /// The major version a `uses: owner/repo@vN[.…]` tag names; `None` for a
+    /// branch, a commit or any other ref, whose version is not known.
+    pub fn major_version(&self) -> Option<u32> {
+        let (_, reference) = self.action()?;
+        reference.strip_prefix('v')?.split('.').next()?.parse().ok()
+    }
+
     /// True when the step uses `name` (any ref), e.g. `actions/checkout`.
     pub fn uses_action(&self, name: &str) -> bool {
         self.action()

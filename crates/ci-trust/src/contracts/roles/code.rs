@@ -1071,9 +1071,7 @@ fn other_repositorys_branches(
     if !step.uses_action("dawidd6/action-download-artifact") {
         return None;
     }
-    let (_, reference) = step.action()?;
-    let major = reference.strip_prefix('v')?.split('.').next()?;
-    if major.parse::<u32>().ok()? < 3 {
+    if step.major_version()? < 3 {
         return None;
     }
     if ["run_id", "pr", "commit"]

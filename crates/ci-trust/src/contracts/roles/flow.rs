@@ -1341,8 +1341,8 @@ impl<'a> JobScope<'a> {
     /// documentation gives each output: `…any_changed`, `…only_deleted`
     /// and the like are booleans and `…_count` numbers, which carry no
     /// text; `…_keys` are the names of the `files_yaml` groups, which are
-    /// the step's own inputs or, read from a file, that file's (a
-    /// pull-request checkout's when the job has one); every other output
+    /// the step's own inputs or, read from a file, that file's (text: the
+    /// job may have fetched it from a pull request); every other output
     /// lists file names, which a pull request's author chooses, escaped
     /// for a shell unless `safe_output` is off (or not known to be on).
     fn changed_files_output(&self, step: &Step, name: &str, inputs: Taint) -> Taint {
@@ -1377,11 +1377,7 @@ impl<'a> JobScope<'a> {
         }
         // `safe_output` came with v41 and is on by default; an older tag,
         // a branch or a commit is not known to have it.
-        let escaping_version = step.action().is_some_and(|(_, reference)| {
-            let major = reference.strip_prefix('v').unwrap_or("");
-            let major = major.split('.').next().unwrap_or("");
-            major.parse::<u32>().is_ok_and(|m| m >= 41)
-        });
+        let escaping_version = step.major_version().is_some_and(|m| m >= 41);
         // The runner reads input names without regard to case.
         let escaped = escaping_version
             && step
@@ -2085,9 +2081,6 @@ fn filter_text(program: &str, args: &[String]) -> Option<String> {
     }
 }
 
-/// A `context.…` value that is a number or an identifier GitHub assigns
-/// (`context.payload.issue.number`, `context.runId`, `….id`, `…_id`), or
-/// this repository's own name (`context.repo.owner`): text no one chose.
 /// What a field of the pull-request API's answer (`pulls.get`'s `data`)
 /// can carry, by the type GitHub's REST schema gives it: its number and
 /// its commits' SHAs name its code; booleans, counts, ids, enumerated
@@ -2132,6 +2125,9 @@ fn pull_request_field(field: &str) -> Option<Taint> {
     }
 }
 
+/// A `context.…` value that is a number or an identifier GitHub assigns
+/// (`context.payload.issue.number`, `context.runId`, `….id`, `…_id`), or
+/// this repository's own name (`context.repo.owner`): text no one chose.
 fn numeric_context(path: &str) -> bool {
     let last = path.rsplit('.').next().unwrap_or("");
     path.starts_with("context.repo.")

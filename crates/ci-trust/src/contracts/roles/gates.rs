@@ -3202,9 +3202,7 @@ pub fn script_output_sources(script: &str, name: &str) -> Option<BTreeSet<String
     ];
     for (k, x) in t.iter().enumerate() {
         let Tok::Punct(p) = &x.tok else { continue };
-        let assigns = p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=")
-            || matches!(*p, "++" | "--");
-        if !assigns {
+        if !assigns(p) {
             continue;
         }
         // The left side's first name: `context.payload.issue.number = …`.
@@ -3453,7 +3451,7 @@ fn definition(t: &[Token], first: &str, from: usize) -> Option<(usize, usize)> {
         let after = t.get(j + 1).map(|x| &x.tok);
         let declared =
             matches!(before, Some(Tok::Ident(k)) if matches!(k.as_str(), "const" | "let" | "var"));
-        let assigned = matches!(after, Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--"));
+        let assigned = matches!(after, Some(Tok::Punct(p)) if assigns(p));
         let member = matches!(before, Some(Tok::Punct("." | "?.")));
         if member {
             continue;
@@ -3469,7 +3467,7 @@ fn definition(t: &[Token], first: &str, from: usize) -> Option<(usize, usize)> {
             k += 2;
         }
         if k > j + 1
-            && matches!(t.get(k).map(|x| &x.tok), Some(Tok::Punct(p)) if p.ends_with('=') && !matches!(*p, "==" | "===" | "!=" | "!==" | "<=" | ">=") || matches!(*p, "++" | "--" | "["))
+            && matches!(t.get(k).map(|x| &x.tok), Some(Tok::Punct(p)) if assigns(p) || *p == "[")
         {
             return None;
         }
@@ -3512,6 +3510,13 @@ fn definition(t: &[Token], first: &str, from: usize) -> Option<(usize, usize)> {
         return None;
     }
     Some((start, end))
+}
+
+/// True for an operator that assigns (`=`, `+=`, `??=`, `++`, `--`), not
+/// one that compares.
+fn assigns(p: &str) -> bool {
+    p.ends_with('=') && !matches!(p, "==" | "===" | "!=" | "!==" | "<=" | ">=")
+        || matches!(p, "++" | "--")
 }
 
 /// The pull-request API call `t[start..end]` is, when it is exactly one
