@@ -108,6 +108,7 @@ impl<'s> Lexer<'s> {
 
     /// The char `n` chars ahead of the position, or `'\0'` at the end.
     /// ASCII, nearly all of any source, is read without decoding.
+    #[inline]
     fn peek_char(&self, n: usize) -> char {
         let mut at = self.pos;
         for _ in 0..n {
@@ -119,6 +120,7 @@ impl<'s> Lexer<'s> {
         self.char_at(at)
     }
 
+    #[inline]
     fn char_at(&self, at: usize) -> char {
         match self.bytes.get(at) {
             Some(&b) if at < self.end && b < 0x80 => char::from(b),
@@ -131,10 +133,12 @@ impl<'s> Lexer<'s> {
         }
     }
 
+    #[inline]
     fn at_end(&self) -> bool {
         self.pos >= self.end
     }
 
+    #[inline]
     fn bump(&mut self) -> Option<char> {
         if self.at_end() {
             return None;
@@ -160,6 +164,7 @@ impl<'s> Lexer<'s> {
     }
 
     /// Identifier characters; ASCII without a table look-up.
+    #[inline]
     fn eat_ident_continue(&mut self) {
         while self.pos < self.end {
             let b = self.bytes[self.pos];
@@ -178,6 +183,7 @@ impl<'s> Lexer<'s> {
     }
 
     /// Skips white space and comments (doc comments included).
+    #[inline]
     fn skip_trivia(&mut self) -> Result<(), LexError> {
         loop {
             if self.at_end() {
@@ -236,6 +242,7 @@ impl<'s> Lexer<'s> {
     }
 
     /// The next token, or `None` at the end of the range.
+    #[inline]
     pub fn next_token(&mut self) -> Result<Option<Token>, LexError> {
         self.skip_trivia()?;
         if self.at_end() {
@@ -313,6 +320,7 @@ impl<'s> Lexer<'s> {
         }))
     }
 
+    #[inline]
     fn ident(&mut self) -> Kind {
         self.eat_ident_continue();
         Kind::Ident

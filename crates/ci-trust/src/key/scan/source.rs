@@ -5,7 +5,6 @@
 //! Must not: give a construct a meaning beyond its shape.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 
 use super::MAX_NESTING;
 use crate::key::lexer::{self, Delim, Kind, Lexer, Token};
@@ -130,7 +129,9 @@ impl<'s> Source<'s> {
         Cursor {
             src: self,
             lexer: Lexer::new(self.text, range.0, range.1),
-            ahead: VecDeque::new(),
+            ahead: [NO_TOKEN; LOOKAHEAD],
+            head: 0,
+            len: 0,
             behind: [None, None],
         }
     }
@@ -258,19 +259,42 @@ pub(super) fn is_attribute(src: &Source<'_>, cursor: &Cursor<'_, '_>) -> bool {
         || (src.is_punct(cursor.behind[0], b'!') && src.is_punct(cursor.behind[1], b'#'))
 }
 
+/// How many tokens a [`Cursor`] may look ahead: more than any shape the
+/// walk looks for (`macro_rules ! name {…}` is the longest, five).
+const LOOKAHEAD: usize = 8;
+
+/// A slot of the lookahead ring not yet filled.
+const NO_TOKEN: Token = Token {
+    kind: Kind::Punct,
+    start: 0,
+    end: 0,
+};
+
 /// Tokens of one level of a range, a group being one token (kind `Open`,
 /// spanning its brackets), lexed on demand with a few tokens of lookahead.
 pub(super) struct Cursor<'a, 's> {
     pub(super) src: &'a Source<'s>,
     pub(super) lexer: Lexer<'s>,
-    pub(super) ahead: VecDeque<Token>,
+    /// The tokens looked ahead at, a ring of [`LOOKAHEAD`] from `head`.
+    ahead: [Token; LOOKAHEAD],
+    head: usize,
+    len: usize,
     /// The last two tokens stepped over, the latest first.
     pub(super) behind: [Option<Token>; 2],
 }
 
 impl<'s> Cursor<'_, 's> {
+    /// The token `n` ahead at this level; `n` is below [`LOOKAHEAD`] (every
+    /// caller passes a constant: a shape of the walk).
+    #[inline]
     pub(super) fn peek(&mut self, n: usize) -> Option<Token> {
-        while self.ahead.len() <= n {
+        // Not input-dependent: a caller looking further than the ring holds
+        // is a bug to see at once, never a token silently reported absent.
+        assert!(
+            n < LOOKAHEAD,
+            "Cursor::peek({n}) looks past the lookahead ring"
+        );
+        while self.len <= n {
             // The range was lexed whole by `Source::index`: the same text
             // lexes the same way again, and every group is known.
             let mut token = self.lexer.next_token().ok().flatten()?;
@@ -283,19 +307,22 @@ impl<'s> Cursor<'_, 's> {
                 Kind::Close(_) => return None,
                 _ => {}
             }
-            self.ahead.push_back(token);
+            self.ahead[(self.head + self.len) % LOOKAHEAD] = token;
+            self.len += 1;
         }
-        self.ahead.get(n).copied()
+        Some(self.ahead[(self.head + n) % LOOKAHEAD])
     }
 
+    #[inline]
     pub(super) fn advance(&mut self, n: usize) {
         for _ in 0..n {
-            if self.ahead.is_empty() {
-                self.peek(0);
+            if self.len == 0 && self.peek(0).is_none() {
+                return;
             }
-            if let Some(token) = self.ahead.pop_front() {
-                self.behind = [Some(token), self.behind[0]];
-            }
+            let token = self.ahead[self.head];
+            self.head = (self.head + 1) % LOOKAHEAD;
+            self.len -= 1;
+            self.behind = [Some(token), self.behind[0]];
         }
     }
 
