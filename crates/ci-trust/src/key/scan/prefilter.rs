@@ -118,7 +118,9 @@ fn has_metavariable_call(text: &[u8]) -> bool {
             (text.get(i), text.get(i + 1)),
             (Some(b'!'), _) | (Some(b'/'), Some(b'/' | b'*'))
         )
-    }) || has_repetition_call(text)
+    })
+        // A repetition is `$(…)`: no `$`, no repetition to call.
+        || (memchr::memchr(b'$', text).is_some() && has_repetition_call(text))
         || has_bare_bang(text)
 }
 
