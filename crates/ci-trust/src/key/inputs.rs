@@ -237,8 +237,8 @@ impl InputSet {
                 self.bound.display()
             );
         };
-        let rel: PathBuf = match normal.strip_prefix(&self.root) {
-            Ok(rel) => rel.to_path_buf(),
+        let rel: Option<String> = match normal.strip_prefix(&self.root) {
+            Ok(rel) => rel.to_str().map(str::to_owned),
             // Above the workspace, inside the repository: `../README.md`.
             Err(_) => {
                 let depth = self
@@ -248,12 +248,13 @@ impl InputSet {
                 std::iter::repeat_n(Path::new(".."), depth)
                     .collect::<PathBuf>()
                     .join(in_repository)
+                    .to_str()
+                    .map(str::to_owned)
             }
         };
-        let (Some(rel), Some(in_repository)) = (rel.to_str(), in_repository.to_str()) else {
+        let (Some(rel), Some(in_repository)) = (rel, in_repository.to_str()) else {
             bail!("{} is not valid UTF-8; rename it", shown(&normal));
         };
-        let rel = rel.to_owned();
         if let Some(why) = excluded_reason(&rel).or_else(|| excluded_reason(in_repository)) {
             bail!("{} cannot be a key input: {why}", shown(Path::new(&rel)));
         }
@@ -275,12 +276,12 @@ impl InputSet {
         Ok(rel)
     }
 
-    /// Whether `abs` is an input that must exist (a file a walk met, a
-    /// module read): known to be there without asking the file system
-    /// again. (Were it gone by the time it is hashed, the key is refused.)
-    pub fn is_known_present(&self, abs: &Path) -> bool {
-        self.relative(abs)
-            .is_ok_and(|rel| self.entries.get(&rel).is_some_and(|e| !e.may_be_absent))
+    /// Whether `rel` (as [`InputSet::relative`] spells it) is an input that
+    /// must exist (a file a walk met, a module read): known to be there
+    /// without asking the file system again. (Were it gone by the time it
+    /// is hashed, the key is refused.)
+    pub fn is_known_present(&self, rel: &str) -> bool {
+        self.entries.get(rel).is_some_and(|e| !e.may_be_absent)
     }
 
     /// Adds a file that must exist when hashed.

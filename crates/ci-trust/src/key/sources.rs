@@ -294,6 +294,8 @@ struct Walk<'a> {
     /// Assembler templates that `macro_rules!` bodies build from their
     /// callers' tokens, with the root they were read under.
     assembler_bounds: Vec<(scan::AssemblerBound, usize)>,
+    /// Why each root's module files are inputs, spelt once per root.
+    module_reasons: Vec<String>,
 }
 
 impl<'a> Walk<'a> {
@@ -327,6 +329,10 @@ impl<'a> Walk<'a> {
             handed_modules: Vec::new(),
             macro_embeds: Vec::new(),
             assembler_bounds: Vec::new(),
+            module_reasons: roots
+                .iter()
+                .map(|root| format!("module of {}", root.label))
+                .collect(),
         }
     }
 
@@ -384,13 +390,15 @@ impl<'a> Walk<'a> {
     /// symlink); returns its scan when it was parsed.
     fn record_read(&mut self, job: &Job, outcome: Outcome) -> Option<FileScan> {
         let root = &self.roots[job.root];
-        let rel = display(self.inputs.root(), &job.file);
-        let reason = format!("module of {}", root.label);
+        // Spelt only for a message (this runs once per file read).
+        let rel = |inputs: &InputSet| display(inputs.root(), &job.file);
+        let reason = &self.module_reasons[job.root];
         let discovery = &mut self.discovery;
         match outcome {
             Outcome::Missing => {
                 discovery.errors.push(format!(
-                    "{rel}: the crate root of {} does not exist",
+                    "{}: the crate root of {} does not exist",
+                    rel(self.inputs),
                     root.label
                 ));
                 None
@@ -404,8 +412,10 @@ impl<'a> Walk<'a> {
                 symlink_target,
                 scan,
             } => {
-                if let Err(err) = self.inputs.add(&job.file, &reason) {
-                    discovery.errors.push(format!("{rel}: {err:#}"));
+                if let Err(err) = self.inputs.add(&job.file, reason) {
+                    discovery
+                        .errors
+                        .push(format!("{}: {err:#}", rel(self.inputs)));
                     return None;
                 }
                 discovery
@@ -414,6 +424,7 @@ impl<'a> Walk<'a> {
                 self.walked
                     .push((job.file.clone(), job.module_dir.clone(), job.root));
                 if let Some((target, target_hash)) = symlink_target {
+                    let rel = rel(self.inputs);
                     let why = format!("target of symlink {rel}, a module of {}", root.label);
                     if let Err(err) = self.inputs.add(&target, &why) {
                         discovery.errors.push(format!(
@@ -487,18 +498,31 @@ impl<'a> Walk<'a> {
     fn follow_module(&mut self, job: &Job, module: &scan::ModuleDecl, next: &mut Vec<Job>) {
         let inputs = &mut *self.inputs;
         let discovery = &mut self.discovery;
-        let site = format!(
-            "{}:{}",
-            display(inputs.root(), &module.site.file),
-            module.site.line
-        );
-        match module.candidates.iter().find(|(file, _)| {
-            inputs.is_known_present(file) || std::fs::symlink_metadata(file).is_ok()
-        }) {
-            Some((file, dir)) => {
-                if inputs.relative(file).is_err() {
+        // Spelt only for a message: this runs for every `mod x;` of the
+        // workspace, on the one thread that records what the pool read.
+        let site = |inputs: &InputSet| {
+            format!(
+                "{}:{}",
+                display(inputs.root(), &module.site.file),
+                module.site.line
+            )
+        };
+        // A candidate the repository holds (`relative` is `Ok`) and a walk
+        // met is there; any other is asked of the file system.
+        let found = module.candidates.iter().find_map(|(file, dir)| {
+            let rel = inputs.relative(file);
+            let present = match &rel {
+                Ok(rel) => inputs.is_known_present(rel),
+                Err(_) => false,
+            } || std::fs::symlink_metadata(file).is_ok();
+            present.then_some((file, dir, rel.is_ok()))
+        });
+        match found {
+            Some((file, dir, inside)) => {
+                if !inside {
                     discovery.errors.push(format!(
-                    "{site}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    "{}: `mod {};` loads {}, outside the repository or in an excluded area; move the file into the repository",
+                    site(inputs),
                     module.name,
                     file.display()
                 ));
@@ -507,6 +531,7 @@ impl<'a> Walk<'a> {
                 }
             }
             None => {
+                let site = site(inputs);
                 // A `cfg`-gated module whose file is absent compiles;
                 // hashing the absence makes its arrival change the key.
                 // With `cfg_attr(…, path = …)` alternatives, the

@@ -520,9 +520,32 @@ pub fn normalize(path: &Path) -> PathBuf {
     remove_dots(path, true)
 }
 
+/// Whether `path` is already what [`remove_dots`] makes of it: no `.` or
+/// `..` component, no empty one (`a//b`) and no trailing `/`, so that
+/// rebuilding it from its components gives the same bytes. Most paths the
+/// key meets are (a walk's entries, module files), and this test is a
+/// byte scan where the rebuild allocates per component.
+fn is_plain(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    !bytes.is_empty()
+        && !bytes.starts_with(b".")
+        && (bytes.len() == 1 || !bytes.ends_with(b"/"))
+        && memchr::memmem::find(bytes, b"/.").is_none()
+        && memchr::memmem::find(bytes, b"//").is_none()
+}
+
 /// [`normalize`] (`..` leaves a symlink's target when `through_links`) or
 /// [`normalize_lexically`].
 fn remove_dots(path: &Path, through_links: bool) -> PathBuf {
+    if is_plain(path) {
+        return path.to_path_buf();
+    }
+    rebuild_without_dots(path, through_links)
+}
+
+/// [`remove_dots`] component by component.
+fn rebuild_without_dots(path: &Path, through_links: bool) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -539,4 +562,54 @@ fn remove_dots(path: &Path, through_links: bool) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{is_plain, rebuild_without_dots};
+
+    /// The byte test never takes a path whose rebuild would differ.
+    #[test]
+    fn a_plain_path_is_what_rebuilding_it_gives() {
+        let paths = [
+            "/",
+            "/a",
+            "/a/b",
+            "a/b",
+            "a",
+            "/a/b/",
+            "a//b",
+            "/a/./b",
+            "/a/../b",
+            "./a",
+            "../a",
+            ".",
+            "..",
+            "",
+            "/a/.hidden",
+            "/a/b.",
+            "/a/.",
+            "/a/..",
+            "//a",
+            "/a/b//",
+            "a/.b/c",
+            "/a/b..c",
+            "/a/...",
+            "/ws/pkg/src/m00.rs",
+            "/ws/é/ü.rs",
+        ];
+        for path in paths {
+            let path = Path::new(path);
+            let rebuilt = rebuild_without_dots(path, false);
+            if is_plain(path) {
+                assert_eq!(rebuilt, path, "{} is not plain", path.display());
+            }
+        }
+        // The common shapes do take the fast path.
+        for plain in ["/", "/a/b", "a/b", "/a/b.", "/ws/pkg/src/m00.rs", "/a/b..c"] {
+            assert!(is_plain(Path::new(plain)), "{plain}");
+        }
+    }
 }
