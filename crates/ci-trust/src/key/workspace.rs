@@ -524,7 +524,9 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// `..` component, no empty one (`a//b`) and no trailing `/`, so that
 /// rebuilding it from its components gives the same bytes. Most paths the
 /// key meets are (a walk's entries, module files), and this test is a
-/// byte scan where the rebuild allocates per component.
+/// byte scan where the rebuild allocates per component. (Elsewhere than
+/// Unix separators and prefixes differ: every path is rebuilt.)
+#[cfg(unix)]
 fn is_plain(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
@@ -533,6 +535,11 @@ fn is_plain(path: &Path) -> bool {
         && (bytes.len() == 1 || !bytes.ends_with(b"/"))
         && memchr::memmem::find(bytes, b"/.").is_none()
         && memchr::memmem::find(bytes, b"//").is_none()
+}
+
+#[cfg(not(unix))]
+fn is_plain(_: &Path) -> bool {
+    false
 }
 
 /// [`normalize`] (`..` leaves a symlink's target when `through_links`) or
@@ -564,7 +571,7 @@ fn rebuild_without_dots(path: &Path, through_links: bool) -> PathBuf {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use std::path::Path;
 
