@@ -48,9 +48,14 @@ impl Taint {
     pub const UNSEEN: Taint = Taint(8);
     /// A secret or a token.
     pub const SECRET: Taint = Taint(16);
+    /// Marks pull-request text read from a file or artifact the pull request
+    /// controls (it comes with [`Taint::PR_TEXT`]): bytes of any shape, so a
+    /// field a filter selects from them has no type (`jq .number pr/x.json`
+    /// may print anything), unlike a field of GitHub's own answer.
+    pub const PR_FILE_BYTES: Taint = Taint(64);
 
     /// Either kind of pull-request content.
-    pub const PR: Taint = Taint(1 | 2 | 32);
+    pub const PR: Taint = Taint(1 | 2 | 32 | 64);
 
     pub const NONE: Taint = Taint(0);
 
@@ -111,6 +116,7 @@ impl fmt::Debug for Taint {
             (Taint::MAINTAINER, "maintainer"),
             (Taint::UNSEEN, "unseen"),
             (Taint::SECRET, "secret"),
+            (Taint::PR_FILE_BYTES, "pr-file-bytes"),
         ];
         // Unescaped text carries the escaped bit too: name it once.
         let shown = if self.has(Taint::PR_TEXT_UNESCAPED) {

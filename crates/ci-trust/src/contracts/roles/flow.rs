@@ -1905,24 +1905,42 @@ impl<'a> ShellTaint<'a> {
                 return taint.without(Taint::PR_TEXT);
             }
         }
-        // The base side of a pull request (`.base.ref`, `baseRefName`) is the
-        // repository's own branch: no pull-request content.
         let program = command.program().unwrap_or_default();
-        if filter_text(&program, &command.arg_texts()).is_some_and(|f| {
-            // A plain path (`.base.ref`, `.baseRefName`), not an object or
-            // array built from several fields.
-            let f = f
-                .trim()
-                .trim_end_matches(" // empty")
-                .trim_start_matches('.');
-            let plain = f
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'[' | b']'));
-            plain
-                && f.split('.')
-                    .next()
-                    .is_some_and(|first| first.to_ascii_lowercase().starts_with("base"))
-        }) {
+        // A filter whose result is a boolean or a count
+        // (`--jq '.title | contains("[no-ci]")'`, `… | length`) prints
+        // `true`, `false` or digits, whatever its input holds. The filter
+        // itself must be written in the script, not expanded from a value.
+        if let Some(filter) = filter_text(&program, &command.arg_texts()) {
+            let written = command
+                .args()
+                .iter()
+                .any(|w| w.literal().as_deref() == Some(filter.as_str()));
+            if written && !filter.contains("${{") && jq_prints_no_text(&filter) {
+                return taint.without(Taint::PR | Taint::UNSEEN | Taint::MAINTAINER);
+            }
+        }
+        // The base side of a pull request (`.base.ref`, `baseRefName`) is the
+        // repository's own branch: no pull-request content. In GitHub's
+        // answer, that is; in a file the pull request wrote, any field is
+        // its author's.
+        let from_github = !taint.has(Taint::PR_FILE_BYTES);
+        if from_github
+            && filter_text(&program, &command.arg_texts()).is_some_and(|f| {
+                // A plain path (`.base.ref`, `.baseRefName`), not an object or
+                // array built from several fields.
+                let f = f
+                    .trim()
+                    .trim_end_matches(" // empty")
+                    .trim_start_matches('.');
+                let plain = f
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'[' | b']'));
+                plain
+                    && f.split('.')
+                        .next()
+                        .is_some_and(|first| first.to_ascii_lowercase().starts_with("base"))
+            })
+        {
             return taint.without(Taint::PR);
         }
         // A filter that selects a SHA, a number, a login or a flag yields
@@ -1942,8 +1960,11 @@ impl<'a> ShellTaint<'a> {
                         | "merged"
                         | "state"
                         | "full_name"
+                        | "node_id"
                 );
-            if id_like && taint.has(Taint::PR_TEXT) {
+            // Only GitHub's answers (the API, the event) type their fields;
+            // a file the pull request wrote is whatever it wrote.
+            if id_like && taint.has(Taint::PR_TEXT) && from_github {
                 return taint.without(Taint::PR_TEXT) | Taint::PR_REF;
             }
         }
@@ -1983,7 +2004,7 @@ impl<'a> ShellTaint<'a> {
         }
         // A file of a pull-request checkout, read (`cat pr/VERSION`, `< .env`).
         if self.reads_pr_file(command) {
-            taint |= Taint::PR_TEXT;
+            taint |= Taint::PR_TEXT | Taint::PR_FILE_BYTES;
         }
         self.scope.refine_taint(taint)
     }
@@ -2050,6 +2071,219 @@ fn filter_field(program: &str, args: &[String]) -> Option<String> {
         .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
         .to_ascii_lowercase();
     (!last.is_empty()).then_some(last)
+}
+
+/// jq builtins whose result is always a boolean or a number.
+const JQ_TYPED_BUILTINS: &[&str] = &[
+    "contains",
+    "inside",
+    "startswith",
+    "endswith",
+    "test",
+    "has",
+    "in",
+    "isempty",
+    "any",
+    "all",
+    "not",
+    "length",
+    "utf8bytelength",
+    "tonumber",
+    "floor",
+    "ceil",
+    "round",
+    "isnan",
+    "isinfinite",
+    "isnormal",
+    "isvalid",
+    "type",
+];
+
+/// Words of jq's grammar after which a stage's value is not its last
+/// operator's (a conditional, a `try`/`catch`, a reduction, a definition,
+/// a binding).
+const JQ_KEYWORDS: &[&str] = &[
+    "if", "then", "elif", "else", "end", "try", "catch", "reduce", "foreach", "def", "label", "as",
+    "import", "include",
+];
+
+/// True when every value a jq filter outputs is a boolean, a number or a
+/// type name, so its output carries no text (`.title | contains("x")`,
+/// `.labels | length`, `.a == .b`, `(.x | test("y")) | not`). It reads the
+/// filter's last stage (after the last `|` outside brackets and strings):
+/// a typed builtin called alone, or a comparison (`==`, `!=`, `<`, `<=`,
+/// `>`, `>=`, `and`, `or`, which bind looser than arithmetic and tighter
+/// than `//`, `,` and `|`) with no `,`, `//`, assignment or keyword at its
+/// top level. A string with an interpolation (`"\(…)"`), or anything not
+/// read, is text.
+fn jq_prints_no_text(filter: &str) -> bool {
+    let Some(stages) = jq_top_level_split(filter, '|') else {
+        return false;
+    };
+    let Some(last) = stages.last() else {
+        return false;
+    };
+    let last = last.trim();
+    // `( … )` around the whole stage: its inside decides.
+    if last.starts_with('(') && jq_matching_close(last) == Some(last.len() - 1) {
+        return jq_prints_no_text(&last[1..last.len() - 1]);
+    }
+    if last.is_empty() {
+        return false;
+    }
+    // A typed builtin alone, with or without arguments.
+    let name_len = last
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    let (name, rest) = last.split_at(name_len);
+    if JQ_TYPED_BUILTINS.contains(&name) {
+        let rest = rest.trim();
+        if rest.is_empty() {
+            return true;
+        }
+        if rest.starts_with('(') && jq_matching_close(rest) == Some(rest.len() - 1) {
+            return true;
+        }
+    }
+    // A comparison at the stage's top level.
+    let Some(top) = jq_top_level_text(last) else {
+        return false;
+    };
+    // The stage's names that are not fields (`.and`) or variables (`$or`).
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut before = None;
+    for c in top.chars().chain([' ']) {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() && !matches!(before, Some('.' | '$' | '@')) {
+            words.push(std::mem::take(&mut word));
+        }
+        word.clear();
+        before = Some(c);
+    }
+    if words.iter().any(|w| JQ_KEYWORDS.contains(&w.as_str())) {
+        return false;
+    }
+    if top.contains(',') || top.contains("//") {
+        return false;
+    }
+    // `=` alone, or in `|=`, `+=`, `//=` …, is an assignment.
+    let bytes = top.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'=' {
+            let before = i.checked_sub(1).map(|j| bytes[j]);
+            let after = bytes.get(i + 1).copied();
+            let comparison =
+                after == Some(b'=') || matches!(before, Some(b'=' | b'!' | b'<' | b'>'));
+            if !comparison {
+                return false;
+            }
+        }
+    }
+    top.contains("==")
+        || top.contains("!=")
+        || top.contains('<')
+        || top.contains('>')
+        || words.iter().any(|w| w == "and" || w == "or")
+}
+
+/// `text` split at `sep` outside brackets and strings; `None` for a string
+/// with an interpolation or brackets that do not match.
+fn jq_top_level_split(text: &str, sep: char) -> Option<Vec<&str>> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => jq_skip_string(&mut (&mut chars).map(|(_, c)| c))?,
+            '#' => return None,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.checked_sub(1)?,
+            c if c == sep && depth == 0 => {
+                // `|=` is an assignment, not a pipe.
+                if chars.peek().map(|(_, n)| *n) == Some('=') {
+                    return None;
+                }
+                parts.push(&text[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    (depth == 0).then_some(())?;
+    parts.push(&text[start..]);
+    Some(parts)
+}
+
+/// The stage's text with every bracketed part and string left out.
+fn jq_top_level_text(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                jq_skip_string(&mut chars)?;
+                if depth == 0 {
+                    out.push_str(" \"\" ");
+                }
+            }
+            '(' | '[' | '{' => {
+                if depth == 0 {
+                    out.push_str(" () ");
+                }
+                depth += 1;
+            }
+            ')' | ']' | '}' => depth = depth.checked_sub(1)?,
+            c if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    (depth == 0).then_some(out)
+}
+
+/// Consumes a jq string literal after its opening quote. `None` when it
+/// does not end, or interpolates (`\\(…)` may hold quotes and any filter,
+/// so whatever scans around it cannot know where it ends).
+fn jq_skip_string(chars: &mut impl Iterator<Item = char>) -> Option<()> {
+    loop {
+        match chars.next()? {
+            '\\' => {
+                // The escaped character is consumed here either way.
+                let escaped = chars.next()?;
+                if escaped == '(' {
+                    return None;
+                }
+            }
+            '"' => return Some(()),
+            _ => {}
+        }
+    }
+}
+
+/// The index of the bracket closing the one `text` opens with.
+fn jq_matching_close(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => jq_skip_string(&mut (&mut chars).map(|(_, c)| c))?,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The filter of a `jq` command, or of `gh … --jq`/`-q`.
@@ -2143,4 +2377,57 @@ fn numeric_context(path: &str) -> bool {
                 | "run_attempt"
         )
         || last.ends_with("_id")
+}
+
+#[cfg(test)]
+mod jq_tests {
+    use super::jq_prints_no_text;
+
+    #[test]
+    fn a_filter_that_ends_in_a_typed_builtin_or_a_comparison_prints_no_text() {
+        for filter in [
+            r#".title | contains("[no-ci]")"#,
+            ".labels | length",
+            r#"(.title | test("wip"; "i")) | not"#,
+            r#".isDraft == false and (.title | startswith("[ready]"))"#,
+            ".body | type",
+            r#".a | has("b")"#,
+            ".n + 1 > 3",
+            r#"[.labels[].name] | any(. == "ok")"#,
+        ] {
+            assert!(jq_prints_no_text(filter), "{filter}");
+        }
+    }
+
+    #[test]
+    fn a_filter_that_can_print_its_input_is_text() {
+        for filter in [
+            ".title",
+            ".node_id",
+            r#".title | if contains("x") then . else "y" end"#,
+            r#".title | contains("x"), .title"#,
+            r#"(.title | select(contains("x"))) // .title"#,
+            ".body | fromjson | .and",
+            ".or",
+            r#""\(.title)" + (.title == "x" | tostring)"#,
+            r#".title | contains("x") | tostring"#,
+            ".a |= 1",
+            ".a = 1",
+            r#"try (.a == 1) catch ."#,
+            ".a as $x | $x",
+            "reduce .[] as $x (0; . + $x)",
+            r#".title | contains("x") # comment"#,
+            "(.a",
+            ".a)",
+            "",
+            "é == ü",
+        ] {
+            // The last one is a comparison (of two unknown names): no panic.
+            if filter == "é == ü" {
+                let _ = jq_prints_no_text(filter);
+                continue;
+            }
+            assert!(!jq_prints_no_text(filter), "{filter}");
+        }
+    }
 }
