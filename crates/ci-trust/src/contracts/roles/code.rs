@@ -28,6 +28,11 @@ pub(super) struct Brought {
     /// The question the path depends on, where the workflows do not show
     /// whether the brought bytes run ([`Runs::unsure`]): a warning.
     pub unsure: Option<String>,
+    /// The workflow (by index) whose runs on this repository's own branches
+    /// a download takes the artifacts of, forks' runs left out: the path
+    /// is an error when that workflow's own runs build pull-request code
+    /// (`downloads::taint_branch_run_downloads`), a warning otherwise.
+    pub artifacts_of: Option<usize>,
 }
 
 /// What a job runs under the start of `scope` that is not the default
@@ -86,6 +91,7 @@ pub(super) fn other_code(
                     what: format!("{}{what}", found.what),
                     taint: here.refine_taint(found.taint),
                     unsure: then.unsure.clone(),
+                    artifacts_of: None,
                     ..found
                 });
             }
@@ -104,9 +110,12 @@ pub(super) fn other_code(
                     .map(Runs::sure),
             };
             if let Some(then) = then {
-                let unsure = then
-                    .unsure
-                    .or_else(|| other_repositorys_branches(step, &here, self_names));
+                let branches = branch_runs(step, &here, self_names);
+                let artifacts_of = match &branches {
+                    Some(BranchRuns::This { workflow }) => Some(*workflow),
+                    _ => None,
+                };
+                let unsure = then.unsure.or_else(|| branches.map(|b| b.question(&here)));
                 out.push(Brought {
                     pos: at.pos,
                     what: format!(
@@ -115,6 +124,7 @@ pub(super) fn other_code(
                     ),
                     taint: here.refine_taint(taint),
                     unsure,
+                    artifacts_of,
                 });
             }
         }
@@ -873,12 +883,14 @@ fn step_other_code(
             what,
             taint,
             unsure: None,
+            artifacts_of: None,
         },
         Some(inside) => Brought {
             pos: inside.at,
             what: format!("{what} (in {}, line {})", inside.file, pos.line),
             taint,
             unsure: None,
+            artifacts_of: None,
         },
     };
     let mut found = Vec::new();
@@ -1056,25 +1068,61 @@ pub(super) fn other_run_download_taint<'s>(
     Some((at, taint))
 }
 
-/// The question a `dawidd6/action-download-artifact` step (v3 on) depends
-/// on when it takes the newest run of another repository's workflow with
-/// forks' runs left out (`allow_forks`, off by default): those bytes are
-/// whoever can push a branch to that repository, which these workflows do
-/// not show. `None` for this repository (its policy on its own members'
-/// pull requests decides), a run id, pull request or commit it is given,
-/// forks allowed, or an older or unknown version.
-fn other_repositorys_branches(
-    step: &Step,
-    scope: &JobScope,
-    self_names: &[String],
-) -> Option<String> {
+/// Whose branches a `dawidd6/action-download-artifact` step (v3 on) takes
+/// the newest matching run of, when it leaves forks' runs out
+/// (`allow_forks`, off by default) and is given no run id or pull request:
+/// a run of such a repository's own branch is whoever can push a branch
+/// there (a member's pull request, a member's push, a maintainer's
+/// dispatch), never a fork's pull request. `None`: a run id or pull
+/// request it is given, forks allowed, an older or unknown version, or
+/// (for this repository) a workflow it does not name as a literal file of
+/// this tree.
+#[derive(Debug)]
+enum BranchRuns {
+    /// Another repository's: who can push there is not in these workflows.
+    Other { repo: String },
+    /// This repository's runs of the workflow with this index. Its own
+    /// runs under a start that brings in a fork's bytes (a
+    /// `pull_request_target`, a comment, a `workflow_run`) are this
+    /// repository's too; `downloads::taint_branch_run_downloads` makes
+    /// those an error.
+    This { workflow: usize },
+}
+
+impl BranchRuns {
+    /// The question the download depends on.
+    fn question(&self, scope: &JobScope) -> String {
+        match self {
+            BranchRuns::Other { repo } => format!(
+                "does everyone who can push a branch to `{repo}` count as trusted here? This step takes the artifacts of that repository's newest matching run, forks' runs left out"
+            ),
+            BranchRuns::This { workflow } => {
+                let policy = if scope
+                    .policy
+                    .contracts
+                    .same_repository_pull_requests_untrusted()
+                {
+                    "the policy counts members' pull requests as untrusted (the default)"
+                } else {
+                    "the policy trusts members' pull requests"
+                };
+                format!(
+                    "does everyone who can push a branch to this repository count as trusted here? This step takes the artifacts of the newest matching run of `{}` on this repository's own branches, forks' runs left out, so only a member's branch or a maintainer's dispatch can have made them; {policy}",
+                    scope.workflows[*workflow].name
+                )
+            }
+        }
+    }
+}
+
+fn branch_runs(step: &Step, scope: &JobScope, self_names: &[String]) -> Option<BranchRuns> {
     if !step.uses_action("dawidd6/action-download-artifact") {
         return None;
     }
-    if step.major_version()? < 3 {
+    if action_major_version(step, scope)? < 3 {
         return None;
     }
-    if ["run_id", "pr", "commit"]
+    if ["run_id", "pr"]
         .iter()
         .any(|input| step.input(input).is_some())
     {
@@ -1086,17 +1134,61 @@ fn other_repositorys_branches(
     {
         return None;
     }
-    let repo = step.input("repo")?;
-    if !matches!(
-        repository_of(&scope.value(&repo.value), self_names),
-        Repo::Other
-    ) {
+    let repo = match step.input("repo") {
+        None => Repo::This,
+        Some(repo) => repository_of(&scope.value(&repo.value), self_names),
+    };
+    match repo {
+        // Another repository's runs of a commit are as unknown as its
+        // newest run: who can push there is the question either way.
+        Repo::Other if step.input("commit").is_none() => Some(BranchRuns::Other {
+            repo: step.input("repo")?.value.trim().to_owned(),
+        }),
+        Repo::Other | Repo::Chosen(_) => None,
+        Repo::This => {
+            // dawidd6 lists the runs of the workflow file it is given (by
+            // file name); without one, of the current run's workflow (the
+            // top of the run, for a step of a reusable workflow).
+            let Some(named) = step.input("workflow") else {
+                return Some(BranchRuns::This {
+                    workflow: scope.start.top,
+                });
+            };
+            let named = named.value.trim();
+            if named.contains("${{") {
+                return None;
+            }
+            let file = named
+                .trim_start_matches("./")
+                .trim_start_matches(".github/workflows/");
+            let workflow = scope.workflows.iter().position(|wf| wf.name == file)?;
+            Some(BranchRuns::This { workflow })
+        }
+    }
+}
+
+/// A step's action major version: of its ref (`@v9`), or, pinned to a
+/// commit, of the version comment on its `uses:` line (`@8a33… # v19`),
+/// read only where that line of the job's workflow file holds the step's
+/// `uses:` (not for a step of a local action, whose lines are elsewhere).
+fn action_major_version(step: &Step, scope: &JobScope) -> Option<u32> {
+    if let Some(major) = step.major_version() {
+        return Some(major);
+    }
+    let uses = step.uses.as_ref()?;
+    let (_, reference) = step.action()?;
+    if reference.len() != 40 || !reference.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    Some(format!(
-        "does everyone who can push a branch to `{}` count as trusted here? This step takes the artifacts of that repository's newest matching run, forks' runs left out",
-        repo.value.trim()
-    ))
+    let line = scope.workflows[scope.at.workflow]
+        .lines
+        .get(uses.pos.line.checked_sub(1)?)?;
+    let (code, comment) = line.split_once('#')?;
+    if !code.contains(uses.value.as_str()) {
+        return None;
+    }
+    let word = comment.split_whitespace().next()?;
+    word.strip_prefix('v')?.split('.').next()?.parse().ok()
 }
 
 /// The `run-id:` (or `uses:`) of a step that downloads the artifacts of

@@ -23,29 +23,7 @@ pub(super) fn taint_same_run_downloads(
     callees: &BTreeMap<JobRef, usize>,
     jobs: &mut [JobInfo],
 ) {
-    // The runs (by their top-level workflow) each workflow's jobs take part in.
-    let mut runs: Vec<BTreeSet<usize>> = workflows
-        .iter()
-        .enumerate()
-        .map(|(w, wf)| {
-            let own = wf.events().any(|e| e != "workflow_call");
-            if own {
-                BTreeSet::from([w])
-            } else {
-                BTreeSet::new()
-            }
-        })
-        .collect();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for (caller, callee) in callees {
-            let inherited = runs[caller.workflow].clone();
-            let before = runs[*callee].len();
-            runs[*callee].extend(inherited);
-            changed |= runs[*callee].len() != before;
-        }
-    }
+    let runs = runs_of(workflows, callees);
     // The most certain untrusted-code job of each run uploads.
     let mut uploader: BTreeMap<usize, (Level, String, BTreeSet<String>, Vec<Start>)> =
         BTreeMap::new();
@@ -121,8 +99,103 @@ pub(super) fn taint_same_run_downloads(
                     .filter(|s| starts.iter().any(|u| u.top == s.top))
                     .cloned()
                     .collect(),
+                artifacts_of: None,
             });
             info.lifecycle = false;
+        }
+    }
+}
+
+/// The runs (by their top-level workflow) each workflow's jobs take part
+/// in: a workflow with its own triggers is its own run, and a reusable
+/// workflow is in every run of its callers, transitively.
+fn runs_of(workflows: &[Workflow], callees: &BTreeMap<JobRef, usize>) -> Vec<BTreeSet<usize>> {
+    let mut runs: Vec<BTreeSet<usize>> = workflows
+        .iter()
+        .enumerate()
+        .map(|(w, wf)| {
+            let own = wf.events().any(|e| e != "workflow_call");
+            if own {
+                BTreeSet::from([w])
+            } else {
+                BTreeSet::new()
+            }
+        })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (caller, callee) in callees {
+            let inherited = runs[caller.workflow].clone();
+            let before = runs[*callee].len();
+            runs[*callee].extend(inherited);
+            changed |= runs[*callee].len() != before;
+        }
+    }
+    runs
+}
+
+/// A download of a workflow's newest run on this repository's own branches
+/// (forks' runs left out: `code::BranchRuns::This`) is a warning while
+/// only members and maintainers can make such runs. That workflow's own
+/// runs are this repository's too when its triggers bring a fork's bytes
+/// into a run of the repository (`pull_request_target`, a comment, a
+/// `workflow_run`): where one of its jobs runs pull-request code as an
+/// error there, the download hands those bytes on, and is an error too.
+/// Repeated until nothing changes, so a chain of such downloads is followed.
+pub(super) fn taint_branch_run_downloads(
+    workflows: &[Workflow],
+    callees: &BTreeMap<JobRef, usize>,
+    jobs: &mut [JobInfo],
+) {
+    let runs = runs_of(workflows, callees);
+    // Bounded: each round raises at least one exposure to an error.
+    for _ in 0..jobs.len().max(1) {
+        // Per top-level workflow: an error-level untrusted-code job of its
+        // run, under a start of the workflow's own triggers.
+        let mut builds_pr_code: BTreeMap<usize, String> = BTreeMap::new();
+        for info in jobs.iter() {
+            for e in info.exposures.iter().filter(|e| e.level == Level::Error) {
+                for start in &e.starts {
+                    if runs[info.at.workflow].contains(&start.top) {
+                        builds_pr_code.entry(start.top).or_insert_with(|| {
+                            format!(
+                                "`{}` of {} under `{}`",
+                                workflows[info.at.workflow].jobs[info.at.job].id.value,
+                                workflows[info.at.workflow].name,
+                                start.event
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        let mut changed = false;
+        for info in jobs.iter_mut() {
+            for e in info.exposures.iter_mut() {
+                let Some(workflow) = e.artifacts_of else {
+                    continue;
+                };
+                if e.level == Level::Error {
+                    continue;
+                }
+                let Some(source) = builds_pr_code.get(&workflow) else {
+                    continue;
+                };
+                let what = e
+                    .what
+                    .rfind(" (depends on: ")
+                    .map_or(e.what.as_str(), |at| &e.what[..at]);
+                e.what = format!(
+                    "{what}, the artifacts of a run of `{}` on this repository, whose job {source} runs pull-request code (leaving forks' runs out does not leave out that run)",
+                    workflows[workflow].name
+                );
+                e.level = Level::Error;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
         }
     }
 }

@@ -21,7 +21,7 @@ use anyhow::Result;
 use super::workflow::{Job, Permissions, Pos, Scalar, Workflow};
 use crate::policy::Policy;
 use code::{Brought, other_code};
-use downloads::taint_same_run_downloads;
+use downloads::{taint_branch_run_downloads, taint_same_run_downloads};
 pub use flow::JobScope;
 use flow::Memo;
 use runners::runs_on_pod;
@@ -106,6 +106,9 @@ pub struct Exposure {
     pub who: BTreeSet<String>,
     /// The starts it happens under.
     pub starts: Vec<Start>,
+    /// For a download of a workflow's runs on this repository's own
+    /// branches: that workflow (see `code::BranchRuns`).
+    pub artifacts_of: Option<usize>,
 }
 
 impl Exposure {
@@ -394,6 +397,7 @@ impl Model {
                             events: BTreeSet::from([start.event.clone()]),
                             who: BTreeSet::from([who]),
                             starts: vec![start.clone()],
+                            artifacts_of: b.artifacts_of,
                         });
                     }
                 }
@@ -421,6 +425,7 @@ impl Model {
             }
         }
         taint_same_run_downloads(&workflows, &callees, &mut jobs);
+        taint_branch_run_downloads(&workflows, &callees, &mut jobs);
         for info in &mut jobs {
             info.rebuild_untrusted();
         }
@@ -535,6 +540,7 @@ fn remote_workflow(job: &Job, scope: &JobScope, start: &Start) -> Vec<Brought> {
         ),
         taint,
         unsure: None,
+        artifacts_of: None,
     }]
 }
 
