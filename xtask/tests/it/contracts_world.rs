@@ -1456,7 +1456,11 @@ fn typed_fields_case(case: &std::path::Path) {
 /// a filter that can print its input's text (`if … then . else … end`, a
 /// `,`, a `//`, a filter from an expression, an interpolated string, a
 /// field named `and`) is text, and any field of a file the pull request
-/// wrote (`jq .number pr/meta.json`, `.base.ref`) is its author's.
+/// wrote (`jq .number pr/meta.json`, `.base.ref`) is its author's. So is a
+/// filter not read to its end (helper-47's attack, a9–a21): a `def` that
+/// gives a builtin's name to `.title`, an `include` of a module (`-L`),
+/// error text sent to the output (`2>&1`), the last of two `--jq` or an
+/// attached `-q.title`, and options whose values look like the filter.
 #[test]
 fn a_jq_filter_that_prints_only_booleans_or_counts_carries_no_text() {
     let root =
@@ -1478,7 +1482,31 @@ fn a_jq_filter_that_prints_only_booleans_or_counts_carries_no_text() {
             }
         }
     }
-    assert_eq!(seen, (8, 3));
+    assert_eq!(seen, (21, 4));
+}
+
+/// Pull-request bytes reach a privileged shell through spellings of a
+/// file or an output the reader must follow (helper-47): a pull request's
+/// file named by `$GITHUB_WORKSPACE/pr/…`, a file `cat` inside a grouped
+/// `NAME<<EOF` output, and a filter's output line (`"title=" + .title`)
+/// whose name only the filter knows.
+#[test]
+fn pull_request_bytes_reach_a_privileged_shell_through_files_and_outputs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/pr-bytes-reach-a-shell");
+    let mut seen = 0;
+    for case in std::fs::read_dir(&root).unwrap() {
+        let case = case.unwrap().path();
+        let (all, status) = auditor_findings(&case, &[]);
+        let all = &all;
+        let injection = errors(all)
+            .iter()
+            .any(|f| f["rule"] == "privileged-injection");
+        assert!(injection, "{}: {}", case.display(), messages(all));
+        assert_eq!(status, Some(1), "{}", messages(all));
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
 }
 
 /// `dawidd6/action-download-artifact` (v3 on) taking the newest run of a
@@ -1493,6 +1521,12 @@ fn a_jq_filter_that_prints_only_booleans_or_counts_carries_no_text() {
 /// have, and a workflow of this repository whose own runs build a pull
 /// request's code under `pull_request_target`, in its own jobs or in a
 /// workflow it calls (leaving forks' runs out does not leave those out).
+/// Also errors (helper-47, e9–e15): a target workflow that an outsider's
+/// event starts (a comment, `pull_request_target`, `workflow_run`), whose
+/// runs are this repository's own; `workflow_search`, which takes any
+/// workflow's run; and input names in another case (`Allow_Forks`,
+/// `Repo:`), which the runner reads as the same inputs. `event: push`
+/// asks only for the push runs (w5).
 #[test]
 fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1525,7 +1559,7 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
                 };
                 assert!(says(whose), "{}: {}", case.display(), messages(all));
             }
-            if name.starts_with("e7_") || name.starts_with("e8_") {
+            if name.starts_with("e8_") {
                 assert!(
                     says("leaving forks' runs out does not leave out that run"),
                     "{}: {}",
@@ -1540,7 +1574,7 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
             }
         }
     }
-    assert_eq!(seen, (8, 4));
+    assert_eq!(seen, (15, 5));
 }
 
 /// A self-hosted job that pull requests and a trusted nightly both start is

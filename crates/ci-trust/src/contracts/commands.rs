@@ -617,14 +617,25 @@ fn canonical_word(script: &Script, word: &Word) -> String {
 /// (`GITHUB_OUTPUT`, `GITHUB_ENV`), with the value's parts (so that the
 /// variables and substitutions it expands can be followed).
 pub struct FileLine {
+    /// Empty when the line is another program's output (`jq … >>
+    /// "$GITHUB_OUTPUT"`): it may set any name.
     pub name: String,
     pub value: Word,
+}
+
+impl FileLine {
+    /// True when this line may set `name`.
+    pub fn may_set(&self, name: &str) -> bool {
+        self.name.is_empty() || self.name == name
+    }
 }
 
 /// The `NAME=value` lines `script` writes to the file in `$var`: `echo` and
 /// `printf` redirected there (alone or in a group), `cat` of a
 /// here-document, a pipe into `tee "$var"`, and the `NAME<<DELIM` multi-line
-/// form (the lines up to DELIM are the value).
+/// form (the lines up to DELIM are the value). Any other program's output
+/// is a value (inside `NAME<<DELIM`) or a line of any name, which carries
+/// what that program prints.
 pub fn file_lines(script: &Script, var: &str) -> Vec<FileLine> {
     let mut out = Vec::new();
     let mut multiline: Option<(String, String, Vec<Part>, &Command)> = None;
@@ -657,12 +668,33 @@ pub fn file_lines(script: &Script, var: &str) -> Vec<FileLine> {
                 texts.push(join_words(&args));
             }
             Some("printf") => texts.push(printf_parts(writer.args())),
-            Some("cat") => {
+            Some("cat") if writer.stdin_text().is_some_and(|r| r.heredoc.is_some()) => {
                 if let Some(doc) = writer.stdin_text().and_then(|r| r.heredoc.as_ref()) {
                     texts.extend(split_lines(&doc.parts));
                 }
             }
-            _ => {}
+            None | Some(":" | "true") => {}
+            Some(_) => {
+                let index = script
+                    .commands
+                    .iter()
+                    .position(|c| std::ptr::eq(c, writer))
+                    .unwrap_or(index);
+                let output = vec![Part::Substitution {
+                    commands: index..index + 1,
+                }];
+                match &mut multiline {
+                    Some((_, _, value, _)) => value.extend(output),
+                    None => out.push(FileLine {
+                        name: String::new(),
+                        value: Word {
+                            span: writer.span.clone(),
+                            parts: output,
+                        },
+                    }),
+                }
+                continue;
+            }
         }
         for parts in texts {
             for parts in split_lines(&parts) {

@@ -110,6 +110,8 @@ pub struct Command {
     /// Runs only on some paths: inside `if`, a loop, `case`, a function, or
     /// after `&&`/`||`.
     pub conditional: bool,
+    /// Piped with `|&`: its standard error goes down the pipe too.
+    pub pipes_stderr: bool,
     /// Runs in a subshell or in the background (`( … )`, `… &`): what it
     /// assigns does not reach the script's later commands, and its `exit`
     /// ends only that subshell.
@@ -161,6 +163,8 @@ pub struct Redirect {
     pub target: Word,
     /// A here-document's body.
     pub heredoc: Option<Heredoc>,
+    /// `&>`, `&>>`: standard error goes there too.
+    pub stderr_too: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,6 +342,17 @@ impl Command {
     /// The program's file name (`/usr/bin/git` → `git`), when it is literal.
     pub fn program(&self) -> Option<String> {
         self.program_name.clone()
+    }
+
+    /// True when its standard error may reach anything but the job's log:
+    /// `2>&1`, `2>file`, `&>file`, `|&` (a filter's error message quotes
+    /// its input). `2>/dev/null` discards it.
+    pub fn stderr_is_captured(&self) -> bool {
+        self.pipes_stderr
+            || self.redirects.iter().any(|r| {
+                r.stderr_too
+                    || r.fd == Some(2) && r.target.literal().as_deref() != Some("/dev/null")
+            })
     }
 
     /// The program's file name, borrowed.
@@ -1339,7 +1354,14 @@ impl<'t, 's> Parser<'t, 's> {
             // not those inside their substitutions, take part in the pipe.
             members.push(first..self.sink.len());
             match self.peek() {
-                Token::Op("|" | "|&") => {
+                Token::Op(op @ ("|" | "|&")) => {
+                    if op == "|&" {
+                        for command in &mut self.sink[first..] {
+                            if !command.substituted {
+                                command.pipes_stderr = true;
+                            }
+                        }
+                    }
                     self.next();
                     while let Token::Newline = self.peek() {
                         self.next();
@@ -1688,9 +1710,9 @@ impl<'t, 's> Parser<'t, 's> {
     /// Redirections after a compound command apply to every command in it.
     fn compound_redirects(&mut self, first: usize) {
         let mut redirects = Vec::new();
-        while let Token::Redirect(fd, op, strip, _) = self.peek() {
+        while let Token::Redirect(fd, op, strip, at) = self.peek() {
             self.next();
-            if let Some(r) = self.redirect_target(fd, op, strip, None) {
+            if let Some(r) = self.redirect_target(fd, op, strip, at, None) {
                 redirects.push(r);
             }
         }
@@ -1711,6 +1733,7 @@ impl<'t, 's> Parser<'t, 's> {
         fd: Option<u32>,
         op: RedirectOp,
         strip: bool,
+        at: usize,
         command: Option<(usize, usize)>,
     ) -> Option<Redirect> {
         let Token::Word(target) = self.peek() else {
@@ -1752,6 +1775,7 @@ impl<'t, 's> Parser<'t, 's> {
             op,
             target: std::rc::Rc::unwrap_or_clone(target),
             heredoc: None,
+            stderr_too: self.text[at..].starts_with("&>"),
         })
     }
 
@@ -1806,10 +1830,11 @@ impl<'t, 's> Parser<'t, 's> {
                     command.span.end = word.span.end;
                     command.words.push(std::rc::Rc::unwrap_or_clone(word));
                 }
-                Token::Redirect(fd, op, strip, _) => {
+                Token::Redirect(fd, op, strip, at) => {
                     self.next();
                     let position = command.redirects.len();
-                    if let Some(r) = self.redirect_target(fd, op, strip, Some((PENDING, position)))
+                    if let Some(r) =
+                        self.redirect_target(fd, op, strip, at, Some((PENDING, position)))
                     {
                         command.span.end = r.target.span.end;
                         command.redirects.push(r);

@@ -154,9 +154,23 @@ impl Step {
         Some(super::shell::Script::cached(&run.value))
     }
 
-    /// The value of `with: NAME`.
+    /// The value of `with: NAME`. The runner reads an action's input names
+    /// without regard to case (`Allow_Forks` is `allow_forks`).
     pub fn input(&self, name: &str) -> Option<&Scalar> {
-        lookup(&self.with, name)
+        self.with
+            .iter()
+            .find(|(key, _)| key.value.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
+    /// True when two of its `with:` names differ only in case: which of
+    /// them the action reads is not known.
+    pub fn has_ambiguous_inputs(&self) -> bool {
+        self.with.iter().enumerate().any(|(i, (a, _))| {
+            self.with[i + 1..]
+                .iter()
+                .any(|(b, _)| a.value.eq_ignore_ascii_case(&b.value))
+        })
     }
 
     /// The action this step uses, split into its name and ref

@@ -1119,12 +1119,19 @@ fn branch_runs(step: &Step, scope: &JobScope, self_names: &[String]) -> Option<B
     if !step.uses_action("dawidd6/action-download-artifact") {
         return None;
     }
-    if action_major_version(step, scope)? < 3 {
+    if action_major_version(step, scope)? < 3 || step.has_ambiguous_inputs() {
         return None;
     }
     if ["run_id", "pr"]
         .iter()
         .any(|input| step.input(input).is_some())
+    {
+        return None;
+    }
+    // `workflow_search` takes the newest run of any workflow.
+    if step
+        .input("workflow_search")
+        .is_some_and(|v| v.value.trim() != "false")
     {
         return None;
     }
@@ -1149,23 +1156,56 @@ fn branch_runs(step: &Step, scope: &JobScope, self_names: &[String]) -> Option<B
             // dawidd6 lists the runs of the workflow file it is given (by
             // file name); without one, of the current run's workflow (the
             // top of the run, for a step of a reusable workflow).
-            let Some(named) = step.input("workflow") else {
-                return Some(BranchRuns::This {
-                    workflow: scope.start.top,
-                });
+            let workflow = match step.input("workflow") {
+                None => scope.start.top,
+                Some(named) => {
+                    let named = named.value.trim();
+                    if named.contains("${{") {
+                        return None;
+                    }
+                    let file = named
+                        .trim_start_matches("./")
+                        .trim_start_matches(".github/workflows/");
+                    scope.workflows.iter().position(|wf| wf.name == file)?
+                }
             };
-            let named = named.value.trim();
-            if named.contains("${{") {
-                return None;
-            }
-            let file = named
-                .trim_start_matches("./")
-                .trim_start_matches(".github/workflows/");
-            let workflow = scope.workflows.iter().position(|wf| wf.name == file)?;
-            Some(BranchRuns::This { workflow })
+            // Only the events it may take the run of (`event:`, or all of
+            // the workflow's triggers) decide who made that run.
+            let events: Vec<&str> = match step.input("event") {
+                Some(event) if !event.value.contains("${{") => vec![event.value.trim()],
+                Some(_) => return None,
+                None => scope.workflows[workflow]
+                    .triggers
+                    .iter()
+                    .map(|t| t.event.value.as_str())
+                    .collect(),
+            };
+            events
+                .iter()
+                .all(|e| MEMBER_STARTED_EVENTS.contains(e))
+                .then_some(BranchRuns::This { workflow })
         }
     }
 }
+
+/// Events whose runs on this repository (a fork's pull request left out,
+/// as a run of the fork's head) only someone who can push here, or
+/// GitHub's clock, can start. A run under any other (`pull_request_target`,
+/// a comment, `workflow_run`, an issue) is this repository's own run with
+/// an outsider's bytes in reach, so forks' runs left out does not leave it out.
+const MEMBER_STARTED_EVENTS: &[&str] = &[
+    "push",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "merge_group",
+    "workflow_dispatch",
+    "repository_dispatch",
+    "schedule",
+    "release",
+    "create",
+    "delete",
+];
 
 /// A step's action major version: of its ref (`@v9`), or, pinned to a
 /// commit, of the version comment on its `uses:` line (`@8a33… # v19`),

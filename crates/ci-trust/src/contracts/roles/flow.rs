@@ -1235,7 +1235,7 @@ impl<'a> JobScope<'a> {
                     continue;
                 };
                 for line in commands::file_lines(&script, "GITHUB_ENV") {
-                    if line.name == name {
+                    if line.may_set(name) {
                         let scope = self.at_step(earlier.index);
                         written.push(self.guarded(Val::Unknown(Taint::UNSEEN), || {
                             scope.shell_value(&script, &line.value)
@@ -1398,7 +1398,7 @@ impl<'a> JobScope<'a> {
         if let Some(script) = step.script() {
             let lines: Vec<Val> = commands::file_lines(&script, "GITHUB_OUTPUT")
                 .into_iter()
-                .filter(|l| l.name == name)
+                .filter(|l| l.may_set(name))
                 .map(|l| self.shell_value(&script, &l.value))
                 .collect();
             if !lines.is_empty() {
@@ -1914,8 +1914,14 @@ impl<'a> ShellTaint<'a> {
             let written = command
                 .args()
                 .iter()
-                .any(|w| w.literal().as_deref() == Some(filter.as_str()));
-            if written && !filter.contains("${{") && jq_prints_no_text(&filter) {
+                .any(|w| w.literal().is_some_and(|l| l.ends_with(filter.as_str())));
+            // Its error messages quote the input: they must go to the log.
+            if written
+                && !filter.contains("${{")
+                && !command.stderr_is_captured()
+                && !self.script_captures_stderr()
+                && jq_prints_no_text(&filter)
+            {
                 return taint.without(Taint::PR | Taint::UNSEEN | Taint::MAINTAINER);
             }
         }
@@ -1969,6 +1975,15 @@ impl<'a> ShellTaint<'a> {
             }
         }
         taint
+    }
+
+    /// True when the script sends every later command's standard error
+    /// somewhere it can be read again (`exec 2>>"$GITHUB_OUTPUT"`).
+    fn script_captures_stderr(&self) -> bool {
+        self.script
+            .commands
+            .iter()
+            .any(|c| c.program().is_none_or(|p| p == "exec") && c.stderr_is_captured())
     }
 
     /// The pull-request content a command reads by itself.
@@ -2032,7 +2047,7 @@ impl<'a> ShellTaint<'a> {
                 .map(|r| &r.target),
         );
         paths.into_iter().any(|w| {
-            let Some(text) = w.literal() else {
+            let Some(text) = workspace_relative(w) else {
                 return false;
             };
             let path = text.trim_start_matches("./");
@@ -2053,6 +2068,37 @@ impl<'a> ShellTaint<'a> {
     }
 }
 
+/// A word's text when it is written out, a path under the workspace
+/// (`"$GITHUB_WORKSPACE/pr/meta.json"`, `${{ github.workspace }}/pr/x`)
+/// relative to it.
+fn workspace_relative(word: &Word) -> Option<String> {
+    if let Some(text) = word.literal() {
+        return Some(text);
+    }
+    let (first, rest) = word.parts.split_first()?;
+    let workspace = match first {
+        Part::Variable { name, .. } => name == "GITHUB_WORKSPACE",
+        Part::Expression(body) => body.trim() == "github.workspace",
+        _ => false,
+    };
+    if !workspace {
+        return None;
+    }
+    let mut text = String::new();
+    for part in rest {
+        match part {
+            Part::Literal { text: t, .. } => text.push_str(t),
+            _ => return None,
+        }
+    }
+    let text = text.strip_prefix('/')?.to_owned();
+    Some(if text.is_empty() {
+        ".".to_owned()
+    } else {
+        format!("./{text}")
+    })
+}
+
 /// True for an API path or URL that returns a pull request, an issue or
 /// their comments (what their authors wrote, and the heads they name).
 fn names_pr_api(arg: &str) -> bool {
@@ -2063,6 +2109,13 @@ fn names_pr_api(arg: &str) -> bool {
 /// The last field a `jq` filter (or `gh … --jq`) selects (`.head.sha` → `sha`).
 fn filter_field(program: &str, args: &[String]) -> Option<String> {
     let filter = filter_text(program, args)?;
+    // A definition may give a field's name to any function.
+    if jq_names(&filter)?
+        .iter()
+        .any(|n| matches!(n.as_str(), "def" | "include" | "import"))
+    {
+        return None;
+    }
     let last = filter
         .trim()
         .trim_end_matches(" // empty")
@@ -2117,6 +2170,48 @@ const JQ_KEYWORDS: &[&str] = &[
 /// top level. A string with an interpolation (`"\(…)"`), or anything not
 /// read, is text.
 fn jq_prints_no_text(filter: &str) -> bool {
+    // A definition anywhere may give a builtin's name to a function that
+    // returns text (`def length: .title; length`); a module may define
+    // anything.
+    let Some(names) = jq_names(filter) else {
+        return false;
+    };
+    if names
+        .iter()
+        .any(|n| matches!(n.as_str(), "def" | "include" | "import"))
+    {
+        return false;
+    }
+    jq_last_stage_is_typed(filter)
+}
+
+/// The names a jq filter uses that are not fields (`.def`), variables
+/// (`$def`), formats (`@sh`) or inside strings; `None` for a string that
+/// does not end or interpolates.
+fn jq_names(filter: &str) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    let mut name = String::new();
+    let mut before = None;
+    let mut chars = filter.chars().chain([' ']);
+    while let Some(c) = chars.next() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            name.push(c);
+            continue;
+        }
+        if !name.is_empty() && !matches!(before, Some('.' | '$' | '@')) {
+            names.push(std::mem::take(&mut name));
+        }
+        name.clear();
+        if c == '"' {
+            jq_skip_string(&mut chars)?;
+        }
+        before = Some(c);
+    }
+    Some(names)
+}
+
+/// [`jq_prints_no_text`] of a filter without definitions: its last stage.
+fn jq_last_stage_is_typed(filter: &str) -> bool {
     let Some(stages) = jq_top_level_split(filter, '|') else {
         return false;
     };
@@ -2126,7 +2221,7 @@ fn jq_prints_no_text(filter: &str) -> bool {
     let last = last.trim();
     // `( … )` around the whole stage: its inside decides.
     if last.starts_with('(') && jq_matching_close(last) == Some(last.len() - 1) {
-        return jq_prints_no_text(&last[1..last.len() - 1]);
+        return jq_last_stage_is_typed(&last[1..last.len() - 1]);
     }
     if last.is_empty() {
         return false;
@@ -2286,33 +2381,101 @@ fn jq_matching_close(text: &str) -> Option<usize> {
     None
 }
 
-/// The filter of a `jq` command, or of `gh … --jq`/`-q`.
+/// The filter of a `jq` command, or of `gh … --jq`/`-q`; `None` when the
+/// command line is not read to the end: a filter from a file (`-f`), a
+/// module search path (`-L`, which `include`/`import` read), an option
+/// not known here, a `gh` template, or a cluster of short options.
 fn filter_text(program: &str, args: &[String]) -> Option<String> {
     match program {
-        "jq" => {
-            // The first argument that is neither an option nor an option's value.
-            let mut i = 0;
-            while i < args.len() {
-                match args[i].as_str() {
-                    "--arg" | "--argjson" | "--slurpfile" | "--rawfile" => i += 3,
-                    "--indent" => i += 2,
-                    "-f" | "--from-file" => return None,
-                    a if a.starts_with('-') => i += 1,
-                    a => return Some(a.to_owned()),
-                }
-            }
-            None
-        }
-        "gh" => args
-            .iter()
-            .position(|a| a == "--jq" || a == "-q")
-            .and_then(|i| args.get(i + 1).cloned())
-            .or_else(|| {
-                args.iter()
-                    .find_map(|a| a.strip_prefix("--jq=").map(str::to_owned))
-            }),
+        "jq" => jq_filter_argument(args),
+        "gh" => gh_jq_argument(args),
         _ => None,
     }
+}
+
+/// jq's options that take no value.
+const JQ_FLAGS: &[&str] = &[
+    "--null-input",
+    "--raw-input",
+    "--slurp",
+    "--compact-output",
+    "--raw-output",
+    "--raw-output0",
+    "--join-output",
+    "--ascii-output",
+    "--sort-keys",
+    "--color-output",
+    "--monochrome-output",
+    "--tab",
+    "--unbuffered",
+    "--stream",
+    "--stream-errors",
+    "--seq",
+    "--exit-status",
+    "--binary",
+    "--args",
+    "--jsonargs",
+];
+
+/// The short options jq accepts without a value, alone or clustered (`-rc`).
+const JQ_SHORT_FLAGS: &str = "nRscrjaSCMebh0";
+
+/// jq's first argument that is neither an option nor an option's value.
+fn jq_filter_argument(args: &[String]) -> Option<String> {
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        match arg {
+            "--" => return args.get(i + 1).cloned(),
+            "--arg" | "--argjson" | "--slurpfile" | "--rawfile" | "--argfile" => i += 3,
+            "--indent" => i += 2,
+            long if long.starts_with("--") => {
+                if !JQ_FLAGS.contains(&long) {
+                    return None;
+                }
+                i += 1;
+            }
+            short if short.starts_with('-') && short.len() > 1 => {
+                if !short[1..].chars().all(|c| JQ_SHORT_FLAGS.contains(c)) {
+                    return None;
+                }
+                i += 1;
+            }
+            filter => return Some(filter.to_owned()),
+        }
+    }
+    None
+}
+
+/// The filter `gh` applies: the last `--jq`/`-q` given (`--jq X`,
+/// `--jq=X`, `-q X`, `-qX`, `-q=X`), as its flag parser keeps it.
+fn gh_jq_argument(args: &[String]) -> Option<String> {
+    let mut filter = None;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        if arg == "--" {
+            break;
+        }
+        if matches!(arg, "--template" | "-t") || arg.starts_with("--template=") {
+            return None;
+        }
+        if arg == "--jq" || arg == "-q" {
+            filter = Some(args.get(i + 1)?.clone());
+            i += 2;
+            continue;
+        }
+        if let Some(value) = arg.strip_prefix("--jq=") {
+            filter = Some(value.to_owned());
+        } else if let Some(value) = arg.strip_prefix("-q") {
+            filter = Some(value.strip_prefix('=').unwrap_or(value).to_owned());
+        } else if arg.starts_with('-') && !arg.starts_with("--") && arg[1..].contains(['q', 't']) {
+            // `-iq X`: a cluster whose last flag takes the filter.
+            return None;
+        }
+        i += 1;
+    }
+    filter
 }
 
 /// What a field of the pull-request API's answer (`pulls.get`'s `data`)
@@ -2381,7 +2544,50 @@ fn numeric_context(path: &str) -> bool {
 
 #[cfg(test)]
 mod jq_tests {
-    use super::jq_prints_no_text;
+    use super::{filter_text, jq_prints_no_text};
+
+    fn args(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_filter_is_the_one_the_program_applies_or_none() {
+        for (program, line, want) in [
+            ("jq", "-rc .a", Some(".a")),
+            ("jq", "--arg x y --argjson z 1 .a", Some(".a")),
+            ("jq", "--argfile not /dev/stdin -n .title", Some(".title")),
+            ("jq", "-- -a", Some("-a")),
+            ("jq", "-L lib .a", None),
+            ("jq", "-Llib .a", None),
+            ("jq", "--library-path lib .a", None),
+            ("jq", "-f prog.jq", None),
+            ("jq", "--no-such-flag .a", None),
+            ("gh", "pr view 1 --jq .a --jq .b", Some(".b")),
+            ("gh", "pr view 1 --jq .a -q.b", Some(".b")),
+            ("gh", "pr view 1 -q=.b", Some(".b")),
+            ("gh", "api x --jq=.b", Some(".b")),
+            ("gh", "api x -iq .b", None),
+            ("gh", "api x --jq .a --template {{.b}}", None),
+        ] {
+            let got = filter_text(program, &args(line));
+            assert_eq!(got.as_deref(), want, "{program} {line}");
+        }
+    }
+
+    #[test]
+    fn a_definition_or_a_module_anywhere_is_text() {
+        for filter in [
+            "def length: .title; length",
+            r#"def contains(x): .title; .title | contains("x")"#,
+            r#"include "m"; .title | length"#,
+            r#"import "m" as m; .a == 1"#,
+        ] {
+            assert!(!jq_prints_no_text(filter), "{filter}");
+        }
+        // A field or a variable of that name is no definition.
+        assert!(jq_prints_no_text(".def | length"));
+        assert!(jq_prints_no_text(r#"$include == "x""#));
+    }
 
     #[test]
     fn a_filter_that_ends_in_a_typed_builtin_or_a_comparison_prints_no_text() {
