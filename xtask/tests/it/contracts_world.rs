@@ -1482,7 +1482,7 @@ fn a_jq_filter_that_prints_only_booleans_or_counts_carries_no_text() {
             }
         }
     }
-    assert_eq!(seen, (21, 4));
+    assert_eq!(seen, (21, 6));
 }
 
 /// Pull-request bytes reach a privileged shell through spellings of a
@@ -1506,7 +1506,7 @@ fn pull_request_bytes_reach_a_privileged_shell_through_files_and_outputs() {
         assert_eq!(status, Some(1), "{}", messages(all));
         seen += 1;
     }
-    assert_eq!(seen, 3);
+    assert_eq!(seen, 4);
 }
 
 /// `dawidd6/action-download-artifact` (v3 on) taking the newest run of a

@@ -675,13 +675,21 @@ pub fn file_lines(script: &Script, var: &str) -> Vec<FileLine> {
             }
             None | Some(":" | "true") => {}
             Some(_) => {
-                let index = script
+                let at = script
                     .commands
                     .iter()
                     .position(|c| std::ptr::eq(c, writer))
                     .unwrap_or(index);
+                // What it prints, from the pipeline's start: it may pass on
+                // what it reads (`echo "$v" | tee -a "$GITHUB_ENV" | tee -a
+                // "$GITHUB_OUTPUT"`).
+                let first = script.commands[..at]
+                    .iter()
+                    .rposition(|c| c.pipeline == writer.pipeline && c.pipe_position == 0)
+                    .filter(|_| writer.pipe_position > 0)
+                    .unwrap_or(at);
                 let output = vec![Part::Substitution {
-                    commands: index..index + 1,
+                    commands: first..at + 1,
                 }];
                 match &mut multiline {
                     Some((_, _, value, _)) => value.extend(output),
@@ -713,7 +721,17 @@ pub fn file_lines(script: &Script, var: &str) -> Vec<FileLine> {
                     }
                     continue;
                 }
+                // A name the script computes (`echo "$k=$v"`) may be any.
                 let Some((name, rest)) = split_key(&parts) else {
+                    if literal_text(&parts).is_none() {
+                        out.push(FileLine {
+                            name: String::new(),
+                            value: Word {
+                                span: writer.span.clone(),
+                                parts,
+                            },
+                        });
+                    }
                     continue;
                 };
                 if let Some(delimiter) = name

@@ -143,7 +143,7 @@ pub enum Part {
     Literal { text: String, quoted: bool },
     /// `$NAME`, `${NAME}`, `${NAME:-…}` (its default is read as further
     /// parts); `quoted` inside double quotes, where it is not split into
-    /// words or globbed.
+    /// words or globbed. `${!NAME}` (indirect) is named `!NAME`.
     Variable { name: String, quoted: bool },
     /// `$(…)`, backquotes, `<(…)`, `>(…)`: the commands (indices into
     /// [`Script::commands`]) whose output this part is.
@@ -1043,8 +1043,14 @@ impl<'t, 's> Parser<'t, 's> {
                 ));
             let name = &trimmed[..name_len];
             if !name.is_empty() {
+                // `${!name}` expands the variable `name` names: any of them.
+                let indirect = inner.starts_with('!');
                 parts.push(Part::Variable {
-                    name: name.to_owned(),
+                    name: if indirect {
+                        format!("!{name}")
+                    } else {
+                        name.to_owned()
+                    },
                     quoted,
                 });
             }

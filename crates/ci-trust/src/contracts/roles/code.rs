@@ -1128,10 +1128,12 @@ fn branch_runs(step: &Step, scope: &JobScope, self_names: &[String]) -> Option<B
     {
         return None;
     }
-    // `workflow_search` takes the newest run of any workflow.
-    if step
-        .input("workflow_search")
-        .is_some_and(|v| v.value.trim() != "false")
+    // `workflow_search` without a `workflow:` takes the newest run of any
+    // workflow (with one, dawidd6 lists that workflow's runs as before).
+    if step.input("workflow").is_none()
+        && step
+            .input("workflow_search")
+            .is_some_and(|v| v.value.trim() != "false")
     {
         return None;
     }

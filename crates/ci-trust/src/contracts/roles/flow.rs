@@ -1228,8 +1228,11 @@ impl<'a> JobScope<'a> {
                 return self.guarded(Val::Unknown(Taint::UNSEEN), || self.outer().value(&v.value));
             }
         }
+        // Lines an earlier step wrote to `$GITHUB_ENV`: those that name it
+        // replace the job's value; those whose name is not known may.
+        let mut written = Vec::new();
+        let mut maybe = Vec::new();
         if let Some(index) = self.step {
-            let mut written = Vec::new();
             for earlier in self.job().steps.iter().take(index) {
                 let Some(script) = earlier.script() else {
                     continue;
@@ -1237,25 +1240,36 @@ impl<'a> JobScope<'a> {
                 for line in commands::file_lines(&script, "GITHUB_ENV") {
                     if line.may_set(name) {
                         let scope = self.at_step(earlier.index);
-                        written.push(self.guarded(Val::Unknown(Taint::UNSEEN), || {
+                        let value = self.guarded(Val::Unknown(Taint::UNSEEN), || {
                             scope.shell_value(&script, &line.value)
-                        }));
+                        });
+                        if line.name.is_empty() {
+                            maybe.push(value);
+                        } else {
+                            written.push(value);
+                        }
                     }
                 }
             }
-            if !written.is_empty() {
-                return Val::any(written);
-            }
         }
-        if let Some(v) = lookup(&self.job().env, name) {
+        if !written.is_empty() {
+            written.extend(maybe);
+            return Val::any(written);
+        }
+        let declared = if let Some(v) = lookup(&self.job().env, name) {
             let scope = self.another(self.at, self.start, None);
-            return self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value));
-        }
-        if let Some(v) = lookup(&self.workflow().env, name) {
+            self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value))
+        } else if let Some(v) = lookup(&self.workflow().env, name) {
             let scope = self.another(self.at, self.start, None);
-            return self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value));
+            self.guarded(Val::Unknown(Taint::UNSEEN), || scope.value(&v.value))
+        } else {
+            Val::Null
+        };
+        if maybe.is_empty() {
+            return declared;
         }
-        Val::Null
+        maybe.push(declared);
+        Val::any(maybe)
     }
 
     /// This scope without the current step's own `env:` (what that `env:`'s values see).
@@ -1791,6 +1805,11 @@ impl<'a> ShellTaint<'a> {
                     };
                     Val::Str(text.clone(), taint)
                 }
+                // An indirect expansion may be any variable, the
+                // script's or one it was given.
+                Part::Variable { name, .. } if name.starts_with('!') => {
+                    Val::Unknown(self.vars.values().fold(Taint::UNSEEN, |t, v| t | *v))
+                }
                 Part::Variable { name, .. } => {
                     let assigned = self.vars.get(name).copied();
                     let shadowed = self
@@ -1862,6 +1881,11 @@ impl<'a> ShellTaint<'a> {
             } else {
                 piped = Some((command.pipeline, out));
             }
+        }
+        // A range that ends inside a pipeline (what a `tee` in its middle
+        // prints: `commands::file_lines`) prints what its last member does.
+        if let Some((_, out)) = piped {
+            taint |= out;
         }
         taint
     }
@@ -1953,24 +1977,28 @@ impl<'a> ShellTaint<'a> {
         // hex, digits or a word no one can fill with shell: it names
         // pull-request code but carries no text.
         if let Some(field) = filter_field(&program, &command.arg_texts()) {
-            let id_like = field.ends_with("sha")
-                || field.ends_with("oid")
-                || matches!(
-                    field.as_str(),
-                    "number"
-                        | "id"
-                        | "length"
-                        | "login"
-                        | "fork"
-                        | "draft"
-                        | "merged"
-                        | "state"
-                        | "full_name"
-                        | "node_id"
-                );
+            let id_like = id_like_field(&field);
             // Only GitHub's answers (the API, the event) type their fields;
             // a file the pull request wrote is whatever it wrote.
             if id_like && taint.has(Taint::PR_TEXT) && from_github {
+                return taint.without(Taint::PR_TEXT) | Taint::PR_REF;
+            }
+        }
+        // A string whose every interpolation is such a field
+        // (`"number=\(.number)\nhead-sha=\(.headRefOid)"`): the script's
+        // own text around hex and digits.
+        if let Some(filter) = filter_text(&program, &command.arg_texts()) {
+            let written = command
+                .args()
+                .iter()
+                .any(|w| w.literal().is_some_and(|l| l.ends_with(filter.as_str())));
+            if written
+                && from_github
+                && taint.has(Taint::PR_TEXT)
+                && !command.stderr_is_captured()
+                && !self.script_captures_stderr()
+                && jq_interpolates_only_ids(&filter)
+            {
                 return taint.without(Taint::PR_TEXT) | Taint::PR_REF;
             }
         }
@@ -2039,7 +2067,44 @@ impl<'a> ShellTaint<'a> {
         ) {
             return false;
         }
-        let paths = command.args().iter().filter(|w| !w.is_option()).chain(
+        // A filter (`jq '.a.b'`, `gh … -q .author.login`) is no file; `gh`
+        // reads only the files its options name (`--input F`, `-F k=@F`).
+        let args = command.args();
+        let filter = filter_text(&program, &command.arg_texts());
+        let named: Vec<Word> = if program == "gh" {
+            args.iter()
+                .enumerate()
+                .filter_map(|(i, w)| {
+                    let flag = i
+                        .checked_sub(1)
+                        .and_then(|j| args[j].literal())
+                        .is_some_and(|f| {
+                            matches!(f.as_str(), "--input" | "--body-file" | "--notes-file")
+                        });
+                    let at_file = w
+                        .literal()
+                        .and_then(|l| l.split_once("=@").map(|(_, path)| path.to_owned()));
+                    match at_file {
+                        Some(path) => Some(Word {
+                            span: w.span.clone(),
+                            parts: vec![Part::Literal {
+                                text: path,
+                                quoted: false,
+                            }],
+                        }),
+                        None if flag => Some(w.clone()),
+                        None => None,
+                    }
+                })
+                .collect()
+        } else {
+            args.iter()
+                .filter(|w| !w.is_option())
+                .filter(|w| filter.is_none() || w.literal() != filter)
+                .cloned()
+                .collect()
+        };
+        let paths = named.iter().chain(
             command
                 .redirects
                 .iter()
@@ -2124,6 +2189,64 @@ fn filter_field(program: &str, args: &[String]) -> Option<String> {
         .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
         .to_ascii_lowercase();
     (!last.is_empty()).then_some(last)
+}
+
+/// A field of GitHub's answer whose value is hex, digits, a flag or a
+/// login-like word (`sha`, `headRefOid`, `number`, `login`): nothing
+/// anyone can fill with shell.
+fn id_like_field(field: &str) -> bool {
+    let field = field.to_ascii_lowercase();
+    field.ends_with("sha")
+        || field.ends_with("oid")
+        || matches!(
+            field.as_str(),
+            "number"
+                | "id"
+                | "length"
+                | "login"
+                | "fork"
+                | "draft"
+                | "merged"
+                | "state"
+                | "full_name"
+                | "node_id"
+        )
+}
+
+/// True when a jq filter is one string literal whose interpolations are
+/// all plain paths (`\(.head.sha)`) ending in an [`id_like_field`].
+fn jq_interpolates_only_ids(filter: &str) -> bool {
+    let Some(body) = filter
+        .trim()
+        .strip_prefix('"')
+        .and_then(|b| b.strip_suffix('"'))
+    else {
+        return false;
+    };
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return false,
+            '\\' => match chars.next() {
+                Some('(') => {
+                    let path: String = chars.by_ref().take_while(|c| *c != ')').collect();
+                    let plain = path.starts_with('.')
+                        && path[1..].split('.').all(|seg| {
+                            !seg.is_empty()
+                                && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        });
+                    let last = path.rsplit('.').next().unwrap_or("");
+                    if !plain || !id_like_field(last) {
+                        return false;
+                    }
+                }
+                Some(_) => {}
+                None => return false,
+            },
+            _ => {}
+        }
+    }
+    true
 }
 
 /// jq builtins whose result is always a boolean or a number.
@@ -2572,6 +2695,17 @@ mod jq_tests {
             let got = filter_text(program, &args(line));
             assert_eq!(got.as_deref(), want, "{program} {line}");
         }
+    }
+
+    #[test]
+    fn a_string_of_interpolated_ids_carries_no_text() {
+        use super::jq_interpolates_only_ids as ids;
+        assert!(ids(r#""number=\(.number)\nhead-sha=\(.headRefOid)""#));
+        assert!(ids(r#""sha=\(.head.sha)""#));
+        assert!(!ids(r#""title=\(.title)""#));
+        assert!(!ids(r#""n=\(.number | tostring + .title)""#));
+        assert!(!ids(r#""n=\(.number)" + .title"#));
+        assert!(!ids(r#""n=\(.number)"#));
     }
 
     #[test]
