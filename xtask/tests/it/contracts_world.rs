@@ -1577,6 +1577,44 @@ fn another_repositorys_branch_artifacts_are_a_warning_that_asks() {
     assert_eq!(seen, (15, 5));
 }
 
+/// A persistent self-hosted job that only pull requests start is its own
+/// victim when it takes a secret: GitHub hands it to a member's pull
+/// request from a branch of this repository, on the machine a fork's run
+/// left state on (holdout6's R4, NVIDIA/NeMo-Skills). Without the secret
+/// there is nothing to lose there.
+#[test]
+fn a_persistent_pull_request_job_with_a_secret_is_its_own_victim() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/persistent-runner-member-pull-request");
+    let (all, _) = auditor_findings(&case, &[]);
+    let all = &all;
+    assert!(
+        all.iter().any(|f| f["rule"] == "persistent-runner"
+            && f["severity"] == "warning"
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("pull request from a branch of this repository")),
+        "{}",
+        messages(all)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join(".github/workflows");
+    std::fs::create_dir_all(&wf).unwrap();
+    let text = std::fs::read_to_string(case.join(".github/workflows/gpu_tests.yml")).unwrap();
+    std::fs::write(
+        wf.join("gpu_tests.yml"),
+        text.replace("HF_TOKEN: ${{ secrets.HF_TOKEN }}", "MODE: fast"),
+    )
+    .unwrap();
+    let (all, _) = auditor_findings(dir.path(), &[]);
+    assert!(
+        !all.iter().any(|f| f["rule"] == "persistent-runner"),
+        "{}",
+        messages(&all)
+    );
+}
+
 /// A self-hosted job that pull requests and a trusted nightly both start is
 /// its own next victim, even when it also runs bytes that make it untrusted
 /// on every start (tenstorrent/tt-forge-fe's `run-tests`, holdout4's missed
