@@ -1636,6 +1636,115 @@ fn a_self_hosted_job_started_by_pull_requests_and_a_nightly_is_its_own_victim() 
 
 /// check-contracts' findings at every level on the fixture `case` (and its
 /// exit code), with `extra` flags.
+/// copy-pr-bot (holdout5's cuvs R5, holdout6's bionemo R5): with
+/// `.github/copy-pr-bot.yaml`, a push to `pull-request/N` is a pull
+/// request's own commit, workflow files included, run with the
+/// repository's secrets once a maintainer comments `/ok to test`. One
+/// warning at the configuration names the workflows that push starts and
+/// what their jobs hold; a store outside GitHub's cache stays a per-job
+/// warning, and so is a self-hosted runner that a trusted job uses later.
+/// Their Actions cache is the `pull-request/N` branch's own, the
+/// steps are the author's (no per-step rule speaks of them), and a job
+/// guarded to `main`, or a workflow the mirror's branches do not start, is
+/// not reached. Without the configuration (or with `enabled: false`) the
+/// same pushes are members'.
+#[test]
+fn a_copy_pr_bot_mirror_push_runs_the_pull_requests_own_workflows() {
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/copy-pr-bot");
+    let (all, code) = auditor_findings(&case, &["--repository", "acme/gpu"]);
+    let real: Vec<&Value> = all.iter().filter(|f| f["severity"] != "note").collect();
+    let summary: Vec<&&Value> = real
+        .iter()
+        .filter(|f| f["rule"] == "untrusted-secrets" && f["file"] == ".github/copy-pr-bot.yaml")
+        .collect();
+    assert_eq!(summary.len(), 1, "{}", messages(&all));
+    let text = summary[0]["message"].as_str().unwrap();
+    for needle in [
+        "(`any-push.yaml`, `pr.yaml`)",
+        "`HF_TOKEN` (`run-tests` of pr.yaml)",
+        "`secrets: inherit` (`conda-cpp-build` of pr.yaml)",
+        "`id-token: write` (`conda-cpp-build` of pr.yaml)",
+        "`SCCACHE_AWS_KEY` (`sccache-build` of pr.yaml)",
+    ] {
+        assert!(text.contains(needle), "{needle}\n{text}");
+    }
+    for quiet in ["UPLOAD_TOKEN", "PUBLISH_TOKEN", "build.yaml"] {
+        assert!(!text.contains(quiet), "{quiet}\n{text}");
+    }
+    assert_eq!(summary[0]["severity"], "warning");
+    let external: Vec<&&Value> = real
+        .iter()
+        .filter(|f| f["rule"] == "untrusted-cache-save")
+        .collect();
+    assert_eq!(external.len(), 1, "{}", messages(&all));
+    assert!(
+        external[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("S3 bucket of sccache"),
+        "{}",
+        messages(&all)
+    );
+    // The mirror's pod job leaves its machine to `build.yaml`'s `upload`.
+    assert!(
+        real.iter().any(|f| f["rule"] == "persistent-runner"
+            && f["severity"] == "warning"
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("`gpu-tests` of pr.yaml")
+            && f["message"].as_str().unwrap().contains("`upload`")),
+        "{}",
+        messages(&all)
+    );
+    assert_eq!(real.len(), 3, "{}", messages(&all));
+    assert_eq!(code, Some(0), "only warnings: the default persona passes");
+    // The same workflows without the bot, or with it disabled: members' pushes.
+    for config in [None, Some("enabled: false\n")] {
+        let dir = tempfile::tempdir().unwrap();
+        let wf = dir.path().join(".github/workflows");
+        std::fs::create_dir_all(&wf).unwrap();
+        for name in ["pr.yaml", "build.yaml", "any-push.yaml"] {
+            std::fs::copy(case.join(".github/workflows").join(name), wf.join(name)).unwrap();
+        }
+        if let Some(config) = config {
+            std::fs::write(dir.path().join(".github/copy-pr-bot.yaml"), config).unwrap();
+        }
+        let (all, _) = auditor_findings(dir.path(), &["--repository", "acme/gpu"]);
+        assert!(
+            !all.iter().any(|f| f["severity"] != "note"),
+            "{config:?}\n{}",
+            messages(&all)
+        );
+    }
+    // Enabled, with no workflow its branches start: a workflow the pull
+    // request adds still runs.
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join(".github/workflows");
+    std::fs::create_dir_all(&wf).unwrap();
+    std::fs::copy(
+        case.join(".github/workflows/build.yaml"),
+        wf.join("build.yaml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        case.join(".github/copy-pr-bot.yaml"),
+        dir.path().join(".github/copy-pr-bot.yaml"),
+    )
+    .unwrap();
+    let (all, _) = auditor_findings(dir.path(), &["--repository", "acme/gpu"]);
+    assert!(
+        all.iter().any(|f| f["rule"] == "untrusted-secrets"
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("(no workflow of this tree)")),
+        "{}",
+        messages(&all)
+    );
+}
+
 fn auditor_findings(case: &std::path::Path, extra: &[&str]) -> (Vec<Value>, Option<i32>) {
     let output = crate::support::xtask_cmd(&[
         "check-contracts",

@@ -12,6 +12,7 @@ mod caches;
 mod commands;
 mod eval;
 mod expr;
+mod filters;
 mod report;
 mod roles;
 mod rules;

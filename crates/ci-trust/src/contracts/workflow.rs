@@ -326,7 +326,7 @@ impl Workflow {
         self.triggers.iter().map(|t| t.event.value.as_str())
     }
 
-    #[cfg(test)]
+    /// The trigger of `event`, if the workflow has one.
     pub fn trigger(&self, event: &str) -> Option<&Trigger> {
         self.triggers.iter().find(|t| t.event.value == event)
     }

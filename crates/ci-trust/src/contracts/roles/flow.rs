@@ -211,6 +211,21 @@ impl Gated {
     }
 }
 
+/// The ref of a mirror's push (`refs/heads/pull-request/N`, or its
+/// short name): not any other branch, and it names the pull request's code.
+/// The number stands for every number: no workflow tests one.
+fn mirror_ref(full: bool) -> Val {
+    let name = "pull-request/N";
+    Val::Str(
+        if full {
+            format!("refs/heads/{name}")
+        } else {
+            name.to_owned()
+        },
+        Taint::PR_REF,
+    )
+}
+
 /// Events whose actor is the author of `github.event.comment`.
 const COMMENTED_EVENTS: &[&str] = &[
     "issue_comment",
@@ -797,6 +812,12 @@ impl<'a> JobScope<'a> {
             })
     }
 
+    /// A mirror's push of a pull request (`Start::mirror`): its ref is a
+    /// `pull-request/N` branch, its commit the pull request's.
+    fn mirrored_push(&self) -> bool {
+        self.start.mirror && self.start.event == "push"
+    }
+
     fn default_ref(&self) -> Val {
         Val::str(format!("refs/heads/{}", self.policy.default_branch))
     }
@@ -829,6 +850,8 @@ impl<'a> JobScope<'a> {
                     Val::str("")
                 }
             }
+            "ref" | "ref_name" if self.mirrored_push() => mirror_ref(first == "ref"),
+            "sha" if self.mirrored_push() => Val::Unknown(Taint::PR_REF),
             "ref" | "ref_name" => match event {
                 "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
                     Val::Unknown(Taint::PR_REF)
@@ -866,6 +889,13 @@ impl<'a> JobScope<'a> {
             return Val::Unknown(Taint::NONE);
         };
         let rest: Vec<&str> = path[1..].iter().map(String::as_str).collect();
+        if self.mirrored_push() && rest.is_empty() {
+            match first {
+                "ref" => return mirror_ref(true),
+                "after" => return Val::Unknown(Taint::PR_REF),
+                _ => {}
+            }
+        }
         let text_field = |path: &[&str]| -> bool {
             let last = path.last().copied().unwrap_or("");
             matches!(

@@ -31,7 +31,7 @@ use super::eval::{Names, Taint};
 
 pub use code::other_run_download;
 pub use runners::is_hosted;
-pub use starts::{Actor, Start};
+pub use starts::{Actor, Mirror, Start};
 
 /// Events whose runs execute with the default branch's privileges (its
 /// cache scope, its secrets) while a pull request may control what they check out.
@@ -155,6 +155,22 @@ pub struct JobInfo {
     pub permissions: Vec<EffectivePermissions>,
     /// For a job that calls a local reusable workflow: the callee's index.
     pub callee: Option<usize>,
+    /// Set when a mirror's push runs the pull request's own copy of the job
+    /// ([`Start::runs_own_copy`]). Kept apart from `exposures`: the steps,
+    /// guards and permissions of that copy are its author's, so the rules
+    /// that judge this repository's copy of them do not apply to it; what
+    /// the run reaches is reported once per repository
+    /// (`untrusted-secrets`), with its runner (`persistent-runner`) and its
+    /// writes to stores outside GitHub's cache (`untrusted-cache-save`).
+    pub own_copy: Option<OwnCopy>,
+}
+
+/// A job a mirror's push runs as the pull request's own copy.
+#[derive(Debug, Clone)]
+pub struct OwnCopy {
+    pub why: Why,
+    /// The workflows whose `push` starts it (the runs' tops).
+    pub tops: BTreeSet<usize>,
 }
 
 impl JobInfo {
@@ -226,13 +242,15 @@ pub struct Model {
     callers: BTreeMap<usize, Vec<JobRef>>,
     memo: Memo,
     policy: Policy,
+    /// The bot that pushes pull requests into this repository's branches, if the tree enables one.
+    pub mirror: Option<Mirror>,
 }
 
 /// How certain an exposure is under `start`, for bytes chosen by a value of
 /// `taint`; `None` when nobody who can start the run controls them.
 fn classify(start: &Start, taint: Taint, policy: &Policy) -> Option<(Level, String)> {
     let members_untrusted = policy.contracts.same_repository_pull_requests_untrusted();
-    let who = start.actor.describe(&start.event).to_owned();
+    let who = start.who();
     // A ref a dispatcher's input named (a pull request number, a branch):
     // the recovery path, whoever's bytes they are.
     if taint.pr() && taint.has(Taint::MAINTAINER) {
@@ -332,7 +350,8 @@ impl Model {
         let known = known_names(policy, root);
         let self_names = self_names(&workflows, &known);
         let memo = Memo::new(known);
-        let starts = Starts::compute(&memo, &workflows, &callers, policy);
+        let mirror = Mirror::of_tree(root);
+        let starts = Starts::compute(&memo, &workflows, &callers, policy, mirror.as_ref());
         let publisher_wf: Vec<bool> = (0..workflows.len())
             .map(|w| is_publisher(&workflows, &callers, policy, w, &mut BTreeSet::new()))
             .collect();
@@ -368,8 +387,22 @@ impl Model {
                     .chain(job.env.iter().chain(&wf.env).map(|(_, v)| v.value.as_str()))
                     .collect();
                 let mut exposures = Vec::new();
+                let mut own_copy: Option<OwnCopy> = None;
                 for start in &reachable_starts {
                     if ISOLATED_EVENTS.contains(&start.event.as_str()) {
+                        continue;
+                    }
+                    if start.runs_own_copy() {
+                        if let Some(mirror) = &mirror {
+                            let why = mirrored_workflow(&workflows, at, start, mirror);
+                            own_copy
+                                .get_or_insert_with(|| OwnCopy {
+                                    why,
+                                    tops: BTreeSet::new(),
+                                })
+                                .tops
+                                .insert(start.top);
+                        }
                         continue;
                     }
                     let scope = JobScope::new(&memo, &workflows, &callers, policy, at, start);
@@ -380,6 +413,16 @@ impl Model {
                     for b in brought {
                         let Some((level, who)) = classify(start, b.taint, policy) else {
                             continue;
+                        };
+                        // A mirror's run waits for a maintainer's vetting:
+                        // the path depends on what that vetting reads.
+                        let b = if start.mirror {
+                            Brought {
+                                unsure: b.unsure.or_else(|| Some(MIRROR_QUESTION.to_owned())),
+                                ..b
+                            }
+                        } else {
+                            b
                         };
                         // Whether the bytes run is not in the workflows: a
                         // warning that says what it depends on.
@@ -415,6 +458,7 @@ impl Model {
                     lifecycle: false,
                     permissions,
                     callee: callees.get(&at).copied(),
+                    own_copy,
                 };
                 info.rebuild_untrusted();
                 info.lifecycle = !publisher
@@ -437,6 +481,7 @@ impl Model {
             callers,
             memo,
             policy: policy.clone(),
+            mirror,
         })
     }
 
@@ -471,6 +516,25 @@ impl Model {
     /// The jobs of a callee workflow.
     pub fn jobs_of(&self, workflow: usize) -> impl Iterator<Item = &JobInfo> {
         self.jobs.iter().filter(move |j| j.at.workflow == workflow)
+    }
+}
+
+/// What a mirror's run depends on.
+pub const MIRROR_QUESTION: &str = "does the maintainer who comments `/ok to test` read every change first, this repository's workflow files and build scripts included? The pushed commit's own copy of every workflow runs, with the repository's secrets";
+
+/// Under a mirror's push, the job itself is the pull request's: GitHub
+/// runs the workflow files of the pushed commit, so the author chose every
+/// step, and may add jobs that take any secret this repository has.
+fn mirrored_workflow(workflows: &[Workflow], at: JobRef, start: &Start, mirror: &Mirror) -> Why {
+    let top = &workflows[start.top];
+    let line = top.trigger("push").map_or(0, |t| t.event.pos.line);
+    let job = &workflows[at.workflow].jobs[at.job];
+    Why {
+        pos: job.id.pos,
+        text: format!(
+            "runs as the pull request's own copy: `{}` enables copy-pr-bot, whose push to `pull-request/N` starts `{}` (`on: push`, line {line}), once a maintainer comments `/ok to test`",
+            mirror.file, top.name
+        ),
     }
 }
 

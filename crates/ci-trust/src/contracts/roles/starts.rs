@@ -66,6 +66,101 @@ pub struct Start {
     /// comment's event). Under any other dispatcher the workflow writes
     /// the payload, from whatever it holds.
     pub payload_by_bot: bool,
+    /// A `push` that a mirroring bot made of a pull request (copy-pr-bot's
+    /// `pull-request/N` branches, [`Mirror`]), or a run chained to or
+    /// dispatched from one: the pushed commit, its workflow files included,
+    /// is the pull request's, and it runs once a maintainer has vetted it.
+    pub mirror: bool,
+}
+
+impl Start {
+    /// The run's workflow files are a pull request's own (a mirror's push,
+    /// or a workflow it calls): how its steps treat bytes is the author's
+    /// choice, not this repository's; only what the run can reach is.
+    pub fn runs_own_copy(&self) -> bool {
+        self.mirror && self.event == "push"
+    }
+
+    /// Who can cause the run, in words.
+    pub fn who(&self) -> String {
+        if self.mirror {
+            return "a fork's pull request that copy-pr-bot pushed to a `pull-request/N` branch of this repository, once a maintainer commented `/ok to test`".to_owned();
+        }
+        self.actor.describe(&self.event).to_owned()
+    }
+}
+
+/// A bot that pushes pull requests into branches of this repository, where
+/// `push` runs take them with the repository's secrets: NVIDIA's
+/// copy-pr-bot, enabled by `.github/copy-pr-bot.yaml`, pushes a pull
+/// request's head to `pull-request/<number>` (an outside author's only
+/// after a maintainer's `/ok to test <sha>`; a member's signed commits at
+/// once, which the member could push anyway).
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    /// The configuration file that enables it, relative to the root.
+    pub file: String,
+    /// Its `enabled:` line, or the file's start.
+    pub pos: crate::contracts::workflow::Pos,
+}
+
+/// Branch names of the form the mirror pushes, tried against a trigger's
+/// filters (a filter may admit some numbers and not others).
+const MIRROR_BRANCHES: &[&str] = &["pull-request/1", "pull-request/42", "pull-request/1234"];
+
+impl Mirror {
+    /// The mirror the tree at `root` enables, if any: a copy-pr-bot
+    /// configuration whose `enabled:` is not `false`.
+    pub fn of_tree(root: &std::path::Path) -> Option<Mirror> {
+        for name in [".github/copy-pr-bot.yaml", ".github/copy-pr-bot.yml"] {
+            let Ok(text) = std::fs::read_to_string(root.join(name)) else {
+                continue;
+            };
+            let mut pos = crate::contracts::workflow::Pos { line: 1, column: 1 };
+            for (i, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                let Some(value) = line.strip_prefix("enabled:") else {
+                    continue;
+                };
+                if matches!(
+                    value.trim().trim_matches(['"', '\'']),
+                    "false" | "False" | "FALSE"
+                ) {
+                    return None;
+                }
+                pos = crate::contracts::workflow::Pos {
+                    line: i + 1,
+                    column: 1,
+                };
+            }
+            return Some(Mirror {
+                file: name.to_owned(),
+                pos,
+            });
+        }
+        None
+    }
+
+    /// Whether `trigger` (a `push`) admits only branches under
+    /// `pull-request/`: its every `branches` pattern but the `!` ones
+    /// starts so, and it has no tags filter.
+    fn admits_only_its_own(trigger: &crate::contracts::workflow::Trigger) -> bool {
+        trigger.filter("tags").is_none()
+            && trigger.filter("tags-ignore").is_none()
+            && trigger.filter("branches").is_some_and(|patterns| {
+                patterns.iter().all(|p| {
+                    let p = p.value.trim();
+                    p.starts_with('!') || p.starts_with("pull-request/")
+                })
+            })
+    }
+
+    /// Whether the mirror's pushes start a run through `trigger` (a `push`).
+    fn admits(trigger: &crate::contracts::workflow::Trigger) -> bool {
+        MIRROR_BRANCHES
+            .iter()
+            .any(|b| crate::contracts::filters::admits_branch(trigger, b))
+    }
 }
 
 /// Events a pull request's author causes, whose runs carry its head.
@@ -104,29 +199,49 @@ impl Starts {
         workflows: &[Workflow],
         callers: &BTreeMap<usize, Vec<JobRef>>,
         policy: &Policy,
+        mirror: Option<&Mirror>,
     ) -> Starts {
         let mut done: BTreeMap<usize, Vec<Start>> = BTreeMap::new();
+        let ctx = Context {
+            memo,
+            workflows,
+            callers,
+            policy,
+            mirror,
+        };
         let by_workflow = (0..workflows.len())
             .map(|w| {
                 let mut seen = BTreeSet::new();
-                starts_of(memo, workflows, callers, policy, w, 0, &mut seen, &mut done)
+                starts_of(&ctx, w, 0, &mut seen, &mut done)
             })
             .collect();
         Starts { by_workflow }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every start is computed from.
+struct Context<'a> {
+    memo: &'a Memo,
+    workflows: &'a [Workflow],
+    callers: &'a BTreeMap<usize, Vec<JobRef>>,
+    policy: &'a Policy,
+    mirror: Option<&'a Mirror>,
+}
+
 fn starts_of(
-    memo: &Memo,
-    workflows: &[Workflow],
-    callers: &BTreeMap<usize, Vec<JobRef>>,
-    policy: &Policy,
+    ctx: &Context,
     w: usize,
     depth: usize,
     seen: &mut BTreeSet<usize>,
     done: &mut BTreeMap<usize, Vec<Start>>,
 ) -> Vec<Start> {
+    let Context {
+        memo,
+        workflows,
+        callers,
+        policy,
+        mirror,
+    } = *ctx;
     if let Some(known) = done.get(&w) {
         return known.clone();
     }
@@ -142,22 +257,14 @@ fn starts_of(
         via: Vec::new(),
         top: w,
         payload_by_bot: false,
+        mirror: false,
     };
     for trigger in &wf.triggers {
         let event = trigger.event.value.as_str();
         match event {
             "workflow_call" => {
                 for caller in callers.get(&w).into_iter().flatten() {
-                    let outer = starts_of(
-                        memo,
-                        workflows,
-                        callers,
-                        policy,
-                        caller.workflow,
-                        depth + 1,
-                        seen,
-                        done,
-                    );
+                    let outer = starts_of(ctx, caller.workflow, depth + 1, seen, done);
                     for start in outer {
                         if !job_runs(memo, workflows, callers, policy, *caller, &start) {
                             continue;
@@ -194,13 +301,15 @@ fn starts_of(
                     continue;
                 }
                 for u in upstream {
-                    let up = starts_of(memo, workflows, callers, policy, u, depth + 1, seen, done);
+                    let up = starts_of(ctx, u, depth + 1, seen, done);
                     for start in up {
                         // A reusable workflow's run is its caller's.
                         if !start.via.is_empty() {
                             continue;
                         }
-                        out.push(direct("workflow_run", start.actor, Some(start.event)));
+                        let mut chained = direct("workflow_run", start.actor, Some(start.event));
+                        chained.mirror = start.mirror;
+                        out.push(chained);
                     }
                 }
             }
@@ -217,8 +326,7 @@ fn starts_of(
                 if event == "repository_dispatch" {
                     let types = trigger.filter("types").unwrap_or_default();
                     for (u, at, index, step, bot) in dispatchers(workflows, w, types) {
-                        let up =
-                            starts_of(memo, workflows, callers, policy, u, depth + 1, seen, done);
+                        let up = starts_of(ctx, u, depth + 1, seen, done);
                         for start in up {
                             // A fork's `pull_request` run holds a read-only
                             // token and no secrets: it dispatches nothing.
@@ -255,12 +363,28 @@ fn starts_of(
                             };
                             let mut dispatched = direct(event, actor, Some(start.event));
                             dispatched.payload_by_bot = bot;
+                            dispatched.mirror = start.mirror;
                             out.push(dispatched);
                         }
                     }
                 }
             }
-            _ => out.push(direct(event, Actor::Repository, None)),
+            _ => {
+                let mirrored = event == "push" && mirror.is_some() && Mirror::admits(trigger);
+                // Where only the mirror's branches start it, every push is
+                // the mirror's (a member's pull request too): none is the
+                // repository's own.
+                if !(mirrored && Mirror::admits_only_its_own(trigger)) {
+                    out.push(direct(event, Actor::Repository, None));
+                }
+                // A mirror's push of an outside author's pull request, vetted
+                // by a maintainer: the author's bytes, this repository's run.
+                if mirrored {
+                    let mut mirrored = direct(event, Actor::Outsider, None);
+                    mirrored.mirror = true;
+                    out.push(mirrored);
+                }
+            }
         }
     }
     seen.remove(&w);

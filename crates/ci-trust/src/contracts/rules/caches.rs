@@ -14,7 +14,7 @@ use anyhow::Result;
 use super::{Checker, RuleId, Severity};
 use crate::contracts::caches::{self, cache_env_saves, cache_save};
 use crate::contracts::expr;
-use crate::contracts::roles::{Actor, JobInfo, JobRef, Level, Start};
+use crate::contracts::roles::{Actor, JobInfo, JobRef, Level, OwnCopy, Start};
 use crate::contracts::workflow::{Job, Pos, Step};
 
 /// `untrusted-cache-save`.
@@ -22,6 +22,8 @@ pub(super) fn check_untrusted_cache_save(c: &mut Checker) -> Result<()> {
     c.each_job(|c, info, job| {
         if info.is_untrusted() {
             c.untrusted_cache_save(info, job)?;
+        } else if let Some(own) = &info.own_copy {
+            c.own_copy_external_saves(info, job, own);
         } else if info.triggers.contains("pull_request") {
             c.pull_request_external_saves(info, job);
         }
@@ -314,6 +316,32 @@ impl Checker<'_> {
     /// cache writes stay in the pull request's scope, but a write to an S3
     /// bucket, a registry or a binary cache lands where default-branch
     /// builds read, and `cache-mode:` cannot stop it.
+    /// A pull request's own copy of a job (a mirror's push) runs on its
+    /// `pull-request/N` branch, whose Actions cache scope no other branch
+    /// restores; a store outside GitHub's cache, written with the
+    /// repository's credentials, is shared with default-branch builds.
+    pub(super) fn own_copy_external_saves(&mut self, info: &JobInfo, job: &Job, own: &OwnCopy) {
+        let at = info.at;
+        let wf = self.model.workflow(at);
+        let credentials = self.credentials(at);
+        for save in caches::external_saves(wf, job) {
+            self.push_as(
+                RuleId::UntrustedCacheSave,
+                at,
+                at.workflow,
+                save.pos,
+                format!(
+                    "{} {}; it writes to {}, with {credentials}: a store shared with default-branch builds, which `cache-mode:` does not govern",
+                    self.label(at),
+                    own.why.text,
+                    save.backend
+                ),
+                Severity::Warning,
+                Some(crate::contracts::roles::MIRROR_QUESTION.to_owned()),
+            );
+        }
+    }
+
     pub(super) fn pull_request_external_saves(&mut self, info: &JobInfo, job: &Job) {
         let at = info.at;
         let wf = self.model.workflow(at);

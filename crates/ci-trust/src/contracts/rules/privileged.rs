@@ -921,11 +921,14 @@ fn composite_script(run: &str, inputs: &[(String, String)], env: &[(String, Stri
 }
 
 /// A pull request's own run: its author gains nothing there they lack.
+/// A start whose run holds nothing the pull request lacks (its own
+/// `pull_request` run), or whose steps are the pull request's own copy (a
+/// mirror's push): what the steps expand is the author's choice there.
 fn isolated(start: &Start) -> bool {
     matches!(
         start.event.as_str(),
         "pull_request" | "pull_request_review" | "pull_request_review_comment"
-    )
+    ) || start.runs_own_copy()
 }
 
 /// The attacker-controlled context an expression body reads, if any: pull

@@ -31,6 +31,7 @@ impl Checker<'_> {
     pub(super) fn persistent_runner(&mut self, info: &JobInfo, job: &Job) {
         let at = info.at;
         let pr_code = info.triggers.contains("pull_request")
+            || info.own_copy.is_some()
             || info
                 .untrusted
                 .iter()
@@ -53,6 +54,13 @@ impl Checker<'_> {
         if let (Some(pod), Some(exposed)) = (pod, exposed) {
             let how = if info.triggers.contains("pull_request") {
                 "on `pull_request`".to_owned()
+            } else if let Some(own) = info
+                .untrusted
+                .is_empty()
+                .then_some(())
+                .and(info.own_copy.as_ref())
+            {
+                format!("({})", own.why.text)
             } else {
                 info.untrusted
                     .iter()
@@ -121,18 +129,21 @@ impl Checker<'_> {
         let keys = runner_keys(info, job);
         self.model.jobs.iter().find_map(|other| {
             let other_job = self.model.job(other.at);
-            let trusted_events: Vec<&String> = other
-                .triggers
+            let trusted_events: BTreeSet<&String> = other
+                .starts
                 .iter()
-                // The events that run the pull request's workflow code;
+                // The starts that run the pull request's workflow code
+                // (its own events, and a mirror's push of it);
                 // `pull_request_target` runs the default branch's, with
                 // secrets.
-                .filter(|t| {
-                    !matches!(
-                        t.as_str(),
-                        "pull_request" | "pull_request_review" | "pull_request_review_comment"
-                    )
+                .filter(|s| {
+                    !s.runs_own_copy()
+                        && !matches!(
+                            s.event.as_str(),
+                            "pull_request" | "pull_request_review" | "pull_request_review_comment"
+                        )
                 })
+                .map(|s| &s.event)
                 .collect();
             // The job itself, started by a trusted event, is the next job
             // on its machine even where other starts bring in untrusted
@@ -172,7 +183,7 @@ impl Checker<'_> {
             // the pull request left running), and it writes the shared
             // scope of the run's branch.
             let cache_token = || {
-                other.triggers.iter().any(|t| {
+                trusted_events.iter().any(|t| {
                     matches!(
                         t.as_str(),
                         "push" | "schedule" | "workflow_dispatch" | "merge_group" | "release"

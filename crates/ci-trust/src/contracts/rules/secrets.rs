@@ -11,7 +11,7 @@ use anyhow::Result;
 use super::{Checker, RuleId, Severity};
 use crate::contracts::expr;
 use crate::contracts::roles::{JobInfo, Level, PRIVILEGED_EVENTS};
-use crate::contracts::workflow::{Job, Pos};
+use crate::contracts::workflow::{Job, Permissions, Pos};
 
 /// `untrusted-secrets`. A pod on `pull_request` gets secrets only for
 /// branches of this repository, whose authors can push anyway;
@@ -30,10 +30,124 @@ pub(super) fn check_untrusted_secrets(c: &mut Checker) -> Result<()> {
             c.grant_to_untrusted_code(info, job);
         }
         Ok(())
-    })
+    })?;
+    c.mirrored_runs();
+    Ok(())
 }
 
 impl Checker<'_> {
+    /// Rule 3, for a mirror's push (`roles::Mirror`): the run is the pull
+    /// request's own copy of the workflows, so it reaches every secret of
+    /// the repository, not only those its jobs name, and any token scope
+    /// the repository allows; a workflow the pull request adds runs too.
+    /// One warning per repository, at the file that enables the mirror,
+    /// naming the workflows its push starts and what their jobs hold.
+    pub(super) fn mirrored_runs(&mut self) {
+        if !self.records(RuleId::UntrustedSecrets) {
+            return;
+        }
+        let Some(mirror) = &self.model.mirror else {
+            return;
+        };
+        let mut started: Vec<String> = Vec::new();
+        // What the jobs hold, each with the jobs that hold it, in order.
+        let mut held: Vec<(String, Vec<String>)> = Vec::new();
+        let hold = |held: &mut Vec<(String, Vec<String>)>, what: String, at: &str| match held
+            .iter_mut()
+            .find(|(w, _)| *w == what)
+        {
+            Some((_, jobs)) if !jobs.iter().any(|j| j == at) => jobs.push(at.to_owned()),
+            Some(_) => {}
+            None => held.push((what, vec![at.to_owned()])),
+        };
+        let note = |list: &mut Vec<String>, what: String| {
+            if !list.contains(&what) {
+                list.push(what);
+            }
+        };
+        for info in &self.model.jobs {
+            let Some(own) = &info.own_copy else {
+                continue;
+            };
+            for &top in &own.tops {
+                note(
+                    &mut started,
+                    format!("`{}`", self.model.workflows[top].name),
+                );
+            }
+            let job = self.model.job(info.at);
+            let own = self.model.workflow(info.at);
+            let at = format!("`{}` of {}", job.id.value, own.name);
+            for scalar in job.scalars.iter().chain(own.env.iter().map(|(_, v)| v)) {
+                for reference in expr::secret_refs(&scalar.value) {
+                    match reference.name {
+                        Some(n) if n == "GITHUB_TOKEN" => {}
+                        Some(n) => hold(&mut held, format!("`{n}`"), &at),
+                        None => hold(&mut held, "a dynamic `secrets` access".to_owned(), &at),
+                    }
+                }
+            }
+            if job.secrets_inherit.is_some() {
+                hold(&mut held, "`secrets: inherit`".to_owned(), &at);
+            }
+            // The scopes its permissions write: the repository lets a
+            // workflow ask for them, so the copy can too.
+            for p in &info.permissions {
+                match &p.permissions {
+                    Some(Permissions::Shorthand(s)) if s.value.trim() == "write-all" => {
+                        hold(&mut held, "`permissions: write-all`".to_owned(), &at);
+                    }
+                    Some(Permissions::Map { scopes }) => {
+                        for (scope, level) in scopes {
+                            if level.value.trim() == "write" {
+                                hold(&mut held, format!("`{}: write`", scope.value), &at);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // A few jobs for each, so that the message stays readable.
+        const JOBS_SHOWN: usize = 2;
+        let shown = if held.is_empty() {
+            "none of them names a secret, which the copy may change".to_owned()
+        } else {
+            let items: Vec<String> = held
+                .iter()
+                .map(|(what, jobs)| {
+                    let more = jobs.len().saturating_sub(JOBS_SHOWN);
+                    let mut list = jobs[..jobs.len().min(JOBS_SHOWN)].join("; ");
+                    if more > 0 {
+                        list.push_str(&format!("; {more} more"));
+                    }
+                    format!("{what} ({list})")
+                })
+                .collect();
+            format!("their jobs hold {}", items.join(", "))
+        };
+        let starts = if started.is_empty() {
+            "no workflow of this tree".to_owned()
+        } else {
+            started.join(", ")
+        };
+        self.findings.push(super::Finding {
+            rule: RuleId::UntrustedSecrets.as_str(),
+            severity: Severity::Warning,
+            confidence: super::Confidence::Medium,
+            question: Some(crate::contracts::roles::MIRROR_QUESTION.to_owned()),
+            file: mirror.file.clone(),
+            pos: mirror.pos,
+            workflow: mirror.file.rsplit('/').next().unwrap_or("").to_owned(),
+            job: None,
+            message: format!(
+                "`{}` enables copy-pr-bot: once a maintainer comments `/ok to test`, a fork's pull request is pushed to `pull-request/N`, and its own copy of every workflow that push starts ({starts}), or that it adds, runs with each secret of this repository that no environment keeps from that branch, not only those named here ({shown}); keep such secrets in environments whose deployment branches leave out `pull-request/*`, and the default token read-only",
+                mirror.file
+            ),
+            suppressed: None,
+        });
+    }
+
     /// Rule 3: untrusted-code and pod jobs receive only the secrets the policy lists.
     pub(super) fn untrusted_secrets(&mut self, info: &JobInfo, job: &Job) {
         let at = info.at;
