@@ -1745,6 +1745,59 @@ fn a_copy_pr_bot_mirror_push_runs_the_pull_requests_own_workflows() {
     );
 }
 
+/// helper-51's attack on the copy-pr-bot model: each case under
+/// `copy-pr-bot-attack/` is a path the first version of it lost (the
+/// binary before it reported them), with the rule and the words a finding
+/// must carry.
+/// - `wr-guard-head-repo-*`: a `workflow_run` of a mirror's run is on a
+///   branch of this repository, so a guard on the head repository (its
+///   name, or `fork == false`) does not keep the fork's artifact out of the
+///   default branch's cache and `DEPLOY_TOKEN`;
+/// - `pr-runner-shared-with-mirror`: the bot copies a member's pull request
+///   at once, so that run (with `NGC_API_KEY`) is the next job on the
+///   machine a fork's `pull_request` run left state on.
+#[test]
+fn copy_pr_bot_attacks_stay_reported() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "wr-guard-head-repo-full-name",
+            "untrusted-cache-save",
+            "`consume` of post.yml",
+        ),
+        (
+            "wr-guard-head-repo-full-name",
+            "untrusted-secrets",
+            "`DEPLOY_TOKEN`",
+        ),
+        (
+            "wr-guard-head-repo-fork-false",
+            "untrusted-cache-save",
+            "`consume` of post.yml",
+        ),
+        (
+            "wr-guard-head-repo-fork-false",
+            "untrusted-secrets",
+            "`DEPLOY_TOKEN`",
+        ),
+        (
+            "pr-runner-shared-with-mirror",
+            "persistent-runner",
+            "`gpu-tests` of gpu.yml, which receives `secrets.NGC_API_KEY`",
+        ),
+    ];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/contracts/copy-pr-bot-attack");
+    for (case, rule, needle) in cases {
+        let (all, _) = auditor_findings(&root.join(case), &["--repository", "acme/gpu"]);
+        assert!(
+            all.iter()
+                .any(|f| f["rule"] == *rule && f["message"].as_str().unwrap().contains(needle)),
+            "{case}: {rule} with {needle}\n{}",
+            messages(&all)
+        );
+    }
+}
+
 fn auditor_findings(case: &std::path::Path, extra: &[&str]) -> (Vec<Value>, Option<i32>) {
     let output = crate::support::xtask_cmd(&[
         "check-contracts",

@@ -1028,14 +1028,17 @@ impl<'a> JobScope<'a> {
                     }
                     ["head_sha"] | ["id"] => Val::Unknown(code),
                     ["head_branch"] => Val::Unknown(code | text),
+                    // A mirror's run is on a branch of this repository,
+                    // with a fork's bytes: a guard on the head repository
+                    // does not keep them out.
                     ["head_repository", "full_name"] => {
-                        if outsider {
+                        if outsider && !self.start.mirror {
                             Val::Sym(FORK_REPO)
                         } else {
                             self.memo.this_repository()
                         }
                     }
-                    ["head_repository", "fork"] => Val::Bool(outsider),
+                    ["head_repository", "fork"] => Val::Bool(outsider && !self.start.mirror),
                     ["head_repository", ..] => {
                         Val::Unknown(if outsider { code } else { Taint::NONE })
                     }

@@ -141,20 +141,6 @@ impl Mirror {
         None
     }
 
-    /// Whether `trigger` (a `push`) admits only branches under
-    /// `pull-request/`: its every `branches` pattern but the `!` ones
-    /// starts so, and it has no tags filter.
-    fn admits_only_its_own(trigger: &crate::contracts::workflow::Trigger) -> bool {
-        trigger.filter("tags").is_none()
-            && trigger.filter("tags-ignore").is_none()
-            && trigger.filter("branches").is_some_and(|patterns| {
-                patterns.iter().all(|p| {
-                    let p = p.value.trim();
-                    p.starts_with('!') || p.starts_with("pull-request/")
-                })
-            })
-    }
-
     /// Whether the mirror's pushes start a run through `trigger` (a `push`).
     fn admits(trigger: &crate::contracts::workflow::Trigger) -> bool {
         MIRROR_BRANCHES
@@ -371,12 +357,11 @@ fn starts_of(
             }
             _ => {
                 let mirrored = event == "push" && mirror.is_some() && Mirror::admits(trigger);
-                // Where only the mirror's branches start it, every push is
-                // the mirror's (a member's pull request too): none is the
-                // repository's own.
-                if !(mirrored && Mirror::admits_only_its_own(trigger)) {
-                    out.push(direct(event, Actor::Repository, None));
-                }
+                // Kept beside a mirror's start: the bot copies a member's
+                // signed pull request at once, and that run (this
+                // repository's member's code, with its secrets) is the next
+                // job on a machine a fork's run left state on.
+                out.push(direct(event, Actor::Repository, None));
                 // A mirror's push of an outside author's pull request, vetted
                 // by a maintainer: the author's bytes, this repository's run.
                 if mirrored {
