@@ -1669,7 +1669,12 @@ fn a_copy_pr_bot_mirror_push_runs_the_pull_requests_own_workflows() {
     ] {
         assert!(text.contains(needle), "{needle}\n{text}");
     }
-    for quiet in ["UPLOAD_TOKEN", "PUBLISH_TOKEN", "build.yaml"] {
+    // `build.yaml` is not started, but its runner is one the copy may pick.
+    assert!(
+        text.contains("the runner `[self-hosted, gpu]` (`upload` of build.yaml)"),
+        "{text}"
+    );
+    for quiet in ["UPLOAD_TOKEN", "PUBLISH_TOKEN", "(`build.yaml`"] {
         assert!(!text.contains(quiet), "{quiet}\n{text}");
     }
     assert_eq!(summary[0]["severity"], "warning");
@@ -1755,7 +1760,15 @@ fn a_copy_pr_bot_mirror_push_runs_the_pull_requests_own_workflows() {
 ///   default branch's cache and `DEPLOY_TOKEN`;
 /// - `pr-runner-shared-with-mirror`: the bot copies a member's pull request
 ///   at once, so that run (with `NGC_API_KEY`) is the next job on the
-///   machine a fork's `pull_request` run left state on.
+///   machine a fork's `pull_request` run left state on;
+/// - `mirror-dispatch-injection`, `own-copy-picks-runner`: the copy may
+///   choose its runner and send a `repository_dispatch`, so the repository's
+///   warning names the self-hosted runner a trusted job uses and the
+///   dispatched workflow that holds a secret (missed by both binaries);
+/// - `filter-five-digit-pr-numbers`: a filter for five-digit numbers is
+///   tried with numbers of one to six digits;
+/// - `config-enabled-false-inside-block-scalar`: `enabled:` is read as YAML
+///   reads it, not line by line.
 #[test]
 fn copy_pr_bot_attacks_stay_reported() {
     let cases: &[(&str, &str, &str)] = &[
@@ -1783,6 +1796,31 @@ fn copy_pr_bot_attacks_stay_reported() {
             "pr-runner-shared-with-mirror",
             "persistent-runner",
             "`gpu-tests` of gpu.yml, which receives `secrets.NGC_API_KEY`",
+        ),
+        (
+            "mirror-dispatch-injection",
+            "untrusted-secrets",
+            "dispatch, `release.yml` by `repository_dispatch`",
+        ),
+        (
+            "own-copy-picks-runner",
+            "untrusted-secrets",
+            "the runner `[self-hosted, gpu]` (`upload` of release.yml)",
+        ),
+        (
+            "mirror-dispatch-injection-wfd",
+            "untrusted-secrets",
+            "dispatch, `release.yml` by `workflow_dispatch`",
+        ),
+        (
+            "filter-five-digit-pr-numbers",
+            "untrusted-cache-save",
+            "S3 bucket of sccache",
+        ),
+        (
+            "config-enabled-false-inside-block-scalar",
+            "untrusted-cache-save",
+            "S3 bucket of sccache",
         ),
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

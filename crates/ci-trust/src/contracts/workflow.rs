@@ -960,6 +960,15 @@ fn node_pos(node: &Node) -> Pos {
         .unwrap_or_default()
 }
 
+/// A top-level scalar of a YAML mapping file (a bot's configuration):
+/// `Err` when the text is not YAML or not a mapping, `Ok(None)` when the
+/// key is absent or not a scalar.
+pub fn top_level_scalar(text: &str, key: &str) -> Result<Option<Scalar>, ()> {
+    let root = super::yaml::parse(text).map_err(|_| ())?;
+    let map = root.as_mapping().ok_or(())?;
+    Ok(map.get_node(key).and_then(scalar))
+}
+
 fn scalar(node: &Node) -> Option<Scalar> {
     let s = node.as_scalar()?;
     Some(Scalar {

@@ -106,7 +106,15 @@ pub struct Mirror {
 
 /// Branch names of the form the mirror pushes, tried against a trigger's
 /// filters (a filter may admit some numbers and not others).
-const MIRROR_BRANCHES: &[&str] = &["pull-request/1", "pull-request/42", "pull-request/1234"];
+const MIRROR_BRANCHES: &[&str] = &[
+    "pull-request/1",
+    "pull-request/42",
+    "pull-request/123",
+    "pull-request/1234",
+    "pull-request/12345",
+    "pull-request/99999",
+    "pull-request/123456",
+];
 
 impl Mirror {
     /// The mirror the tree at `root` enables, if any: a copy-pr-bot
@@ -116,23 +124,22 @@ impl Mirror {
             let Ok(text) = std::fs::read_to_string(root.join(name)) else {
                 continue;
             };
-            let mut pos = crate::contracts::workflow::Pos { line: 1, column: 1 };
-            for (i, line) in text.lines().enumerate() {
-                let line = line.split('#').next().unwrap_or("").trim();
-                let Some(value) = line.strip_prefix("enabled:") else {
-                    continue;
-                };
-                if matches!(
-                    value.trim().trim_matches(['"', '\'']),
-                    "false" | "False" | "FALSE"
-                ) {
-                    return None;
+            // Read as YAML reads it (a block scalar's `enabled: false` line
+            // is text). Unreadable, or `enabled:` not a plain `false`: the
+            // bot may act on it, so it counts as enabled.
+            let enabled = crate::contracts::workflow::top_level_scalar(&text, "enabled");
+            let pos = match enabled {
+                Ok(Some(value)) => {
+                    if matches!(
+                        value.value.trim().to_ascii_lowercase().as_str(),
+                        "false" | "no" | "off"
+                    ) {
+                        return None;
+                    }
+                    value.pos
                 }
-                pos = crate::contracts::workflow::Pos {
-                    line: i + 1,
-                    column: 1,
-                };
-            }
+                _ => crate::contracts::workflow::Pos { line: 1, column: 1 },
+            };
             return Some(Mirror {
                 file: name.to_owned(),
                 pos,

@@ -131,6 +131,64 @@ impl Checker<'_> {
         } else {
             started.join(", ")
         };
+        // The copy chooses its runner and may send the dispatches its token
+        // can (GitHub starts runs for `workflow_dispatch` and
+        // `repository_dispatch` even from `GITHUB_TOKEN`): the self-hosted
+        // runners that trusted jobs use, and the dispatched workflows that
+        // hold secrets, are in its reach too.
+        let mut reach: Vec<String> = Vec::new();
+        for info in &self.model.jobs {
+            let job = self.model.job(info.at);
+            let own = self.model.workflow(info.at);
+            let trusted = info.starts.iter().any(|s| {
+                !s.runs_own_copy()
+                    && !matches!(
+                        s.event.as_str(),
+                        "pull_request" | "pull_request_review" | "pull_request_review_comment"
+                    )
+            });
+            if info.pod.is_some() && !info.ephemeral && trusted && !job.runs_on.is_empty() {
+                let labels: Vec<&str> = job.runs_on.iter().map(|l| l.value.trim()).collect();
+                let what = format!("the runner `[{}]`", labels.join(", "));
+                if !reach.iter().any(|r| r.starts_with(&format!("{what} ("))) {
+                    reach.push(format!("{what} (`{}` of {})", job.id.value, own.name));
+                }
+            }
+            let dispatched = info.starts.iter().find(|s| {
+                matches!(
+                    s.event.as_str(),
+                    "workflow_dispatch" | "repository_dispatch"
+                )
+            });
+            let holds = job
+                .scalars
+                .iter()
+                .chain(own.env.iter().map(|(_, v)| v))
+                .any(|v| !expr::secret_refs(&v.value).is_empty())
+                || job.secrets_inherit.is_some();
+            if let (Some(start), true) = (dispatched, holds) {
+                let what = format!(
+                    "`{}` by `{}`",
+                    self.model.workflows[start.top].name, start.event
+                );
+                if !reach.contains(&what) {
+                    reach.push(what);
+                }
+            }
+        }
+        const REACH_SHOWN: usize = 6;
+        let reach = match reach.len() {
+            0 => String::new(),
+            n => format!(
+                "; it can also run on, or dispatch, {}{}",
+                reach[..n.min(REACH_SHOWN)].join(", "),
+                if n > REACH_SHOWN {
+                    format!(" and {} more", n - REACH_SHOWN)
+                } else {
+                    String::new()
+                }
+            ),
+        };
         self.findings.push(super::Finding {
             rule: RuleId::UntrustedSecrets.as_str(),
             severity: Severity::Warning,
@@ -141,7 +199,7 @@ impl Checker<'_> {
             workflow: mirror.file.rsplit('/').next().unwrap_or("").to_owned(),
             job: None,
             message: format!(
-                "`{}` enables copy-pr-bot: once a maintainer comments `/ok to test`, a fork's pull request is pushed to `pull-request/N`, and its own copy of every workflow that push starts ({starts}), or that it adds, runs with each secret of this repository that no environment keeps from that branch, not only those named here ({shown}); keep such secrets in environments whose deployment branches leave out `pull-request/*`, and the default token read-only",
+                "`{}` enables copy-pr-bot: once a maintainer comments `/ok to test`, a fork's pull request is pushed to `pull-request/N`, and its own copy of every workflow that push starts ({starts}), or that it adds, runs with each secret of this repository that no environment keeps from that branch, not only those named here ({shown}){reach}; keep such secrets in environments whose deployment branches leave out `pull-request/*`, and the default token read-only",
                 mirror.file
             ),
             suppressed: None,
