@@ -81,6 +81,18 @@ impl Start {
         self.mirror && self.event == "push"
     }
 
+    /// The run is this repository's own copy of the workflows, holding
+    /// what such runs hold: neither the pull request's own run
+    /// (`pull_request` and its reviews) nor a mirror's copy of it. What a
+    /// run leaves on a persistent runner reaches such a run.
+    pub fn runs_this_repositorys_copy(&self) -> bool {
+        !self.runs_own_copy()
+            && !matches!(
+                self.event.as_str(),
+                "pull_request" | "pull_request_review" | "pull_request_review_comment"
+            )
+    }
+
     /// Who can cause the run, in words.
     pub fn who(&self) -> String {
         if self.mirror {
@@ -121,9 +133,18 @@ impl Mirror {
     /// configuration whose `enabled:` is not `false`.
     pub fn of_tree(root: &std::path::Path) -> Option<Mirror> {
         for name in [".github/copy-pr-bot.yaml", ".github/copy-pr-bot.yml"] {
-            let Ok(text) = std::fs::read_to_string(root.join(name)) else {
+            // A file that is there but not text still enables the bot as
+            // far as this check can tell: read it as text, lossily.
+            let Ok(bytes) = std::fs::read(root.join(name)) else {
+                if root.join(name).exists() {
+                    return Some(Mirror {
+                        file: name.to_owned(),
+                        pos: crate::contracts::workflow::Pos { line: 1, column: 1 },
+                    });
+                }
                 continue;
             };
+            let text = String::from_utf8_lossy(&bytes);
             // Read as YAML reads it (a block scalar's `enabled: false` line
             // is text). Unreadable, or `enabled:` not a plain `false`: the
             // bot may act on it, so it counts as enabled.

@@ -312,15 +312,31 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// Rule 1, for caches outside GitHub's: a `pull_request` job's Actions
-    /// cache writes stay in the pull request's scope, but a write to an S3
-    /// bucket, a registry or a binary cache lands where default-branch
-    /// builds read, and `cache-mode:` cannot stop it.
     /// A pull request's own copy of a job (a mirror's push) runs on its
     /// `pull-request/N` branch, whose Actions cache scope no other branch
     /// restores; a store outside GitHub's cache, written with the
     /// repository's credentials, is shared with default-branch builds.
     pub(super) fn own_copy_external_saves(&mut self, info: &JobInfo, job: &Job, own: &OwnCopy) {
+        let who = format!("{} {}", self.label(info.at), own.why.text);
+        self.push_external_saves(
+            info,
+            job,
+            |backend, credentials| format!(
+                "{who}; it writes to {backend}, with {credentials}: a store shared with default-branch builds, which `cache-mode:` does not govern"
+            ),
+            crate::contracts::roles::MIRROR_QUESTION,
+        );
+    }
+
+    /// One `untrusted-cache-save` warning per write of the job to a store
+    /// outside GitHub's cache, worded by `message(backend, credentials)`.
+    fn push_external_saves(
+        &mut self,
+        info: &JobInfo,
+        job: &Job,
+        message: impl Fn(&str, &str) -> String,
+        question: &str,
+    ) {
         let at = info.at;
         let wf = self.model.workflow(at);
         let credentials = self.credentials(at);
@@ -330,23 +346,21 @@ impl Checker<'_> {
                 at,
                 at.workflow,
                 save.pos,
-                format!(
-                    "{} {}; it writes to {}, with {credentials}: a store shared with default-branch builds, which `cache-mode:` does not govern",
-                    self.label(at),
-                    own.why.text,
-                    save.backend
-                ),
+                message(&save.backend, &credentials),
                 Severity::Warning,
-                Some(crate::contracts::roles::MIRROR_QUESTION.to_owned()),
+                Some(question.to_owned()),
             );
         }
     }
 
+    /// Rule 1, for caches outside GitHub's: a `pull_request` job's Actions
+    /// cache writes stay in the pull request's scope, but a write to an S3
+    /// bucket, a registry or a binary cache lands where default-branch
+    /// builds read, and `cache-mode:` cannot stop it.
     pub(super) fn pull_request_external_saves(&mut self, info: &JobInfo, job: &Job) {
         let at = info.at;
         let wf = self.model.workflow(at);
         let who = self.label(at);
-        let credentials = self.credentials(at);
         // A fork's pull request gets no secrets (and a read-only
         // GITHUB_TOKEN): a write that needs one fails for it. A write with
         // ambient credentials (a runner's instance role) does not.
@@ -358,20 +372,16 @@ impl Checker<'_> {
         if holds_token {
             return;
         }
-        for save in caches::external_saves(wf, job) {
-            self.push_as(
-                RuleId::UntrustedCacheSave,
-                at,
-                at.workflow,
-                save.pos,
+        self.push_external_saves(
+            info,
+            job,
+            |backend, credentials| {
                 format!(
-                    "{who} runs pull-request code (`pull_request`, forks included) and writes to {}, with {credentials} and no secret, so a fork's code can write too; that store is shared with default-branch builds and `cache-mode:` does not govern it",
-                    save.backend
-                ),
-                Severity::Warning,
-                Some("does the store accept the runner's own credentials (an instance role, a bucket open to writes) from a fork's run?".to_owned()),
-            );
-        }
+                    "{who} runs pull-request code (`pull_request`, forks included) and writes to {backend}, with {credentials} and no secret, so a fork's code can write too; that store is shared with default-branch builds and `cache-mode:` does not govern it"
+                )
+            },
+            "does the store accept the runner's own credentials (an instance role, a bucket open to writes) from a fork's run?",
+        );
     }
 }
 

@@ -920,7 +920,6 @@ fn composite_script(run: &str, inputs: &[(String, String)], env: &[(String, Stri
     text
 }
 
-/// A pull request's own run: its author gains nothing there they lack.
 /// A start whose run holds nothing the pull request lacks (its own
 /// `pull_request` run), or whose steps are the pull request's own copy (a
 /// mirror's push): what the steps expand is the author's choice there.

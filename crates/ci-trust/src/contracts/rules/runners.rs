@@ -54,12 +54,7 @@ impl Checker<'_> {
         if let (Some(pod), Some(exposed)) = (pod, exposed) {
             let how = if info.triggers.contains("pull_request") {
                 "on `pull_request`".to_owned()
-            } else if let Some(own) = info
-                .untrusted
-                .is_empty()
-                .then_some(())
-                .and(info.own_copy.as_ref())
-            {
+            } else if let Some(own) = info.own_copy.as_ref().filter(|_| info.untrusted.is_empty()) {
                 format!("({})", own.why.text)
             } else {
                 info.untrusted
@@ -129,20 +124,13 @@ impl Checker<'_> {
         let keys = runner_keys(info, job);
         self.model.jobs.iter().find_map(|other| {
             let other_job = self.model.job(other.at);
+            // Not the starts that run the pull request's workflow code (its
+            // own events, a mirror's push of it); `pull_request_target`
+            // runs the default branch's, with secrets.
             let trusted_events: BTreeSet<&String> = other
                 .starts
                 .iter()
-                // The starts that run the pull request's workflow code
-                // (its own events, and a mirror's push of it);
-                // `pull_request_target` runs the default branch's, with
-                // secrets.
-                .filter(|s| {
-                    !s.runs_own_copy()
-                        && !matches!(
-                            s.event.as_str(),
-                            "pull_request" | "pull_request_review" | "pull_request_review_comment"
-                        )
-                })
+                .filter(|s| s.runs_this_repositorys_copy())
                 .map(|s| &s.event)
                 .collect();
             // The job itself, started by a trusted event, is the next job

@@ -76,9 +76,9 @@ impl Checker<'_> {
                 );
             }
             let job = self.model.job(info.at);
-            let own = self.model.workflow(info.at);
-            let at = format!("`{}` of {}", job.id.value, own.name);
-            for scalar in job.scalars.iter().chain(own.env.iter().map(|(_, v)| v)) {
+            let wf = self.model.workflow(info.at);
+            let at = format!("`{}` of {}", job.id.value, wf.name);
+            for scalar in job.scalars.iter().chain(wf.env.iter().map(|(_, v)| v)) {
                 for reference in expr::secret_refs(&scalar.value) {
                     match reference.name {
                         Some(n) if n == "GITHUB_TOKEN" => {}
@@ -139,19 +139,13 @@ impl Checker<'_> {
         let mut reach: Vec<String> = Vec::new();
         for info in &self.model.jobs {
             let job = self.model.job(info.at);
-            let own = self.model.workflow(info.at);
-            let trusted = info.starts.iter().any(|s| {
-                !s.runs_own_copy()
-                    && !matches!(
-                        s.event.as_str(),
-                        "pull_request" | "pull_request_review" | "pull_request_review_comment"
-                    )
-            });
+            let wf = self.model.workflow(info.at);
+            let trusted = info.starts.iter().any(|s| s.runs_this_repositorys_copy());
             if info.pod.is_some() && !info.ephemeral && trusted && !job.runs_on.is_empty() {
                 let labels: Vec<&str> = job.runs_on.iter().map(|l| l.value.trim()).collect();
                 let what = format!("the runner `[{}]`", labels.join(", "));
                 if !reach.iter().any(|r| r.starts_with(&format!("{what} ("))) {
-                    reach.push(format!("{what} (`{}` of {})", job.id.value, own.name));
+                    reach.push(format!("{what} (`{}` of {})", job.id.value, wf.name));
                 }
             }
             let dispatched = info.starts.iter().find(|s| {
@@ -163,7 +157,7 @@ impl Checker<'_> {
             let holds = job
                 .scalars
                 .iter()
-                .chain(own.env.iter().map(|(_, v)| v))
+                .chain(wf.env.iter().map(|(_, v)| v))
                 .any(|v| !expr::secret_refs(&v.value).is_empty())
                 || job.secrets_inherit.is_some();
             if let (Some(start), true) = (dispatched, holds) {
